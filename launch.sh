@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# attnmt entry point. Every subcommand sets up what it needs first, so each works on a fresh machine.
+#   ./launch.sh setup            create .venv, install attnmt and its test tools, the Bible modules
+#   ./launch.sh test [ARGS]      run the test suite (extra ARGS go to pytest)
+set -euo pipefail
+cd "$(dirname "$0")"
+ROOT=$(pwd)
+VENV=${ATTNMT_VENV:-$ROOT/.venv}
+PY=$VENV/bin/python
+
+die() { echo "launch.sh: $*" >&2; exit 1; }
+
+# The embedded corpus is read from two Debian SWORD modules (see README, Data).
+install_sword_modules() {
+  local sword=${SWORD_PATH:-/usr/share/sword}
+  if [ -d "$sword/modules/texts/ztext/engweb2015eb" ] || [ -d "$sword/modules/texts/ztext/engWEB2015eb" ]; then
+    if ls "$sword"/modules/texts/ztext/ | grep -qi sparv; then return 0; fi
+  fi
+  local sudo=""
+  if [ "$(id -u)" != 0 ]; then
+    if command -v sudo >/dev/null && sudo -n true 2>/dev/null; then sudo="sudo -n"; else
+      echo "launch.sh: the Bible corpus needs the SWORD modules; run: sudo apt-get update && sudo apt-get install -y sword-text-web sword-text-sparv" >&2
+      return 0
+    fi
+  fi
+  echo "launch.sh: installing Debian packages sword-text-web sword-text-sparv" >&2
+  $sudo apt-get update -qq >/dev/null || die "apt-get update failed; run: sudo apt-get update && sudo apt-get install -y sword-text-web sword-text-sparv"
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq sword-text-web sword-text-sparv >/dev/null \
+    || die "could not install the SWORD modules; run: sudo apt-get install -y sword-text-web sword-text-sparv"
+}
+
+setup() {
+  command -v python3 >/dev/null || die "python3 not found; install Python 3.10 or newer"
+  if [ ! -x "$PY" ]; then
+    python3 -m venv "$VENV" || die "could not create $VENV; install the venv module (apt-get install python3-venv)"
+  fi
+  # Reinstall only when pyproject.toml changed since the last set-up.
+  local stamp=$VENV/.attnmt-installed sum
+  sum=$(sha256sum pyproject.toml | cut -d' ' -f1)
+  if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$sum" ]; then
+    "$PY" -m pip install -q --upgrade pip >/dev/null
+    "$PY" -m pip install -q -e ".[dev]" || die "pip install failed (see above)"
+    echo "$sum" > "$stamp"
+  fi
+  install_sword_modules
+}
+
+cmd=${1:-help}; shift || true
+case "$cmd" in
+  setup) setup ;;
+  test)
+    setup
+    export JAX_PLATFORMS=${JAX_PLATFORMS:-cpu}
+    exec "$PY" -m pytest -n "${ATTNMT_TEST_WORKERS:-auto}" -q "$@" ;;
+  help|-h|--help) sed -n '2,5p' "$0" ;;
+  *) die "unknown subcommand '$cmd'; valid: setup, test, help" ;;
+esac
