@@ -1,0 +1,92 @@
+"""The model's configuration: one frozen dataclass, validated once, with errors that name the fix.
+
+Experiments keep settings in an `ml_collections.ConfigDict` (`config.model`); `ModelConfig.from_dict`
+turns that section into this hashable object, which Flax modules and `jax.jit` can hold as static data.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Mapping
+
+SCORES = ('none', 'additive', 'normed_additive', 'dot', 'scaled_dot', 'general', 'concat', 'location')
+WINDOWS = ('global', 'local_m', 'local_p')
+QUERY_TIMINGS = ('bahdanau', 'luong')
+CELLS = ('lstm', 'gru')
+INIT_STATES = ('bridge', 'last', 'zero')
+DTYPES = ('float32', 'bfloat16')
+
+
+class ConfigError(ValueError):
+  """A configuration value that cannot work; the message says which and how to fix it."""
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelConfig:
+  """Every choice of the encoder-decoder. Field comments give the paper term where there is one."""
+  source_vocab_size: int = 8000
+  target_vocab_size: int = 8000
+  embed_size: int = 256              # source and target embedding size
+  cell: str = 'lstm'                 # 'lstm' or 'gru', for encoder and decoder
+  encoder_hidden_size: int = 256     # per direction
+  encoder_layers: int = 1
+  bidirectional: bool = True         # annotation h_i = [fwd_i ; bwd_i] (Bahdanau Sec. 3.2)
+  decoder_hidden_size: int = 512
+  decoder_layers: int = 1
+  dropout: float = 0.0               # between RNN layers, on embeddings and before the output layer
+  score: str = 'additive'            # see SCORES and DESIGN.md
+  attention_size: int = 512          # A: hidden size of additive / concat scores and of local_p's predictor
+  window: str = 'global'             # 'global', 'local_m', 'local_p' (Luong Sec. 3.2)
+  window_size: int = 10              # D: half-width of the local window; Gaussian sigma = D / 2
+  query_timing: str = 'bahdanau'     # 'bahdanau': query s_{t-1}; 'luong': query s_t
+  input_feeding: bool = True         # luong only: feed h~_{t-1} into the next RNN input (Luong Sec. 3.3)
+  output_size: int = 512             # bahdanau only: size of tanh(W_g [s_t ; c_t ; E y_{t-1}])
+  init_state: str = 'bridge'         # 'bridge': tanh(W mean_i h_i); 'last': final encoder states; 'zero'
+  max_source_length: int = 128       # longest source the 'location' score can address (its output size)
+  dtype: str = 'float32'             # computation dtype; parameters stay float32
+
+  @property
+  def annotation_size(self) -> int:
+    return self.encoder_hidden_size * (2 if self.bidirectional else 1)
+
+  @classmethod
+  def from_dict(cls, d: Mapping[str, Any]) -> 'ModelConfig':
+    d = dict(d.items()) if hasattr(d, 'items') else dict(d)
+    fields = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(d) - fields)
+    if unknown:
+      raise ConfigError(f'unknown model setting(s) {unknown}; valid settings: {sorted(fields)}')
+    cfg = cls(**d)
+    cfg.validate()
+    return cfg
+
+  def validate(self) -> 'ModelConfig':
+    _choice('score', self.score, SCORES)
+    _choice('window', self.window, WINDOWS)
+    _choice('query_timing', self.query_timing, QUERY_TIMINGS)
+    _choice('cell', self.cell, CELLS)
+    _choice('init_state', self.init_state, INIT_STATES)
+    _choice('dtype', self.dtype, DTYPES)
+    for name in ('source_vocab_size', 'target_vocab_size', 'embed_size', 'encoder_hidden_size',
+                 'encoder_layers', 'decoder_hidden_size', 'decoder_layers', 'attention_size',
+                 'output_size', 'max_source_length', 'window_size'):
+      if int(getattr(self, name)) < 1:
+        raise ConfigError(f'model.{name} must be at least 1, got {getattr(self, name)}')
+    if not 0.0 <= self.dropout < 1.0:
+      raise ConfigError(f'model.dropout must be in [0, 1), got {self.dropout}')
+    if self.score in ('dot', 'scaled_dot') and self.decoder_hidden_size != self.annotation_size:
+      raise ConfigError(
+          f"score '{self.score}' needs the query size (decoder_hidden_size={self.decoder_hidden_size}) to equal "
+          f'the annotation size ({self.annotation_size} = encoder_hidden_size x {2 if self.bidirectional else 1} '
+          f"directions); change one of them or use score 'general'")
+    if self.score == 'none' and self.window != 'global':
+      raise ConfigError(f"score 'none' has no attention to window; use window 'global', not '{self.window}'")
+    if self.init_state == 'last' and self.decoder_hidden_size != self.annotation_size:
+      raise ConfigError(
+          f"init_state 'last' copies the final encoder states, so decoder_hidden_size ({self.decoder_hidden_size}) "
+          f'must equal the annotation size ({self.annotation_size}); use init_state \'bridge\' otherwise')
+    return self
+
+
+def _choice(name: str, value: str, valid: tuple[str, ...]) -> None:
+  if value not in valid:
+    raise ConfigError(f"unknown model.{name} '{value}'; valid: {', '.join(valid)}")

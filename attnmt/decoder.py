@@ -1,0 +1,169 @@
+"""The attentional decoder, in Bahdanau or Luong query timing, teacher-forced or one step at a time.
+
+bahdanau: query s_{t-1}; s_t = RNN(s_{t-1}, [E y_{t-1} ; c_t]); p(y_t) = softmax(W_o tanh(W_g [s_t ; c_t ; E y_{t-1}]))
+luong:    s_t = RNN(s_{t-1}, [E y_{t-1} ; h~_{t-1}]); query s_t; h~_t = tanh(W_c [c_t ; s_t]); p(y_t) = softmax(W_s h~_t)
+
+Both paths share `_step`, so teacher-forced logits equal step-by-step logits. Work that does not
+depend on the previous step stays outside the scan as one large matrix product: the embedding part
+of the first RNN layer's input projection, the attention keys (`Memory.keys`) and the output layer.
+Letters: B batch, T target positions, S source positions, H annotation size, D decoder size, V vocab.
+"""
+from __future__ import annotations
+
+import functools
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import flax.linen as nn
+
+from attnmt import attention, rnn
+from attnmt.config import ModelConfig
+
+
+class Memory(NamedTuple):
+  """What the decoder reads from the encoder, computed once per sentence."""
+  annotations: jax.Array  # B x S x H
+  keys: jax.Array         # B x S x K, the score's per-sentence half (e.g. U h_i)
+  length: jax.Array       # B, source lengths
+
+
+class State(NamedTuple):
+  """The decoder's recurrent state between steps."""
+  rnn: tuple              # one carry per layer
+  feed: jax.Array         # B x D input-feeding vector h~_{t-1} (B x 0 when unused)
+  t: jax.Array            # scalar int32, the 0-based target position of the next step
+
+
+_embed_init = nn.initializers.variance_scaling(1.0, 'fan_in', 'normal', out_axis=0)
+
+
+class Decoder(nn.Module):
+  cfg: ModelConfig
+
+  def setup(self):
+    cfg, d, h, e = self.cfg, self.cfg.decoder_hidden_size, self.cfg.annotation_size, self.cfg.embed_size
+    dense = functools.partial(self.param, init_fn=nn.initializers.lecun_normal())
+    self.embed = self.param('embed', _embed_init, (cfg.target_vocab_size, e), jnp.float32)
+    self.attention = attention.AttentionParams(cfg)
+    feed = h if cfg.query_timing == 'bahdanau' else (d if cfg.input_feeding else 0)
+    self.layers = [rnn.RNNLayerParams(cfg.cell, e + feed if i == 0 else d, d, name=f'layer{i}')
+                   for i in range(cfg.decoder_layers)]
+    if cfg.init_state == 'bridge':
+      self.W_bridge = dense('W_bridge', shape=(h, d * cfg.decoder_layers))
+      self.b_bridge = self.param('b_bridge', nn.initializers.zeros, (d * cfg.decoder_layers,))
+    if cfg.query_timing == 'bahdanau':
+      self.W_g = dense('W_g', shape=(d + h + e, cfg.output_size))
+      self.b_g = self.param('b_g', nn.initializers.zeros, (cfg.output_size,))
+      self.W_out = dense('W_out', shape=(cfg.output_size, cfg.target_vocab_size))
+    else:
+      self.W_c = dense('W_c', shape=(h + d, d))
+      self.W_out = dense('W_out', shape=(d, cfg.target_vocab_size))
+    self.b_out = self.param('b_out', nn.initializers.zeros, (cfg.target_vocab_size,))
+
+  def _params(self) -> dict[str, Any]:
+    """All parameters as one pytree in the compute dtype, gathered outside any scan."""
+    p = {'embed': self.embed, 'attention': self.attention(), 'layers': [l() for l in self.layers],
+         'W_out': self.W_out, 'b_out': self.b_out}
+    for name in ('W_bridge', 'b_bridge', 'W_g', 'b_g', 'W_c'):
+      if hasattr(self, name):
+        p[name] = getattr(self, name)
+    dtype = jnp.dtype(self.cfg.dtype)
+    return jax.tree.map(lambda x: x.astype(dtype), p)
+
+  def memory(self, annotations_BxSxH: jax.Array, src_len_B: jax.Array) -> Memory:
+    """Precomputes the keys once per sentence."""
+    p_att = self._params()['attention']
+    keys = jax.vmap(functools.partial(attention.precompute_keys, self.cfg.score, p_att))(annotations_BxSxH)
+    return Memory(annotations_BxSxH, keys, src_len_B)
+
+  def initial_state(self, memory: Memory, encoder_final: rnn.Carry) -> State:
+    cfg, p = self.cfg, self._params()
+    batch, d = memory.length.shape[0], cfg.decoder_hidden_size
+    dtype = memory.annotations.dtype
+    if cfg.init_state == 'bridge':      # tanh(W mean_i h_i) over the valid positions
+      count = jnp.maximum(memory.length, 1)[:, None].astype(dtype)
+      mean_BxH = jnp.sum(memory.annotations, axis=1) / count
+      h_BxLD = jnp.tanh(mean_BxH @ p['W_bridge'] + p['b_bridge'])
+      carries = tuple(rnn.carry_from_hidden(cfg.cell, h) for h in jnp.split(h_BxLD, cfg.decoder_layers, -1))
+    elif cfg.init_state == 'last':
+      carries = (tuple(x.astype(dtype) for x in encoder_final),) * cfg.decoder_layers
+    else:
+      carries = (rnn.zero_carry(cfg.cell, (batch,), d, dtype),) * cfg.decoder_layers
+    feed_size = d if (cfg.query_timing == 'luong' and cfg.input_feeding) else 0
+    return State(carries, jnp.zeros((batch, feed_size), dtype), jnp.zeros((), jnp.int32))
+
+  def _dropout(self, x, train: bool):
+    if not train or self.cfg.dropout == 0:
+      return x
+    keep = jax.random.bernoulli(self.make_rng('dropout'), 1.0 - self.cfg.dropout, x.shape)
+    return jnp.where(keep, x / (1.0 - self.cfg.dropout), 0).astype(x.dtype)
+
+  def _embed_projection(self, p, emb_xE):
+    """The embedding half of layer 0's input projection: E y W_ih[:E] + b, hoistable."""
+    e = self.cfg.embed_size
+    return emb_xE @ p['layers'][0]['W_ih'][:e] + p['layers'][0]['b']
+
+  def _step(self, p, memory: Memory, state: State, emb_proj_BxG, drop_masks=None):
+    """One decoder step; returns the new state and the per-step outputs the output layer needs."""
+    cfg, e = self.cfg, self.cfg.embed_size
+    attend = jax.vmap(functools.partial(attention.attend, cfg, p['attention']), in_axes=(0, 0, 0, 0, None))
+
+    def run_layers(carries, x0_BxG):
+      new, x = [], None
+      for i, (lp, carry) in enumerate(zip(p['layers'], carries)):
+        if i > 0:
+          inp = x if drop_masks is None else x * drop_masks[i - 1]
+          x0_BxG = rnn.input_projection(lp, inp)
+        new.append(rnn.cell_step(cfg.cell, lp, carry, x0_BxG))
+        x = new[-1][0]
+      return tuple(new), x
+
+    w_rest = p['layers'][0]['W_ih'][e:]
+    if cfg.query_timing == 'bahdanau':
+      query = state.rnn[-1][0]
+      ctx_BxH, weights_BxS = attend(query, memory.keys, memory.annotations, memory.length, state.t)
+      carries, s_BxD = run_layers(state.rnn, emb_proj_BxG + ctx_BxH @ w_rest)
+      return State(carries, state.feed, state.t + 1), (s_BxD, ctx_BxH, weights_BxS)
+    x0 = emb_proj_BxG + state.feed @ w_rest if cfg.input_feeding else emb_proj_BxG
+    carries, s_BxD = run_layers(state.rnn, x0)
+    ctx_BxH, weights_BxS = attend(s_BxD, memory.keys, memory.annotations, memory.length, state.t)
+    h_tilde_BxD = jnp.tanh(jnp.concatenate([ctx_BxH, s_BxD], -1) @ p['W_c'])
+    feed = h_tilde_BxD if cfg.input_feeding else state.feed
+    return State(carries, feed, state.t + 1), (h_tilde_BxD, weights_BxS)
+
+  def _output_layer(self, p, step_out, emb_xE, train: bool):
+    """Logits from the per-step outputs; any leading shape, so it runs once over all steps."""
+    if self.cfg.query_timing == 'bahdanau':
+      s, ctx = step_out[0], step_out[1]
+      hidden = jnp.tanh(jnp.concatenate([s, ctx, emb_xE], -1) @ p['W_g'] + p['b_g'])
+    else:
+      hidden = step_out[0]
+    hidden = self._dropout(hidden, train)
+    return (hidden @ p['W_out'] + p['b_out']).astype(jnp.float32)
+
+  def __call__(self, memory: Memory, state: State, tgt_in_BxT: jax.Array, train: bool = False):
+    """Teacher forcing: logits (B x T x V) and attention weights (B x T x S) for inputs y_{<t}."""
+    cfg, p = self.cfg, self._params()
+    emb_BxTxE = self._dropout(jnp.take(p['embed'], tgt_in_BxT, axis=0), train)
+    emb_proj_TxBxG = jnp.swapaxes(self._embed_projection(p, emb_BxTxE), 0, 1)
+    steps, batch = emb_proj_TxBxG.shape[:2]
+    masks = None
+    if train and cfg.dropout > 0 and cfg.decoder_layers > 1:   # inter-layer dropout, drawn outside the scan
+      keep = jax.random.bernoulli(self.make_rng('dropout'), 1.0 - cfg.dropout,
+                                  (steps, cfg.decoder_layers - 1, batch, cfg.decoder_hidden_size))
+      masks = keep.astype(emb_BxTxE.dtype) / (1.0 - cfg.dropout)
+
+    def body(st, xs):
+      return self._step(p, memory, st, *xs) if masks is not None else self._step(p, memory, st, xs)
+
+    _, outs = jax.lax.scan(body, state, (emb_proj_TxBxG, masks) if masks is not None else emb_proj_TxBxG)
+    outs = jax.tree.map(lambda x: jnp.swapaxes(x, 0, 1), outs)
+    return self._output_layer(p, outs, emb_BxTxE, train), outs[-1]
+
+  def step(self, memory: Memory, state: State, token_B: jax.Array):
+    """One step of decoding from token y_{t-1}: new state, logits (B x V), weights (B x S)."""
+    p = self._params()
+    emb_BxE = jnp.take(p['embed'], token_B, axis=0)
+    state, out = self._step(p, memory, state, self._embed_projection(p, emb_BxE))
+    return state, self._output_layer(p, out, emb_BxE, False), out[-1]

@@ -1,0 +1,52 @@
+"""The encoder-decoder as one Flax Linen module tree with functional `init` / `apply`.
+
+    model = Seq2Seq(ModelConfig(...))
+    variables = model.init(rng, src, src_len, tgt_in)             # plain pytree of parameters
+    logits, weights = model.apply(variables, src, src_len, tgt_in)  # teacher forcing
+    memory, state = model.apply(variables, src, src_len, method=Seq2Seq.encode)
+    state, logits, weights = model.apply(variables, memory, state, token, method=Seq2Seq.decode_step)
+
+Token conventions (fixed for the project): 0 = PAD, 1 = BOS, 2 = EOS, 3 = UNK.
+"""
+from __future__ import annotations
+
+import jax
+import flax.linen as nn
+
+from attnmt.config import ModelConfig
+from attnmt.decoder import Decoder, Memory, State
+from attnmt.encoder import Encoder
+
+PAD, BOS, EOS, UNK = 0, 1, 2, 3
+
+
+class Seq2Seq(nn.Module):
+  cfg: ModelConfig
+
+  def setup(self):
+    self.encoder = Encoder(self.cfg)
+    self.decoder = Decoder(self.cfg)
+
+  def encode(self, src_BxS: jax.Array, src_len_B: jax.Array, train: bool = False) -> tuple[Memory, State]:
+    """Annotations, precomputed keys and the decoder's initial state."""
+    annotations, final = self.encoder(src_BxS, src_len_B, train)
+    memory = self.decoder.memory(annotations, src_len_B)
+    return memory, self.decoder.initial_state(memory, final)
+
+  def __call__(self, src_BxS, src_len_B, tgt_in_BxT, train: bool = False):
+    """Teacher-forced logits (B x T x V, float32) and attention weights (B x T x S)."""
+    memory, state = self.encode(src_BxS, src_len_B, train)
+    return self.decoder(memory, state, tgt_in_BxT, train)
+
+  def decode_step(self, memory: Memory, state: State, token_B: jax.Array):
+    """Feeds y_{t-1} = token_B; returns (state, logits B x V, weights B x S)."""
+    return self.decoder.step(memory, state, token_B)
+
+
+def init_params(cfg: ModelConfig, rng: jax.Array, batch: int = 2, src_len: int = 8, tgt_len: int = 8):
+  """Parameters of a fresh model (shapes do not depend on batch or lengths)."""
+  import jax.numpy as jnp
+  src = jnp.full((batch, src_len), 4, jnp.int32)
+  lengths = jnp.full((batch,), src_len, jnp.int32)
+  tgt = jnp.full((batch, tgt_len), 4, jnp.int32)
+  return Seq2Seq(cfg).init(rng, src, lengths, tgt)['params']
