@@ -1,0 +1,137 @@
+"""Greedy and beam search, entirely under `jit`, returning the attention of every output token.
+
+Both loops are `lax.while_loop`s that stop as soon as every hypothesis has ended (or `max_len`).
+Beam search follows the alive/finished scheme of the Flax WMT example, and carries each hypothesis's
+attention history through the beam reordering. Scores use the GNMT length penalty
+lp(len) = ((5 + len) / 6) ** alpha (Wu et al. 2016), len counting the EOS token.
+Letters: B batch, K beam, T output positions, S source positions, V vocabulary.
+"""
+from __future__ import annotations
+
+import functools
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from attnmt.config import ModelConfig
+from attnmt.model import BOS, EOS, PAD, Seq2Seq
+
+NEG_INF = -1.0e9
+
+
+class Decoded(NamedTuple):
+  tokens: jax.Array    # B x T (greedy) or B x K x T (beam), EOS included, PAD after
+  lengths: jax.Array   # B or B x K, tokens up to and including EOS
+  weights: jax.Array   # B x T x S or B x K x T x S, attention of each output token (0 after EOS)
+  scores: jax.Array    # B or B x K: log-probability / length penalty (greedy: alpha = 0)
+
+
+def length_penalty(length, alpha: float):
+  return ((5.0 + length) / 6.0) ** alpha
+
+
+@functools.partial(jax.jit, static_argnames=('cfg', 'max_len'))
+def greedy(cfg: ModelConfig, params, src_BxS: jax.Array, src_len_B: jax.Array, max_len: int) -> Decoded:
+  """Picks the most probable token at every step until every sentence has produced EOS."""
+  model, variables = Seq2Seq(cfg), {'params': params}
+  memory, state = model.apply(variables, src_BxS, src_len_B, method=Seq2Seq.encode)
+  batch, src_positions = src_BxS.shape
+  init = dict(t=jnp.int32(0), state=state, prev=jnp.full((batch,), BOS, jnp.int32),
+              done=jnp.zeros((batch,), bool), tokens=jnp.full((batch, max_len), PAD, jnp.int32),
+              weights=jnp.zeros((batch, max_len, src_positions), jnp.float32),
+              logp=jnp.zeros((batch,), jnp.float32), lengths=jnp.zeros((batch,), jnp.int32))
+
+  def cond(c):
+    return (c['t'] < max_len) & ~jnp.all(c['done'])
+
+  def body(c):
+    state, logits_BxV, w_BxS = model.apply(variables, memory, c['state'], c['prev'], method=Seq2Seq.decode_step)
+    token_B = jnp.argmax(logits_BxV, -1).astype(jnp.int32)
+    logp_B = jnp.take_along_axis(jax.nn.log_softmax(logits_BxV), token_B[:, None], -1)[:, 0]
+    live = ~c['done']
+    token_B = jnp.where(live, token_B, PAD)
+    return dict(t=c['t'] + 1, state=state, prev=token_B, done=c['done'] | (token_B == EOS),
+                tokens=c['tokens'].at[:, c['t']].set(token_B),
+                weights=c['weights'].at[:, c['t']].set(jnp.where(live[:, None], w_BxS, 0.0)),
+                logp=c['logp'] + jnp.where(live, logp_B, 0.0), lengths=c['lengths'] + live)
+
+  c = jax.lax.while_loop(cond, body, init)
+  return Decoded(c['tokens'], c['lengths'], c['weights'], c['logp'])
+
+
+def _gather_beams(x, beam_idx_BxN):
+  """Selects beams along axis 1 of x (B x K x ...) for each batch row: B x N x ..."""
+  idx = beam_idx_BxN.reshape(beam_idx_BxN.shape + (1,) * (x.ndim - 2))
+  return jnp.take_along_axis(x, idx, axis=1)
+
+
+def _flat_state_gather(state, beam_idx_BxK, beam: int):
+  """Reorders a decoder state whose leading axis is B*K by parent beam; scalars pass through."""
+  def gather(x):
+    if x.ndim == 0:
+      return x
+    return _gather_beams(x.reshape((-1, beam) + x.shape[1:]), beam_idx_BxK).reshape(x.shape)
+  return jax.tree.map(gather, state)
+
+
+@functools.partial(jax.jit, static_argnames=('cfg', 'beam_size', 'max_len'))
+def beam_search(cfg: ModelConfig, params, src_BxS: jax.Array, src_len_B: jax.Array, beam_size: int,
+                max_len: int, alpha: float = 0.6) -> Decoded:
+  """Beam search; returns the K best hypotheses per sentence, best first."""
+  model, variables, k = Seq2Seq(cfg), {'params': params}, beam_size
+  batch, src_positions = src_BxS.shape
+  tile = lambda x: x if x.ndim == 0 else jnp.repeat(x, k, axis=0)
+  memory, state = jax.tree.map(tile, model.apply(variables, src_BxS, src_len_B, method=Seq2Seq.encode))
+  seqs = jnp.full((batch, k, max_len), PAD, jnp.int32)
+  attn = jnp.zeros((batch, k, max_len, src_positions), jnp.float32)
+  init = dict(t=jnp.int32(0), state=state, alive_seq=seqs, alive_attn=attn,
+              alive_logp=jnp.tile(jnp.array([0.0] + [NEG_INF] * (k - 1)), (batch, 1)),
+              fin_seq=seqs, fin_attn=attn, fin_score=jnp.full((batch, k), NEG_INF),
+              fin_len=jnp.zeros((batch, k), jnp.int32))
+  best_possible_lp = length_penalty(max_len, alpha)
+
+  def cond(c):
+    # Stop when no alive hypothesis can still beat the worst finished one (Flax WMT criterion);
+    # log-probabilities only fall, so the best alive score is bounded by alive_logp / lp(max_len).
+    bound_B = c['alive_logp'][:, 0] / best_possible_lp
+    worst_finished_B = jnp.min(c['fin_score'], axis=1)
+    worst_finished_B = jnp.where(worst_finished_B <= NEG_INF / 2, NEG_INF, worst_finished_B)
+    done = jnp.all((worst_finished_B >= bound_B) | (c['alive_logp'][:, 0] <= NEG_INF / 2))
+    return (c['t'] < max_len) & ~done
+
+  def body(c):
+    t = c['t']
+    prev = jnp.where(t == 0, BOS, c['alive_seq'][:, :, jnp.maximum(t - 1, 0)]).reshape(-1)
+    state, logits, w = model.apply(variables, memory, c['state'], prev, method=Seq2Seq.decode_step)
+    vocab = logits.shape[-1]
+    cand_BxKV = (c['alive_logp'][:, :, None] + jax.nn.log_softmax(logits).reshape(batch, k, vocab)
+                 ).reshape(batch, k * vocab)
+    top_logp, top_idx = jax.lax.top_k(cand_BxKV, 2 * k)             # 2K so K survive without EOS
+    parent, token = top_idx // vocab, (top_idx % vocab).astype(jnp.int32)
+    seq = _gather_beams(c['alive_seq'], parent).at[:, :, t].set(token)
+    step_w = _gather_beams(w.reshape(batch, k, src_positions), parent)
+    att = _gather_beams(c['alive_attn'], parent).at[:, :, t].set(step_w)
+    ended = token == EOS
+    # Alive: the K best candidates that did not end.
+    alive_logp, keep = jax.lax.top_k(jnp.where(ended, NEG_INF, top_logp), k)
+    new_state = _flat_state_gather(state, _gather_beams(parent, keep), k)
+    # Finished: merge the candidates that ended with those already finished; keep the K best.
+    fin_new = jnp.where(ended, top_logp / length_penalty(t + 1, alpha), NEG_INF)
+    fin_new = jnp.where(top_logp <= NEG_INF / 2, NEG_INF, fin_new)
+    all_scores = jnp.concatenate([c['fin_score'], fin_new], 1)
+    fin_score, pick = jax.lax.top_k(all_scores, k)
+    merged = lambda old, new: _gather_beams(jnp.concatenate([old, new], 1), pick)
+    return dict(t=t + 1, state=new_state, alive_seq=_gather_beams(seq, keep), alive_attn=_gather_beams(att, keep),
+                alive_logp=alive_logp, fin_seq=merged(c['fin_seq'], seq), fin_attn=merged(c['fin_attn'], att),
+                fin_score=fin_score,
+                fin_len=merged(c['fin_len'], jnp.full((batch, 2 * k), t + 1, jnp.int32)))
+
+  c = jax.lax.while_loop(cond, body, init)
+  # A sentence none of whose hypotheses ended within max_len returns its alive ones.
+  none_finished = jnp.all(c['fin_score'] <= NEG_INF / 2, axis=1)
+  pick = lambda fin, alive: jnp.where(none_finished.reshape((-1,) + (1,) * (fin.ndim - 1)), alive, fin)
+  alive_len = jnp.full((batch, k), c['t'], jnp.int32)
+  return Decoded(pick(c['fin_seq'], c['alive_seq']), pick(c['fin_len'], alive_len),
+                 pick(c['fin_attn'], c['alive_attn']),
+                 pick(c['fin_score'], c['alive_logp'] / length_penalty(c['t'], alpha)))
