@@ -27,6 +27,11 @@ class Decoded(NamedTuple):
   scores: jax.Array    # B or B x K: log-probability / length penalty (greedy: alpha = 0)
 
 
+def _choosable_log_probs(logits_xV: jax.Array) -> jax.Array:
+  """Log-probabilities over the full vocabulary, with PAD and BOS made unchoosable."""
+  return jax.nn.log_softmax(logits_xV).at[..., jnp.array([PAD, BOS])].set(NEG_INF)
+
+
 def length_penalty(length, alpha: float):
   return ((5.0 + length) / 6.0) ** alpha
 
@@ -47,8 +52,9 @@ def greedy(cfg: ModelConfig, params, src_BxS: jax.Array, src_len_B: jax.Array, m
 
   def body(c):
     state, logits_BxV, w_BxS = model.apply(variables, memory, c['state'], c['prev'], method=Seq2Seq.decode_step)
-    token_B = jnp.argmax(logits_BxV, -1).astype(jnp.int32)
-    logp_B = jnp.take_along_axis(jax.nn.log_softmax(logits_BxV), token_B[:, None], -1)[:, 0]
+    logp_BxV = _choosable_log_probs(logits_BxV)
+    token_B = jnp.argmax(logp_BxV, -1).astype(jnp.int32)
+    logp_B = jnp.take_along_axis(logp_BxV, token_B[:, None], -1)[:, 0]
     live = ~c['done']
     token_B = jnp.where(live, token_B, PAD)
     return dict(t=c['t'] + 1, state=state, prev=token_B, done=c['done'] | (token_B == EOS),
@@ -71,7 +77,7 @@ def _flat_state_gather(state, beam_idx_BxK, beam: int):
   def gather(x):
     if x.ndim == 0:
       return x
-    return _gather_beams(x.reshape((-1, beam) + x.shape[1:]), beam_idx_BxK).reshape(x.shape)
+    return _gather_beams(x.reshape((x.shape[0] // beam, beam) + x.shape[1:]), beam_idx_BxK).reshape(x.shape)
   return jax.tree.map(gather, state)
 
 
@@ -105,7 +111,7 @@ def beam_search(cfg: ModelConfig, params, src_BxS: jax.Array, src_len_B: jax.Arr
     prev = jnp.where(t == 0, BOS, c['alive_seq'][:, :, jnp.maximum(t - 1, 0)]).reshape(-1)
     state, logits, w = model.apply(variables, memory, c['state'], prev, method=Seq2Seq.decode_step)
     vocab = logits.shape[-1]
-    cand_BxKV = (c['alive_logp'][:, :, None] + jax.nn.log_softmax(logits).reshape(batch, k, vocab)
+    cand_BxKV = (c['alive_logp'][:, :, None] + _choosable_log_probs(logits).reshape(batch, k, vocab)
                  ).reshape(batch, k * vocab)
     top_logp, top_idx = jax.lax.top_k(cand_BxKV, 2 * k)             # 2K so K survive without EOS
     parent, token = top_idx // vocab, (top_idx % vocab).astype(jnp.int32)

@@ -67,5 +67,5 @@ def train_step(cfg: ModelConfig, optimizer: optax.GradientTransformation, state:
   (loss, (total, count)), grads = grad_fn(cfg, state.params, batch, step_rng, True, label_smoothing)
   updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
   params = optax.apply_updates(state.params, updates)
-  metrics = {'loss': loss, 'loss_sum': total, 'tokens': count, 'grad_norm': optax.global_norm(grads)}
+  metrics = {'loss': loss, 'loss_sum': total, 'tokens': count, 'grad_norm': optax.tree.norm(grads)}
   return TrainState(state.step + 1, params, opt_state, rng), metrics

@@ -1,0 +1,107 @@
+"""Greedy and beam search: agreement, scores equal to recomputed log-probabilities, attention history."""
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from attnmt import decoding, toy, training
+from attnmt.config import ModelConfig
+from attnmt.model import BOS, EOS, PAD, Seq2Seq
+
+# A model trained briefly on the reverse task: uncertain enough that beams and lengths genuinely differ
+# (random weights give degenerate outputs: every hypothesis ends at once or never).
+CFG = ModelConfig(source_vocab_size=14, target_vocab_size=14, embed_size=16, encoder_hidden_size=16,
+                  decoder_hidden_size=32, attention_size=16, output_size=16)
+_BATCH = toy.reverse_batch(np.random.default_rng(9), 4, 10, np.ones(8) / 8, held_out=True)
+SRC, SRC_LEN = jnp.asarray(_BATCH['src']), jnp.asarray(_BATCH['src_len'])
+
+
+@pytest.fixture(scope='module')
+def params():
+  opt = training.make_optimizer(3e-3)
+  state = training.init_train_state(CFG, opt, 0)
+  step = jax.jit(functools.partial(training.train_step, CFG, opt))
+  rng = np.random.default_rng(0)
+  for _ in range(120):
+    state, _ = step(state, toy.reverse_batch(rng, 32, 10, np.ones(8) / 8))
+  return state.params
+
+
+def teacher_forced(params, src, src_len, tokens_BxT):
+  """Log-probabilities and attention of given output sequences, by one teacher-forced pass."""
+  tgt_in = jnp.concatenate([jnp.full((tokens_BxT.shape[0], 1), BOS), tokens_BxT[:, :-1]], 1)
+  logits, weights = Seq2Seq(CFG).apply({'params': params}, src, src_len, tgt_in)
+  logp = jnp.take_along_axis(jax.nn.log_softmax(logits), tokens_BxT[..., None], -1)[..., 0]
+  return np.asarray(logp), np.asarray(weights)
+
+
+def test_greedy_matches_teacher_forcing_and_stops_at_eos(params):
+  out = decoding.greedy(CFG, params, SRC, SRC_LEN, max_len=12)
+  tokens, lengths = np.asarray(out.tokens), np.asarray(out.lengths)
+  logp, weights = teacher_forced(params, SRC, SRC_LEN, out.tokens)
+  for b in range(len(lengths)):
+    n = lengths[b]
+    if n < 10:
+      assert tokens[b, n - 1] == EOS and EOS not in tokens[b, :n - 1]
+    assert np.all(tokens[b, n:] == PAD)
+    np.testing.assert_allclose(out.scores[b], logp[b, :n].sum(), rtol=1e-5)
+    np.testing.assert_allclose(out.weights[b, :n], weights[b, :n], rtol=1e-5, atol=1e-6)
+    assert np.all(np.asarray(out.weights[b, n:]) == 0.0)
+
+
+def test_beam_of_one_equals_greedy(params):
+  g = decoding.greedy(CFG, params, SRC, SRC_LEN, max_len=12)
+  b = decoding.beam_search(CFG, params, SRC, SRC_LEN, beam_size=1, max_len=12, alpha=0.0)
+  np.testing.assert_array_equal(b.tokens[:, 0], g.tokens)
+  np.testing.assert_array_equal(b.lengths[:, 0], g.lengths)
+  np.testing.assert_allclose(b.scores[:, 0], g.scores, rtol=1e-5)
+  np.testing.assert_allclose(b.weights[:, 0], g.weights, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize('alpha', [0.0, 0.6, 1.0])
+def test_beam_scores_equal_recomputed_log_probabilities(params, alpha):
+  """Every returned hypothesis: score = sum log p / lp(len), best first, attention = teacher-forced."""
+  out = decoding.beam_search(CFG, params, SRC, SRC_LEN, beam_size=4, max_len=12, alpha=alpha)
+  scores = np.asarray(out.scores)
+  assert np.all(np.diff(scores, axis=1) <= 1e-6)            # best first, non-increasing
+  for k in range(4):
+    tokens = out.tokens[:, k]
+    logp, weights = teacher_forced(params, SRC, SRC_LEN, tokens)
+    for b in range(SRC.shape[0]):
+      n = int(out.lengths[b, k])
+      assert int(tokens[b, n - 1]) == EOS and n < 12
+      want = logp[b, :n].sum() / decoding.length_penalty(n, alpha)
+      np.testing.assert_allclose(scores[b, k], want, rtol=1e-5, atol=1e-5)
+      # The attention history survived the reordering of beams: it is the attention of this sequence.
+      np.testing.assert_allclose(out.weights[b, k, :n], weights[b, :n], rtol=1e-4, atol=1e-5)
+      assert np.all(np.asarray(out.weights[b, k, n:]) == 0.0)
+
+
+def test_beam_search_finds_at_least_greedy_score(params):
+  g = decoding.greedy(CFG, params, SRC, SRC_LEN, max_len=12)
+  b = decoding.beam_search(CFG, params, SRC, SRC_LEN, beam_size=5, max_len=12, alpha=0.0)
+  assert np.all(np.asarray(b.scores[:, 0]) >= np.asarray(g.scores) - 1e-5)
+  # On this model the search matters: for some sentence the best beam is not the greedy output.
+  assert np.any(np.asarray(b.tokens[:, 0]) != np.asarray(g.tokens))
+
+
+def test_beam_prefix_scores_never_increase(params):
+  """Along the best hypothesis, the running log-probability only falls as tokens are added."""
+  b = decoding.beam_search(CFG, params, SRC, SRC_LEN, beam_size=3, max_len=12, alpha=0.0)
+  logp, _ = teacher_forced(params, SRC, SRC_LEN, b.tokens[:, 0])
+  running = np.cumsum(logp, axis=1)
+  assert np.all(np.diff(running, axis=1) <= 0.0)
+
+
+def test_hypotheses_within_a_sentence_are_distinct(params):
+  b = decoding.beam_search(CFG, params, SRC, SRC_LEN, beam_size=4, max_len=12, alpha=0.6)
+  for row in np.asarray(b.tokens):
+    assert len({tuple(r) for r in row}) == len(row)
+
+
+def test_decoding_stops_before_max_len_when_all_ended(params):
+  """The while loop ends once every hypothesis has ended: lengths below max_len, PAD after."""
+  g = decoding.greedy(CFG, params, SRC, SRC_LEN, max_len=40)
+  assert np.all(np.asarray(g.lengths) < 40)
