@@ -1,8 +1,8 @@
 """TFDS builder `bible_en_es`: verse-aligned English-Spanish pairs from two Debian SWORD
 modules (World English Bible, Reina-Valera 1909), written as array_record, no TensorFlow.
 
-The whole Bible is the config `full`; `BibleConfig(books=(...))` builds a subset (tests use
-a few books). Counts of dropped verses, per reason, are in `builder.info.metadata`.
+The whole Bible is the config `full`; `bible_config(books)` builds a subset (tests use a
+few books). Counts of dropped verses, per reason, are in `builder.info.metadata`.
 """
 
 import dataclasses
@@ -19,21 +19,22 @@ TEST_FRACTION = 0.05  # of chapters
 
 @dataclasses.dataclass(eq=False)
 class BibleConfig(tfds.core.BuilderConfig):
-    """Which books to read (OSIS or English names; empty: all) and where the modules are."""
+    """Which books to read (OSIS or English names; empty: all)."""
     books: tuple[str, ...] = ()
-    sword_path: Optional[str] = None  # None: $SWORD_PATH or /usr/share/sword
 
 
-def bible_config(books=(), sword_path: Optional[str] = None) -> BibleConfig:
-    """The config for `books`, named so that each subset gets its own directory."""
+FULL = BibleConfig(name='full', description='All books in both modules.')
+
+
+def bible_config(books=()):
+    """The config for `books`: 'full' (a name TFDS knows) for all of them, else a custom
+    config named by a hash of the list, so that each subset gets its own directory."""
     books = tuple(b.strip() for b in books if b.strip())
     if not books:
-        return BibleConfig(name='full', description='All books in both modules.',
-                           sword_path=sword_path)
+        return FULL.name
     key = ','.join(books)
     name = 'books_' + hashlib.sha256(key.encode()).hexdigest()[:10]
-    return BibleConfig(name=name, description=f'Books: {key}', books=books,
-                       sword_path=sword_path)
+    return BibleConfig(name=name, description=f'Books: {key}', books=books)
 
 
 class BibleEnEs(tfds.core.GeneratorBasedBuilder):
@@ -41,7 +42,12 @@ class BibleEnEs(tfds.core.GeneratorBasedBuilder):
 
     VERSION = tfds.core.Version('1.0.0')
     RELEASE_NOTES = {'1.0.0': 'Markup cleaning, length realignment, chapter splits.'}
-    BUILDER_CONFIGS = [bible_config()]
+    BUILDER_CONFIGS = [FULL]
+
+    def __init__(self, *, sword_path: Optional[str] = None, **kwargs):
+        """`sword_path`: the SWORD library (None: $SWORD_PATH or /usr/share/sword)."""
+        self._sword_path = sword_path
+        super().__init__(**kwargs)
 
     def _info(self) -> tfds.core.DatasetInfo:
         return self.dataset_info_from_configs(
@@ -58,8 +64,8 @@ class BibleEnEs(tfds.core.GeneratorBasedBuilder):
     def _split_generators(self, dl_manager):
         del dl_manager  # Nothing to download: the modules are Debian packages.
         config = self.builder_config
-        english = sword.open_bible(sword.ENGLISH_MODULE, config.sword_path)
-        spanish = sword.open_bible(sword.SPANISH_MODULE, config.sword_path)
+        english = sword.open_bible(sword.ENGLISH_MODULE, self._sword_path)
+        spanish = sword.open_bible(sword.SPANISH_MODULE, self._sword_path)
         books = sword.resolve_books(english, config.books)
         by_split, dropped = bible_pairs.build_pairs(
             sword.read_verses(english, books), sword.read_verses(spanish, books),

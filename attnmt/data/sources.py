@@ -6,6 +6,7 @@ in this package) and any TFDS catalogue name ('ted_hrlr_translate/pt_to_en').
 """
 
 import dataclasses
+import functools
 import os
 from typing import Optional
 
@@ -53,8 +54,8 @@ def _own_builder(cfg, tfds_dir: str) -> tfds.core.GeneratorBasedBuilder:
     """The builder of one of this package's datasets for `cfg`, prepared in `tfds_dir`."""
     if cfg.name == 'bible_en_es':
         books = [b for b in cfg.books.split(',')] if isinstance(cfg.books, str) else cfg.books
-        config = bible_en_es.bible_config(books, cfg.sword_path or None)
-        builder_cls = bible_en_es.BibleEnEs
+        config = bible_en_es.bible_config(books)
+        builder_cls = functools.partial(bible_en_es.BibleEnEs, sword_path=cfg.sword_path or None)
     elif cfg.name == 'tsv_pairs':
         tsv_pairs.read_pairs(cfg.tsv_path, cfg.skip_bad_lines)  # Fails fast, one clear line.
         config = tsv_pairs.tsv_config(cfg.tsv_path, cfg.source_lang or 'source',
@@ -83,8 +84,9 @@ def _language_keys(cfg, default: tuple[str, str], features) -> tuple[str, str]:
 def unknown_name_error(name: str) -> ValueError:
     """The one-line error for a dataset name that is neither ours nor in the catalogue."""
     translation = sorted({n for n in catalogue.known_names() if 'translate' in n})
-    return ValueError(f'unknown dataset {name!r}; valid: {", ".join(OWN_DATASETS)}, or a TFDS '
-                      f'catalogue name with its config (e.g. ted_hrlr_translate/pt_to_en) among {", ".join(translation)}')
+    return ValueError(
+        f'unknown dataset {name!r}; valid: {", ".join(OWN_DATASETS)}, or a TFDS catalogue '
+        f'name with its config (e.g. ted_hrlr_translate/pt_to_en) among {", ".join(translation)}')
 
 
 def load_corpus(cfg, tfds_dir: str) -> RawCorpus:

@@ -19,13 +19,22 @@ class NumbersConfig(tfds.core.BuilderConfig):
     seed: int = 0
 
 
-def numbers_config(train_size: int, eval_size: int, min_numbers: int, max_numbers: int,
-                   max_digits: int, seed: int) -> NumbersConfig:
-    """A config named after its values, so each setting gets its own directory."""
+def _config(train_size, eval_size, min_numbers, max_numbers, max_digits, seed) -> NumbersConfig:
     name = f'n{train_size}_e{eval_size}_k{min_numbers}-{max_numbers}_d{max_digits}_s{seed}'
     return NumbersConfig(name=name, train_size=train_size, eval_size=eval_size,
                          min_numbers=min_numbers, max_numbers=max_numbers,
                          max_digits=max_digits, seed=seed)
+
+
+DEFAULT = _config(20000, 1000, 1, 4, 3, 0)
+
+
+def numbers_config(train_size: int, eval_size: int, min_numbers: int, max_numbers: int,
+                   max_digits: int, seed: int):
+    """A config named after its values, so each setting gets its own directory (the
+    default setting by name, as TFDS wants for a config it already knows)."""
+    config = _config(train_size, eval_size, min_numbers, max_numbers, max_digits, seed)
+    return config.name if config.name == DEFAULT.name else config
 
 
 class SyntheticNumbers(tfds.core.GeneratorBasedBuilder):
@@ -33,7 +42,7 @@ class SyntheticNumbers(tfds.core.GeneratorBasedBuilder):
 
     VERSION = tfds.core.Version('1.0.0')
     RELEASE_NOTES = {'1.0.0': 'First version.'}
-    BUILDER_CONFIGS = [numbers_config(20000, 1000, 1, 4, 3, 0)]
+    BUILDER_CONFIGS = [DEFAULT]
 
     def _info(self) -> tfds.core.DatasetInfo:
         return self.dataset_info_from_configs(
