@@ -46,5 +46,5 @@ def test_missing_language_is_a_clear_error(tmp_path):
     cfg = _cfg('ted_hrlr_translate/pt_to_en', tmp_path)
     cfg.source_lang, cfg.target_lang = 'pt', 'fr'
     with tfds.testing.mock_data(num_examples=5, policy=tfds.testing.MockPolicy.USE_CODE):
-        with pytest.raises(KeyError):
+        with pytest.raises(ValueError, match="has no language 'fr'; it has pt, en"):
             prepare(cfg)

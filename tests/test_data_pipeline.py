@@ -84,9 +84,12 @@ def test_shuffling_is_deterministic_by_seed_and_differs_by_epoch(data):
     assert any(len(x) != len(y) or (x != y).any() for x, y in zip(a[:half], a[half:]))
 
 
-@pytest.mark.parametrize('stop_after', [0, 5, 31, 32, 33, 70])
-def test_saved_state_resumes_with_identical_batches(data, stop_after):
+@pytest.mark.parametrize('where', ['start', 'early', 'epoch_end', 'next_epoch', 'last', 'end'])
+def test_saved_state_resumes_with_identical_batches(data, where):
     reference = list(_iterator(data))
+    per_epoch = len(_iterator(data).epoch_plan(0))
+    stop_after = {'start': 0, 'early': 5, 'epoch_end': per_epoch, 'next_epoch': per_epoch + 1,
+                  'last': len(reference) - 1, 'end': len(reference)}[where]
     it = _iterator(data)
     for _ in range(stop_after):
         next(it)

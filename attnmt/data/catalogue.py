@@ -32,12 +32,19 @@ def language_keys(name: str, data_dir: str, source_lang: Optional[str],
                   target_lang: Optional[str]) -> tuple[str, str]:
     """The feature keys of the source and target text: the given codes, else the
     dataset's supervised keys (e.g. ('pt', 'en'))."""
+    known_names()  # Registers the legacy translation builders.
+    info = tfds.builder(name, data_dir=data_dir).info
     if source_lang and target_lang:
-        return source_lang, target_lang
-    keys = tfds.builder(name, data_dir=data_dir).info.supervised_keys
-    if not keys or len(keys) != 2:
-        raise ValueError(f'{name} has no (source, target) supervised keys; set '
-                         'data.source_lang and data.target_lang')
+        keys = (source_lang, target_lang)
+    else:
+        keys = info.supervised_keys
+        if not keys or len(keys) != 2:
+            raise ValueError(f'{name} has no (source, target) supervised keys; set '
+                             'data.source_lang and data.target_lang')
+    available = list(info.features.keys())
+    for key in keys:
+        if key not in available:
+            raise ValueError(f'{name} has no language {key!r}; it has {", ".join(available)}')
     return tuple(keys)
 
 
