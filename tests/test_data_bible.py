@@ -3,7 +3,8 @@ without them these tests fail and say how to install them)."""
 
 import pytest
 
-from attnmt.data import bible_pairs, get_data_config, osis_clean, prepare, sword, verse_align
+from attnmt.data import (bible_pairs, get_data_config, load_tokenizers, osis_clean, prepare,
+                         save_tokenizers, sword, verse_align)
 
 BOOKS = 'Ruth,Jonah,John'  # 85 + 48 + 879 verses in both modules
 
@@ -28,11 +29,13 @@ def _verse(bible, book, chapter, verse, spanish=False):
 
 
 def test_missing_modules_give_the_install_command(tmp_path):
+    cfg = get_data_config()
+    cfg.data_dir, cfg.sword_path, cfg.books = str(tmp_path / 'data'), str(tmp_path), 'Ruth'
     with pytest.raises(sword.SwordModulesMissingError) as error:
-        sword.open_bible(sword.ENGLISH_MODULE, str(tmp_path))
+        prepare(cfg)
     message = str(error.value)
     assert '\n' not in message
-    assert 'sudo apt-get install -y sword-text-web sword-text-sparv' in message
+    assert message.endswith('run: sudo apt-get install -y sword-text-web sword-text-sparv')
 
 
 def test_john_3_16_is_clean_in_both_languages(prepared):
@@ -51,7 +54,8 @@ def test_john_3_16_is_clean_in_both_languages(prepared):
 def test_markup_cleaning_on_known_verses(bibles):
     english, spanish = bibles
     # Footnote between two words: a space, not "Godcreated".
-    assert _verse(english, 'Gen', 1, 1) == 'In the beginning, God created the heavens and the earth.'
+    assert _verse(english, 'Gen', 1, 1) == (
+        'In the beginning, God created the heavens and the earth.')
     # Canonical psalm title kept (the Spanish verse 1 has it too), line markup gone.
     assert _verse(english, 'Ps', 3, 1) == (
         'A Psalm by David, when he fled from Absalom his son. Yahweh, how my adversaries have '
@@ -109,7 +113,7 @@ def test_tokenizer_round_trip_and_bucketing(prepared):
     assert padding['bucketed'] < padding['unbucketed']
 
 
-def test_second_prepare_reuses_the_build(prepared, tmp_path_factory):
+def test_second_prepare_reuses_the_build_and_tokenizers_travel(prepared, tmp_path_factory):
     cfg = get_data_config()
     cfg.data_dir = str(prepared.vocab_dir).split('/vocab/')[0]
     cfg.books = BOOKS
@@ -118,3 +122,9 @@ def test_second_prepare_reuses_the_build(prepared, tmp_path_factory):
     assert again.corpus.splits['test'].ids == prepared.corpus.splits['test'].ids
     assert again.src_tokenizer.encode('In the beginning') == prepared.src_tokenizer.encode(
         'In the beginning')
+    checkpoint = str(tmp_path_factory.mktemp('checkpoint'))
+    save_tokenizers(prepared, checkpoint)
+    src, tgt = load_tokenizers(checkpoint)
+    text = prepared.corpus.splits['test'].target[0]
+    assert tgt.encode(text) == prepared.tgt_tokenizer.encode(text)
+    assert src.vocab_size == prepared.src_tokenizer.vocab_size

@@ -18,7 +18,8 @@ def _good_lines(n=60):
 
 def _cfg(data_dir, path, skip=False):
     cfg = get_data_config()
-    cfg.name, cfg.data_dir, cfg.tsv_path, cfg.skip_bad_lines = 'tsv_pairs', str(data_dir), path, skip
+    cfg.name, cfg.data_dir, cfg.tsv_path = 'tsv_pairs', str(data_dir), path
+    cfg.skip_bad_lines = skip
     cfg.source_lang, cfg.target_lang = 'en', 'es'
     cfg.tokenizer, cfg.vocab_size = 'word', 100
     return cfg

@@ -40,7 +40,7 @@ def bible_config(books=()):
 class BibleEnEs(tfds.core.GeneratorBasedBuilder):
     """English (WEB) - Spanish (RV1909) verse pairs; splits disjoint by chapter."""
 
-    VERSION = tfds.core.Version('1.0.0')
+    VERSION = tfds.core.Version('1.0.0')  # Bump when cleaning, alignment or splits change.
     RELEASE_NOTES = {'1.0.0': 'Markup cleaning, length realignment, chapter splits.'}
     BUILDER_CONFIGS = [FULL]
 

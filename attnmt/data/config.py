@@ -12,7 +12,7 @@ def get_data_config() -> ml_collections.ConfigDict:
     # Corpus.
     c.name = 'bible_en_es'  # 'bible_en_es', 'tsv_pairs', 'synthetic_numbers', or a TFDS
     #                         catalogue name such as 'ted_hrlr_translate/pt_to_en'.
-    c.data_dir = './data_cache'  # TFDS builds go to <data_dir>/tfds, vocabularies to <data_dir>/vocab.
+    c.data_dir = './data_cache'  # Builds in <data_dir>/tfds, vocabularies in <data_dir>/vocab.
     c.source_lang = ''  # Source feature key ('' = dataset default: en, digits, pt, ...).
     c.target_lang = ''  # Target feature key ('' = dataset default: es, de, en, ...).
     c.books = ''  # bible_en_es: comma-separated books ('Ruth,Jonah,John'); '' = whole Bible.

@@ -36,8 +36,8 @@ _STRUCTURAL = re.compile(
 _ANY_TAG = re.compile(r'<[^>]*>')
 _ADDED_OPEN, _ADDED_CLOSE = '\x01', '\x02'
 _ADDED_TAGS = re.compile(r'<(/?)transChange\b[^>]*>')
-_ENCLITIC = re.compile(
-    r'\b([a-záéíóúüñ]+)\x01((?:me|te|se|le|lo|la|nos|os)?(?:me|te|se|le|les|lo|los|la|las|nos|os))\x02')
+_PRONOUN = r'(?:me|te|se|le|les|lo|los|la|las|nos|os)'  # "díjole", also doubled: "dámelo"
+_ENCLITIC = re.compile(rf'\b([a-záéíóúüñ]+)\x01({_PRONOUN}?{_PRONOUN})\x02')
 _INTERROGATIVES = frozenset(
     ['cuánto', 'cuánta', 'cuántos', 'cuántas', 'qué', 'cómo', 'dónde', 'cuándo', 'quién'])
 _SPACE_BEFORE_CLOSING = re.compile(r'\s+([,.;:!?)\]”’»])')

@@ -114,6 +114,19 @@ def batches(prepared: PreparedData, split: str, cfg, seed: Optional[int] = None,
         epochs or None, training if shuffle is None else shuffle, split, state)
 
 
+def save_tokenizers(prepared: PreparedData, directory: str) -> None:
+    """Writes both tokenisers under `directory` (source/, target/), e.g. beside a checkpoint."""
+    prepared.src_tokenizer.save(os.path.join(directory, 'source'))
+    prepared.tgt_tokenizer.save(os.path.join(directory, 'target'))
+
+
+def load_tokenizers(directory: str) -> tuple:
+    """(source, target) tokenisers from a directory written by save_tokenizers, or from a
+    PreparedData's `vocab_dir`."""
+    return (tokenizers.load_tokenizer(os.path.join(directory, 'source')),
+            tokenizers.load_tokenizer(os.path.join(directory, 'target')))
+
+
 def raw_texts(prepared: PreparedData, split: str) -> tuple[list[str], list[str]]:
     """Untokenised (sources, targets) of `split`; a batch's `index` points into them."""
     raw = prepared.corpus.splits[split]
