@@ -43,17 +43,18 @@ def _text(value) -> str:
 
 def _read_split(source, src_key: str, tgt_key: str, id_key: Optional[str]) -> RawSplit:
     records = list(source)  # In order; the position is the example index.
-    ids = [_text(r[id_key]) if id_key else str(i) for i, r in enumerate(records)]
-    alignment = [_text(r['alignment']) for r in records] if 'alignment' in (
-        records[0] if records else {}) else None
-    return RawSplit([_text(r[src_key]) for r in records], [_text(r[tgt_key]) for r in records],
-                    ids, alignment)
+    has_alignment = bool(records) and 'alignment' in records[0]
+    return RawSplit(
+        source=[_text(r[src_key]) for r in records],
+        target=[_text(r[tgt_key]) for r in records],
+        ids=[_text(r[id_key]) if id_key else str(i) for i, r in enumerate(records)],
+        alignment=[_text(r['alignment']) for r in records] if has_alignment else None)
 
 
 def _own_builder(cfg, tfds_dir: str) -> tfds.core.GeneratorBasedBuilder:
     """The builder of one of this package's datasets for `cfg`, prepared in `tfds_dir`."""
     if cfg.name == 'bible_en_es':
-        books = [b for b in cfg.books.split(',')] if isinstance(cfg.books, str) else cfg.books
+        books = cfg.books.split(',') if isinstance(cfg.books, str) else cfg.books
         config = bible_en_es.bible_config(books)
         builder_cls = functools.partial(bible_en_es.BibleEnEs, sword_path=cfg.sword_path or None)
     elif cfg.name == 'tsv_pairs':
