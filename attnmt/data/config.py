@@ -44,7 +44,7 @@ def get_data_config() -> ml_collections.ConfigDict:
     c.pad_to_multiple = 8  # Pad each batch's length up to a multiple of this.
     c.fixed_source_length = 0  # If > 0: every batch has exactly this source width.
     c.fixed_target_length = 0  # If > 0: every batch has exactly this target width.
-    c.drop_remainder = False  # Drop a last, smaller batch (never silently: off by default).
+    c.drop_remainder = False  # Drop an epoch's last, smaller batch (sentence batches only).
     c.num_epochs = 0  # Training split: passes over the data (0 = repeat forever).
     c.shuffle_seed = 0  # Order of the training batches (epoch e uses seed (shuffle_seed, e)).
     return c

@@ -1,5 +1,7 @@
 """Corpus statistics for reports: pair counts, length distributions, padding."""
 
+import dataclasses
+
 import numpy as np
 
 from attnmt.data import batching
@@ -41,7 +43,7 @@ def padding_report(src_len: np.ndarray, tgt_len: np.ndarray, options: batching.B
     """Padding fraction of the first training epoch with and without bucketing."""
     out = {}
     for bucket in (False, True):
-        opts = batching.BatchOptions(**{**options.__dict__, 'bucket': bucket})
+        opts = dataclasses.replace(options, bucket=bucket)
         plan = batching.plan_epoch(src_len, tgt_len, opts, seed, 0, shuffle=True)
         out['bucketed' if bucket else 'unbucketed'] = round(
             batching.padding_fraction(plan, src_len, tgt_len, opts), 4)
