@@ -1,0 +1,139 @@
+"""The data entry point: `prepare(cfg)` once, then `batches(prepared, split, cfg)`.
+
+`prepare` builds the TFDS dataset into `<data_dir>/tfds` (once; later calls read it),
+trains the tokenisers on the training split or loads them from `<data_dir>/vocab/...`,
+encodes every split, and gathers statistics.
+"""
+
+import dataclasses
+import json
+import os
+from typing import Optional
+
+import numpy as np
+
+from attnmt.data import batching, pipeline, sources, stats as stats_lib, tokenizers
+
+
+@dataclasses.dataclass
+class PreparedData:
+    """A corpus ready to batch: raw text, token ids, tokenisers, statistics."""
+    corpus: sources.RawCorpus
+    tokenized: dict[str, pipeline.TokenizedSplit]
+    src_tokenizer: object
+    tgt_tokenizer: object
+    vocab_dir: str  # Holds source/ and target/ tokenizers: copy beside a checkpoint.
+    stats: dict
+
+    @property
+    def source_lang(self) -> str:
+        return self.corpus.source_lang
+
+    @property
+    def target_lang(self) -> str:
+        return self.corpus.target_lang
+
+
+def _vocab_dir(cfg, corpus: sources.RawCorpus) -> str:
+    kind = (f'sp_{cfg.sp_model_type}_{cfg.vocab_size}' if cfg.tokenizer == 'sentencepiece'
+            else f'{cfg.tokenizer}_{cfg.vocab_size}')
+    return os.path.join(cfg.data_dir, 'vocab', corpus.dataset_id, kind)
+
+
+def _tokenizers(cfg, corpus: sources.RawCorpus, directory: str):
+    """Loads the tokenisers from `directory`, or trains them on the training split."""
+    sides = {'source': corpus.splits['train'].source, 'target': corpus.splits['train'].target}
+    out = []
+    for side, sentences in sides.items():
+        path = os.path.join(directory, side)
+        if os.path.exists(os.path.join(path, 'tokenizer.json')):
+            out.append(tokenizers.load_tokenizer(path))
+            continue
+        tokenizer = tokenizers.train_tokenizer(cfg.tokenizer, sentences, cfg.vocab_size,
+                                               cfg.sp_model_type)
+        tokenizer.save(path)
+        out.append(tokenizer)
+    return tuple(out)
+
+
+def batch_options(cfg) -> batching.BatchOptions:
+    """The BatchOptions that `cfg` (a data config) describes."""
+    return batching.BatchOptions(
+        batch_size=cfg.batch_size, batch_tokens=cfg.batch_tokens, bucket=cfg.bucket,
+        bucket_window=cfg.bucket_window, pad_to_multiple=cfg.pad_to_multiple,
+        fixed_source_length=cfg.fixed_source_length,
+        fixed_target_length=cfg.fixed_target_length, drop_remainder=cfg.drop_remainder)
+
+
+def length_limits(cfg, split: str) -> tuple[int, int]:
+    """(max source, max target) length for `split`; a fixed width is also a limit."""
+    if split == 'train':
+        limits = [cfg.max_source_length, cfg.max_target_length]
+    else:
+        limits = [cfg.eval_max_source_length, cfg.eval_max_target_length]
+    for k, fixed in enumerate((cfg.fixed_source_length, cfg.fixed_target_length)):
+        if fixed:
+            limits[k] = min(limits[k], fixed) if limits[k] else fixed
+    return limits[0], limits[1]
+
+
+def prepare(cfg) -> PreparedData:
+    """Builds or loads everything the data config `cfg` names (see get_data_config)."""
+    corpus = sources.load_corpus(cfg, os.path.join(cfg.data_dir, 'tfds'))
+    vocab_dir = _vocab_dir(cfg, corpus)
+    src_tok, tgt_tok = _tokenizers(cfg, corpus, vocab_dir)
+    tokenized = {s: pipeline.tokenize_split(corpus.splits[s], src_tok, tgt_tok)
+                 for s in sources.SPLITS}
+    stats = stats_lib.corpus_stats(corpus, tokenized, src_tok, tgt_tok)
+    train = tokenized['train']
+    keep = pipeline.length_filter(train, *length_limits(cfg, 'train'))
+    stats['train_length_filter'] = {
+        'limits': list(length_limits(cfg, 'train')), 'kept': int(len(keep)),
+        'removed': int(len(train) - len(keep))}
+    stats['train_padding'] = stats_lib.padding_report(
+        train.src_len[keep], train.tgt_len[keep], batch_options(cfg), cfg.shuffle_seed)
+    with open(os.path.join(vocab_dir, 'stats.json'), 'w') as f:
+        json.dump(stats, f, indent=1)
+    return PreparedData(corpus, tokenized, src_tok, tgt_tok, vocab_dir, stats)
+
+
+def batches(prepared: PreparedData, split: str, cfg, seed: Optional[int] = None,
+            state: Optional[dict] = None, num_epochs: Optional[int] = None,
+            shuffle: Optional[bool] = None) -> pipeline.BatchIterator:
+    """Batches of `split`. Training: shuffled, `cfg.num_epochs` passes (0 = forever), seed
+    `cfg.shuffle_seed` unless given. Validation/test: one pass in a fixed order (sorted by
+    length when bucketing). `state` (from `iterator.state()`) resumes exactly."""
+    if split not in prepared.tokenized:
+        raise ValueError(f'unknown split {split!r}; valid: {", ".join(prepared.tokenized)}')
+    training = split == 'train'
+    data = prepared.tokenized[split]
+    keep = pipeline.length_filter(data, *length_limits(cfg, split))
+    epochs = num_epochs if num_epochs is not None else (cfg.num_epochs if training else 1)
+    return pipeline.BatchIterator(
+        data, keep, batch_options(cfg), cfg.shuffle_seed if seed is None else seed,
+        epochs or None, training if shuffle is None else shuffle, split, state)
+
+
+def save_tokenizers(prepared: PreparedData, directory: str) -> None:
+    """Writes both tokenisers under `directory` (source/, target/), e.g. beside a checkpoint."""
+    prepared.src_tokenizer.save(os.path.join(directory, 'source'))
+    prepared.tgt_tokenizer.save(os.path.join(directory, 'target'))
+
+
+def load_tokenizers(directory: str) -> tuple:
+    """(source, target) tokenisers from a directory written by save_tokenizers, or from a
+    PreparedData's `vocab_dir`."""
+    return (tokenizers.load_tokenizer(os.path.join(directory, 'source')),
+            tokenizers.load_tokenizer(os.path.join(directory, 'target')))
+
+
+def raw_texts(prepared: PreparedData, split: str) -> tuple[list[str], list[str]]:
+    """Untokenised (sources, targets) of `split`; a batch's `index` points into them."""
+    raw = prepared.corpus.splits[split]
+    return raw.source, raw.target
+
+
+def removed_by_length(prepared: PreparedData, split: str, cfg) -> int:
+    """How many examples of `split` the length limits of `cfg` leave out of its batches."""
+    data = prepared.tokenized[split]
+    return int(len(data) - len(pipeline.length_filter(data, *length_limits(cfg, split))))
