@@ -1,7 +1,13 @@
 #!/usr/bin/env bash
 # attnmt entry point. Every subcommand sets up what it needs first, so each works on a fresh machine.
-#   ./launch.sh setup            create .venv, install attnmt and its test tools, the Bible modules
-#   ./launch.sh test [ARGS]      run the test suite (extra ARGS go to pytest)
+#   ./launch.sh setup              create .venv, install attnmt and its test tools, the Bible modules
+#   ./launch.sh test [ARGS]        run the test suite (extra ARGS go to pytest)
+#   ./launch.sh main [FLAGS]       the default ablation on the Bible corpus: table, length plot, heatmaps
+#   ./launch.sh train [FLAGS]      one training run       (experiments/train.py)
+#   ./launch.sh sweep [FLAGS]      an ablation sweep      (experiments/sweep.py)
+#   ./launch.sh analyze [FLAGS]    analyse checkpoints    (experiments/analyze.py)
+#   ./launch.sh translate [FLAGS]  translate with a checkpoint (experiments/translate.py)
+#   ./launch.sh bench [FLAGS]      the speed benchmark    (benchmarks/bench.py)
 set -euo pipefail
 cd "$(dirname "$0")"
 ROOT=$(pwd)
@@ -52,6 +58,15 @@ case "$cmd" in
     setup
     export JAX_PLATFORMS=${JAX_PLATFORMS:-cpu}
     exec "$PY" -m pytest -n "${ATTNMT_TEST_WORKERS:-auto}" -q "$@" ;;
-  help|-h|--help) sed -n '2,5p' "$0" ;;
-  *) die "unknown subcommand '$cmd'; valid: setup, test, help" ;;
+  train|sweep|analyze|translate)
+    setup
+    exec "$PY" -m "experiments.$cmd" "$@" ;;
+  main)
+    setup
+    exec "$PY" -m experiments.sweep --config=experiments/configs/main_ablation.py "$@" ;;
+  bench)
+    setup
+    exec "$PY" -m benchmarks.bench "$@" ;;
+  help|-h|--help) sed -n '2,11p' "$0" ;;
+  *) die "unknown subcommand '$cmd'; valid: setup, test, main, train, sweep, analyze, translate, bench, help" ;;
 esac
