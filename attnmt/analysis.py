@@ -1,0 +1,133 @@
+"""Looking inside trained runs: reload from a run directory, forced-decoding attention, alignment error rate.
+
+Alignments are read off attention Luong-style: force-decode the reference and link every target word
+to the source word with the largest attention weight. Subword attention is pooled to words first
+(summed over a source word's pieces, averaged over a target word's pieces).
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+import os
+from typing import Any, Optional
+
+import jax
+import jax.numpy as jnp
+import ml_collections
+import numpy as np
+
+from attnmt import checkpoints, data, train_lib
+from attnmt.config import ModelConfig
+from attnmt.model import Seq2Seq
+
+
+@dataclasses.dataclass
+class LoadedRun:
+  workdir: str
+  config: ml_collections.ConfigDict
+  cfg: ModelConfig
+  params: Any          # stacked over seeds
+  seeds: list
+  step: int
+  prepared: data.PreparedData
+
+  @property
+  def name(self) -> str:
+    return train_lib.variant_name(self.config)
+
+
+def load_run(workdir: str, which: str = 'best') -> LoadedRun:
+  """Everything needed to analyse a run, from its directory alone (the corpus is rebuilt if missing)."""
+  config = checkpoints.load_config(workdir)
+  params, _, step = checkpoints.restore_params(workdir, which)
+  prepared = data.prepare(config.data)
+  run_src, run_tgt = data.load_tokenizers(os.path.join(workdir, 'vocab'))
+  for mine, theirs, side in ((run_src, prepared.src_tokenizer, 'source'), (run_tgt, prepared.tgt_tokenizer, 'target')):
+    if [mine.id_to_piece(i) for i in range(mine.vocab_size)] != [theirs.id_to_piece(i) for i in range(theirs.vocab_size)]:
+      raise checkpoints.CheckpointError(f'the {side} vocabulary in {config.data.data_dir} differs from the one saved in '
+                                        f'{workdir}/vocab; point --config.data.data_dir at the data the run used')
+  cfg = train_lib.model_config(config, prepared)
+  return LoadedRun(workdir, config, cfg, params, train_lib.parse_seeds(config.train.seeds), step, prepared)
+
+
+@functools.partial(jax.jit, static_argnames=('cfg',))
+def forced_attention(cfg: ModelConfig, params, src, src_len, tgt_in):
+  """Attention weights (B x T x S) while decoding the given reference (teacher forcing)."""
+  return Seq2Seq(cfg).apply({'params': params}, src, src_len, tgt_in)[1]
+
+
+def word_index(tokenizer, ids: list[int]) -> list[int]:
+  """The word each token belongs to: sentencepiece pieces starting with '▁' open a new word."""
+  if getattr(tokenizer, 'kind', '') != 'sentencepiece':
+    return list(range(len(ids)))
+  out, word = [], -1
+  for i in ids:
+    if tokenizer.id_to_piece(i).startswith('\u2581') or word < 0:
+      word += 1
+    out.append(word)
+  return out
+
+
+def pool_to_words(weights_TxS: np.ndarray, tgt_words: list[int], src_words: list[int]) -> np.ndarray:
+  """Word-level attention: sum over a source word's pieces, mean over a target word's pieces."""
+  src_pool = np.zeros((weights_TxS.shape[1], max(src_words) + 1))
+  src_pool[np.arange(len(src_words)), src_words] = 1.0
+  tgt_pool = np.zeros((max(tgt_words) + 1, weights_TxS.shape[0]))
+  tgt_pool[tgt_words, np.arange(len(tgt_words))] = 1.0
+  tgt_pool /= tgt_pool.sum(1, keepdims=True)
+  return tgt_pool @ weights_TxS @ src_pool
+
+
+def attention_alignment(word_weights_TxS: np.ndarray) -> set[tuple[int, int]]:
+  """Pharaoh-style (source, target) links: each target word to its most attended source word."""
+  return {(int(np.argmax(row)), t) for t, row in enumerate(word_weights_TxS)}
+
+
+def parse_pharaoh(line: str) -> tuple[set, set]:
+  """'0-1 2p3' -> (sure, possible) sets of (source, target) pairs; sure links are also possible."""
+  sure, possible = set(), set()
+  for item in line.split():
+    sep = '-' if '-' in item else 'p'
+    s, t = (int(x) for x in item.split(sep))
+    (sure if sep == '-' else possible).add((s, t))
+  return sure, possible | sure
+
+
+def alignment_error_rate(predicted: list[set], sure: list[set], possible: Optional[list[set]] = None) -> float:
+  """AER = 1 - (|A & S| + |A & P|) / (|A| + |S|) summed over the corpus (Och & Ney 2003)."""
+  possible = possible or sure
+  a_s = sum(len(a & s) for a, s in zip(predicted, sure))
+  a_p = sum(len(a & p) for a, p in zip(predicted, possible))
+  total = sum(len(a) for a in predicted) + sum(len(s) for s in sure)
+  return 1.0 - (a_s + a_p) / max(total, 1)
+
+
+def split_alignments(run: LoadedRun, seed_index: int, split: str = 'test') -> dict[int, set]:
+  """Attention alignments (word level, EOS excluded) of every example of `split`, by example index."""
+  params = jax.tree.map(lambda x: x[seed_index], run.params)
+  src_tok, tgt_tok = run.prepared.src_tokenizer, run.prepared.tgt_tokenizer
+  out = {}
+  for batch in data.batches(run.prepared, split, run.config.data):
+    w = np.asarray(forced_attention(run.cfg, params, jnp.asarray(batch['src']), jnp.asarray(batch['src_len']),
+                                    jnp.asarray(batch['tgt_in'])))
+    for row, index in enumerate(batch['index']):
+      n_src, n_tgt = int(batch['src_len'][row]) - 1, int(batch['tgt_len'][row]) - 1   # drop EOS
+      src_ids, tgt_ids = batch['src'][row, :n_src].tolist(), batch['tgt_out'][row, :n_tgt].tolist()
+      if n_src < 1 or n_tgt < 1:
+        out[int(index)] = set()
+        continue
+      words = pool_to_words(w[row, :n_tgt, :n_src], word_index(tgt_tok, tgt_ids), word_index(src_tok, src_ids))
+      out[int(index)] = attention_alignment(words)
+  return out
+
+
+def gold_alignments_from_batches(run: LoadedRun, split: str = 'test') -> Optional[dict[int, set]]:
+  """Gold links of a dataset that carries them (the synthetic task), as (source, target) word pairs."""
+  gold = {}
+  for batch in data.batches(run.prepared, split, run.config.data):
+    if 'alignment' not in batch:
+      return None
+    for row, index in enumerate(batch['index']):
+      t_idx, s_idx = np.nonzero(batch['alignment'][row])
+      gold[int(index)] = {(int(s), int(t)) for s, t in zip(s_idx, t_idx)}
+  return gold

@@ -1,0 +1,129 @@
+"""Self-describing run directories, written with Orbax.
+
+    <workdir>/config.json        the full config of the run (ml_collections ConfigDict as JSON)
+    <workdir>/vocab/{source,target}/   the tokenizers
+    <workdir>/checkpoints/<step>/      latest checkpoints, every `checkpoint_every` steps
+    <workdir>/best/<step>/             the checkpoint with the best validation BLEU
+    <workdir>/metrics.jsonl, <workdir>/tensorboard/   metrics
+
+A checkpoint holds the train state (parameters, optimiser state, step, RNG key; with a leading seed
+axis when seeds train vmapped) and, as JSON, the data iterators' positions and the run's history.
+Restoring needs nothing but the directory.
+"""
+from __future__ import annotations
+
+import json
+import os
+from typing import Any, Optional
+
+import jax
+import ml_collections
+import orbax.checkpoint as ocp
+
+from attnmt import training
+
+CONFIG_FILE = 'config.json'
+FORMAT_VERSION = 1
+
+
+class CheckpointError(RuntimeError):
+  """A run directory that cannot be read; the message says what is wrong and what to do."""
+
+
+def save_config(workdir: str, config: ml_collections.ConfigDict) -> None:
+  os.makedirs(workdir, exist_ok=True)
+  payload = {'attnmt_format': FORMAT_VERSION, 'config': config.to_dict()}
+  tmp = os.path.join(workdir, CONFIG_FILE + '.tmp')
+  with open(tmp, 'w') as f:
+    json.dump(payload, f, indent=1, sort_keys=True)
+  os.replace(tmp, os.path.join(workdir, CONFIG_FILE))
+
+
+def load_config(workdir: str) -> ml_collections.ConfigDict:
+  path = os.path.join(workdir, CONFIG_FILE)
+  if not os.path.isdir(workdir):
+    raise CheckpointError(f'{workdir} does not exist; pass the workdir of a training run')
+  if not os.path.exists(path):
+    raise CheckpointError(f'{workdir} is not an attnmt run directory (no {CONFIG_FILE}); pass the workdir '
+                          'that experiments/train.py or sweep.py wrote')
+  try:
+    with open(path) as f:
+      payload = json.load(f)
+  except (OSError, json.JSONDecodeError) as e:
+    raise CheckpointError(f'{path} is unreadable ({e}); the run directory is corrupted') from e
+  version = payload.get('attnmt_format') if isinstance(payload, dict) else None
+  if version != FORMAT_VERSION:
+    raise CheckpointError(f'{path} has format version {version}, this attnmt reads version {FORMAT_VERSION}; '
+                          'use the attnmt version that wrote it')
+  return ml_collections.ConfigDict(payload['config'])
+
+
+def _to_saveable(state: training.TrainState) -> training.TrainState:
+  """Typed PRNG keys are stored as their raw uint32 data."""
+  return state.replace(rng=jax.random.key_data(state.rng))
+
+
+def _from_saved(state: training.TrainState) -> training.TrainState:
+  return state.replace(rng=jax.random.wrap_key_data(state.rng))
+
+
+class RunCheckpoints:
+  """The latest checkpoints and the best one of a run directory."""
+
+  def __init__(self, workdir: str, max_to_keep: int = 2):
+    self.workdir = os.path.abspath(workdir)
+    options = ocp.CheckpointManagerOptions(max_to_keep=max_to_keep, create=True)
+    self.latest = ocp.CheckpointManager(os.path.join(self.workdir, 'checkpoints'), options=options)
+    self.best = ocp.CheckpointManager(os.path.join(self.workdir, 'best'),
+                                      options=ocp.CheckpointManagerOptions(max_to_keep=1, create=True))
+
+  def save(self, step: int, state: training.TrainState, meta: dict, best: bool = False) -> None:
+    args = ocp.args.Composite(state=ocp.args.StandardSave(_to_saveable(state)), meta=ocp.args.JsonSave(meta))
+    (self.best if best else self.latest).save(step, args=args, force=True)
+
+  def wait(self) -> None:
+    self.latest.wait_until_finished()
+    self.best.wait_until_finished()
+
+  def latest_step(self) -> Optional[int]:
+    return self.latest.latest_step()
+
+  def restore(self, like: training.TrainState, step: Optional[int] = None, best: bool = False
+              ) -> tuple[training.TrainState, dict]:
+    """Restores into the structure of `like` (a freshly initialised state): for resuming."""
+    manager = self.best if best else self.latest
+    step = manager.latest_step() if step is None else step
+    abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, _to_saveable(like))
+    out = manager.restore(step, args=ocp.args.Composite(state=ocp.args.StandardRestore(abstract),
+                                                        meta=ocp.args.JsonRestore()))
+    return _from_saved(out.state), out.meta
+
+  def close(self) -> None:
+    self.wait()
+    self.latest.close()
+    self.best.close()
+
+
+def restore_params(workdir: str, which: str = 'best') -> tuple[Any, dict, int]:
+  """Parameters (stacked over seeds), checkpoint metadata and step, from `best` or `latest`.
+
+  Falls back to the latest checkpoint when the run never evaluated (no best yet).
+  """
+  load_config(workdir)   # refuses directories that are not runs, with a clear message
+  for kind in ((which, 'latest') if which == 'best' else (which,)):
+    directory = os.path.join(workdir, 'best' if kind == 'best' else 'checkpoints')
+    if not os.path.isdir(directory):
+      continue
+    manager = ocp.CheckpointManager(directory)
+    step = manager.latest_step()
+    if step is None:
+      continue
+    try:
+      out = manager.restore(step, args=ocp.args.Composite(state=ocp.args.StandardRestore(),
+                                                          meta=ocp.args.JsonRestore()))
+    except Exception as e:  # orbax raises many types for damaged files
+      raise CheckpointError(f'checkpoint {directory}/{step} is corrupted or unreadable ({type(e).__name__}); '
+                            'delete that step directory to fall back to an earlier one') from e
+    return out.state['params'], out.meta, step
+  raise CheckpointError(f'{workdir} holds no checkpoint yet; train longer than train.checkpoint_every steps '
+                        'or pass another run directory')

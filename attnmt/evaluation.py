@@ -1,0 +1,96 @@
+"""Evaluation: translate batches, score with sacrebleu (BLEU, chrF), loss and perplexity, BLEU by length."""
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+from typing import Iterable, Optional
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import sacrebleu
+
+from attnmt import decoding, training
+from attnmt.config import ModelConfig
+
+# Source-length buckets (words) for BLEU by sentence length, as in Bahdanau et al. (2015), Fig. 2.
+LENGTH_BUCKETS = (0, 10, 20, 30, 40, 50, 60, 1000)
+
+
+@dataclasses.dataclass
+class Translation:
+  index: int                     # example index in its split (points into data.raw_texts)
+  ids: list                      # output ids up to and including EOS
+  text: str
+  attention: Optional[np.ndarray] = None   # len(ids) x source length (incl. EOS)
+  score: float = 0.0
+
+
+def seed_params(params, i: int):
+  """The parameters of seed i from a tree stacked over seeds."""
+  return jax.tree.map(lambda x: x[i], params)
+
+
+def decode_length(src_width: int, factor: float) -> int:
+  """A static decoding budget for a batch of this width, rounded to limit recompilations."""
+  return int(math.ceil((factor * src_width + 10) / 8) * 8)
+
+
+def translate(cfg: ModelConfig, params, batches: Iterable[dict], tgt_tokenizer, beam_size: int = 0,
+              alpha: float = 0.6, factor: float = 1.5, keep_attention: bool = False) -> list[Translation]:
+  """Translates every batch (greedy when beam_size is 0), returned sorted by example index."""
+  out = []
+  for batch in batches:
+    src, src_len = jnp.asarray(batch['src']), jnp.asarray(batch['src_len'])
+    max_len = decode_length(src.shape[1], factor)
+    if beam_size:
+      d = decoding.beam_search(cfg, params, src, src_len, beam_size=beam_size, max_len=max_len, alpha=alpha)
+      d = decoding.Decoded(*(x[:, 0] for x in d))   # the best hypothesis
+    else:
+      d = decoding.greedy(cfg, params, src, src_len, max_len=max_len)
+    tokens, lengths, scores = np.asarray(d.tokens), np.asarray(d.lengths), np.asarray(d.scores)
+    weights = np.asarray(d.weights) if keep_attention else None
+    for row, index in enumerate(np.asarray(batch['index'])):
+      ids = tokens[row, :lengths[row]].tolist()
+      att = weights[row, :lengths[row], :int(batch['src_len'][row])] if keep_attention else None
+      out.append(Translation(int(index), ids, tgt_tokenizer.decode(ids), att, float(scores[row])))
+  return sorted(out, key=lambda t: t.index)
+
+
+@functools.partial(jax.jit, static_argnames=('cfg',))
+def _batch_loss(cfg: ModelConfig, params, batch):
+  _, (total, count) = training.loss_fn(cfg, params, batch, None, False)
+  return total, count
+
+
+def loss_and_perplexity(cfg: ModelConfig, params, batches: Iterable[dict]) -> dict:
+  """Token-level cross-entropy over all batches and its perplexity exp(loss)."""
+  total = count = 0.0
+  for batch in batches:
+    b = {k: jnp.asarray(batch[k]) for k in ('src', 'src_len', 'tgt_in', 'tgt_out', 'tgt_len')}
+    t, c = _batch_loss(cfg, params, b)
+    total, count = total + float(t), count + float(c)
+  loss = total / max(count, 1.0)
+  return {'loss': loss, 'perplexity': math.exp(min(loss, 50.0)), 'tokens': int(count)}
+
+
+def bleu_chrf(hypotheses: list[str], references: list[str]) -> dict:
+  """Corpus BLEU and chrF from sacrebleu, with the signature that makes them reproducible."""
+  bleu, chrf = sacrebleu.BLEU(), sacrebleu.CHRF()
+  scores = bleu.corpus_score(hypotheses, [references]).score, chrf.corpus_score(hypotheses, [references]).score
+  return {'bleu': scores[0], 'chrf': scores[1], 'bleu_signature': str(bleu.get_signature())}
+
+
+def bleu_by_length(hypotheses: list[str], references: list[str], sources: list[str],
+                   buckets=LENGTH_BUCKETS) -> list[dict]:
+  """BLEU of the sentences whose source has lo < words <= hi, for each bucket that has sentences."""
+  words = np.array([len(s.split()) for s in sources])
+  rows = []
+  for lo, hi in zip(buckets[:-1], buckets[1:]):
+    sel = np.nonzero((words > lo) & (words <= hi))[0]
+    if len(sel):
+      score = sacrebleu.corpus_bleu([hypotheses[i] for i in sel], [[references[i] for i in sel]]).score
+      label = f'{lo + 1}-{hi}' if hi < buckets[-1] else f'>{lo}'
+      rows.append({'bucket': label, 'lo': lo + 1, 'hi': hi, 'sentences': int(len(sel)), 'bleu': score})
+  return rows

@@ -1,0 +1,68 @@
+"""The figures researchers read: attention heatmaps, BLEU by sentence length, a results bar chart (PNG)."""
+from __future__ import annotations
+
+import os
+
+import matplotlib
+
+matplotlib.use('Agg')
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+
+def attention_heatmap(weights_TxS: np.ndarray, source_tokens: list[str], output_tokens: list[str], path: str,
+                      title: str = '') -> str:
+  """Output tokens down the rows, source tokens across the columns, darker = more weight (Bahdanau Fig. 3)."""
+  t, s = weights_TxS.shape
+  fig, ax = plt.subplots(figsize=(max(4.0, 0.32 * s + 2), max(3.0, 0.32 * t + 1.5)))
+  ax.imshow(weights_TxS, cmap='Greys', vmin=0.0, vmax=max(float(weights_TxS.max()), 1e-9), aspect='auto')
+  ax.set_xticks(range(s))
+  ax.set_xticklabels(source_tokens, rotation=90, fontsize=8)
+  ax.set_yticks(range(t))
+  ax.set_yticklabels(output_tokens, fontsize=8)
+  ax.xaxis.tick_top()
+  ax.set_xlabel('source')
+  ax.set_ylabel('output')
+  if title:
+    ax.set_title(title, fontsize=9, pad=40)
+  fig.tight_layout()
+  return _save(fig, path)
+
+
+def bleu_by_length(curves: dict[str, list[dict]], path: str, title: str = 'BLEU by source sentence length') -> str:
+  """One line per variant: BLEU of each source-length bucket (rows from evaluation.bleu_by_length)."""
+  fig, ax = plt.subplots(figsize=(7, 4.2))
+  labels = []
+  for name, rows in curves.items():
+    labels = labels if len(labels) >= len(rows) else [r['bucket'] for r in rows]
+    ax.plot([r['bucket'] for r in rows], [r['bleu'] for r in rows], marker='o', label=name,
+            linestyle='--' if name.startswith('none') else '-')
+  ax.set_xlabel('source sentence length (words)')
+  ax.set_ylabel('BLEU')
+  ax.set_title(title)
+  ax.grid(alpha=0.3)
+  ax.legend(fontsize=8)
+  fig.tight_layout()
+  return _save(fig, path)
+
+
+def results_bar_chart(rows: list[dict], metric: str, path: str) -> str:
+  """Mean over seeds with a standard-deviation error bar, one bar per variant."""
+  names = [r['variant'] for r in rows]
+  means = [np.mean(r[metric]) for r in rows]
+  stds = [np.std(r[metric], ddof=1) if len(r[metric]) > 1 else 0.0 for r in rows]
+  fig, ax = plt.subplots(figsize=(max(5.0, 1.1 * len(rows) + 2), 4))
+  ax.bar(range(len(rows)), means, yerr=stds, capsize=4, color='#4a7ab5')
+  ax.set_xticks(range(len(rows)))
+  ax.set_xticklabels(names, rotation=30, ha='right', fontsize=8)
+  ax.set_ylabel(f'{metric.replace("_", " ")} (mean ± sd over seeds)')
+  ax.grid(axis='y', alpha=0.3)
+  fig.tight_layout()
+  return _save(fig, path)
+
+
+def _save(fig, path: str) -> str:
+  os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+  fig.savefig(path, dpi=110)
+  plt.close(fig)
+  return path

@@ -1,0 +1,188 @@
+"""train_and_evaluate: one variant, one or more seeds trained together in a single vmapped program.
+
+Every seed has its own initialisation, dropout stream and data order; their train states are stacked
+on a leading seed axis and one jitted `vmap(train_step)` updates them all. A run restarted on the same
+workdir resumes from its latest checkpoint, data iterators included.
+"""
+from __future__ import annotations
+
+import functools
+import json
+import os
+import time
+
+import jax
+import jax.numpy as jnp
+import ml_collections
+import numpy as np
+import optax
+
+from attnmt import checkpoints, data, evaluation, training
+from attnmt.config import ConfigError, ModelConfig
+from attnmt.metrics_io import MetricsWriter, Progress
+
+BATCH_KEYS = ('src', 'src_len', 'tgt_in', 'tgt_out', 'tgt_len')
+
+
+def model_config(config: ml_collections.ConfigDict, prepared: data.PreparedData) -> ModelConfig:
+  """The validated ModelConfig of `config.model`, vocabulary sizes taken from the tokenizers."""
+  return ModelConfig.from_dict({**config.model.to_dict(), 'source_vocab_size': prepared.src_tokenizer.vocab_size,
+                                'target_vocab_size': prepared.tgt_tokenizer.vocab_size})
+
+
+def parse_seeds(seeds) -> list[int]:
+  try:
+    out = [int(s) for s in str(seeds).split(',') if s.strip()]
+  except ValueError:
+    raise ConfigError(f"train.seeds must be comma-separated integers like '0,1,2', got '{seeds}'") from None
+  if not out or len(set(out)) != len(out):
+    raise ConfigError(f"train.seeds must list distinct integers, got '{seeds}'")
+  return out
+
+
+def learning_rate_schedule(t: ml_collections.ConfigDict) -> optax.Schedule:
+  warmup = max(int(t.warmup_steps), 1)
+  ramp = optax.linear_schedule(0.0, t.learning_rate, warmup)
+  if t.schedule == 'constant':
+    after = optax.constant_schedule(t.learning_rate)
+  elif t.schedule == 'cosine':
+    after = optax.cosine_decay_schedule(t.learning_rate, max(t.num_steps - warmup, 1))
+  elif t.schedule == 'rsqrt':
+    after = lambda s: t.learning_rate * jnp.sqrt(warmup / (s + warmup))
+  else:
+    raise ConfigError(f"unknown train.schedule '{t.schedule}'; valid: constant, cosine, rsqrt")
+  return optax.join_schedules([ramp, after], [warmup])
+
+
+def stack_batches(batches: list[dict]) -> dict:
+  """Pads the seeds' batches to common widths and stacks them on a leading seed axis."""
+  widths = {k: max(b[k].shape[1] for b in batches) for k in ('src', 'tgt_in', 'tgt_out')}
+  def pad(x, k):
+    return np.pad(x, ((0, 0), (0, widths[k] - x.shape[1]))) if k in widths else x
+  rows = max(len(b['src_len']) for b in batches)
+  def pad_rows(x):   # an epoch's smaller last batch: extra rows have length 0 and count for nothing
+    return np.pad(x, ((0, rows - len(x)),) + ((0, 0),) * (x.ndim - 1))
+  return {k: np.stack([pad_rows(pad(b[k], k)) for b in batches]) for k in BATCH_KEYS}
+
+
+def _check_workdir(workdir: str, config: ml_collections.ConfigDict) -> None:
+  """Refuses to mix two different runs in one workdir."""
+  if not os.path.exists(os.path.join(workdir, checkpoints.CONFIG_FILE)):
+    return
+  old = checkpoints.load_config(workdir).to_dict()
+  new = json.loads(json.dumps(config.to_dict()))
+  changed = sorted(f'{sec}.{k}' for sec in ('model', 'data', 'train') for k in set(old.get(sec, {})) | set(new[sec])
+                   if sec != 'train' or k not in ('num_steps', 'eval_every', 'log_every', 'checkpoint_every')
+                   if old.get(sec, {}).get(k) != new[sec].get(k))
+  if changed:
+    raise ConfigError(f'{workdir} holds a run with a different config (differs in {", ".join(changed)}); '
+                      'use another --workdir, or delete that directory to start fresh')
+
+
+def evaluate(cfg: ModelConfig, config, params, prepared, split: str, num_seeds: int, max_sentences: int = 0,
+             beam_size: int = 0) -> dict:
+  """Loss, perplexity, BLEU and chrF of every seed on `split`, as lists over seeds."""
+  t, d = config.train, config.data
+  sources, references = data.raw_texts(prepared, split)
+  out = {}
+  for i in range(num_seeds):
+    p = evaluation.seed_params(params, i)
+    batches = list(data.batches(prepared, split, d))
+    if max_sentences:
+      batches = _first_sentences(batches, max_sentences)
+    metrics = evaluation.loss_and_perplexity(cfg, p, batches)
+    trans = evaluation.translate(cfg, p, batches, prepared.tgt_tokenizer, beam_size, t.beam_alpha,
+                                 t.max_decode_factor)
+    metrics.update(evaluation.bleu_chrf([x.text for x in trans], [references[x.index] for x in trans]))
+    for k, v in metrics.items():
+      out.setdefault(k, []).append(v)
+  out['bleu_signature'] = out['bleu_signature'][0]
+  return out
+
+
+def _first_sentences(batches, n):
+  out, count = [], 0
+  for b in batches:
+    if count >= n:
+      break
+    out.append(b)
+    count += len(b['src_len'])
+  return out
+
+
+def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
+  """Trains the configured variant for every seed in `config.train.seeds`; returns the results summary."""
+  t = config.train
+  seeds = parse_seeds(t.seeds)
+  prepared = data.prepare(config.data)
+  cfg = model_config(config, prepared)
+  _check_workdir(workdir, config)
+  checkpoints.save_config(workdir, config)
+  data.save_tokenizers(prepared, os.path.join(workdir, 'vocab'))
+  optimizer = training.make_optimizer(learning_rate_schedule(t), t.clip_norm)
+  state = jax.jit(jax.vmap(functools.partial(training.init_train_state, cfg, optimizer)))(jnp.array(seeds))
+  step_fn = jax.jit(jax.vmap(functools.partial(training.train_step, cfg, optimizer,
+                                               label_smoothing=t.label_smoothing)), donate_argnums=0)
+  ckpt = checkpoints.RunCheckpoints(workdir)
+  writer = MetricsWriter(workdir, enabled=jax.process_index() == 0)
+  meta = {'iterators': [None] * len(seeds), 'best_bleu': None, 'train_seconds': 0.0, 'train_tokens': 0}
+  if ckpt.latest_step() is not None:
+    state, meta = ckpt.restore(state)
+    print(f'Resumed {workdir} at step {int(state.step[0])}', flush=True)
+  iterators = [data.batches(prepared, 'train', config.data, seed=config.data.shuffle_seed + s, state=st)
+               for s, st in zip(seeds, meta['iterators'])]
+  start = int(state.step[0])
+  progress = Progress(t.num_steps, start)
+  tokens_since_log, t0 = 0, time.perf_counter()
+  for step in range(start + 1, t.num_steps + 1):
+    batch = stack_batches([next(it) for it in iterators])
+    state, metrics = step_fn(state, {k: jnp.asarray(v) for k, v in batch.items()})
+    tokens_since_log += int(batch['tgt_len'].sum())
+    if step % t.log_every == 0 or step == t.num_steps:
+      loss = np.asarray(metrics['loss'])          # the only host sync in the loop
+      rates = progress.update(step, tokens_since_log, loss=float(loss.mean()))
+      writer.write(step, 'train', {'loss': loss.tolist(), 'grad_norm': np.asarray(metrics['grad_norm']).tolist(),
+                                   **rates, 'learning_rate': float(learning_rate_schedule(t)(step))})
+      meta['train_seconds'] += time.perf_counter() - t0
+      meta['train_tokens'] += tokens_since_log
+      tokens_since_log, t0 = 0, time.perf_counter()
+    is_last = step == t.num_steps
+    if (t.eval_every and step % t.eval_every == 0) or is_last:
+      ev = evaluate(cfg, config, state.params, prepared, 'validation', len(seeds), t.eval_max_sentences,
+                    t.eval_beam_size)
+      writer.write(step, 'validation', ev)
+      progress.message(f'step {step} validation: BLEU {np.mean(ev["bleu"]):.2f} chrF {np.mean(ev["chrf"]):.2f} '
+                       f'ppl {np.mean(ev["perplexity"]):.2f} (mean of {len(seeds)} seed(s))')
+      if meta['best_bleu'] is None or np.mean(ev['bleu']) > meta['best_bleu']:
+        meta['best_bleu'] = float(np.mean(ev['bleu']))
+        ckpt.save(step, state, {**meta, 'iterators': [it.state() for it in iterators]}, best=True)
+      t0 = time.perf_counter()
+    if step % t.checkpoint_every == 0 or is_last:
+      meta['iterators'] = [it.state() for it in iterators]
+      ckpt.save(step, state, meta)
+  ckpt.close()
+  summary = final_results(cfg, config, workdir, prepared, seeds, meta)
+  writer.write(t.num_steps, 'test', {k: v for k, v in summary.items() if k not in ('seeds', 'variant')})
+  writer.close()
+  return summary
+
+
+def final_results(cfg, config, workdir, prepared, seeds, meta) -> dict:
+  """Test-split metrics of the best checkpoint per seed, plus size and speed; written to results.json."""
+  params, _, best_step = checkpoints.restore_params(workdir, 'best')
+  ev = evaluate(cfg, config, params, prepared, 'test', len(seeds), 0, 0)
+  n_params = int(sum(x.size for x in jax.tree.leaves(params)) // len(seeds))
+  summary = {'variant': variant_name(config), 'seeds': seeds, 'best_step': best_step,
+             'test_bleu': ev['bleu'], 'test_chrf': ev['chrf'], 'test_perplexity': ev['perplexity'],
+             'bleu_signature': ev['bleu_signature'], 'parameters': n_params,
+             'train_seconds': meta['train_seconds'],
+             'tokens_per_s_per_seed': meta['train_tokens'] / max(meta['train_seconds'], 1e-9) / len(seeds)}
+  with open(os.path.join(workdir, 'results.json'), 'w') as f:
+    json.dump(summary, f, indent=1)
+  return summary
+
+
+def variant_name(config) -> str:
+  m = config.model
+  name = f'{m.score}/{m.query_timing}/{m.window}'
+  return name + ('/feed' if m.query_timing == 'luong' and m.input_feeding else '')

@@ -1,0 +1,44 @@
+"""Analyse trained runs from their directories alone: translations, BLEU/chrF (greedy and beam), BLEU by
+source length with a plot comparing the runs, attention heatmaps, alignment error rate.
+
+    python -m experiments.analyze --runs=runs/main/none,runs/main/additive --out=runs/main/analysis \
+        --beam_size=5 --num_heatmaps=3 [--sentences=4,17] [--pharaoh=gold.test.align]
+"""
+from absl import app, flags
+
+from experiments import common
+
+flags.DEFINE_list('runs', None, 'Run directories (comma-separated).', required=True)
+flags.DEFINE_string('out', None, 'Output directory (default: <first run>/../analysis).')
+flags.DEFINE_enum('which', 'best', ['best', 'latest'], 'Which checkpoint of each run.')
+flags.DEFINE_integer('beam_size', 5, 'Beam size for the beam-search scores (0: greedy only).')
+flags.DEFINE_list('sentences', [], 'Test-split indices to draw heatmaps for (default: random ones).')
+flags.DEFINE_integer('num_heatmaps', 3, 'How many random sentences get heatmaps when --sentences is empty.')
+flags.DEFINE_integer('heatmap_seed', 0, 'Seed choosing the random sentences.')
+flags.DEFINE_string('pharaoh', None, 'Gold alignments for the test split, one Pharaoh line per sentence.')
+FLAGS = flags.FLAGS
+
+
+def main(argv):
+  if len(argv) > 1:
+    raise app.UsageError(f'unexpected arguments {argv[1:]}')
+  common.run_guarded(_analyze)
+
+
+def _analyze():
+  import os
+  from attnmt import analyze_lib
+  try:
+    sentences = [int(s) for s in FLAGS.sentences]
+  except ValueError:
+    raise ValueError(f'--sentences takes integer indices, got {FLAGS.sentences}') from None
+  out = FLAGS.out or os.path.join(os.path.dirname(os.path.abspath(FLAGS.runs[0])), 'analysis')
+  results = analyze_lib.analyze_runs(FLAGS.runs, out, FLAGS.which, beam_size=FLAGS.beam_size,
+                                     heatmap_sentences=sentences, num_heatmaps=FLAGS.num_heatmaps,
+                                     heatmap_seed=FLAGS.heatmap_seed, pharaoh=FLAGS.pharaoh)
+  print(common.analysis_table(results))
+  print(f'\nWrote translations, heatmaps and analysis.json per run, and bleu_by_length.png, under {out}')
+
+
+if __name__ == '__main__':
+  app.run(main)

@@ -1,0 +1,61 @@
+"""Default attnmt config: Bahdanau attention on the embedded English-Spanish Bible corpus.
+
+    python -m experiments.train --config=experiments/configs/default.py --workdir=runs/additive \
+        --config.model.score=additive --config.train.num_steps=20000
+
+Every field of `model` is a field of attnmt.config.ModelConfig (vocabulary sizes are filled in from the
+trained tokenizers); `data` is attnmt.data.get_data_config() (every field commented there).
+"""
+import ml_collections
+
+from attnmt.data import get_data_config
+
+
+def get_model_config() -> ml_collections.ConfigDict:
+  m = ml_collections.ConfigDict()
+  m.embed_size = 256            # source and target embedding size
+  m.cell = 'lstm'               # 'lstm' or 'gru'
+  m.encoder_hidden_size = 256   # per direction
+  m.encoder_layers = 1
+  m.bidirectional = True        # annotations [fwd ; bwd]
+  m.decoder_hidden_size = 512
+  m.decoder_layers = 1
+  m.dropout = 0.2               # between layers, on embeddings and before the output layer
+  m.score = 'additive'          # none, additive, normed_additive, dot, scaled_dot, general, concat, location
+  m.attention_size = 512        # additive/concat hidden size; local_p predictor size
+  m.window = 'global'           # global, local_m, local_p
+  m.window_size = 10            # D: local window half-width (Gaussian sigma D/2)
+  m.query_timing = 'bahdanau'   # bahdanau (query s_{t-1}) or luong (query s_t)
+  m.input_feeding = True        # luong timing: feed h~_{t-1} to the next step
+  m.output_size = 512           # bahdanau deep-output size
+  m.init_state = 'bridge'       # bridge, last, zero
+  m.max_source_length = 128     # positions the 'location' score can address
+  m.dtype = 'float32'           # computation dtype (parameters stay float32)
+  return m
+
+
+def get_train_config() -> ml_collections.ConfigDict:
+  t = ml_collections.ConfigDict()
+  t.seeds = '0'                 # comma-separated; several seeds train together in one vmapped program
+  t.num_steps = 20000           # optimiser steps
+  t.learning_rate = 1e-3        # peak learning rate (Adam)
+  t.schedule = 'rsqrt'          # 'constant', 'cosine' (to 0 at num_steps) or 'rsqrt' (1/sqrt(step) after warmup)
+  t.warmup_steps = 500          # linear warm-up from 0
+  t.clip_norm = 1.0             # global-norm gradient clipping
+  t.label_smoothing = 0.0       # 0 = plain cross-entropy
+  t.log_every = 50              # steps between progress lines and training-metric records
+  t.eval_every = 2000           # steps between validation evaluations (0 = only at the end)
+  t.eval_beam_size = 0          # 0 = greedy only at evaluation; k > 0 adds beam-search BLEU
+  t.eval_max_sentences = 0      # evaluate BLEU on at most this many validation sentences (0 = all)
+  t.checkpoint_every = 1000     # steps between checkpoints of the latest state
+  t.beam_alpha = 0.6            # length penalty ((5 + len) / 6) ** alpha
+  t.max_decode_factor = 1.5     # decode up to factor * source width + 10 tokens
+  return t
+
+
+def get_config() -> ml_collections.ConfigDict:
+  config = ml_collections.ConfigDict()
+  config.model = get_model_config()
+  config.data = get_data_config()
+  config.train = get_train_config()
+  return config

@@ -1,0 +1,43 @@
+"""A tiny config for tests and smoke runs: the synthetic numbers task, a small model, a few steps.
+
+    python -m experiments.train --config=experiments/configs/tiny.py --workdir=/tmp/attnmt_tiny
+"""
+import ml_collections
+
+from experiments.configs import default
+
+
+def get_config():
+  config = default.get_config()
+  d, m, t = config.data, config.model, config.train
+  d.name = 'synthetic_numbers'
+  d.synthetic_size = 600
+  d.synthetic_eval_size = 40
+  d.tokenizer = 'word'
+  d.vocab_size = 64
+  d.batch_size = 16
+  d.fixed_source_length = 16      # one batch shape: one compilation
+  d.fixed_target_length = 32
+  d.max_source_length = 16
+  d.max_target_length = 32
+  m.embed_size = 16
+  m.encoder_hidden_size = 16
+  m.decoder_hidden_size = 32
+  m.attention_size = 16
+  m.output_size = 16
+  m.dropout = 0.1
+  t.num_steps = 40
+  t.warmup_steps = 5
+  t.learning_rate = 3e-3
+  t.log_every = 10
+  t.eval_every = 20
+  t.checkpoint_every = 10
+  config.sweep = ml_collections.ConfigDict()
+  config.sweep.scores = 'none,additive'
+  config.sweep.query_timings = 'bahdanau'
+  config.sweep.windows = 'global'
+  config.sweep.input_feeding = 'true'
+  config.sweep.analyze = True
+  config.sweep.beam_size = 3
+  config.sweep.num_heatmaps = 2
+  return config
