@@ -12,10 +12,15 @@ import numpy as np  # noqa: E402
 
 def attention_heatmap(weights_TxS: np.ndarray, source_tokens: list[str], output_tokens: list[str], path: str,
                       title: str = '') -> str:
-  """Output tokens down the rows, source tokens across the columns, darker = more weight (Bahdanau Fig. 3)."""
+  """Output tokens down the rows, source tokens across the columns (Bahdanau Fig. 3).
+
+  The colour scale is fixed to [0, 1] (white = no weight, black = all of it) so heatmaps compare
+  across sentences and variants.
+  """
   t, s = weights_TxS.shape
-  fig, ax = plt.subplots(figsize=(max(4.0, 0.32 * s + 2), max(3.0, 0.32 * t + 1.5)))
-  ax.imshow(weights_TxS, cmap='Greys', vmin=0.0, vmax=max(float(weights_TxS.max()), 1e-9), aspect='auto')
+  fig, ax = plt.subplots(figsize=(max(4.0, 0.32 * s + 2.6), max(3.0, 0.32 * t + 1.5)))
+  image = ax.imshow(weights_TxS, cmap='Greys', vmin=0.0, vmax=1.0, aspect='auto')
+  fig.colorbar(image, ax=ax, fraction=0.04, pad=0.02, label='attention weight')
   ax.set_xticks(range(s))
   ax.set_xticklabels(source_tokens, rotation=90, fontsize=8)
   ax.set_yticks(range(t))

@@ -65,6 +65,25 @@ def stack_batches(batches: list[dict]) -> dict:
   return {k: np.stack([pad_rows(pad(b[k], k)) for b in batches]) for k in BATCH_KEYS}
 
 
+def seed_functions(cfg: ModelConfig, optimizer: optax.GradientTransformation, label_smoothing: float = 0.0):
+  """(init, step) for K seeds in one program: init(seeds) -> TrainState stacked over seeds; step(state, batch_K)
+  -> (state, metrics), jitted, vmapped over the leading seed axis of state and batch, state donated.
+
+  Initialisation runs seed by seed and is stacked afterwards: under `vmap` the orthogonal initialiser
+  becomes a batched QR, whose jaxlib CPU kernel (ParallelBatchMap) deadlocks on a busy 2-core
+  thread pool (seen with jaxlib 0.10.2).
+  """
+  init_one = jax.jit(functools.partial(training.init_train_state, cfg, optimizer))
+
+  def init(seeds):
+    states = [init_one(jnp.int32(s)) for s in seeds]
+    return jax.tree.map(lambda *xs: jnp.stack(xs), *states)
+
+  step = jax.jit(jax.vmap(functools.partial(training.train_step, cfg, optimizer, label_smoothing=label_smoothing)),
+                 donate_argnums=0)
+  return init, step
+
+
 def _check_workdir(workdir: str, config: ml_collections.ConfigDict) -> None:
   """Refuses to mix two different runs in one workdir."""
   if not os.path.exists(os.path.join(workdir, checkpoints.CONFIG_FILE)):
@@ -120,9 +139,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
   checkpoints.save_config(workdir, config)
   data.save_tokenizers(prepared, os.path.join(workdir, 'vocab'))
   optimizer = training.make_optimizer(learning_rate_schedule(t), t.clip_norm)
-  state = jax.jit(jax.vmap(functools.partial(training.init_train_state, cfg, optimizer)))(jnp.array(seeds))
-  step_fn = jax.jit(jax.vmap(functools.partial(training.train_step, cfg, optimizer,
-                                               label_smoothing=t.label_smoothing)), donate_argnums=0)
+  init_fn, step_fn = seed_functions(cfg, optimizer, t.label_smoothing)
+  state = init_fn(seeds)
   ckpt = checkpoints.RunCheckpoints(workdir)
   writer = MetricsWriter(workdir, enabled=jax.process_index() == 0)
   meta = {'iterators': [None] * len(seeds), 'best_bleu': None, 'train_seconds': 0.0, 'train_tokens': 0}

@@ -1,0 +1,135 @@
+"""The experiment entry points as a user runs them: train, kill, resume, analyse; a sweep; vmapped seeds."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from attnmt import checkpoints, toy, train_lib, training
+from attnmt.config import ModelConfig
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TINY = 'experiments/configs/tiny.py'
+
+
+def run_module(module, *flags, timeout=300):
+  """Runs `python -m module flags` from the repository root; returns the completed process."""
+  env = dict(os.environ, JAX_PLATFORMS='cpu', PYTHONPATH=ROOT)
+  return subprocess.run([sys.executable, '-m', module, *flags], cwd=ROOT, env=env, capture_output=True,
+                        text=True, timeout=timeout)
+
+
+@pytest.fixture(scope='module')
+def data_dir(tmp_path_factory):
+  return str(tmp_path_factory.mktemp('data'))
+
+
+def train_flags(workdir, data_dir, steps=120):
+  return [f'--config={TINY}', f'--workdir={workdir}', f'--config.data.data_dir={data_dir}',
+          f'--config.train.num_steps={steps}', '--config.train.checkpoint_every=10', '--config.train.eval_every=60']
+
+
+def test_train_is_killed_resumes_and_reloads_for_analysis(tmp_path, data_dir):
+  # Uninterrupted reference run.
+  ref = run_module('experiments.train', *train_flags(tmp_path / 'ref', data_dir))
+  assert ref.returncode == 0, ref.stderr[-3000:]
+  assert 'test BLEU' in ref.stdout
+  # The same run, killed (SIGKILL) once a checkpoint exists, then restarted on its workdir.
+  workdir = tmp_path / 'run'
+  env = dict(os.environ, JAX_PLATFORMS='cpu', PYTHONPATH=ROOT)
+  proc = subprocess.Popen([sys.executable, '-m', 'experiments.train', *train_flags(workdir, data_dir)], cwd=ROOT,
+                          env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+  deadline = time.time() + 240
+  while not (workdir / 'checkpoints' / '20').exists():
+    assert proc.poll() is None and time.time() < deadline, 'no checkpoint appeared before the run ended'
+    time.sleep(0.05)
+  proc.send_signal(signal.SIGKILL)
+  proc.wait()
+  resumed = run_module('experiments.train', *train_flags(workdir, data_dir))
+  assert resumed.returncode == 0, resumed.stderr[-3000:]
+  assert 'Resumed' in resumed.stdout
+  # Resuming restored parameters, optimiser state, RNG and data position: the result equals the reference.
+  got, _, step = checkpoints.restore_params(str(workdir), 'latest')
+  want, _, ref_step = checkpoints.restore_params(str(tmp_path / 'ref'), 'latest')
+  assert step == ref_step == 120
+  jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7), got, want)
+  # Reload the run from its directory alone and analyse it.
+  out = tmp_path / 'analysis'
+  an = run_module('experiments.analyze', f'--runs={workdir}', f'--out={out}', '--beam_size=2', '--sentences=0,3')
+  assert an.returncode == 0, an.stderr[-3000:]
+  run_out = out / 'additive-bahdanau-global'
+  assert (run_out / 'heatmap_0.png').stat().st_size > 5000 and (run_out / 'heatmap_3.png').exists()
+  assert (out / 'bleu_by_length.png').exists()
+  result = json.loads((run_out / 'analysis.json').read_text())
+  assert len(result['greedy_bleu']) == 1 and len(result['beam_bleu']) == 1
+  assert 0.0 <= result['aer'][0] <= 1.0       # the synthetic task has gold alignments
+  lines = (run_out / 'translations.greedy.txt').read_text().splitlines()
+  assert len(lines) == 40                     # every test sentence translated (synthetic_eval_size)
+
+
+def test_sweep_of_two_variants_and_two_seeds_writes_its_table(tmp_path, data_dir):
+  res = run_module('experiments.sweep', f'--config={TINY}', f'--workdir={tmp_path}',
+                   f'--config.data.data_dir={data_dir}', '--config.train.num_steps=20',
+                   '--config.train.seeds=0,1', '--config.sweep.scores=none,dot', '--config.sweep.analyze=false',
+                   '--config.model.decoder_hidden_size=32')
+  assert res.returncode == 0, res.stderr[-3000:]
+  table = (tmp_path / 'results.md').read_text().splitlines()
+  assert len(table) == 4 and table[2].startswith('| none/') and table[3].startswith('| dot/')
+  assert all(' ± ' in line for line in table[2:])
+  csv = (tmp_path / 'results.csv').read_text().splitlines()
+  assert len(csv) == 3 and csv[1].split(',')[1] == '0 1'
+  assert (tmp_path / 'results_bleu.png').stat().st_size > 5000
+  for name in ('none-bahdanau-global', 'dot-bahdanau-global'):
+    r = json.loads((tmp_path / name / 'results.json').read_text())
+    assert r['seeds'] == [0, 1] and len(r['test_bleu']) == 2 and r['test_perplexity'][0] > 1.0
+
+
+def test_sweep_reports_the_combinations_it_skips(tmp_path, data_dir):
+  from experiments import sweep
+  from experiments.configs import tiny
+  config = tiny.get_config()
+  config.sweep.scores = 'none,dot'
+  config.sweep.windows = 'global,local_m'
+  config.model.decoder_hidden_size = 48        # dot needs 32 (= 2 x 16): refused with the reason
+  keep, refused = sweep.variants(config)
+  assert [v['score'] for v in keep] == ['none']
+  reasons = ' '.join(why for _, why in refused)
+  assert len(refused) == 3 and "score 'dot' needs the query size" in reasons and "score 'none' has no" in reasons
+
+
+def test_vmapped_seeds_give_the_losses_of_seeds_run_one_by_one():
+  cfg = ModelConfig(source_vocab_size=14, target_vocab_size=14, embed_size=16, encoder_hidden_size=16,
+                    decoder_hidden_size=32, attention_size=16, output_size=16, dropout=0.1)
+  init, step = train_lib.seed_functions(cfg, training.make_optimizer(3e-3))
+  seeds = [3, 7]
+  rng = {s: np.random.default_rng(s) for s in seeds}
+  batches = [[toy.reverse_batch(rng[s], 8, 10, np.ones(6) / 6) for _ in range(5)] for s in seeds]
+  together = init(seeds)
+  losses_together = []
+  for i in range(5):
+    together, m = step(together, {k: jnp.asarray(v) for k, v in
+                                  train_lib.stack_batches([batches[0][i], batches[1][i]]).items()})
+    losses_together.append(np.asarray(m['loss']))
+  for j, s in enumerate(seeds):
+    alone = init([s])
+    for i in range(5):
+      alone, m = step(alone, {k: jnp.asarray(v)[None] for k, v in batches[j][i].items()})
+      np.testing.assert_allclose(np.asarray(m['loss'])[0], losses_together[i][j], rtol=1e-5)
+    jax.tree.map(lambda a, b: np.testing.assert_allclose(a[0], b[j], rtol=1e-4, atol=1e-6),
+                 alone.params, together.params)
+  assert not np.allclose(losses_together[-1][0], losses_together[-1][1])   # the seeds really differ
+
+
+def test_stack_batches_pads_widths_and_rows():
+  a = toy.encode_pairs(np.array([[4, 5, 6]]), np.array([3]))
+  b = toy.encode_pairs(np.array([[4, 5, 6, 7, 8], [5, 5, 5, 5, 5]]), np.array([5, 2]))
+  s = train_lib.stack_batches([a, b])
+  assert s['src'].shape == (2, 2, 6) and s['tgt_in'].shape == (2, 2, 6)
+  np.testing.assert_array_equal(s['src_len'][0], [4, 0])     # the padded row counts for nothing
+  np.testing.assert_array_equal(s['src'][0, 0], [4, 5, 6, 2, 0, 0])
