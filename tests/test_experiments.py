@@ -71,6 +71,15 @@ def test_train_is_killed_resumes_and_reloads_for_analysis(tmp_path, data_dir):
   assert 0.0 <= result['aer'][0] <= 1.0       # the synthetic task has gold alignments
   lines = (run_out / 'translations.greedy.txt').read_text().splitlines()
   assert len(lines) == 40                     # every test sentence translated (synthetic_eval_size)
+  # Translate from a file, with attention bars; an empty line is refused with a one-line error.
+  (tmp_path / 'in.txt').write_text('4 2\n1 0 7\n')
+  tr = run_module('experiments.translate', f'--run={workdir}', f'--input={tmp_path / "in.txt"}', '--show_attention')
+  assert tr.returncode == 0, tr.stderr[-3000:]
+  out_lines = tr.stdout.splitlines()
+  assert sum('<- ' in line for line in out_lines) >= 2 and out_lines[1].strip().startswith('| 4 2 </s>')
+  (tmp_path / 'bad.txt').write_text('4 2\n\n')
+  bad = run_module('experiments.translate', f'--run={workdir}', f'--input={tmp_path / "bad.txt"}')
+  assert bad.returncode == 2 and 'input line 2 is empty' in bad.stderr.strip().splitlines()[-1]
 
 
 def test_sweep_of_two_variants_and_two_seeds_writes_its_table(tmp_path, data_dir):
