@@ -17,11 +17,14 @@ import ml_collections
 import numpy as np
 import optax
 
-from attnmt import checkpoints, data, evaluation, training
+from attnmt import checkpoints, data, evaluation, guards, training
 from attnmt.config import ConfigError, ModelConfig
 from attnmt.metrics_io import MetricsWriter, Progress
 
 BATCH_KEYS = ('src', 'src_len', 'tgt_in', 'tgt_out', 'tgt_len')
+# Train settings a resumed run may change (e.g. train longer); any other difference is another run.
+RESUMABLE_CHANGES = ('num_steps', 'eval_every', 'log_every', 'checkpoint_every', 'nonfinite', 'eval_max_sentences',
+                     'eval_beam_size')
 
 
 def model_config(config: ml_collections.ConfigDict, prepared: data.PreparedData) -> ModelConfig:
@@ -65,7 +68,8 @@ def stack_batches(batches: list[dict]) -> dict:
   return {k: np.stack([pad_rows(pad(b[k], k)) for b in batches]) for k in BATCH_KEYS}
 
 
-def seed_functions(cfg: ModelConfig, optimizer: optax.GradientTransformation, label_smoothing: float = 0.0):
+def seed_functions(cfg: ModelConfig, optimizer: optax.GradientTransformation, label_smoothing: float = 0.0,
+                   skip_nonfinite: bool = False):
   """(init, step) for K seeds in one program: init(seeds) -> TrainState stacked over seeds; step(state, batch_K)
   -> (state, metrics), jitted, vmapped over the leading seed axis of state and batch, state donated.
 
@@ -79,8 +83,8 @@ def seed_functions(cfg: ModelConfig, optimizer: optax.GradientTransformation, la
     states = [init_one(jnp.int32(s)) for s in seeds]
     return jax.tree.map(lambda *xs: jnp.stack(xs), *states)
 
-  step = jax.jit(jax.vmap(functools.partial(training.train_step, cfg, optimizer, label_smoothing=label_smoothing)),
-                 donate_argnums=0)
+  one = functools.partial(training.train_step, cfg, optimizer, label_smoothing=label_smoothing)
+  step = jax.jit(jax.vmap(guards.guard_step(one, skip_nonfinite)), donate_argnums=0)
   return init, step
 
 
@@ -91,11 +95,11 @@ def _check_workdir(workdir: str, config: ml_collections.ConfigDict) -> None:
   old = checkpoints.load_config(workdir).to_dict()
   new = json.loads(json.dumps(config.to_dict()))
   changed = sorted(f'{sec}.{k}' for sec in ('model', 'data', 'train') for k in set(old.get(sec, {})) | set(new[sec])
-                   if sec != 'train' or k not in ('num_steps', 'eval_every', 'log_every', 'checkpoint_every')
+                   if sec != 'train' or k not in RESUMABLE_CHANGES
                    if old.get(sec, {}).get(k) != new[sec].get(k))
   if changed:
     raise ConfigError(f'{workdir} holds a run with a different config (differs in {", ".join(changed)}); '
-                      'use another --workdir, or delete that directory to start fresh')
+                      'use another --workdir, or pass --fresh to move the old run aside and start anew')
 
 
 def evaluate(cfg: ModelConfig, config, params, prepared, split: str, num_seeds: int, max_sentences: int = 0,
@@ -130,20 +134,29 @@ def _first_sentences(batches, n):
 
 
 def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
-  """Trains the configured variant for every seed in `config.train.seeds`; returns the results summary."""
+  """Trains the configured variant for every seed in `config.train.seeds`; returns the results summary.
+
+  Raises guards.TrainingStopped after SIGTERM / Ctrl-C (a checkpoint saved first) and guards.NonFiniteError
+  on a NaN or infinite loss (unless train.nonfinite='skip'; no checkpoint is written after one).
+  """
   t = config.train
+  if t.nonfinite not in ('stop', 'skip'):
+    raise ConfigError(f"unknown train.nonfinite '{t.nonfinite}'; valid: stop, skip")
   seeds = parse_seeds(t.seeds)
+  ModelConfig.from_dict({**config.model.to_dict(), 'source_vocab_size': 8, 'target_vocab_size': 8})  # fail fast
+  learning_rate_schedule(t)
+  _check_workdir(workdir, config)
   prepared = data.prepare(config.data)
   cfg = model_config(config, prepared)
-  _check_workdir(workdir, config)
   checkpoints.save_config(workdir, config)
   data.save_tokenizers(prepared, os.path.join(workdir, 'vocab'))
   optimizer = training.make_optimizer(learning_rate_schedule(t), t.clip_norm)
-  init_fn, step_fn = seed_functions(cfg, optimizer, t.label_smoothing)
+  init_fn, step_fn = seed_functions(cfg, optimizer, t.label_smoothing, skip_nonfinite=t.nonfinite == 'skip')
   state = init_fn(seeds)
   ckpt = checkpoints.RunCheckpoints(workdir)
   writer = MetricsWriter(workdir, enabled=jax.process_index() == 0)
-  meta = {'iterators': [None] * len(seeds), 'best_bleu': None, 'train_seconds': 0.0, 'train_tokens': 0}
+  meta = {'iterators': [None] * len(seeds), 'best_bleu': None, 'train_seconds': 0.0, 'train_tokens': 0,
+          'skipped_updates': 0}
   if ckpt.latest_step() is not None:
     state, meta = ckpt.restore(state)
     print(f'Resumed {workdir} at step {int(state.step[0])}', flush=True)
@@ -151,33 +164,60 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
                for s, st in zip(seeds, meta['iterators'])]
   start = int(state.step[0])
   progress = Progress(t.num_steps, start)
+  first_bad, bad_count = jnp.int32(-1), jnp.int32(0)
+  skipped_before = meta['skipped_updates']
+
+  def check_finite(step):
+    """Host check, at log and checkpoint points only: stop (or count) non-finite updates."""
+    meta['skipped_updates'] = skipped_before + int(bad_count)
+    if t.nonfinite == 'stop' and int(first_bad) >= 0:
+      ckpt.wait()
+      raise guards.NonFiniteError(
+          f'non-finite loss or gradient at step {int(first_bad)}; stopped without saving (last good checkpoint: '
+          f'step {ckpt.latest_step()}); lower train.learning_rate or set train.nonfinite=skip to skip such updates')
+
+  def save(step, best=False):
+    check_finite(step)
+    meta['iterators'] = [it.state() for it in iterators]
+    ckpt.save(step, state, meta, best=best)
+
   tokens_since_log, t0 = 0, time.perf_counter()
-  for step in range(start + 1, t.num_steps + 1):
-    batch = stack_batches([next(it) for it in iterators])
-    state, metrics = step_fn(state, {k: jnp.asarray(v) for k, v in batch.items()})
-    tokens_since_log += int(batch['tgt_len'].sum())
-    if step % t.log_every == 0 or step == t.num_steps:
-      loss = np.asarray(metrics['loss'])          # the only host sync in the loop
-      rates = progress.update(step, tokens_since_log, loss=float(loss.mean()))
-      writer.write(step, 'train', {'loss': loss.tolist(), 'grad_norm': np.asarray(metrics['grad_norm']).tolist(),
-                                   **rates, 'learning_rate': float(learning_rate_schedule(t)(step))})
-      meta['train_seconds'] += time.perf_counter() - t0
-      meta['train_tokens'] += tokens_since_log
-      tokens_since_log, t0 = 0, time.perf_counter()
-    is_last = step == t.num_steps
-    if (t.eval_every and step % t.eval_every == 0) or is_last:
-      ev = evaluate(cfg, config, state.params, prepared, 'validation', len(seeds), t.eval_max_sentences,
-                    t.eval_beam_size)
-      writer.write(step, 'validation', ev)
-      progress.message(f'step {step} validation: BLEU {np.mean(ev["bleu"]):.2f} chrF {np.mean(ev["chrf"]):.2f} '
-                       f'ppl {np.mean(ev["perplexity"]):.2f} (mean of {len(seeds)} seed(s))')
-      if meta['best_bleu'] is None or np.mean(ev['bleu']) > meta['best_bleu']:
-        meta['best_bleu'] = float(np.mean(ev['bleu']))
-        ckpt.save(step, state, {**meta, 'iterators': [it.state() for it in iterators]}, best=True)
-      t0 = time.perf_counter()
-    if step % t.checkpoint_every == 0 or is_last:
-      meta['iterators'] = [it.state() for it in iterators]
-      ckpt.save(step, state, meta)
+  with guards.StopSignals() as stop:
+    for step in range(start + 1, t.num_steps + 1):
+      batch = stack_batches([next(it) for it in iterators])
+      state, metrics = step_fn(state, {k: jnp.asarray(v) for k, v in batch.items()})
+      first_bad, bad_count = guards.track_nonfinite(first_bad, bad_count, metrics['finite'], step)
+      tokens_since_log += int(batch['tgt_len'].sum())
+      is_last = step == t.num_steps
+      if step % t.log_every == 0 or is_last:
+        loss = np.asarray(metrics['loss'])          # the only regular host sync in the loop
+        check_finite(step)
+        rates = progress.update(step, tokens_since_log, loss=float(loss.mean()))
+        writer.write(step, 'train', {'loss': loss.tolist(), 'grad_norm': np.asarray(metrics['grad_norm']).tolist(),
+                                     **rates, 'learning_rate': float(learning_rate_schedule(t)(step)),
+                                     'skipped_updates': meta['skipped_updates']})
+        meta['train_seconds'] += time.perf_counter() - t0
+        meta['train_tokens'] += tokens_since_log
+        tokens_since_log, t0 = 0, time.perf_counter()
+      if (t.eval_every and step % t.eval_every == 0) or is_last:
+        check_finite(step)
+        ev = evaluate(cfg, config, state.params, prepared, 'validation', len(seeds), t.eval_max_sentences,
+                      t.eval_beam_size)
+        writer.write(step, 'validation', ev)
+        progress.message(f'step {step} validation: BLEU {np.mean(ev["bleu"]):.2f} chrF {np.mean(ev["chrf"]):.2f} '
+                         f'ppl {np.mean(ev["perplexity"]):.2f} (mean of {len(seeds)} seed(s))')
+        if meta['best_bleu'] is None or np.mean(ev['bleu']) > meta['best_bleu']:
+          meta['best_bleu'] = float(np.mean(ev['bleu']))
+          save(step, best=True)
+        t0 = time.perf_counter()
+      if step % t.checkpoint_every == 0 or is_last or stop.requested:
+        save(step)
+      if stop.requested and not is_last:
+        ckpt.close()
+        writer.close()
+        raise guards.TrainingStopped(
+            f'stopped by signal {stop.requested} at step {step}; checkpoint saved in {workdir}; '
+            'run the same command again to resume', stop.requested)
   ckpt.close()
   summary = final_results(cfg, config, workdir, prepared, seeds, meta)
   writer.write(t.num_steps, 'test', {k: v for k, v in summary.items() if k not in ('seeds', 'variant')})
@@ -194,7 +234,8 @@ def final_results(cfg, config, workdir, prepared, seeds, meta) -> dict:
              'test_bleu': ev['bleu'], 'test_chrf': ev['chrf'], 'test_perplexity': ev['perplexity'],
              'bleu_signature': ev['bleu_signature'], 'parameters': n_params,
              'train_seconds': meta['train_seconds'],
-             'tokens_per_s_per_seed': meta['train_tokens'] / max(meta['train_seconds'], 1e-9) / len(seeds)}
+             'tokens_per_s_per_seed': meta['train_tokens'] / max(meta['train_seconds'], 1e-9) / len(seeds),
+             'skipped_updates': meta.get('skipped_updates', 0)}
   with open(os.path.join(workdir, 'results.json'), 'w') as f:
     json.dump(summary, f, indent=1)
   return summary

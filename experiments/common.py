@@ -6,7 +6,8 @@ import numpy as np
 
 
 def run_guarded(fn):
-  """Runs fn; a bad-input error becomes one line on stderr and exit status 2.
+  """Runs fn; a bad-input error becomes one line on stderr and exit status 2 (3 for a non-finite loss;
+  128 + signal number after a graceful stop).
 
   Settings and data problems surface as ConfigError, CheckpointError, FileNotFoundError or the
   ValueErrors of attnmt.data (unknown names, malformed files). Set ATTNMT_DEBUG=1 for the traceback.
@@ -14,10 +15,17 @@ def run_guarded(fn):
   from absl import logging
   from attnmt.checkpoints import CheckpointError
   from attnmt.config import ConfigError
+  from attnmt.guards import NonFiniteError, TrainingStopped
   if logging.get_verbosity() == logging.INFO and '--verbosity' not in ' '.join(sys.argv):
     logging.set_verbosity(logging.WARNING)   # Orbax logs every file it writes at INFO
   try:
     return fn()
+  except TrainingStopped as e:
+    print(str(e), file=sys.stderr)
+    sys.exit(e.exit_code)
+  except NonFiniteError as e:
+    print(f'error: {e}', file=sys.stderr)
+    sys.exit(3)
   except (ConfigError, CheckpointError, FileNotFoundError, ValueError) as e:
     if os.environ.get('ATTNMT_DEBUG'):
       raise

@@ -3,7 +3,9 @@
     python -m experiments.train --config=experiments/configs/default.py --workdir=runs/additive \
         --config.model.score=additive --config.train.seeds=0,1
 
-Restarting with the same --workdir resumes from the latest checkpoint.
+Restarting with the same --workdir resumes from the latest checkpoint; SIGTERM or Ctrl-C saves a checkpoint and
+exits (status 128 + signal) saying how to resume; a NaN/inf loss stops the run (status 3) before any checkpoint
+is written after it.
 """
 from absl import app, flags
 from ml_collections import config_flags
@@ -13,6 +15,7 @@ from experiments import common
 FLAGS = flags.FLAGS
 config_flags.DEFINE_config_file('config', 'experiments/configs/default.py', 'Config file.', lock_config=True)
 flags.DEFINE_string('workdir', None, 'Run directory: checkpoints, metrics, config, vocabulary.', required=True)
+flags.DEFINE_bool('fresh', False, 'If --workdir holds a run, move it aside to <workdir>.old-<time> and start anew.')
 
 
 def main(argv):
@@ -22,7 +25,13 @@ def main(argv):
 
 
 def _train():
+  import os
+  import time
   from attnmt import train_lib
+  if FLAGS.fresh and os.path.exists(FLAGS.workdir):
+    aside = f'{FLAGS.workdir.rstrip("/")}.old-{time.strftime("%Y%m%d-%H%M%S")}'
+    os.rename(FLAGS.workdir, aside)
+    print(f'Moved the previous run to {aside}')
   summary = train_lib.train_and_evaluate(FLAGS.config, FLAGS.workdir)
   print(common.format_summary(summary))
 

@@ -50,6 +50,7 @@ def get_train_config() -> ml_collections.ConfigDict:
   t.checkpoint_every = 1000     # steps between checkpoints of the latest state
   t.beam_alpha = 0.6            # length penalty ((5 + len) / 6) ** alpha
   t.max_decode_factor = 1.5     # decode up to factor * source width + 10 tokens
+  t.nonfinite = 'stop'          # on a NaN/inf loss or gradient: 'stop' (no checkpoint after it) or 'skip' the update
   return t
 
 

@@ -1,0 +1,69 @@
+"""Run guards: a graceful stop on SIGTERM / Ctrl-C, and non-finite losses caught without a host sync per step."""
+from __future__ import annotations
+
+import signal
+
+import jax
+import jax.numpy as jnp
+
+
+class TrainingStopped(Exception):
+  """Raised after a signal once the run has saved a checkpoint; `exit_code` is 128 + the signal number."""
+
+  def __init__(self, message: str, signum: int):
+    super().__init__(message)
+    self.exit_code = 128 + signum
+
+
+class NonFiniteError(RuntimeError):
+  """A NaN or infinite loss or gradient; the run stopped before writing any checkpoint after it."""
+
+
+class StopSignals:
+  """Within the `with` block, SIGTERM and SIGINT only set `requested`; the training loop stops itself."""
+
+  SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+  def __init__(self):
+    self.requested = None   # the signal number once one arrived
+    self._previous = {}
+
+  def _handle(self, signum, frame):
+    if self.requested is not None and signum == signal.SIGINT:
+      raise KeyboardInterrupt   # a second Ctrl-C stops at once
+    self.requested = signum
+
+  def __enter__(self):
+    for s in self.SIGNALS:
+      try:
+        self._previous[s] = signal.signal(s, self._handle)
+      except ValueError:       # not the main thread: leave signals alone
+        pass
+    return self
+
+  def __exit__(self, *exc):
+    for s, handler in self._previous.items():
+      signal.signal(s, handler)
+    return False
+
+
+def guard_step(step_fn, skip_nonfinite: bool):
+  """Wraps a (state, batch) -> (state, metrics) step: metrics['finite'] says whether loss and gradient norm
+  were finite; with `skip_nonfinite` a non-finite update is dropped (parameters and optimiser state
+  kept, step and RNG advanced so the data stay in step)."""
+  def guarded(state, batch):
+    new, metrics = step_fn(state, batch)
+    finite = jnp.isfinite(metrics['loss']) & jnp.isfinite(metrics['grad_norm'])
+    if skip_nonfinite:
+      new = new.replace(params=jax.tree.map(lambda n, o: jnp.where(finite, n, o), new.params, state.params),
+                        opt_state=jax.tree.map(lambda n, o: jnp.where(finite, n, o), new.opt_state, state.opt_state))
+    return new, {**metrics, 'finite': finite}
+  return guarded
+
+
+@jax.jit
+def track_nonfinite(first_bad_step, bad_count, finite_K, step):
+  """Device-side bookkeeping: the first step with a non-finite seed (-1 if none) and how many seed-updates were."""
+  any_bad = ~jnp.all(finite_K)
+  first = jnp.where((first_bad_step < 0) & any_bad, step, first_bad_step)
+  return first, bad_count + jnp.sum(~finite_K)
