@@ -54,6 +54,19 @@ def get_train_config() -> ml_collections.ConfigDict:
   return t
 
 
+def get_sweep_config(scores: str = 'none,additive,dot,general,concat') -> ml_collections.ConfigDict:
+  """The axes of experiments/sweep.py: every combination is one variant (comma-separated values)."""
+  s = ml_collections.ConfigDict()
+  s.scores = scores
+  s.query_timings = 'bahdanau'  # bahdanau, luong
+  s.windows = 'global'          # global, local_m, local_p
+  s.input_feeding = 'true'      # luong timing only: 'true', 'false' or 'true,false'
+  s.analyze = True              # after training: BLEU by length, heatmaps, AER where gold alignments exist
+  s.beam_size = 0               # beam-search BLEU in the analysis (0: greedy only, faster)
+  s.num_heatmaps = 3            # random test sentences drawn as heatmaps per variant
+  return s
+
+
 def get_config() -> ml_collections.ConfigDict:
   config = ml_collections.ConfigDict()
   config.model = get_model_config()

@@ -5,8 +5,6 @@ sized to finish within 20 minutes on 2 CPU cores, then the analysis (BLEU by len
 
 The sweep section lists the axes; every combination is one variant (invalid ones are reported and skipped).
 """
-import ml_collections
-
 from experiments.configs import default
 
 
@@ -32,12 +30,5 @@ def get_config():
   t.eval_every = 0                # validation once, at the end (it picks the checkpoint the test uses)
   t.eval_max_sentences = 400
   t.checkpoint_every = 400
-  config.sweep = ml_collections.ConfigDict()
-  config.sweep.scores = 'none,additive,dot,general,concat'
-  config.sweep.query_timings = 'bahdanau'
-  config.sweep.windows = 'global'
-  config.sweep.input_feeding = 'true'   # luong timing only: 'true', 'false' or 'true,false'
-  config.sweep.analyze = True           # BLEU by length, heatmaps after training
-  config.sweep.beam_size = 0            # beam-search BLEU in the analysis (0: greedy only, faster)
-  config.sweep.num_heatmaps = 3
+  config.sweep = default.get_sweep_config()
   return config

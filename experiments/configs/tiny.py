@@ -2,8 +2,6 @@
 
     python -m experiments.train --config=experiments/configs/tiny.py --workdir=/tmp/attnmt_tiny
 """
-import ml_collections
-
 from experiments.configs import default
 
 
@@ -32,12 +30,7 @@ def get_config():
   t.log_every = 10
   t.eval_every = 20
   t.checkpoint_every = 10
-  config.sweep = ml_collections.ConfigDict()
-  config.sweep.scores = 'none,additive'
-  config.sweep.query_timings = 'bahdanau'
-  config.sweep.windows = 'global'
-  config.sweep.input_feeding = 'true'
-  config.sweep.analyze = True
+  config.sweep = default.get_sweep_config('none,additive')
   config.sweep.beam_size = 3
   config.sweep.num_heatmaps = 2
   return config
