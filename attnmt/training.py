@@ -69,3 +69,20 @@ def train_step(cfg: ModelConfig, optimizer: optax.GradientTransformation, state:
   params = optax.apply_updates(state.params, updates)
   metrics = {'loss': loss, 'loss_sum': total, 'tokens': count, 'grad_norm': optax.tree.norm(grads)}
   return TrainState(state.step + 1, params, opt_state, rng), metrics
+
+
+def init_train_states(cfg: ModelConfig, optimizer: optax.GradientTransformation, seeds) -> TrainState:
+  """K fresh states stacked along a leading axis, one per seed: the input of `vmapped_train_step`."""
+  return jax.vmap(lambda seed: init_train_state(cfg, optimizer, seed))(jnp.asarray(seeds))
+
+
+def vmapped_train_step(cfg: ModelConfig, optimizer: optax.GradientTransformation, states: TrainState,
+                       batches: dict, label_smoothing: float = 0.0) -> tuple[TrainState, dict]:
+  """K independent runs stepped as one program: `states` and `batches` carry a leading axis K.
+
+  The K models share nothing but the compiled program, so K small runs fill a machine that one
+  cannot. Jit it like `train_step`: `jax.jit(functools.partial(vmapped_train_step, cfg, opt),
+  donate_argnums=0)`; metrics come back with the leading axis K.
+  """
+  step = lambda state, batch: train_step(cfg, optimizer, state, batch, label_smoothing)
+  return jax.vmap(step)(states, batches)
