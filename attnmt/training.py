@@ -24,10 +24,15 @@ def masked_cross_entropy(logits_BxTxV: jax.Array, labels_BxT: jax.Array, length_
   With label smoothing eps the target is (1 - eps) on the label plus eps spread uniformly over the
   vocabulary (Szegedy et al. 2016).
   """
-  logp = jax.nn.log_softmax(logits_BxTxV.astype(jnp.float32))
-  nll_BxT = -jnp.take_along_axis(logp, labels_BxT[..., None], axis=-1)[..., 0]
-  if label_smoothing:
-    nll_BxT = (1.0 - label_smoothing) * nll_BxT - label_smoothing * jnp.mean(logp, axis=-1)
+  # -log p(y) = logsumexp(logits) - logits[y]. The label's logit is picked by a comparison with an
+  # iota rather than a gather, so its gradient fuses with the softmax's instead of scattering.
+  logits_BxTxV = logits_BxTxV.astype(jnp.float32)
+  lse_BxT = jax.nn.logsumexp(logits_BxTxV, axis=-1)
+  is_label_BxTxV = jnp.arange(logits_BxTxV.shape[-1]) == labels_BxT[..., None]
+  nll_BxT = lse_BxT - jnp.sum(jnp.where(is_label_BxTxV, logits_BxTxV, 0.0), axis=-1)
+  if label_smoothing:                # mean_v log p(v) = mean_v logits_v - logsumexp(logits)
+    mean_logp_BxT = jnp.mean(logits_BxTxV, axis=-1) - lse_BxT
+    nll_BxT = (1.0 - label_smoothing) * nll_BxT - label_smoothing * mean_logp_BxT
   mask_BxT = jnp.arange(labels_BxT.shape[1])[None, :] < length_B[:, None]
   return jnp.sum(jnp.where(mask_BxT, nll_BxT, 0.0)), jnp.sum(mask_BxT)
 
