@@ -160,18 +160,26 @@ class Decoder(nn.Module):
     feed = h_tilde_BxD if cfg.input_feeding else state.feed
     return State(carries, feed, state.t + 1), (h_tilde_BxD, weights_BxS)
 
-  def _output_layer(self, p, step_out, emb_xE, train: bool):
-    """Logits from the per-step outputs; any leading shape, so it runs once over all steps."""
+  def _output_features(self, p, step_out, emb_xE, train: bool):
+    """The output layer's hidden vector, before the vocabulary projection; any leading shape."""
     if self.cfg.query_timing == 'bahdanau':
       s, ctx = step_out[0], step_out[1]
       hidden = jnp.tanh(jnp.concatenate([s, ctx, emb_xE], -1) @ p['W_g'] + p['b_g'])
     else:
       hidden = step_out[0]
-    hidden = self._dropout(hidden, train)
-    return (hidden @ p['W_out'] + p['b_out']).astype(jnp.float32)
+    return self._dropout(hidden, train)
 
-  def __call__(self, memory: Memory, state: State, tgt_in_BxT: jax.Array, train: bool = False):
-    """Teacher forcing: logits (B x T x V) and attention weights (B x T x S) for inputs y_{<t}."""
+  def _output_layer(self, p, step_out, emb_xE, train: bool):
+    """Logits from the per-step outputs; any leading shape, so it runs once over all steps."""
+    return (self._output_features(p, step_out, emb_xE, train) @ p['W_out'] + p['b_out']).astype(jnp.float32)
+
+  def __call__(self, memory: Memory, state: State, tgt_in_BxT: jax.Array, train: bool = False,
+               features: bool = False):
+    """Teacher forcing: logits (B x T x V) and attention weights (B x T x S) for inputs y_{<t}.
+
+    With `features`, the output layer's hidden vectors (B x T x O) instead of the logits, for a loss
+    that applies the vocabulary projection itself (`fused_loss`).
+    """
     cfg, p = self.cfg, self._params()
     emb_BxTxE = self._dropout(jnp.take(p['embed'], tgt_in_BxT, axis=0), train)
     emb_proj_TxBxG = self._embed_projection(p, jnp.swapaxes(emb_BxTxE, 0, 1))
@@ -190,6 +198,8 @@ class Decoder(nn.Module):
     _, outs = deferred_scan.deferred_weight_scan(step, self._step_matrices(p, memory), (p, memory), state,
                                                  (emb_proj_TxBxG, masks))
     outs = jax.tree.map(lambda x: jnp.swapaxes(x, 0, 1), outs)
+    if features:
+      return self._output_features(p, outs, emb_BxTxE, train), outs[-1]
     return self._output_layer(p, outs, emb_BxTxE, train), outs[-1]
 
   def step(self, memory: Memory, state: State, token_B: jax.Array):

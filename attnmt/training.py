@@ -13,6 +13,7 @@ import jax.numpy as jnp
 import optax
 from flax import struct
 
+from attnmt import fused_loss
 from attnmt.config import ModelConfig
 from attnmt.model import Seq2Seq, init_params
 
@@ -57,10 +58,19 @@ def init_train_state(cfg: ModelConfig, optimizer: optax.GradientTransformation, 
 
 
 def loss_fn(cfg: ModelConfig, params, batch: dict, rng, train: bool, label_smoothing: float = 0.0):
-  """Mean token cross-entropy and (summed loss, token count) for metrics."""
-  logits, _ = Seq2Seq(cfg).apply({'params': params}, batch['src'], batch['src_len'], batch['tgt_in'],
-                                 train=train, rngs={'dropout': rng} if train else None)
-  total, count = masked_cross_entropy(logits, batch['tgt_out'], batch['tgt_len'], label_smoothing)
+  """Mean token cross-entropy and (summed loss, token count) for metrics.
+
+  Equals `masked_cross_entropy` of the model's logits; the vocabulary projection runs inside
+  `fused_loss.projected_nll`, whose gradient avoids extra passes over the B x T x V logits.
+  """
+  hidden_BxTxO, _ = Seq2Seq(cfg).apply({'params': params}, batch['src'], batch['src_len'], batch['tgt_in'],
+                                       train=train, rngs={'dropout': rng} if train else None,
+                                       method=Seq2Seq.features)
+  labels_BxT = batch['tgt_out']
+  nll_N = fused_loss.projected_nll(hidden_BxTxO.reshape(-1, hidden_BxTxO.shape[-1]), params['decoder']['W_out'],
+                                   params['decoder']['b_out'], labels_BxT.reshape(-1), label_smoothing)
+  mask_BxT = jnp.arange(labels_BxT.shape[1])[None, :] < batch['tgt_len'][:, None]
+  total, count = jnp.sum(jnp.where(mask_BxT, nll_N.reshape(labels_BxT.shape), 0.0)), jnp.sum(mask_BxT)
   return total / jnp.maximum(count, 1), (total, count)
 
 
