@@ -40,9 +40,28 @@ def context_vector(weights_S: jax.Array, annotations_SxH: jax.Array) -> jax.Arra
   return jnp.einsum('s,sh->h', weights_S.astype(annotations_SxH.dtype), annotations_SxH)
 
 
+@jax.custom_vjp
 def additive_scores(query_A: jax.Array, keys_SxA: jax.Array, v_A: jax.Array) -> jax.Array:
-  """e_i = v . tanh(query_A + keys_i): Bahdanau Eq. 6 with query_A = W q + b and keys = U h."""
-  return jnp.sum(jnp.tanh(keys_SxA + query_A) * v_A, axis=-1)   # one fused loop, no S x A tanh stored
+  """e_i = v . tanh(query_A + keys_i): Bahdanau Eq. 6 with query_A = W q + b and keys = U h.
+
+  The gradient recomputes the S x A tanh instead of storing it: the decoder would otherwise keep
+  one per target step (134 MB at the bench config), which costs more to write than to recompute.
+  """
+  return jnp.sum(jnp.tanh(keys_SxA + query_A) * v_A, axis=-1)
+
+
+def _additive_scores_fwd(query_A, keys_SxA, v_A):
+  return additive_scores(query_A, keys_SxA, v_A), (query_A, keys_SxA, v_A)
+
+
+def _additive_scores_bwd(residuals, de_S):
+  query_A, keys_SxA, v_A = residuals
+  t_SxA = jnp.tanh(keys_SxA + query_A)
+  dpre_SxA = de_S[:, None] * v_A * (1.0 - t_SxA * t_SxA)          # tanh' = 1 - tanh^2
+  return jnp.sum(dpre_SxA, axis=0), dpre_SxA, jnp.sum(de_S[:, None] * t_SxA, axis=0)
+
+
+additive_scores.defvjp(_additive_scores_fwd, _additive_scores_bwd)
 
 
 def precompute_keys(score: str, p: Params, annotations_SxH: jax.Array) -> jax.Array:
@@ -148,10 +167,7 @@ def attention_weights(cfg: ModelConfig, p: Params, query_BxQ: jax.Array, keys_Bx
   else:
     p_t_B = jnp.zeros(length_B.shape, jnp.float32)
   one = lambda half, keys, length, p_t: _window_weights(cfg, p, half, keys, length, t, p_t)
-  # Recomputed in the backward pass rather than stored: storing would keep the B x S x A tanh of
-  # the additive scores for every decoder step (134 MB at the bench config), costlier to fill than
-  # to recompute.
-  return jax.checkpoint(jax.vmap(one))(half_BxA, keys_BxSxK, length_B, p_t_B)
+  return jax.vmap(one)(half_BxA, keys_BxSxK, length_B, p_t_B)
 
 
 def attend(cfg: ModelConfig, p: Params, query_Q: jax.Array, keys_SxK: jax.Array,
