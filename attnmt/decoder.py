@@ -106,17 +106,22 @@ class Decoder(nn.Module):
     e = self.cfg.embed_size
     return emb_xE @ p['layers'][0]['W_ih'][:e] + p['layers'][0]['b']
 
-  def _step_matrices(self, p, memory: Memory) -> dict[str, jax.Array]:
+  def _step_matrices(self, p, memory: Memory, embedding_hoisted: bool) -> dict[str, jax.Array]:
     """The matrices one step multiplies by, by name; the step reaches them only through `mm`.
 
     Inside the teacher-forced scan their gradients are formed after the backward scan, one product
     each (`deferred_scan`): the RNN's recurrent and input matrices, the attention's query matrices,
     Luong's W_c, and the annotations (the context c = sum_i a_i h_i is a per-sentence product).
+    Layer 0's input matrix is whole ('in0') for a decoding step, which multiplies [E y ; x] at once
+    (slicing it would copy it at every step of a decoding loop), and only its rows for x = c_t or
+    h~_{t-1} ('feed') when the embedding half is hoisted out of the teacher-forced scan.
     """
     cfg, e = self.cfg, self.cfg.embed_size
     m = {'context': memory.annotations}
     m.update({f'att_{k}': w for k, w in p['attention'].items() if w.ndim == 2})
-    if p['layers'][0]['W_ih'].shape[0] > e:            # layer 0's input also takes c_t or h~_{t-1}
+    if not embedding_hoisted:
+      m['in0'] = p['layers'][0]['W_ih']
+    elif p['layers'][0]['W_ih'].shape[0] > e:           # layer 0's input also takes c_t or h~_{t-1}
       m['feed'] = p['layers'][0]['W_ih'][e:]
     for i, lp in enumerate(p['layers']):
       m[f'hh{i}'] = lp['W_hh']
@@ -126,10 +131,11 @@ class Decoder(nn.Module):
       m['W_c'] = p['W_c']
     return m
 
-  def _step(self, p, mm, memory: Memory, state: State, emb_proj_BxG, drop_masks=None):
+  def _step(self, p, mm, memory: Memory, state: State, layer0_input, drop_masks=None):
     """One decoder step; returns the new state and the per-step outputs the output layer needs.
 
-    `mm(name, x)` multiplies x by the named matrix of `_step_matrices`.
+    `mm(name, x)` multiplies x by the named matrix of `_step_matrices`; `layer0_input(x)` returns
+    layer 0's input projection [E y_{t-1} ; x] W_ih + b for x = c_t or h~_{t-1} (None: no x).
     """
     cfg = self.cfg
     att_matmul = lambda x, name: mm(f'att_{name}', x)
@@ -151,10 +157,9 @@ class Decoder(nn.Module):
 
     if cfg.query_timing == 'bahdanau':
       ctx_BxH, weights_BxS = attend(state.rnn[-1][0])
-      carries, s_BxD = run_layers(state.rnn, emb_proj_BxG + mm('feed', ctx_BxH))
+      carries, s_BxD = run_layers(state.rnn, layer0_input(ctx_BxH))
       return State(carries, state.feed, state.t + 1), (s_BxD, ctx_BxH, weights_BxS)
-    x0 = emb_proj_BxG + mm('feed', state.feed) if cfg.input_feeding else emb_proj_BxG
-    carries, s_BxD = run_layers(state.rnn, x0)
+    carries, s_BxD = run_layers(state.rnn, layer0_input(state.feed if cfg.input_feeding else None))
     ctx_BxH, weights_BxS = attend(s_BxD)
     h_tilde_BxD = jnp.tanh(mm('W_c', jnp.concatenate([ctx_BxH, s_BxD], -1)))
     feed = h_tilde_BxD if cfg.input_feeding else state.feed
@@ -193,10 +198,11 @@ class Decoder(nn.Module):
     def step(mm, consts, st, xs):
       params, mem = consts
       emb_proj_BxG, step_masks = xs
-      return self._step(params, mm, mem, st, emb_proj_BxG, step_masks)
+      layer0_input = lambda x: emb_proj_BxG if x is None else emb_proj_BxG + mm('feed', x)
+      return self._step(params, mm, mem, st, layer0_input, step_masks)
 
-    _, outs = deferred_scan.deferred_weight_scan(step, self._step_matrices(p, memory), (p, memory), state,
-                                                 (emb_proj_TxBxG, masks))
+    matrices = self._step_matrices(p, memory, embedding_hoisted=True)
+    _, outs = deferred_scan.deferred_weight_scan(step, matrices, (p, memory), state, (emb_proj_TxBxG, masks))
     outs = jax.tree.map(lambda x: jnp.swapaxes(x, 0, 1), outs)
     if features:
       return self._output_features(p, outs, emb_BxTxE, train), outs[-1]
@@ -206,6 +212,8 @@ class Decoder(nn.Module):
     """One step of decoding from token y_{t-1}: new state, logits (B x V), weights (B x S)."""
     p = self._params()
     emb_BxE = jnp.take(p['embed'], token_B, axis=0)
-    mm = deferred_scan.plain_products(self._step_matrices(p, memory))
-    state, out = self._step(p, mm, memory, state, self._embed_projection(p, emb_BxE))
+    mm = deferred_scan.plain_products(self._step_matrices(p, memory, embedding_hoisted=False))
+    b = p['layers'][0]['b']
+    layer0_input = lambda x: mm('in0', emb_BxE if x is None else jnp.concatenate([emb_BxE, x], -1)) + b
+    state, out = self._step(p, mm, memory, state, layer0_input)
     return state, self._output_layer(p, out, emb_BxE, False), out[-1]
