@@ -9,6 +9,8 @@ decoder step (`scores`).
 """
 from __future__ import annotations
 
+from typing import Callable
+
 import jax
 import jax.numpy as jnp
 import flax.linen as nn
@@ -16,6 +18,7 @@ import flax.linen as nn
 from attnmt.config import ConfigError, ModelConfig
 
 Params = dict
+MatMul = Callable[[jax.Array, str], jax.Array]   # matmul(x, name) = x @ p[name]
 
 
 def masked_softmax(e_S: jax.Array, mask_S: jax.Array) -> jax.Array:
@@ -37,9 +40,28 @@ def context_vector(weights_S: jax.Array, annotations_SxH: jax.Array) -> jax.Arra
   return jnp.einsum('s,sh->h', weights_S.astype(annotations_SxH.dtype), annotations_SxH)
 
 
+@jax.custom_vjp
 def additive_scores(query_A: jax.Array, keys_SxA: jax.Array, v_A: jax.Array) -> jax.Array:
-  """e_i = v . tanh(query_A + keys_i): Bahdanau Eq. 6 with query_A = W q + b and keys = U h."""
-  return jnp.tanh(keys_SxA + query_A) @ v_A
+  """e_i = v . tanh(query_A + keys_i): Bahdanau Eq. 6 with query_A = W q + b and keys = U h.
+
+  The gradient recomputes the S x A tanh instead of storing it: the decoder would otherwise keep
+  one per target step (134 MB at the bench config), which costs more to write than to recompute.
+  """
+  return jnp.sum(jnp.tanh(keys_SxA + query_A) * v_A, axis=-1)
+
+
+def _additive_scores_fwd(query_A, keys_SxA, v_A):
+  return additive_scores(query_A, keys_SxA, v_A), (query_A, keys_SxA, v_A)
+
+
+def _additive_scores_bwd(residuals, de_S):
+  query_A, keys_SxA, v_A = residuals
+  t_SxA = jnp.tanh(keys_SxA + query_A)
+  dpre_SxA = de_S[:, None] * v_A * (1.0 - t_SxA * t_SxA)          # tanh' = 1 - tanh^2
+  return jnp.sum(dpre_SxA, axis=0), dpre_SxA, jnp.sum(de_S[:, None] * t_SxA, axis=0)
+
+
+additive_scores.defvjp(_additive_scores_fwd, _additive_scores_bwd)
 
 
 def precompute_keys(score: str, p: Params, annotations_SxH: jax.Array) -> jax.Array:
@@ -55,34 +77,97 @@ def precompute_keys(score: str, p: Params, annotations_SxH: jax.Array) -> jax.Ar
   return jnp.zeros(annotations_SxH.shape[:1] + (0,), annotations_SxH.dtype)   # none, location
 
 
-def scores(score: str, p: Params, query_Q: jax.Array, keys_SxK: jax.Array) -> jax.Array:
-  """Unnormalised scores e_S of one query against precomputed keys (DESIGN.md, score table)."""
+def _plain_matmul(p: Params) -> MatMul:
+  return lambda x, name: x @ p[name]
+
+
+def query_half(score: str, p: Params, query_xQ: jax.Array, matmul: MatMul | None = None) -> jax.Array:
+  """The query-dependent half of a score (e.g. W q + b), for queries with any leading shape.
+
+  `matmul(x, name)` computes x @ p[name]; the decoder passes its own so that, inside its scan, these
+  products get their weight gradients after the backward scan (`deferred_scan`).
+  """
+  matmul = matmul or _plain_matmul(p)
+  if score in ('additive', 'normed_additive'):
+    return matmul(query_xQ, 'W') + p['b']
+  if score == 'concat':              # Luong Eq. 8 "concat": v . tanh(W_q q + W_h h_i), no bias
+    return matmul(query_xQ, 'W_q')
+  if score == 'location':            # Luong Eq. 9: a_t = softmax(W_a q); depends on the query only
+    return matmul(query_xQ, 'W')
+  return query_xQ                    # dot, scaled_dot, general use q itself; none ignores it
+
+
+def scores_from_half(score: str, p: Params, half_A: jax.Array, keys_SxK: jax.Array) -> jax.Array:
+  """Unnormalised scores e_S of one query, from its `query_half` and the precomputed keys."""
   num_positions = keys_SxK.shape[0]
   if score == 'additive':
-    return additive_scores(query_Q @ p['W'] + p['b'], keys_SxK, p['v'])
+    return additive_scores(half_A, keys_SxK, p['v'])
   if score == 'normed_additive':     # weight-normalised v (Salimans & Kingma 2016) with gain g
     v = p['g'] * p['v'] * jax.lax.rsqrt(jnp.sum(jnp.square(p['v'])))
-    return additive_scores(query_Q @ p['W'] + p['b'], keys_SxK, v)
-  if score == 'concat':              # Luong Eq. 8 "concat": v . tanh(W_q q + W_h h_i), no bias
-    return additive_scores(query_Q @ p['W_q'], keys_SxK, p['v'])
+    return additive_scores(half_A, keys_SxK, v)
+  if score == 'concat':
+    return additive_scores(half_A, keys_SxK, p['v'])
   if score in ('dot', 'general'):    # Luong Eq. 8 "dot" (q . h_i) and "general" (q . W h_i)
-    return keys_SxK @ query_Q
+    return keys_SxK @ half_A
   if score == 'scaled_dot':
-    return keys_SxK @ query_Q * jax.lax.rsqrt(jnp.float32(query_Q.shape[-1])).astype(query_Q.dtype)
-  if score == 'location':            # Luong Eq. 9: a_t = softmax(W_a q); depends on the query only
-    max_len = p['W'].shape[-1]
+    return keys_SxK @ half_A * jax.lax.rsqrt(jnp.float32(half_A.shape[-1])).astype(half_A.dtype)
+  if score == 'location':
+    max_len = half_A.shape[-1]
     if num_positions > max_len:
       raise ConfigError(f"score 'location' addresses at most model.max_source_length={max_len} positions but "
                         f'the batch has {num_positions}; raise max_source_length or filter longer sources')
-    return (query_Q @ p['W'])[:num_positions]
+    return half_A[:num_positions]
   if score == 'none':
-    return jnp.zeros((num_positions,), query_Q.dtype)
+    return jnp.zeros((num_positions,), half_A.dtype)
   raise ConfigError(f"unknown score '{score}'")
 
 
-def predicted_position(p: Params, query_Q: jax.Array, length: jax.Array) -> jax.Array:
+def scores(score: str, p: Params, query_Q: jax.Array, keys_SxK: jax.Array) -> jax.Array:
+  """Unnormalised scores e_S of one query against precomputed keys (DESIGN.md, score table)."""
+  return scores_from_half(score, p, query_half(score, p, query_Q), keys_SxK)
+
+
+def predicted_position(p: Params, query_Q: jax.Array, length: jax.Array, matmul: MatMul | None = None
+                       ) -> jax.Array:
   """local-p centre p_t = S * sigmoid(v_p . tanh(W_p q)) (Luong Eq. 9), S the true source length."""
-  return length * jax.nn.sigmoid(jnp.tanh(query_Q @ p['W_p']) @ p['v_p']).astype(jnp.float32)
+  matmul = matmul or _plain_matmul(p)
+  return length * jax.nn.sigmoid(jnp.tanh(matmul(query_Q, 'W_p')) @ p['v_p']).astype(jnp.float32)
+
+
+def _window_weights(cfg: ModelConfig, p: Params, half_A: jax.Array, keys_SxK: jax.Array, length: jax.Array,
+                    t: jax.Array, p_t: jax.Array) -> jax.Array:
+  """Weights a_S of one query: scores, alignment window, masked softmax (p_t: local_p's centre)."""
+  positions_S = jnp.arange(keys_SxK.shape[0])
+  mask_S = positions_S < length
+  if cfg.score == 'none':            # RNNencdec baseline: a fixed summary, the mean annotation
+    return mask_S / jnp.maximum(jnp.sum(mask_S), 1).astype(jnp.float32)
+  e_S = scores_from_half(cfg.score, p, half_A, keys_SxK)
+  half_width = cfg.window_size
+  if cfg.window == 'local_m':        # monotonic alignment p_t = t
+    mask_S &= jnp.abs(positions_S - t) <= half_width
+    return masked_softmax(e_S, mask_S)
+  if cfg.window == 'local_p':
+    distance_S = positions_S.astype(jnp.float32) - p_t
+    mask_S &= jnp.abs(distance_S) <= half_width
+    sigma = half_width / 2.0
+    return masked_softmax(e_S, mask_S) * jnp.exp(-jnp.square(distance_S) / (2.0 * sigma ** 2))
+  return masked_softmax(e_S, mask_S)
+
+
+def attention_weights(cfg: ModelConfig, p: Params, query_BxQ: jax.Array, keys_BxSxK: jax.Array,
+                      length_B: jax.Array, t: jax.Array, matmul: MatMul | None = None) -> jax.Array:
+  """Attention weights (B x S, float32) of a batch of queries: the decoder's per-step attention.
+
+  The query products (`query_half`, local_p's predictor) run once for the whole batch through
+  `matmul`; scores, window and softmax run per sentence. `t` is the 0-based target position.
+  """
+  half_BxA = query_half(cfg.score, p, query_BxQ, matmul)
+  if cfg.window == 'local_p':
+    p_t_B = predicted_position(p, query_BxQ, length_B, matmul)
+  else:
+    p_t_B = jnp.zeros(length_B.shape, jnp.float32)
+  one = lambda half, keys, length, p_t: _window_weights(cfg, p, half, keys, length, t, p_t)
+  return jax.vmap(one)(half_BxA, keys_BxSxK, length_B, p_t_B)
 
 
 def attend(cfg: ModelConfig, p: Params, query_Q: jax.Array, keys_SxK: jax.Array,
@@ -92,24 +177,7 @@ def attend(cfg: ModelConfig, p: Params, query_Q: jax.Array, keys_SxK: jax.Array,
   `length` is the source length (positions >= length are padding); `t` is the 0-based target position
   used as the centre of the `local_m` window. Returns (context_H, weights_S) with weights in float32.
   """
-  positions_S = jnp.arange(annotations_SxH.shape[0])
-  mask_S = positions_S < length
-  if cfg.score == 'none':            # RNNencdec baseline: a fixed summary, the mean annotation
-    weights_S = mask_S / jnp.maximum(jnp.sum(mask_S), 1).astype(jnp.float32)
-    return context_vector(weights_S, annotations_SxH), weights_S
-  e_S = scores(cfg.score, p, query_Q, keys_SxK)
-  half_width = cfg.window_size
-  if cfg.window == 'local_m':        # monotonic alignment p_t = t
-    mask_S &= jnp.abs(positions_S - t) <= half_width
-    weights_S = masked_softmax(e_S, mask_S)
-  elif cfg.window == 'local_p':
-    p_t = predicted_position(p, query_Q, length)
-    distance_S = positions_S.astype(jnp.float32) - p_t
-    mask_S &= jnp.abs(distance_S) <= half_width
-    sigma = half_width / 2.0
-    weights_S = masked_softmax(e_S, mask_S) * jnp.exp(-jnp.square(distance_S) / (2.0 * sigma ** 2))
-  else:
-    weights_S = masked_softmax(e_S, mask_S)
+  weights_S = attention_weights(cfg, p, query_Q[None], keys_SxK[None], jnp.asarray(length)[None], t)[0]
   return context_vector(weights_S, annotations_SxH), weights_S
 
 

@@ -6,6 +6,8 @@ luong:    s_t = RNN(s_{t-1}, [E y_{t-1} ; h~_{t-1}]); query s_t; h~_t = tanh(W_c
 Both paths share `_step`, so teacher-forced logits equal step-by-step logits. Work that does not
 depend on the previous step stays outside the scan as one large matrix product: the embedding part
 of the first RNN layer's input projection, the attention keys (`Memory.keys`) and the output layer.
+Inside the scan, the step's products with weights get their gradients after the backward scan, one
+product each over all steps (`deferred_scan`), instead of a thin product and an update per step.
 Letters: B batch, T target positions, S source positions, H annotation size, D decoder size, V vocab.
 """
 from __future__ import annotations
@@ -17,7 +19,7 @@ import jax
 import jax.numpy as jnp
 import flax.linen as nn
 
-from attnmt import attention, rnn
+from attnmt import attention, deferred_scan, rnn
 from attnmt.config import ModelConfig
 
 
@@ -104,49 +106,88 @@ class Decoder(nn.Module):
     e = self.cfg.embed_size
     return emb_xE @ p['layers'][0]['W_ih'][:e] + p['layers'][0]['b']
 
-  def _step(self, p, memory: Memory, state: State, emb_proj_BxG, drop_masks=None):
-    """One decoder step; returns the new state and the per-step outputs the output layer needs."""
+  def _step_matrices(self, p, memory: Memory, embedding_hoisted: bool) -> dict[str, jax.Array]:
+    """The matrices one step multiplies by, by name; the step reaches them only through `mm`.
+
+    Inside the teacher-forced scan their gradients are formed after the backward scan, one product
+    each (`deferred_scan`): the RNN's recurrent and input matrices, the attention's query matrices,
+    Luong's W_c, and the annotations (the context c = sum_i a_i h_i is a per-sentence product).
+    Layer 0's input matrix is whole ('in0') for a decoding step, which multiplies [E y ; x] at once
+    (slicing it would copy it at every step of a decoding loop), and only its rows for x = c_t or
+    h~_{t-1} ('feed') when the embedding half is hoisted out of the teacher-forced scan.
+    """
     cfg, e = self.cfg, self.cfg.embed_size
-    attend = jax.vmap(functools.partial(attention.attend, cfg, p['attention']), in_axes=(0, 0, 0, 0, None))
+    m = {'context': memory.annotations}
+    m.update({f'att_{k}': w for k, w in p['attention'].items() if w.ndim == 2})
+    if not embedding_hoisted:
+      m['in0'] = p['layers'][0]['W_ih']
+    elif p['layers'][0]['W_ih'].shape[0] > e:           # layer 0's input also takes c_t or h~_{t-1}
+      m['feed'] = p['layers'][0]['W_ih'][e:]
+    for i, lp in enumerate(p['layers']):
+      m[f'hh{i}'] = lp['W_hh']
+      if i > 0:
+        m[f'ih{i}'] = lp['W_ih']
+    if cfg.query_timing == 'luong':
+      m['W_c'] = p['W_c']
+    return m
+
+  def _step(self, p, mm, memory: Memory, state: State, layer0_input, drop_masks=None):
+    """One decoder step; returns the new state and the per-step outputs the output layer needs.
+
+    `mm(name, x)` multiplies x by the named matrix of `_step_matrices`; `layer0_input(x)` returns
+    layer 0's input projection [E y_{t-1} ; x] W_ih + b for x = c_t or h~_{t-1} (None: no x).
+    """
+    cfg = self.cfg
+    att_matmul = lambda x, name: mm(f'att_{name}', x)
 
     def run_layers(carries, x0_BxG):
       new, x = [], None
       for i, (lp, carry) in enumerate(zip(p['layers'], carries)):
         if i > 0:
           inp = x if drop_masks is None else x * drop_masks[i - 1]
-          x0_BxG = rnn.input_projection(lp, inp)
-        new.append(rnn.cell_step(cfg.cell, lp, carry, x0_BxG))
+          x0_BxG = mm(f'ih{i}', inp) + lp['b']
+        new.append(rnn.cell_update(cfg.cell, lp, carry, x0_BxG, mm(f'hh{i}', carry[0])))
         x = new[-1][0]
       return tuple(new), x
 
-    w_rest = p['layers'][0]['W_ih'][e:]
+    def attend(query_BxD):
+      weights_BxS = attention.attention_weights(cfg, p['attention'], query_BxD, memory.keys, memory.length,
+                                                state.t, att_matmul)
+      return mm('context', weights_BxS.astype(memory.annotations.dtype)), weights_BxS
+
     if cfg.query_timing == 'bahdanau':
-      query = state.rnn[-1][0]
-      ctx_BxH, weights_BxS = attend(query, memory.keys, memory.annotations, memory.length, state.t)
-      carries, s_BxD = run_layers(state.rnn, emb_proj_BxG + ctx_BxH @ w_rest)
+      ctx_BxH, weights_BxS = attend(state.rnn[-1][0])
+      carries, s_BxD = run_layers(state.rnn, layer0_input(ctx_BxH))
       return State(carries, state.feed, state.t + 1), (s_BxD, ctx_BxH, weights_BxS)
-    x0 = emb_proj_BxG + state.feed @ w_rest if cfg.input_feeding else emb_proj_BxG
-    carries, s_BxD = run_layers(state.rnn, x0)
-    ctx_BxH, weights_BxS = attend(s_BxD, memory.keys, memory.annotations, memory.length, state.t)
-    h_tilde_BxD = jnp.tanh(jnp.concatenate([ctx_BxH, s_BxD], -1) @ p['W_c'])
+    carries, s_BxD = run_layers(state.rnn, layer0_input(state.feed if cfg.input_feeding else None))
+    ctx_BxH, weights_BxS = attend(s_BxD)
+    h_tilde_BxD = jnp.tanh(mm('W_c', jnp.concatenate([ctx_BxH, s_BxD], -1)))
     feed = h_tilde_BxD if cfg.input_feeding else state.feed
     return State(carries, feed, state.t + 1), (h_tilde_BxD, weights_BxS)
 
-  def _output_layer(self, p, step_out, emb_xE, train: bool):
-    """Logits from the per-step outputs; any leading shape, so it runs once over all steps."""
+  def _output_features(self, p, step_out, emb_xE, train: bool):
+    """The output layer's hidden vector, before the vocabulary projection; any leading shape."""
     if self.cfg.query_timing == 'bahdanau':
       s, ctx = step_out[0], step_out[1]
       hidden = jnp.tanh(jnp.concatenate([s, ctx, emb_xE], -1) @ p['W_g'] + p['b_g'])
     else:
       hidden = step_out[0]
-    hidden = self._dropout(hidden, train)
-    return (hidden @ p['W_out'] + p['b_out']).astype(jnp.float32)
+    return self._dropout(hidden, train)
 
-  def __call__(self, memory: Memory, state: State, tgt_in_BxT: jax.Array, train: bool = False):
-    """Teacher forcing: logits (B x T x V) and attention weights (B x T x S) for inputs y_{<t}."""
+  def _output_layer(self, p, step_out, emb_xE, train: bool):
+    """Logits from the per-step outputs; any leading shape, so it runs once over all steps."""
+    return (self._output_features(p, step_out, emb_xE, train) @ p['W_out'] + p['b_out']).astype(jnp.float32)
+
+  def __call__(self, memory: Memory, state: State, tgt_in_BxT: jax.Array, train: bool = False,
+               features: bool = False):
+    """Teacher forcing: logits (B x T x V) and attention weights (B x T x S) for inputs y_{<t}.
+
+    With `features`, the output layer's hidden vectors (B x T x O) instead of the logits, for a loss
+    that applies the vocabulary projection itself (`fused_loss`).
+    """
     cfg, p = self.cfg, self._params()
     emb_BxTxE = self._dropout(jnp.take(p['embed'], tgt_in_BxT, axis=0), train)
-    emb_proj_TxBxG = jnp.swapaxes(self._embed_projection(p, emb_BxTxE), 0, 1)
+    emb_proj_TxBxG = self._embed_projection(p, jnp.swapaxes(emb_BxTxE, 0, 1))
     steps, batch = emb_proj_TxBxG.shape[:2]
     masks = None
     if train and cfg.dropout > 0 and cfg.decoder_layers > 1:   # inter-layer dropout, drawn outside the scan
@@ -154,16 +195,25 @@ class Decoder(nn.Module):
                                   (steps, cfg.decoder_layers - 1, batch, cfg.decoder_hidden_size))
       masks = keep.astype(emb_BxTxE.dtype) / (1.0 - cfg.dropout)
 
-    def body(st, xs):
-      return self._step(p, memory, st, *xs) if masks is not None else self._step(p, memory, st, xs)
+    def step(mm, consts, st, xs):
+      params, mem = consts
+      emb_proj_BxG, step_masks = xs
+      layer0_input = lambda x: emb_proj_BxG if x is None else emb_proj_BxG + mm('feed', x)
+      return self._step(params, mm, mem, st, layer0_input, step_masks)
 
-    _, outs = jax.lax.scan(body, state, (emb_proj_TxBxG, masks) if masks is not None else emb_proj_TxBxG)
+    matrices = self._step_matrices(p, memory, embedding_hoisted=True)
+    _, outs = deferred_scan.deferred_weight_scan(step, matrices, (p, memory), state, (emb_proj_TxBxG, masks))
     outs = jax.tree.map(lambda x: jnp.swapaxes(x, 0, 1), outs)
+    if features:
+      return self._output_features(p, outs, emb_BxTxE, train), outs[-1]
     return self._output_layer(p, outs, emb_BxTxE, train), outs[-1]
 
   def step(self, memory: Memory, state: State, token_B: jax.Array):
     """One step of decoding from token y_{t-1}: new state, logits (B x V), weights (B x S)."""
     p = self._params()
     emb_BxE = jnp.take(p['embed'], token_B, axis=0)
-    state, out = self._step(p, memory, state, self._embed_projection(p, emb_BxE))
+    mm = deferred_scan.plain_products(self._step_matrices(p, memory, embedding_hoisted=False))
+    b = p['layers'][0]['b']
+    layer0_input = lambda x: mm('in0', emb_BxE if x is None else jnp.concatenate([emb_BxE, x], -1)) + b
+    state, out = self._step(p, mm, memory, state, layer0_input)
     return state, self._output_layer(p, out, emb_BxE, False), out[-1]

@@ -32,6 +32,18 @@ def _choosable_log_probs(logits_xV: jax.Array) -> jax.Array:
   return jax.nn.log_softmax(logits_xV).at[..., jnp.array([PAD, BOS])].set(NEG_INF)
 
 
+def _greedy_choice(logits_BxV: jax.Array) -> tuple[jax.Array, jax.Array]:
+  """The most probable choosable token and its log-probability: argmax and value of
+  `_choosable_log_probs`, computed as a max, a masked min and a log-sum-exp, passes that vectorise,
+  instead of a log-softmax copy and a variadic arg-max reduction."""
+  vocab_V = jnp.arange(logits_BxV.shape[-1])
+  choosable_V = (vocab_V != PAD) & (vocab_V != BOS)
+  best_B = jnp.max(jnp.where(choosable_V, logits_BxV, -jnp.inf), axis=-1)
+  is_best_BxV = choosable_V & (logits_BxV == best_B[:, None])
+  token_B = jnp.min(jnp.where(is_best_BxV, vocab_V, logits_BxV.shape[-1]), axis=-1).astype(jnp.int32)
+  return token_B, best_B - jax.nn.logsumexp(logits_BxV, axis=-1)
+
+
 def length_penalty(length, alpha: float):
   return ((5.0 + length) / 6.0) ** alpha
 
@@ -52,9 +64,7 @@ def greedy(cfg: ModelConfig, params, src_BxS: jax.Array, src_len_B: jax.Array, m
 
   def body(c):
     state, logits_BxV, w_BxS = model.apply(variables, memory, c['state'], c['prev'], method=Seq2Seq.decode_step)
-    logp_BxV = _choosable_log_probs(logits_BxV)
-    token_B = jnp.argmax(logp_BxV, -1).astype(jnp.int32)
-    logp_B = jnp.take_along_axis(logp_BxV, token_B[:, None], -1)[:, 0]
+    token_B, logp_B = _greedy_choice(logits_BxV)
     live = ~c['done']
     token_B = jnp.where(live, token_B, PAD)
     return dict(t=c['t'] + 1, state=state, prev=token_B, done=c['done'] | (token_B == EOS),

@@ -7,8 +7,6 @@ Letters: B batch, S source positions, E embedding size, H annotation size.
 """
 from __future__ import annotations
 
-import functools
-
 import jax
 import jax.numpy as jnp
 import flax.linen as nn
@@ -33,14 +31,10 @@ class Encoder(nn.Module):
     directions = (False, True) if cfg.bidirectional else (False,)
     final = None
     for layer in range(cfg.encoder_layers):
-      outputs, finals = [], []
-      for reverse in directions:
-        p = rnn.RNNLayerParams(cfg.cell, x_BxSxI.shape[-1], cfg.encoder_hidden_size,
-                               name=f'layer{layer}_{"bwd" if reverse else "fwd"}')()
-        run = functools.partial(rnn.run_layer, cfg.cell, p, reverse=reverse)
-        out_BxSxh, final_carry = jax.vmap(run)(x_BxSxI, src_len_B)
-        outputs.append(out_BxSxh)
-        finals.append(final_carry)
+      params = tuple(rnn.RNNLayerParams(cfg.cell, x_BxSxI.shape[-1], cfg.encoder_hidden_size,
+                                        name=f'layer{layer}_{"bwd" if reverse else "fwd"}')()
+                     for reverse in directions)
+      outputs, finals = rnn.run_directions(cfg.cell, params, directions, x_BxSxI, src_len_B)
       x_BxSxI = jnp.concatenate(outputs, axis=-1)
       final = tuple(jnp.concatenate(parts, axis=-1) for parts in zip(*finals))
       if layer + 1 < cfg.encoder_layers:

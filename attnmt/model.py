@@ -38,6 +38,11 @@ class Seq2Seq(nn.Module):
     memory, state = self.encode(src_BxS, src_len_B, train)
     return self.decoder(memory, state, tgt_in_BxT, train)
 
+  def features(self, src_BxS, src_len_B, tgt_in_BxT, train: bool = False):
+    """Teacher-forced output-layer vectors before the vocabulary projection (B x T x O), and weights."""
+    memory, state = self.encode(src_BxS, src_len_B, train)
+    return self.decoder(memory, state, tgt_in_BxT, train, features=True)
+
   def decode_step(self, memory: Memory, state: State, token_B: jax.Array):
     """Feeds y_{t-1} = token_B; returns (state, logits B x V, weights B x S)."""
     return self.decoder.step(memory, state, token_B)

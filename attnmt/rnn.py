@@ -2,15 +2,19 @@
 
 A layer's parameters are one input matrix W_ih (I x G*H), one recurrent matrix W_hh (H x G*H) and
 a bias, G = 4 gates for the LSTM (i, f, g, o) and 3 for the GRU (r, z, n). `x @ W_ih + b` does not
-depend on the previous step, so it is computed for the whole sentence as one matrix product before
-the scan; inside the scan only `h @ W_hh` remains. Cell functions accept any leading batch shape.
-Letters: S positions, I input size, H hidden size, G gates.
+depend on the previous step, so it is computed for the whole batch and sentence as one matrix
+product before the scan; inside the scan only `h @ W_hh` remains, and its weight gradient is formed
+after the backward scan as one product (`deferred_scan`). All directions of a layer share one scan.
+Cell functions accept any leading batch shape.
+Letters: B batch, S positions, I input size, H hidden size, G gates.
 """
 from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
 import flax.linen as nn
+
+from attnmt import deferred_scan
 
 Carry = tuple  # LSTM: (h, c); GRU: (h,)
 
@@ -57,8 +61,12 @@ def input_projection(p: dict, x_SxI: jax.Array) -> jax.Array:
 
 def cell_step(cell: str, p: dict, carry: Carry, xproj_G: jax.Array) -> Carry:
   """One step of the recurrence given the hoisted input projection xproj = x W_ih + b."""
+  return cell_update(cell, p, carry, xproj_G, carry[0] @ p['W_hh'].astype(carry[0].dtype))
+
+
+def cell_update(cell: str, p: dict, carry: Carry, xproj_G: jax.Array, hproj_G: jax.Array) -> Carry:
+  """The gate arithmetic of one step, given both products xproj = x W_ih + b and hproj = h W_hh."""
   h = carry[0]
-  hproj_G = h @ p['W_hh'].astype(h.dtype)
   if cell == 'lstm':
     i, f, g, o = jnp.split(xproj_G + hproj_G, 4, axis=-1)
     c = jax.nn.sigmoid(f) * carry[1] + jax.nn.sigmoid(i) * jnp.tanh(g)
@@ -79,25 +87,43 @@ def reverse_within_length(x_S: jax.Array, length: jax.Array) -> jax.Array:
 
 def run_layer(cell: str, p: dict, x_SxI: jax.Array, length: jax.Array, reverse: bool = False
               ) -> tuple[jax.Array, Carry]:
-  """Runs one direction over one sentence; padding neither updates the state nor leaks into it.
+  """Runs one direction over one sentence: `run_directions` on a batch of one."""
+  out, finals = run_directions(cell, (p,), (reverse,), x_SxI[None], jnp.asarray(length)[None])
+  return out[0][0], jax.tree.map(lambda x: x[0], finals[0])
 
-  Returns the outputs (S x H, zero at padding) and the final carry (the state after the last valid
-  position, for both directions).
+
+def run_directions(cell: str, params: tuple, reverses: tuple, x_BxSxI: jax.Array, length_B: jax.Array
+                   ) -> tuple[list, list]:
+  """Runs one layer's directions over a batch in a single scan; padding neither updates nor leaks.
+
+  Each direction (its parameters in `params`, `reverses[k]` true for right to left) gets its input
+  projection hoisted out of the scan as one product, and its recurrent product `h W_hh` inside the
+  scan with a deferred weight gradient. Returns per direction the outputs (B x S x H, zero at
+  padding) and the final carry (the state after the last valid position).
   """
-  if reverse:
-    x_SxI = reverse_within_length(x_SxI, length)
-  xproj_SxG = input_projection(p, x_SxI)
-  hidden = p['W_hh'].shape[0]
-  carry0 = zero_carry(cell, (), hidden, x_SxI.dtype)
+  dtype = x_BxSxI.dtype
+  valid_SxB = jnp.arange(x_BxSxI.shape[1])[:, None] < length_B[None, :]
+  xproj, carries, matrices = [], [], {}
+  for k, (p, reverse) in enumerate(zip(params, reverses)):
+    x = jax.vmap(reverse_within_length)(x_BxSxI, length_B) if reverse else x_BxSxI
+    xproj.append(jnp.swapaxes(input_projection(p, x), 0, 1))               # S x B x G, time-major
+    carries.append(zero_carry(cell, x_BxSxI.shape[:1], p['W_hh'].shape[0], dtype))
+    matrices[f'hh{k}'] = p['W_hh']
 
-  def step(carry, inputs):
-    xproj_G, valid = inputs
-    new = cell_step(cell, p, carry, xproj_G)
-    carry = jax.tree.map(lambda n, o: jnp.where(valid, n, o), new, carry)
-    return carry, jnp.where(valid, carry[0], 0)
+  def step(mm, ps, carries, inputs):
+    xproj_G, valid_B = inputs
+    new, outs = [], []
+    for k, (p, carry, xp) in enumerate(zip(ps, carries, xproj_G)):
+      updated = cell_update(cell, p, carry, xp, mm(f'hh{k}', carry[0]))
+      carry = jax.tree.map(lambda n, o: jnp.where(valid_B[:, None], n, o), updated, carry)
+      new.append(carry)
+      outs.append(jnp.where(valid_B[:, None], carry[0], 0))
+    return new, outs
 
-  valid_S = jnp.arange(x_SxI.shape[0]) < length
-  final, out_SxH = jax.lax.scan(step, carry0, (xproj_SxG, valid_S))
-  if reverse:
-    out_SxH = reverse_within_length(out_SxH, length)
-  return out_SxH, final
+  gate_params = tuple({'b_hn': p['b_hn']} if 'b_hn' in p else {} for p in params)   # all cell_update reads
+  finals, outs_SxBxH = deferred_scan.deferred_weight_scan(step, matrices, gate_params, carries, (xproj, valid_SxB))
+  outs = []
+  for out_SxBxH, reverse in zip(outs_SxBxH, reverses):
+    out_BxSxH = jnp.swapaxes(out_SxBxH, 0, 1)
+    outs.append(jax.vmap(reverse_within_length)(out_BxSxH, length_B) if reverse else out_BxSxH)
+  return outs, finals

@@ -13,6 +13,7 @@ import jax.numpy as jnp
 import optax
 from flax import struct
 
+from attnmt import fused_loss
 from attnmt.config import ModelConfig
 from attnmt.model import Seq2Seq, init_params
 
@@ -24,10 +25,15 @@ def masked_cross_entropy(logits_BxTxV: jax.Array, labels_BxT: jax.Array, length_
   With label smoothing eps the target is (1 - eps) on the label plus eps spread uniformly over the
   vocabulary (Szegedy et al. 2016).
   """
-  logp = jax.nn.log_softmax(logits_BxTxV.astype(jnp.float32))
-  nll_BxT = -jnp.take_along_axis(logp, labels_BxT[..., None], axis=-1)[..., 0]
-  if label_smoothing:
-    nll_BxT = (1.0 - label_smoothing) * nll_BxT - label_smoothing * jnp.mean(logp, axis=-1)
+  # -log p(y) = logsumexp(logits) - logits[y]. The label's logit is picked by a comparison with an
+  # iota rather than a gather, so its gradient fuses with the softmax's instead of scattering.
+  logits_BxTxV = logits_BxTxV.astype(jnp.float32)
+  lse_BxT = jax.nn.logsumexp(logits_BxTxV, axis=-1)
+  is_label_BxTxV = jnp.arange(logits_BxTxV.shape[-1]) == labels_BxT[..., None]
+  nll_BxT = lse_BxT - jnp.sum(jnp.where(is_label_BxTxV, logits_BxTxV, 0.0), axis=-1)
+  if label_smoothing:                # mean_v log p(v) = mean_v logits_v - logsumexp(logits)
+    mean_logp_BxT = jnp.mean(logits_BxTxV, axis=-1) - lse_BxT
+    nll_BxT = (1.0 - label_smoothing) * nll_BxT - label_smoothing * mean_logp_BxT
   mask_BxT = jnp.arange(labels_BxT.shape[1])[None, :] < length_B[:, None]
   return jnp.sum(jnp.where(mask_BxT, nll_BxT, 0.0)), jnp.sum(mask_BxT)
 
@@ -52,10 +58,19 @@ def init_train_state(cfg: ModelConfig, optimizer: optax.GradientTransformation, 
 
 
 def loss_fn(cfg: ModelConfig, params, batch: dict, rng, train: bool, label_smoothing: float = 0.0):
-  """Mean token cross-entropy and (summed loss, token count) for metrics."""
-  logits, _ = Seq2Seq(cfg).apply({'params': params}, batch['src'], batch['src_len'], batch['tgt_in'],
-                                 train=train, rngs={'dropout': rng} if train else None)
-  total, count = masked_cross_entropy(logits, batch['tgt_out'], batch['tgt_len'], label_smoothing)
+  """Mean token cross-entropy and (summed loss, token count) for metrics.
+
+  Equals `masked_cross_entropy` of the model's logits; the vocabulary projection runs inside
+  `fused_loss.projected_nll`, whose gradient avoids extra passes over the B x T x V logits.
+  """
+  hidden_BxTxO, _ = Seq2Seq(cfg).apply({'params': params}, batch['src'], batch['src_len'], batch['tgt_in'],
+                                       train=train, rngs={'dropout': rng} if train else None,
+                                       method=Seq2Seq.features)
+  labels_BxT = batch['tgt_out']
+  nll_N = fused_loss.projected_nll(hidden_BxTxO.reshape(-1, hidden_BxTxO.shape[-1]), params['decoder']['W_out'],
+                                   params['decoder']['b_out'], labels_BxT.reshape(-1), label_smoothing)
+  mask_BxT = jnp.arange(labels_BxT.shape[1])[None, :] < batch['tgt_len'][:, None]
+  total, count = jnp.sum(jnp.where(mask_BxT, nll_N.reshape(labels_BxT.shape), 0.0)), jnp.sum(mask_BxT)
   return total / jnp.maximum(count, 1), (total, count)
 
 
@@ -69,3 +84,20 @@ def train_step(cfg: ModelConfig, optimizer: optax.GradientTransformation, state:
   params = optax.apply_updates(state.params, updates)
   metrics = {'loss': loss, 'loss_sum': total, 'tokens': count, 'grad_norm': optax.tree.norm(grads)}
   return TrainState(state.step + 1, params, opt_state, rng), metrics
+
+
+def init_train_states(cfg: ModelConfig, optimizer: optax.GradientTransformation, seeds) -> TrainState:
+  """K fresh states stacked along a leading axis, one per seed: the input of `vmapped_train_step`."""
+  return jax.vmap(lambda seed: init_train_state(cfg, optimizer, seed))(jnp.asarray(seeds))
+
+
+def vmapped_train_step(cfg: ModelConfig, optimizer: optax.GradientTransformation, states: TrainState,
+                       batches: dict, label_smoothing: float = 0.0) -> tuple[TrainState, dict]:
+  """K independent runs stepped as one program: `states` and `batches` carry a leading axis K.
+
+  The K models share nothing but the compiled program, so K small runs fill a machine that one
+  cannot. Jit it like `train_step`: `jax.jit(functools.partial(vmapped_train_step, cfg, opt),
+  donate_argnums=0)`; metrics come back with the leading axis K.
+  """
+  step = lambda state, batch: train_step(cfg, optimizer, state, batch, label_smoothing)
+  return jax.vmap(step)(states, batches)

@@ -1,0 +1,120 @@
+"""A `lax.scan` whose weight gradients are computed after the backward scan, as one product each.
+
+Autodiff of a scan whose step computes y_t = x_t W accumulates dW += x_tᵀ dy_t inside the backward
+loop: at every step a thin product (contracting only the batch) and a read-modify-write of all of
+dW. Here the step names its weight products instead, `mm('W_hh', h)`, and the backward pass
+
+  1. runs the scan's own VJP with the named weights held constant, which yields every other
+     cotangent plus dy_t for each named product (as the cotangent of a zero tapped onto y_t), then
+  2. forms dW = Σ_t x_tᵀ dy_t once, as a single matrix product over all steps (x_t recorded in the
+     forward pass).
+
+The result equals autodiff of the plain scan up to float summation order (tests/test_speed_scan.py).
+
+A named matrix is 2-D (I x N), used as x_{...xI} @ W, or batched (... x I x N) with the same leading
+axes as x, used as a per-row product x_{...xI} · W_{...xIxN} (the attention context Σ_i a_i h_i is
+such a product with the annotations).
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import jax
+import jax.numpy as jnp
+
+# step(mm, consts, carry, x) -> (carry, y); mm(name, x) multiplies x by the named matrix.
+Step = Callable[..., tuple[Any, Any]]
+
+
+def product(x: jax.Array, w: jax.Array) -> jax.Array:
+  """x @ w for a 2-D w; a per-row product (leading axes shared) for a batched w.
+
+  The per-row product is a multiply and a sum, which XLA fuses into one loop; as a batched dot it
+  would be B tiny (1 x I) @ (I x N) products.
+  """
+  if w.ndim == 2:
+    return x @ w.astype(x.dtype)
+  return jnp.sum(x[..., None] * w.astype(x.dtype), axis=-2)
+
+
+@jax.custom_jvp
+def _tap(y: jax.Array, z: jax.Array) -> jax.Array:
+  """Returns y, with z's tangent added to y's: the cotangent of z is then the cotangent of y.
+
+  Unlike `y + z`, the forward pass never reads z, so the zeros fed as z are never materialised.
+  """
+  del z
+  return y
+
+
+@_tap.defjvp
+def _tap_jvp(primals, tangents):
+  return primals[0], tangents[0] + tangents[1]
+
+
+def plain_products(matrices: dict) -> Callable[[str, jax.Array], jax.Array]:
+  """The `mm` of a step run outside any scan (e.g. one decoding step)."""
+  return lambda name, x: product(x, matrices[name])
+
+
+def _weight_grad(x_Txi: jax.Array, dy_Txn: jax.Array, w: jax.Array) -> jax.Array:
+  """Σ over steps (and rows) of x_tᵀ dy_t: one large product instead of one per step."""
+  if w.ndim == 2:
+    x2 = x_Txi.reshape(-1, x_Txi.shape[-1])
+    dy2 = dy_Txn.reshape(-1, dy_Txn.shape[-1])
+    return (x2.T @ dy2).astype(w.dtype)
+  return jnp.einsum('t...i,t...n->...in', x_Txi, dy_Txn).astype(w.dtype)
+
+
+def _scan(step: Step, matrices: dict, consts, carry, xs, zs):
+  """The scan itself; records each named product's left operand and taps its output with zs[name]."""
+  def body(carry, inputs):
+    x, z = inputs
+    lhs = {}
+
+    def mm(name, v):
+      if name in lhs:
+        raise ValueError(f'matrix {name!r} multiplied twice in one step; give each use its own name')
+      lhs[name] = v
+      out = product(v, matrices[name])
+      return out if z is None else _tap(out, z[name])
+    carry, y = step(mm, consts, carry, x)
+    return carry, (y, lhs)
+
+  carry, (ys, lhs) = jax.lax.scan(body, carry, (xs, zs))
+  return (carry, ys), lhs
+
+
+def deferred_weight_scan(step: Step, matrices: dict, consts, carry, xs):
+  """`lax.scan(lambda c, x: step(mm, consts, c, x), carry, xs)` with late weight gradients.
+
+  `matrices` maps names to the weights the step multiplies by through `mm`; `consts` holds
+  everything else the step reads (differentiated the ordinary way). Returns (final carry, ys).
+  """
+  def zero_products():
+    _, lhs = jax.eval_shape(lambda: _scan(step, matrices, consts, carry, xs, None))
+    return {k: jnp.zeros(v.shape[:-1] + matrices[k].shape[-1:], v.dtype) for k, v in lhs.items()}
+
+  @jax.custom_vjp
+  def run(matrices, consts, carry, xs):
+    return _scan(step, matrices, consts, carry, xs, None)[0]
+
+  def run_fwd(matrices, consts, carry, xs):
+    inner = lambda *args: _scan(step, matrices, *args)
+    out, vjp_fn, lhs = jax.vjp(inner, consts, carry, xs, zero_products(), has_aux=True)
+    return out, (vjp_fn, lhs, matrices)
+
+  def run_bwd(residuals, cotangent):
+    vjp_fn, lhs, mats = residuals
+    d_consts, d_carry, d_xs, d_products = vjp_fn(cotangent)
+    d_matrices = {k: _weight_grad(lhs[k], d_products[k], w) if k in lhs else jnp.zeros_like(w)
+                  for k, w in mats.items()}
+    return d_matrices, d_consts, d_carry, d_xs
+
+  run.defvjp(run_fwd, run_bwd)
+  return run(matrices, consts, carry, xs)
+
+
+def reference_scan(step: Step, matrices: dict, consts, carry, xs):
+  """The same scan differentiated by plain autodiff: the reference `deferred_weight_scan` must equal."""
+  return jax.lax.scan(lambda c, x: step(plain_products(matrices), consts, c, x), carry, xs)

@@ -1,0 +1,134 @@
+r"""The speed benchmark: the bench config of DESIGN.md against this machine's matrix-multiply peak.
+
+    python -m benchmarks.bench                      # everything, about 10 minutes on 2 CPU cores
+    python -m benchmarks.bench --quick --only=train  # a smoke check
+    ./launch.sh bench --dtype=bfloat16               # bf16 compute, float32 parameters (for GPUs)
+
+Measures in one run: the float32 (or bf16) matmul peak, at the start and again at the end; the
+training step (compile time, median step, target tokens/s, model GFLOP/s, fraction of peak);
+greedy and beam-5 decoding of 64 sentences to exactly 32 tokens; K = 1, 2, 4 seeds in one vmapped
+program; every other score function and the `luong` query timing. Prints a table and writes JSON
+(`--out`, default `benchmarks/results/bench_<host>.json`).
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import platform
+import socket
+from pathlib import Path
+
+from absl import app, flags
+
+SECTIONS = ('train', 'decode', 'seeds', 'scores')
+
+_QUICK = flags.DEFINE_bool('quick', False, 'fewer timed steps and smaller peak matrices: a smoke check')
+_ONLY = flags.DEFINE_list('only', list(SECTIONS), f'sections to run, from {",".join(SECTIONS)}')
+_DTYPE = flags.DEFINE_enum('dtype', 'float32', ['float32', 'bfloat16'], 'compute dtype (parameters stay float32)')
+_OUT = flags.DEFINE_string('out', None, 'JSON output path; default benchmarks/results/bench_<host>.json')
+_STEPS = flags.DEFINE_integer('steps', None, 'timed calls per figure (default 10, or 3 with --quick)')
+
+
+def machine() -> dict:
+  """What the figures were measured on."""
+  import jax
+  cpu = platform.processor() or ''
+  try:
+    for line in Path('/proc/cpuinfo').read_text().splitlines():
+      if line.startswith('model name'):
+        cpu = line.split(':', 1)[1].strip()
+        break
+  except OSError:
+    pass
+  return {'host': socket.gethostname(), 'cpu': cpu, 'cpu_cores': os.cpu_count(), 'jax': jax.__version__,
+          'backend': jax.default_backend(), 'devices': [str(d) for d in jax.devices()],
+          'xla_flags': os.environ.get('XLA_FLAGS', '')}
+
+
+def run(cfg, sizes, sections=SECTIONS, peak_sizes=(1024, 2048), peak_repeats=10, log=print) -> dict:
+  """Runs the chosen sections on model `cfg` at `sizes`; returns the results as one JSON-able dict."""
+  from benchmarks import cases
+  from benchmarks.timing import matmul_peak
+  unknown = set(sections) - set(SECTIONS)
+  if unknown:
+    raise ValueError(f'unknown section(s) {sorted(unknown)}; valid: {", ".join(SECTIONS)}')
+  result = {'machine': machine(), 'model': dataclasses.asdict(cfg), 'sizes': dataclasses.asdict(sizes)}
+  peak_start = matmul_peak(peak_sizes, peak_repeats, cfg.dtype)
+  log(f'matmul peak: {peak_start["gflops"]:.1f} GFLOP/s ({cfg.dtype})')
+  peak = peak_start['gflops']
+  if 'train' in sections:
+    result['train'] = cases.train_case(cfg, sizes, peak)
+    log(f'train: {result["train"]["step_s"]:.3f} s/step')
+  if 'decode' in sections:
+    result['greedy'] = cases.decode_case(cfg, sizes, peak, beam=1)
+    log(f'greedy: {result["greedy"]["call_s"]:.3f} s')
+    result['beam'] = cases.decode_case(cfg, sizes, peak, beam=sizes.beam)
+    log(f'beam: {result["beam"]["call_s"]:.3f} s')
+  if 'seeds' in sections:
+    result['seeds'] = [cases.seeds_case(cfg, sizes, peak, k) for k in (1, 2, 4)]
+    log('seeds: ' + ', '.join(f'{s["seeds"]}: {s["step_s"]:.3f} s' for s in result['seeds']))
+  if 'scores' in sections:
+    result['scores'] = {}
+    for name, variant in cases.score_variants(cfg).items():
+      result['scores'][name] = cases.train_case(variant, sizes, peak, breakdown=False)
+      log(f'score {name}: {result["scores"][name]["step_s"]:.3f} s/step')
+  peak_end = matmul_peak(peak_sizes, peak_repeats, cfg.dtype)
+  result['peak'] = {'gflops': peak, 'start': peak_start, 'end': peak_end,
+                    'note': 'fractions of peak use the start measurement; a large start/end gap means the load changed'}
+  return result
+
+
+def table(result: dict) -> str:
+  """The results as a Markdown table, one row per measured program."""
+  rows = [('program', 'time (s)', 'rate', 'GFLOP', 'GFLOP/s', 'of peak', 'compile (s)')]
+
+  def add(name, seconds, rate, r):
+    rows.append((name, f'{seconds:.3f}', rate, f'{r["gflop"]:.1f}', f'{r["gflops"]:.1f}',
+                 f'{100 * r["fraction_of_peak"]:.0f}%', f'{r["compile_s"]:.1f}'))
+  if 'train' in result:
+    t = result['train']
+    add('train step (additive, bahdanau)', t['step_s'], f'{t["target_tokens_per_s"]:.0f} tok/s', t)
+  for key in ('greedy', 'beam'):
+    if key in result:
+      d = result[key]
+      add(f'{key} decode, {result["sizes"]["batch"]} x {result["sizes"]["tgt_len"]}' + (f', beam {d["beam"]}' if key == 'beam' else ''),
+          d['call_s'], f'{d["sentences_per_s"]:.1f} sent/s', d)
+  base = None
+  for s in result.get('seeds', []):
+    base = base or s['tokens_per_s_per_seed']
+    add(f'{s["seeds"]} seed(s), vmapped', s['step_s'],
+        f'{s["tokens_per_s_per_seed"]:.0f} tok/s/seed ({s["tokens_per_s_per_seed"] / base:.2f}x)', s)
+  for name, t in result.get('scores', {}).items():
+    add(f'train step, {name}', t['step_s'], f'{t["target_tokens_per_s"]:.0f} tok/s', t)
+  widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+  lines = ['| ' + ' | '.join(c.ljust(w) for c, w in zip(r, widths)) + ' |' for r in rows]
+  lines.insert(1, '| ' + ' | '.join('-' * w for w in widths) + ' |')
+  p = result['peak']
+  lines.append(f'\nmatmul peak {p["gflops"]:.1f} GFLOP/s {p["start"]["dtype"]} (end of run: {p["end"]["gflops"]:.1f}); '
+               f'{result["machine"]["cpu"]}, {result["machine"]["cpu_cores"]} cores, jax {result["machine"]["jax"]}')
+  if 'train' in result and 'forward_s' in result['train']:
+    t = result['train']
+    lines.append(f'train step parts: forward {t["forward_s"]:.3f} s ({100 * t["forward_fraction_of_peak"]:.0f}% of peak), '
+                 f'backward {t["forward_backward_s"] - t["forward_s"]:.3f} s ({100 * t["backward_fraction_of_peak"]:.0f}%), '
+                 f'optimiser and rest {t["step_s"] - t["forward_backward_s"]:.3f} s')
+  return '\n'.join(lines)
+
+
+def main(argv):
+  del argv
+  from benchmarks.cases import BENCH_MODEL, Sizes
+  cfg = dataclasses.replace(BENCH_MODEL, dtype=_DTYPE.value)
+  steps = _STEPS.value or (3 if _QUICK.value else 10)
+  sizes = Sizes(steps=steps, warmup=1 if _QUICK.value else 2)
+  peak_sizes = (512, 1024) if _QUICK.value else (1024, 2048)
+  result = run(cfg, sizes, tuple(_ONLY.value), peak_sizes, 3 if _QUICK.value else 10)
+  print(table(result))
+  out = Path(_OUT.value or Path(__file__).parent / 'results' / f'bench_{socket.gethostname()}.json')
+  out.parent.mkdir(parents=True, exist_ok=True)
+  out.write_text(json.dumps(result, indent=1))
+  print(f'wrote {out}')
+
+
+if __name__ == '__main__':
+  app.run(main)

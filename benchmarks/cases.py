@@ -1,0 +1,132 @@
+"""The benchmark's cases: training step, greedy and beam decoding, vmapped seeds, every score function.
+
+Each case returns a flat dict of figures (seconds, tokens or sentences per second, model GFLOP,
+GFLOP/s and the fraction of the matmul peak measured in the same run). `Sizes` holds the bench
+config of DESIGN.md (batch 64, source and target length 32, no padding); tests pass tiny sizes.
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from attnmt import decoding, training
+from attnmt.config import ModelConfig
+from attnmt.model import BOS, EOS
+from benchmarks import flops
+from benchmarks.timing import compile_timed, median_seconds
+
+# DESIGN.md, Bench config: the ModelConfig defaults are that model.
+BENCH_MODEL = ModelConfig()
+
+
+@dataclasses.dataclass(frozen=True)
+class Sizes:
+  batch: int = 64
+  src_len: int = 32
+  tgt_len: int = 32
+  beam: int = 5
+  steps: int = 10         # timed calls per figure (medians)
+  warmup: int = 2
+
+
+def random_batch(cfg: ModelConfig, sizes: Sizes, seed: int = 0) -> dict:
+  """A batch of random tokens with every sentence at full length (no padding)."""
+  rng = np.random.default_rng(seed)
+  b, s, t = sizes.batch, sizes.src_len, sizes.tgt_len
+  tgt_out = rng.integers(4, cfg.target_vocab_size, size=(b, t)).astype(np.int32)
+  tgt_in = np.concatenate([np.full((b, 1), BOS, np.int32), tgt_out[:, :-1]], axis=1)
+  return dict(src=jnp.asarray(rng.integers(4, cfg.source_vocab_size, size=(b, s)), jnp.int32),
+              src_len=jnp.full((b,), s, jnp.int32), tgt_in=jnp.asarray(tgt_in), tgt_out=jnp.asarray(tgt_out),
+              tgt_len=jnp.full((b,), t, jnp.int32))
+
+
+def _rates(gflop: float, seconds: float, peak_gflops: float) -> dict:
+  achieved = gflop / seconds
+  return {'gflop': gflop, 'gflops': achieved, 'fraction_of_peak': achieved / peak_gflops}
+
+
+def train_case(cfg: ModelConfig, sizes: Sizes, peak_gflops: float, breakdown: bool = True) -> dict:
+  """One jitted, state-donating `train_step`: compile time, median step, tokens/s, fraction of peak.
+
+  With `breakdown`, also the forward pass alone and forward + backward without the optimiser, so
+  the time of the backward pass can be read off as (grad - forward).
+  """
+  opt = training.make_optimizer(1e-3)
+  state = training.init_train_state(cfg, opt, 0)
+  batch = random_batch(cfg, sizes)
+  step, compile_s = compile_timed(jax.jit(functools.partial(training.train_step, cfg, opt), donate_argnums=0),
+                                  state, batch)
+  holder = {'state': state}
+
+  def run_once():
+    holder['state'], metrics = step(holder['state'], batch)
+    return metrics
+  seconds, times = median_seconds(run_once, sizes.steps, sizes.warmup)
+  gflop = flops.train_step_flops(cfg, sizes.batch, sizes.src_len, sizes.tgt_len) / 1e9
+  out = {'compile_s': compile_s, 'step_s': seconds, 'step_s_all': times,
+         'target_tokens_per_s': sizes.batch * sizes.tgt_len / seconds, **_rates(gflop, seconds, peak_gflops)}
+  if breakdown:
+    params = holder['state'].params
+    fwd = jax.jit(lambda p, b: training.loss_fn(cfg, p, b, jax.random.key(0), True)[0])
+    grad = jax.jit(jax.grad(lambda p, b: training.loss_fn(cfg, p, b, jax.random.key(0), True)[0]))
+    out['forward_s'] = median_seconds(lambda: fwd(params, batch), sizes.steps, sizes.warmup)[0]
+    out['forward_backward_s'] = median_seconds(lambda: grad(params, batch), sizes.steps, sizes.warmup)[0]
+    fwd_gflop = flops.forward_flops(cfg, sizes.batch, sizes.src_len, sizes.tgt_len) / 1e9
+    out['forward_fraction_of_peak'] = fwd_gflop / out['forward_s'] / peak_gflops
+    out['backward_fraction_of_peak'] = 2 * fwd_gflop / max(out['forward_backward_s'] - out['forward_s'], 1e-9) / peak_gflops
+  return out
+
+
+def never_ending_params(params):
+  """Benchmark-only model bias: EOS can never win, so decoding runs all `max_len` steps every time."""
+  dec = dict(params['decoder'])
+  dec['b_out'] = dec['b_out'].at[EOS].set(-1e9)
+  return {**params, 'decoder': dec}
+
+
+def decode_case(cfg: ModelConfig, sizes: Sizes, peak_gflops: float, beam: int = 1) -> dict:
+  """Greedy (beam = 1) or beam search of a batch to exactly `tgt_len` tokens: sentences/s, fraction of peak."""
+  params = never_ending_params(training.init_train_state(cfg, training.make_optimizer(1e-3), 0).params)
+  batch = random_batch(cfg, sizes)
+  src, src_len = batch['src'], batch['src_len']
+  if beam == 1:
+    run, compile_s = compile_timed(decoding.greedy, cfg, params, src, src_len, max_len=sizes.tgt_len)
+  else:
+    run, compile_s = compile_timed(decoding.beam_search, cfg, params, src, src_len, beam_size=beam,
+                                   max_len=sizes.tgt_len)
+  seconds, times = median_seconds(lambda: run(params, src, src_len), sizes.steps, sizes.warmup)
+  out_len = np.asarray(run(params, src, src_len).lengths)
+  assert np.all(out_len == sizes.tgt_len), 'decoding stopped early; the EOS bias did not hold'
+  gflop = flops.decode_flops(cfg, sizes.batch, sizes.src_len, sizes.tgt_len, beam) / 1e9
+  return {'beam': beam, 'compile_s': compile_s, 'call_s': seconds, 'call_s_all': times,
+          'sentences_per_s': sizes.batch / seconds, **_rates(gflop, seconds, peak_gflops)}
+
+
+def seeds_case(cfg: ModelConfig, sizes: Sizes, peak_gflops: float, num_seeds: int) -> dict:
+  """K seeds trained by one vmapped program, each on its own batch: tokens/s per seed."""
+  opt = training.make_optimizer(1e-3)
+  states = training.init_train_states(cfg, opt, list(range(num_seeds)))
+  batches = jax.tree.map(lambda *xs: jnp.stack(xs), *[random_batch(cfg, sizes, seed=k) for k in range(num_seeds)])
+  jitted = jax.jit(functools.partial(training.vmapped_train_step, cfg, opt), donate_argnums=0)
+  step, compile_s = compile_timed(jitted, states, batches)
+  holder = {'states': states}
+
+  def run_once():
+    holder['states'], metrics = step(holder['states'], batches)
+    return metrics
+  seconds, times = median_seconds(run_once, sizes.steps, sizes.warmup)
+  gflop = num_seeds * flops.train_step_flops(cfg, sizes.batch, sizes.src_len, sizes.tgt_len) / 1e9
+  return {'seeds': num_seeds, 'compile_s': compile_s, 'step_s': seconds, 'step_s_all': times,
+          'tokens_per_s_per_seed': sizes.batch * sizes.tgt_len / seconds, **_rates(gflop, seconds, peak_gflops)}
+
+
+def score_variants(cfg: ModelConfig) -> dict[str, ModelConfig]:
+  """Every score but the bench config's own, and the `luong` query timing, at the bench sizes."""
+  variants = {s: dataclasses.replace(cfg, score=s) for s in
+              ('none', 'normed_additive', 'dot', 'scaled_dot', 'general', 'concat', 'location')}
+  variants['luong'] = dataclasses.replace(cfg, query_timing='luong')
+  return variants

@@ -1,0 +1,48 @@
+"""The benchmark's code path on a tiny model: every section runs and reports positive figures.
+
+No timing is asserted here: speed is measured by `python -m benchmarks.bench`, not by tests.
+"""
+import json
+
+from attnmt.config import ModelConfig
+from benchmarks import bench, flops
+from benchmarks.cases import BENCH_MODEL, Sizes
+
+TINY = ModelConfig(source_vocab_size=30, target_vocab_size=31, embed_size=8, encoder_hidden_size=8,
+                   decoder_hidden_size=16, attention_size=8, output_size=8, max_source_length=16)
+
+
+def _positive(d: dict, keys) -> None:
+  for k in keys:
+    assert d[k] > 0, (k, d[k])
+
+
+def test_bench_runs_every_section_on_a_tiny_model(tmp_path):
+  sizes = Sizes(batch=4, src_len=5, tgt_len=6, beam=2, steps=2, warmup=1)
+  result = bench.run(TINY, sizes, bench.SECTIONS, peak_sizes=(64,), peak_repeats=2, log=lambda _: None)
+  result = json.loads(json.dumps(result))                  # what --out writes
+  assert set(result) >= {'machine', 'model', 'sizes', 'peak', 'train', 'greedy', 'beam', 'seeds', 'scores'}
+  _positive(result['peak'], ['gflops'])
+  _positive(result['train'], ['compile_s', 'step_s', 'target_tokens_per_s', 'gflop', 'gflops',
+                              'fraction_of_peak', 'forward_s', 'forward_backward_s'])
+  for key in ('greedy', 'beam'):
+    _positive(result[key], ['compile_s', 'call_s', 'sentences_per_s', 'gflop', 'fraction_of_peak'])
+  assert [s['seeds'] for s in result['seeds']] == [1, 2, 4]
+  for s in result['seeds']:
+    _positive(s, ['step_s', 'tokens_per_s_per_seed', 'fraction_of_peak'])
+  assert set(result['scores']) == {'none', 'normed_additive', 'dot', 'scaled_dot', 'general', 'concat',
+                                   'location', 'luong'}
+  for r in result['scores'].values():
+    _positive(r, ['step_s', 'target_tokens_per_s', 'fraction_of_peak'])
+  table = bench.table(result)
+  assert 'train step' in table and 'greedy' in table and 'luong' in table
+
+
+def test_flop_count_of_the_bench_config():
+  """DESIGN.md: forward about 37 GFLOP, a training step about 110 (backward = 2 x forward)."""
+  forward = flops.forward_flops(BENCH_MODEL, 64, 32, 32)
+  assert 36e9 < forward < 38e9
+  assert flops.train_step_flops(BENCH_MODEL, 64, 32, 32) == 3 * forward
+  # Greedy decoding performs the teacher-forced forward pass's products; a beam of 5 five times the decoder's.
+  assert flops.decode_flops(BENCH_MODEL, 64, 32, 32) == forward
+  assert flops.decode_flops(BENCH_MODEL, 64, 32, 32, beam=5) > 4 * forward

@@ -1,0 +1,45 @@
+"""The fused vocabulary projection + cross-entropy equals autodiff of logits + masked_cross_entropy."""
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from attnmt import fused_loss, training
+from attnmt.config import ModelConfig
+from attnmt.model import Seq2Seq
+
+
+@pytest.mark.parametrize('label_smoothing', [0.0, 0.1])
+def test_projected_nll_and_gradients_equal_autodiff(label_smoothing):
+  rng = np.random.default_rng(0)
+  h, w, b = (jnp.asarray(rng.normal(size=s), jnp.float32) for s in ((7, 5), (5, 11), (11,)))
+  labels = jnp.asarray(rng.integers(0, 11, 7))
+  g = jnp.asarray(rng.normal(size=7), jnp.float32)
+
+  def reference(h, w, b):
+    logp = jax.nn.log_softmax(h @ w + b)
+    nll = -jnp.take_along_axis(logp, labels[:, None], -1)[:, 0]
+    return (1 - label_smoothing) * nll - label_smoothing * jnp.mean(logp, -1)
+  fused = lambda h, w, b: fused_loss.projected_nll(h, w, b, labels, label_smoothing)
+  np.testing.assert_allclose(fused(h, w, b), reference(h, w, b), rtol=1e-5, atol=1e-6)
+  got = jax.grad(lambda *a: jnp.sum(g * fused(*a)), argnums=(0, 1, 2))(h, w, b)
+  want = jax.grad(lambda *a: jnp.sum(g * reference(*a)), argnums=(0, 1, 2))(h, w, b)
+  jax.tree.map(lambda x, y: np.testing.assert_allclose(x, y, rtol=1e-5, atol=1e-6), got, want)
+
+
+def test_loss_fn_equals_masked_cross_entropy_of_the_logits():
+  cfg = ModelConfig(source_vocab_size=20, target_vocab_size=23, embed_size=8, encoder_hidden_size=6,
+                    decoder_hidden_size=12, attention_size=5, output_size=7)
+  rng = np.random.default_rng(1)
+  batch = dict(src=rng.integers(4, 20, (3, 7)), src_len=np.array([7, 3, 5]), tgt_in=rng.integers(4, 23, (3, 6)),
+               tgt_out=rng.integers(4, 23, (3, 6)), tgt_len=np.array([6, 2, 4]))
+  params = training.init_train_state(cfg, training.make_optimizer(1e-3), 0).params
+
+  def reference(p):
+    logits, _ = Seq2Seq(cfg).apply({'params': p}, batch['src'], batch['src_len'], batch['tgt_in'])
+    total, count = training.masked_cross_entropy(logits, batch['tgt_out'], batch['tgt_len'], 0.1)
+    return total / count
+  fast = lambda p: training.loss_fn(cfg, p, batch, jax.random.key(0), False, 0.1)[0]
+  np.testing.assert_allclose(fast(params), reference(params), rtol=1e-6)
+  jax.tree.map(lambda x, y: np.testing.assert_allclose(x, y, rtol=1e-4, atol=1e-7),
+               jax.grad(fast)(params), jax.grad(reference)(params))
