@@ -71,18 +71,8 @@ def stack_batches(batches: list[dict]) -> dict:
 def seed_functions(cfg: ModelConfig, optimizer: optax.GradientTransformation, label_smoothing: float = 0.0,
                    skip_nonfinite: bool = False):
   """(init, step) for K seeds in one program: init(seeds) -> TrainState stacked over seeds; step(state, batch_K)
-  -> (state, metrics), jitted, vmapped over the leading seed axis of state and batch, state donated.
-
-  Initialisation runs seed by seed and is stacked afterwards: under `vmap` the orthogonal initialiser
-  becomes a batched QR, whose jaxlib CPU kernel (ParallelBatchMap) deadlocks on a busy 2-core
-  thread pool (seen with jaxlib 0.10.2).
-  """
-  init_one = jax.jit(functools.partial(training.init_train_state, cfg, optimizer))
-
-  def init(seeds):
-    states = [init_one(jnp.int32(s)) for s in seeds]
-    return jax.tree.map(lambda *xs: jnp.stack(xs), *states)
-
+  -> (state, metrics), jitted, vmapped over the leading seed axis of state and batch, state donated."""
+  init = functools.partial(training.init_train_states, cfg, optimizer)
   one = functools.partial(training.train_step, cfg, optimizer, label_smoothing=label_smoothing)
   step = jax.jit(jax.vmap(guards.guard_step(one, skip_nonfinite)), donate_argnums=0)
   return init, step

@@ -87,8 +87,15 @@ def train_step(cfg: ModelConfig, optimizer: optax.GradientTransformation, state:
 
 
 def init_train_states(cfg: ModelConfig, optimizer: optax.GradientTransformation, seeds) -> TrainState:
-  """K fresh states stacked along a leading axis, one per seed: the input of `vmapped_train_step`."""
-  return jax.vmap(lambda seed: init_train_state(cfg, optimizer, seed))(jnp.asarray(seeds))
+  """K fresh states stacked along a leading axis, one per seed: the input of `vmapped_train_step`.
+
+  Seeds are initialised one by one and stacked: under `vmap` the orthogonal initialiser becomes a
+  batched QR, whose jaxlib CPU kernel (ParallelBatchMap) deadlocks on a busy 2-core thread pool
+  (seen with jaxlib 0.10.2: every thread waiting, no CPU used).
+  """
+  init_one = jax.jit(init_train_state, static_argnums=(0, 1))
+  states = [init_one(cfg, optimizer, jnp.int32(s)) for s in seeds]
+  return jax.tree.map(lambda *xs: jnp.stack(xs), *states)
 
 
 def vmapped_train_step(cfg: ModelConfig, optimizer: optax.GradientTransformation, states: TrainState,
