@@ -24,7 +24,7 @@ from attnmt.metrics_io import MetricsWriter, Progress
 BATCH_KEYS = ('src', 'src_len', 'tgt_in', 'tgt_out', 'tgt_len')
 # Train settings a resumed run may change (e.g. train longer); any other difference is another run.
 RESUMABLE_CHANGES = ('num_steps', 'eval_every', 'log_every', 'checkpoint_every', 'nonfinite', 'eval_max_sentences',
-                     'eval_beam_size')
+                     'eval_beam_size', 'time_budget_minutes')
 
 
 def model_config(config: ml_collections.ConfigDict, prepared: data.PreparedData) -> ModelConfig:
@@ -154,6 +154,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
                for s, st in zip(seeds, meta['iterators'])]
   start = int(state.step[0])
   progress = Progress(t.num_steps, start)
+  if start >= t.num_steps:
+    print(f'{workdir} already trained to step {start}; computing its results', flush=True)
   first_bad, bad_count = jnp.int32(-1), jnp.int32(0)
   skipped_before = meta['skipped_updates']
 
@@ -172,13 +174,14 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
     ckpt.save(step, state, meta, best=best)
 
   tokens_since_log, t0 = 0, time.perf_counter()
+  deadline = time.monotonic() + 60 * t.time_budget_minutes if t.time_budget_minutes else None
   with guards.StopSignals() as stop:
     for step in range(start + 1, t.num_steps + 1):
       batch = stack_batches([next(it) for it in iterators])
       state, metrics = step_fn(state, {k: jnp.asarray(v) for k, v in batch.items()})
       first_bad, bad_count = guards.track_nonfinite(first_bad, bad_count, metrics['finite'], step)
       tokens_since_log += int(batch['tgt_len'].sum())
-      is_last = step == t.num_steps
+      is_last = step == t.num_steps or (deadline is not None and time.monotonic() > deadline)
       if step % t.log_every == 0 or is_last:
         loss = np.asarray(metrics['loss'])          # the only regular host sync in the loop
         check_finite(step)
@@ -202,7 +205,9 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
         t0 = time.perf_counter()
       if step % t.checkpoint_every == 0 or is_last or stop.requested:
         save(step)
-      if stop.requested and not is_last:
+      if is_last:
+        break
+      if stop.requested:
         ckpt.close()
         writer.close()
         raise guards.TrainingStopped(
@@ -210,7 +215,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
             'run the same command again to resume', stop.requested)
   ckpt.close()
   summary = final_results(cfg, config, workdir, prepared, seeds, meta)
-  writer.write(t.num_steps, 'test', {k: v for k, v in summary.items() if k not in ('seeds', 'variant')})
+  writer.write(int(state.step[0]), 'test', {k: v for k, v in summary.items() if k not in ('seeds', 'variant')})
   writer.close()
   return summary
 

@@ -38,6 +38,7 @@ def get_train_config() -> ml_collections.ConfigDict:
   t = ml_collections.ConfigDict()
   t.seeds = '0'                 # comma-separated; several seeds train together in one vmapped program
   t.num_steps = 20000           # optimiser steps
+  t.time_budget_minutes = 0.0   # > 0: the step at which this much training time has passed becomes the last one
   t.learning_rate = 1e-3        # peak learning rate (Adam)
   t.schedule = 'rsqrt'          # 'constant', 'cosine' (to 0 at num_steps) or 'rsqrt' (1/sqrt(step) after warmup)
   t.warmup_steps = 500          # linear warm-up from 0
