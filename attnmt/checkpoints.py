@@ -110,6 +110,7 @@ def restore_params(workdir: str, which: str = 'best') -> tuple[Any, dict, int]:
   Falls back to the latest checkpoint when the run never evaluated (no best yet).
   """
   load_config(workdir)   # refuses directories that are not runs, with a clear message
+  workdir = os.path.abspath(workdir)   # Orbax requires absolute paths
   for kind in ((which, 'latest') if which == 'best' else (which,)):
     directory = os.path.join(workdir, 'best' if kind == 'best' else 'checkpoints')
     if not os.path.isdir(directory):

@@ -59,6 +59,13 @@ def test_train_is_killed_resumes_and_reloads_for_analysis(tmp_path, data_dir):
   want, _, ref_step = checkpoints.restore_params(str(tmp_path / 'ref'), 'latest')
   assert step == ref_step == 120
   jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7), got, want)
+  # Relative run paths work too (the README's commands use them).
+  monkey_cwd = os.getcwd()
+  try:
+    os.chdir(tmp_path)
+    assert checkpoints.restore_params('run', 'best')[2] > 0
+  finally:
+    os.chdir(monkey_cwd)
   # Reload the run from its directory alone and analyse it.
   out = tmp_path / 'analysis'
   an = run_module('experiments.analyze', f'--runs={workdir}', f'--out={out}', '--beam_size=2', '--sentences=0,3')
