@@ -58,8 +58,8 @@ def _weight_grad(x_Txi: jax.Array, dy_Txn: jax.Array, w: jax.Array) -> jax.Array
   if w.ndim == 2:
     x2 = x_Txi.reshape(-1, x_Txi.shape[-1])
     dy2 = dy_Txn.reshape(-1, dy_Txn.shape[-1])
-    return (x2.T @ dy2).astype(w.dtype)
-  return jnp.einsum('t...i,t...n->...in', x_Txi, dy_Txn).astype(w.dtype)
+    return jnp.matmul(x2.T, dy2, preferred_element_type=jnp.float32).astype(w.dtype)
+  return jnp.einsum('t...i,t...n->...in', x_Txi, dy_Txn, preferred_element_type=jnp.float32).astype(w.dtype)
 
 
 def _scan(step: Step, matrices: dict, consts, carry, xs, zs):

@@ -57,7 +57,7 @@ def _bwd(label_smoothing, residuals, g_N):
   g_Nx1 = g_N.astype(hidden_NxO.dtype)[:, None]
   d_hidden = (p_NxV @ w_OxV.astype(p_NxV.dtype).T) * g_Nx1
   d_w = ((hidden_NxO * g_Nx1).T @ p_NxV).astype(w_OxV.dtype)
-  d_b = (g_N.astype(p_NxV.dtype) @ p_NxV).astype(b_V.dtype)
+  d_b = jnp.matmul(g_N.astype(p_NxV.dtype), p_NxV, preferred_element_type=jnp.float32).astype(b_V.dtype)
   return d_hidden.astype(hidden_NxO.dtype), d_w, d_b, None
 
 
