@@ -4,7 +4,7 @@ Written for one sentence as the equations read; `jax.vmap` batches them. Letters
 S source positions, Q query size, H annotation size, A attention size, K key size.
 
 Scores are split in two halves so that work depending on the annotations alone happens once per
-sentence (`precompute_keys`, e.g. Bahdanau's `U h_i`) and only the query-dependent half runs at every
+sentence (`precompute_keys`, e.g. Bahdanau's `U h_i + b`) and only the query-dependent half runs at every
 decoder step (`scores`).
 """
 from __future__ import annotations
@@ -42,7 +42,7 @@ def context_vector(weights_S: jax.Array, annotations_SxH: jax.Array) -> jax.Arra
 
 @jax.custom_vjp
 def additive_scores(query_A: jax.Array, keys_SxA: jax.Array, v_A: jax.Array) -> jax.Array:
-  """e_i = v . tanh(query_A + keys_i): Bahdanau Eq. 6 with query_A = W q + b and keys = U h.
+  """e_i = v . tanh(query_A + keys_i): Bahdanau Eq. 6 with query_A = W q and keys = U h + b.
 
   The gradient recomputes the S x A tanh instead of storing it: the decoder would otherwise keep
   one per target step (134 MB at the bench config), which costs more to write than to recompute.
@@ -67,7 +67,7 @@ additive_scores.defvjp(_additive_scores_fwd, _additive_scores_bwd)
 def precompute_keys(score: str, p: Params, annotations_SxH: jax.Array) -> jax.Array:
   """The per-sentence half of a score: depends on the annotations only (S x K, K may be 0)."""
   if score in ('additive', 'normed_additive'):
-    return annotations_SxH @ p['U']                    # U h_i, S x A
+    return annotations_SxH @ p['U'] + p['b']           # U h_i + b, S x A: the bias rides with the keys
   if score == 'concat':
     return annotations_SxH @ p['W_h']                  # W [. ; h_i] split: W_h h_i, S x A
   if score == 'general':
@@ -82,14 +82,14 @@ def _plain_matmul(p: Params) -> MatMul:
 
 
 def query_half(score: str, p: Params, query_xQ: jax.Array, matmul: MatMul | None = None) -> jax.Array:
-  """The query-dependent half of a score (e.g. W q + b), for queries with any leading shape.
+  """The query-dependent half of a score (e.g. W q), for queries with any leading shape.
 
   `matmul(x, name)` computes x @ p[name]; the decoder passes its own so that, inside its scan, these
   products get their weight gradients after the backward scan (`deferred_scan`).
   """
   matmul = matmul or _plain_matmul(p)
   if score in ('additive', 'normed_additive'):
-    return matmul(query_xQ, 'W') + p['b']
+    return matmul(query_xQ, 'W')       # b is in the keys: once per sentence, not per step
   if score == 'concat':              # Luong Eq. 8 "concat": v . tanh(W_q q + W_h h_i), no bias
     return matmul(query_xQ, 'W_q')
   if score == 'location':            # Luong Eq. 9: a_t = softmax(W_a q); depends on the query only

@@ -102,9 +102,12 @@ class Decoder(nn.Module):
     return jnp.where(keep, x / (1.0 - self.cfg.dropout), 0).astype(x.dtype)
 
   def _embed_projection(self, p, emb_xE):
-    """The embedding half of layer 0's input projection: E y W_ih[:E] + b, hoistable."""
-    e = self.cfg.embed_size
-    return emb_xE @ p['layers'][0]['W_ih'][:e] + p['layers'][0]['b']
+    """The embedding half of layer 0's input product, E y W_ih[:E]: hoistable out of the scan.
+
+    The bias is left to the step, where adding it fuses with the gate arithmetic; added here it
+    would be a pass of its own over all steps' gates.
+    """
+    return emb_xE @ p['layers'][0]['W_ih'][:self.cfg.embed_size]
 
   def _step_matrices(self, p, memory: Memory, embedding_hoisted: bool) -> dict[str, jax.Array]:
     """The matrices one step multiplies by, by name; the step reaches them only through `mm`.
@@ -198,7 +201,8 @@ class Decoder(nn.Module):
     def step(mm, consts, st, xs):
       params, mem = consts
       emb_proj_BxG, step_masks = xs
-      layer0_input = lambda x: emb_proj_BxG if x is None else emb_proj_BxG + mm('feed', x)
+      x0_BxG = emb_proj_BxG + params['layers'][0]['b']
+      layer0_input = lambda x: x0_BxG if x is None else x0_BxG + mm('feed', x)
       return self._step(params, mm, mem, st, layer0_input, step_masks)
 
     matrices = self._step_matrices(p, memory, embedding_hoisted=True)

@@ -27,14 +27,10 @@ Step = Callable[..., tuple[Any, Any]]
 
 
 def product(x: jax.Array, w: jax.Array) -> jax.Array:
-  """x @ w for a 2-D w; a per-row product (leading axes shared) for a batched w.
-
-  The per-row product is a multiply and a sum, which XLA fuses into one loop; as a batched dot it
-  would be B tiny (1 x I) @ (I x N) products.
-  """
+  """x @ w for a 2-D w; a per-row product (leading axes shared) for a batched w."""
   if w.ndim == 2:
     return x @ w.astype(x.dtype)
-  return jnp.sum(x[..., None] * w.astype(x.dtype), axis=-2)
+  return jnp.einsum('...i,...in->...n', x, w.astype(x.dtype))
 
 
 @jax.custom_jvp
@@ -62,20 +58,29 @@ def _weight_grad(x_Txi: jax.Array, dy_Txn: jax.Array, w: jax.Array) -> jax.Array
   if w.ndim == 2:
     x2 = x_Txi.reshape(-1, x_Txi.shape[-1])
     dy2 = dy_Txn.reshape(-1, dy_Txn.shape[-1])
-    return (x2.T @ dy2).astype(w.dtype)
-  return jnp.einsum('t...i,t...n->...in', x_Txi, dy_Txn).astype(w.dtype)
+    return jnp.matmul(x2.T, dy2, preferred_element_type=jnp.float32).astype(w.dtype)
+  return jnp.einsum('t...i,t...n->...in', x_Txi, dy_Txn, preferred_element_type=jnp.float32).astype(w.dtype)
 
 
-def _scan(step: Step, matrices: dict, consts, carry, xs, zs):
-  """The scan itself; records each named product's left operand and taps its output with zs[name]."""
+def _scan(step: Step, matrices: dict, consts, carry, xs, zs, aliases: dict):
+  """The scan itself; records each named product's left operand and taps its output with zs[name].
+
+  A left operand multiplied by several matrices is recorded once; `aliases` (filled while
+  tracing) maps the other names to the recorded one.
+  """
   def body(carry, inputs):
     x, z = inputs
-    lhs = {}
+    lhs, used = {}, set()
 
     def mm(name, v):
-      if name in lhs:
+      if name in used:
         raise ValueError(f'matrix {name!r} multiplied twice in one step; give each use its own name')
-      lhs[name] = v
+      used.add(name)
+      same = [k for k, prev in lhs.items() if prev is v]
+      if same:
+        aliases[name] = same[0]
+      else:
+        lhs[name] = v
       out = product(v, matrices[name])
       return out if z is None else _tap(out, z[name])
     carry, y = step(mm, consts, carry, x)
@@ -91,24 +96,28 @@ def deferred_weight_scan(step: Step, matrices: dict, consts, carry, xs):
   `matrices` maps names to the weights the step multiplies by through `mm`; `consts` holds
   everything else the step reads (differentiated the ordinary way). Returns (final carry, ys).
   """
+  aliases = {}
+
   def zero_products():
-    _, lhs = jax.eval_shape(lambda: _scan(step, matrices, consts, carry, xs, None))
-    return {k: jnp.zeros(v.shape[:-1] + matrices[k].shape[-1:], v.dtype) for k, v in lhs.items()}
+    _, lhs = jax.eval_shape(lambda: _scan(step, matrices, consts, carry, xs, None, aliases))
+    names = list(lhs) + list(aliases)
+    return {k: jnp.zeros(lhs[aliases.get(k, k)].shape[:-1] + matrices[k].shape[-1:], lhs[aliases.get(k, k)].dtype)
+            for k in names}
 
   @jax.custom_vjp
   def run(matrices, consts, carry, xs):
-    return _scan(step, matrices, consts, carry, xs, None)[0]
+    return _scan(step, matrices, consts, carry, xs, None, aliases)[0]
 
   def run_fwd(matrices, consts, carry, xs):
-    inner = lambda *args: _scan(step, matrices, *args)
+    inner = lambda *args: _scan(step, matrices, *args, aliases)
     out, vjp_fn, lhs = jax.vjp(inner, consts, carry, xs, zero_products(), has_aux=True)
     return out, (vjp_fn, lhs, matrices)
 
   def run_bwd(residuals, cotangent):
     vjp_fn, lhs, mats = residuals
     d_consts, d_carry, d_xs, d_products = vjp_fn(cotangent)
-    d_matrices = {k: _weight_grad(lhs[k], d_products[k], w) if k in lhs else jnp.zeros_like(w)
-                  for k, w in mats.items()}
+    d_matrices = {k: _weight_grad(lhs[aliases.get(k, k)], d_products[k], w) if k in d_products
+                  else jnp.zeros_like(w) for k, w in mats.items()}
     return d_matrices, d_consts, d_carry, d_xs
 
   run.defvjp(run_fwd, run_bwd)

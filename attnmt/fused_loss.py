@@ -30,15 +30,19 @@ def projected_nll(hidden_NxO: jax.Array, w_OxV: jax.Array, b_V: jax.Array, label
 
 
 def _forward(hidden_NxO, w_OxV, b_V, labels_N, label_smoothing):
-  logits_NxV = (hidden_NxO @ w_OxV.astype(hidden_NxO.dtype) + b_V.astype(hidden_NxO.dtype)).astype(jnp.float32)
-  is_label_NxV = jnp.arange(w_OxV.shape[-1]) == labels_N[:, None]
-  lse_N = jax.nn.logsumexp(logits_NxV, axis=-1)
-  nll_N = lse_N - jnp.sum(jnp.where(is_label_NxV, logits_NxV, 0.0), axis=-1)
+  # The bias is added inside each pass that reads the logits rather than in a pass of its own, and
+  # the label's logit is gathered (its gradient is P below, not a scatter).
+  dot_NxV = (hidden_NxO @ w_OxV.astype(hidden_NxO.dtype)).astype(jnp.float32)
+  logits = lambda: dot_NxV + b_V.astype(jnp.float32)
+  lse_N = jax.nn.logsumexp(logits(), axis=-1)
+  label_logit_N = jnp.take_along_axis(dot_NxV, labels_N[:, None], axis=-1)[:, 0] + b_V.astype(jnp.float32)[labels_N]
+  nll_N = lse_N - label_logit_N
   eps, vocab = label_smoothing, w_OxV.shape[-1]
   if eps:                            # mean_v log p(v) = mean_v logits_v - logsumexp
-    nll_N = (1.0 - eps) * nll_N - eps * (jnp.mean(logits_NxV, axis=-1) - lse_N)
+    nll_N = (1.0 - eps) * nll_N - eps * (jnp.mean(logits(), axis=-1) - lse_N)
   # d nll / d logits = softmax - target, target = (1 - eps) one_hot(y) + eps / V.
-  p_NxV = jnp.exp(logits_NxV - lse_N[:, None]) - jnp.where(is_label_NxV, 1.0 - eps, 0.0) - eps / vocab
+  is_label_NxV = jnp.arange(vocab) == labels_N[:, None]
+  p_NxV = jnp.exp(logits() - lse_N[:, None]) - jnp.where(is_label_NxV, 1.0 - eps, 0.0) - eps / vocab
   return nll_N, p_NxV.astype(hidden_NxO.dtype)
 
 
@@ -53,7 +57,7 @@ def _bwd(label_smoothing, residuals, g_N):
   g_Nx1 = g_N.astype(hidden_NxO.dtype)[:, None]
   d_hidden = (p_NxV @ w_OxV.astype(p_NxV.dtype).T) * g_Nx1
   d_w = ((hidden_NxO * g_Nx1).T @ p_NxV).astype(w_OxV.dtype)
-  d_b = (g_N.astype(p_NxV.dtype) @ p_NxV).astype(b_V.dtype)
+  d_b = jnp.matmul(g_N.astype(p_NxV.dtype), p_NxV, preferred_element_type=jnp.float32).astype(b_V.dtype)
   return d_hidden.astype(hidden_NxO.dtype), d_w, d_b, None
 
 

@@ -64,19 +64,62 @@ def cell_step(cell: str, p: dict, carry: Carry, xproj_G: jax.Array) -> Carry:
   return cell_update(cell, p, carry, xproj_G, carry[0] @ p['W_hh'].astype(carry[0].dtype))
 
 
-def cell_update(cell: str, p: dict, carry: Carry, xproj_G: jax.Array, hproj_G: jax.Array) -> Carry:
-  """The gate arithmetic of one step, given both products xproj = x W_ih + b and hproj = h W_hh."""
+def cell_update(cell: str, p: dict, carry: Carry, xproj_G: jax.Array, hproj_G: jax.Array,
+                valid: jax.Array | None = None) -> Carry:
+  """The gate arithmetic of one step, given both products xproj = x W_ih + b and hproj = h W_hh.
+
+  Rows where `valid` (the carry's leading shape) is false keep their carry: padding.
+  """
   h = carry[0]
   if cell == 'lstm':
-    i, f, g, o = jnp.split(xproj_G + hproj_G, 4, axis=-1)
-    c = jax.nn.sigmoid(f) * carry[1] + jax.nn.sigmoid(i) * jnp.tanh(g)
-    return (jax.nn.sigmoid(o) * jnp.tanh(c), c)
+    keep = jnp.ones(h.shape[:-1], bool) if valid is None else valid
+    return lstm_gates(xproj_G + hproj_G, carry[1], h, keep)
   x_r, x_z, x_n = jnp.split(xproj_G, 3, axis=-1)
   h_r, h_z, h_n = jnp.split(hproj_G, 3, axis=-1)
   r = jax.nn.sigmoid(x_r + h_r)
   z = jax.nn.sigmoid(x_z + h_z)
   n = jnp.tanh(x_n + r * (h_n + p['b_hn'].astype(h.dtype)))
-  return ((1.0 - z) * n + z * h,)
+  new = (1.0 - z) * n + z * h
+  return (new if valid is None else jnp.where(valid[..., None], new, h),)
+
+
+@jax.custom_vjp
+def lstm_gates(z_G: jax.Array, c_H: jax.Array, h_H: jax.Array, keep: jax.Array) -> Carry:
+  """The LSTM update from the gate pre-activations z = x W_ih + b + h W_hh (gates i, f, g, o):
+  c' = sigmoid(f) c + sigmoid(i) tanh(g), h' = sigmoid(o) tanh(c'); rows where `keep` is false
+  return (h, c) unchanged.
+
+  The gradient is written by hand so that a scan stores three arrays per step (the activations,
+  c and tanh c'); autodiff of the same arithmetic stores about a dozen, each a write in the loop.
+  """
+  return _lstm_gates_fwd(z_G, c_H, h_H, keep)[0]
+
+
+def _lstm_gates_fwd(z_G, c_H, h_H, keep):
+  i, f, g, o = jnp.split(z_G, 4, axis=-1)
+  i, f, g, o = jax.nn.sigmoid(i), jax.nn.sigmoid(f), jnp.tanh(g), jax.nn.sigmoid(o)
+  c_new = f * c_H + i * g
+  tanh_c = jnp.tanh(c_new)
+  k = keep[..., None]
+  carry = (jnp.where(k, o * tanh_c, h_H), jnp.where(k, c_new, c_H))
+  return carry, (jnp.concatenate([i, f, g, o], axis=-1), c_H, tanh_c, keep)
+
+
+def _lstm_gates_bwd(residuals, cotangents):
+  act_G, c_H, tanh_c, keep = residuals
+  dh, dc = cotangents
+  i, f, g, o = jnp.split(act_G, 4, axis=-1)
+  k = keep[..., None]
+  dh_new = jnp.where(k, dh, 0.0)
+  dc_new = jnp.where(k, dc, 0.0) + dh_new * o * (1.0 - tanh_c * tanh_c)
+  dz_G = jnp.concatenate([dc_new * g * i * (1.0 - i), dc_new * c_H * f * (1.0 - f),   # sigmoid' = s (1 - s)
+                          dc_new * i * (1.0 - g * g), dh_new * tanh_c * o * (1.0 - o)], axis=-1)  # tanh' = 1 - t^2
+  dc_prev = dc_new * f + jnp.where(k, 0.0, dc)
+  dh_prev = jnp.where(k, 0.0, dh)
+  return dz_G.astype(act_G.dtype), dc_prev.astype(c_H.dtype), dh_prev.astype(c_H.dtype), None
+
+
+lstm_gates.defvjp(_lstm_gates_fwd, _lstm_gates_bwd)
 
 
 def reverse_within_length(x_S: jax.Array, length: jax.Array) -> jax.Array:
@@ -112,18 +155,14 @@ def run_directions(cell: str, params: tuple, reverses: tuple, x_BxSxI: jax.Array
 
   def step(mm, ps, carries, inputs):
     xproj_G, valid_B = inputs
-    new, outs = [], []
-    for k, (p, carry, xp) in enumerate(zip(ps, carries, xproj_G)):
-      updated = cell_update(cell, p, carry, xp, mm(f'hh{k}', carry[0]))
-      carry = jax.tree.map(lambda n, o: jnp.where(valid_B[:, None], n, o), updated, carry)
-      new.append(carry)
-      outs.append(jnp.where(valid_B[:, None], carry[0], 0))
-    return new, outs
+    new = [cell_update(cell, p, carry, xp, mm(f'hh{k}', carry[0]), valid_B)
+           for k, (p, carry, xp) in enumerate(zip(ps, carries, xproj_G))]
+    return new, [carry[0] for carry in new]
 
   gate_params = tuple({'b_hn': p['b_hn']} if 'b_hn' in p else {} for p in params)   # all cell_update reads
   finals, outs_SxBxH = deferred_scan.deferred_weight_scan(step, matrices, gate_params, carries, (xproj, valid_SxB))
   outs = []
   for out_SxBxH, reverse in zip(outs_SxBxH, reverses):
-    out_BxSxH = jnp.swapaxes(out_SxBxH, 0, 1)
+    out_BxSxH = jnp.swapaxes(jnp.where(valid_SxB[..., None], out_SxBxH, 0), 0, 1)   # zero at padding
     outs.append(jax.vmap(reverse_within_length)(out_BxSxH, length_B) if reverse else out_BxSxH)
   return outs, finals

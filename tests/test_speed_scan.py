@@ -6,7 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from attnmt import deferred_scan, training
+from attnmt import deferred_scan, rnn, training
 from attnmt.config import ModelConfig
 
 SMALL = dict(source_vocab_size=20, target_vocab_size=23, embed_size=8, encoder_hidden_size=6,
@@ -91,3 +91,22 @@ def test_model_gradients_equal_plain_autodiff(overrides, monkeypatch):
   monkeypatch.setattr(deferred_scan, 'deferred_weight_scan', deferred_scan.reference_scan)
   slow = jax.jit(grad)(params)
   jax.tree.map(lambda g, w: np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-6), fast, slow)
+
+
+def test_lstm_gates_gradient_equals_autodiff():
+  """The hand-written LSTM gradient, padding rows (keep False) included, equals autodiff's."""
+  rng = np.random.default_rng(3)
+  z, c, h = (jnp.asarray(rng.normal(size=s), jnp.float32) for s in ((5, 12), (5, 3), (5, 3)))
+  keep = jnp.array([True, False, True, True, False])
+  wh, wc = (jnp.asarray(rng.normal(size=(5, 3)), jnp.float32) for _ in range(2))
+
+  def plain(z, c, h):
+    i, f, g, o = jnp.split(z, 4, axis=-1)
+    c_new = jax.nn.sigmoid(f) * c + jax.nn.sigmoid(i) * jnp.tanh(g)
+    h_new = jax.nn.sigmoid(o) * jnp.tanh(c_new)
+    return jnp.where(keep[:, None], h_new, h), jnp.where(keep[:, None], c_new, c)
+  loss = lambda cell: lambda *a: jnp.sum(jnp.sin(cell(*a)[0]) * wh + cell(*a)[1] ** 2 * wc)
+  fast = lambda z, c, h: rnn.lstm_gates(z, c, h, keep)
+  jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-6), fast(z, c, h), plain(z, c, h))
+  jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6),
+               jax.grad(loss(fast), argnums=(0, 1, 2))(z, c, h), jax.grad(loss(plain), argnums=(0, 1, 2))(z, c, h))
