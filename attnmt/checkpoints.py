@@ -116,15 +116,17 @@ def restore_params(workdir: str, which: str = 'best') -> tuple[Any, dict, int]:
     if not os.path.isdir(directory):
       continue
     manager = ocp.CheckpointManager(directory)
-    step = manager.latest_step()
-    if step is None:
-      continue
-    try:
+    try:   # closed on every path: a manager left open dumps asyncio tracebacks at interpreter exit
+      step = manager.latest_step()
+      if step is None:
+        continue
       out = manager.restore(step, args=ocp.args.Composite(state=ocp.args.StandardRestore(),
                                                           meta=ocp.args.JsonRestore()))
     except Exception as e:  # orbax raises many types for damaged files
       raise CheckpointError(f'checkpoint {directory}/{step} is corrupted or unreadable ({type(e).__name__}); '
                             'delete that step directory to fall back to an earlier one') from e
+    finally:
+      manager.close()
     return out.state['params'], out.meta, step
   raise CheckpointError(f'{workdir} holds no checkpoint yet; train longer than train.checkpoint_every steps '
                         'or pass another run directory')

@@ -21,16 +21,23 @@ def run_guarded(fn):
   try:
     return fn()
   except TrainingStopped as e:
-    print(str(e), file=sys.stderr)
-    sys.exit(e.exit_code)
+    _exit(str(e), e.exit_code)
   except NonFiniteError as e:
-    print(f'error: {e}', file=sys.stderr)
-    sys.exit(3)
+    _exit(f'error: {e}', 3)
   except (ConfigError, CheckpointError, FileNotFoundError, ValueError) as e:
     if os.environ.get('ATTNMT_DEBUG'):
       raise
-    print(f'error: {e}', file=sys.stderr)
-    sys.exit(2)
+    _exit(f'error: {e}', 2)
+
+
+def _exit(message: str, code: int):
+  """Prints the one line and leaves at once. Checkpoint writers are closed or waited for before these
+  errors are raised; a normal interpreter teardown would let Orbax's background tensorstore reads
+  (after a failed restore) print asyncio tracebacks under the message."""
+  print(message, file=sys.stderr)
+  sys.stdout.flush()
+  sys.stderr.flush()
+  os._exit(code)
 
 
 def mean_std(values) -> str:

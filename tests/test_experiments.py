@@ -137,7 +137,10 @@ def test_vmapped_seeds_give_the_losses_of_seeds_run_one_by_one():
     for i in range(5):
       alone, m = step(alone, {k: jnp.asarray(v)[None] for k, v in batches[j][i].items()})
       np.testing.assert_allclose(np.asarray(m['loss'])[0], losses_together[i][j], rtol=1e-5)
-    jax.tree.map(lambda a, b: np.testing.assert_allclose(a[0], b[j], rtol=1e-4, atol=1e-6),
+    # Parameters agree to float tolerance as Adam sees it: its near-sign update (about lr per step) turns
+    # last-bit differences of a near-zero gradient (batched and unbatched reductions are ordered
+    # differently) into ~1e-5 absolute after 5 steps of lr 3e-3.
+    jax.tree.map(lambda a, b: np.testing.assert_allclose(a[0], b[j], rtol=1e-4, atol=5e-5),
                  alone.params, together.params)
   assert not np.allclose(losses_together[-1][0], losses_together[-1][1])   # the seeds really differ
 
