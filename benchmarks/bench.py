@@ -53,29 +53,37 @@ def run(cfg, sizes, sections=SECTIONS, peak_sizes=(1024, 2048), peak_repeats=10,
   unknown = set(sections) - set(SECTIONS)
   if unknown:
     raise ValueError(f'unknown section(s) {sorted(unknown)}; valid: {", ".join(SECTIONS)}')
-  result = {'machine': machine(), 'model': dataclasses.asdict(cfg), 'sizes': dataclasses.asdict(sizes)}
+  result = {'machine': machine(), 'model': dataclasses.asdict(cfg), 'sizes': dataclasses.asdict(sizes),
+            'loadavg_start': os.getloadavg()}
   peak_start = matmul_peak(peak_sizes, peak_repeats, cfg.dtype)
   log(f'matmul peak: {peak_start["gflops"]:.1f} GFLOP/s ({cfg.dtype})')
   peak = peak_start['gflops']
+
+  def checked(case: dict) -> dict:
+    """Adds the peak re-measured right after the case: well below the start, the load changed."""
+    after = matmul_peak(peak_sizes[-1:], max(3, peak_repeats // 2), cfg.dtype)['gflops']
+    return {**case, 'peak_after_gflops': after, 'load_changed': after < 0.9 * peak}
+
   if 'train' in sections:
-    result['train'] = cases.train_case(cfg, sizes, peak)
+    result['train'] = checked(cases.train_case(cfg, sizes, peak))
     log(f'train: {result["train"]["step_s"]:.3f} s/step')
   if 'decode' in sections:
-    result['greedy'] = cases.decode_case(cfg, sizes, peak, beam=1)
+    result['greedy'] = checked(cases.decode_case(cfg, sizes, peak, beam=1))
     log(f'greedy: {result["greedy"]["call_s"]:.3f} s')
-    result['beam'] = cases.decode_case(cfg, sizes, peak, beam=sizes.beam)
+    result['beam'] = checked(cases.decode_case(cfg, sizes, peak, beam=sizes.beam))
     log(f'beam: {result["beam"]["call_s"]:.3f} s')
   if 'seeds' in sections:
-    result['seeds'] = [cases.seeds_case(cfg, sizes, peak, k) for k in (1, 2, 4)]
+    result['seeds'] = [checked(cases.seeds_case(cfg, sizes, peak, k)) for k in (1, 2, 4)]
     log('seeds: ' + ', '.join(f'{s["seeds"]}: {s["step_s"]:.3f} s' for s in result['seeds']))
   if 'scores' in sections:
     result['scores'] = {}
     for name, variant in cases.score_variants(cfg).items():
-      result['scores'][name] = cases.train_case(variant, sizes, peak, breakdown=False)
+      result['scores'][name] = checked(cases.train_case(variant, sizes, peak, breakdown=False))
       log(f'score {name}: {result["scores"][name]["step_s"]:.3f} s/step')
   peak_end = matmul_peak(peak_sizes, peak_repeats, cfg.dtype)
-  result['peak'] = {'gflops': peak, 'start': peak_start, 'end': peak_end,
-                    'note': 'fractions of peak use the start measurement; a large start/end gap means the load changed'}
+  result['peak'] = {'gflops': peak, 'start': peak_start, 'end': peak_end, 'loadavg_end': os.getloadavg(),
+                    'note': 'fractions of peak use the start measurement; a case whose peak_after_gflops '
+                            'is below 0.9 x start ran under a changed load (marked * in the table)'}
   return result
 
 
@@ -84,8 +92,9 @@ def table(result: dict) -> str:
   rows = [('program', 'time (s)', 'rate', 'GFLOP', 'GFLOP/s', 'of peak', 'compile (s)')]
 
   def add(name, seconds, rate, r):
+    mark = '*' if r.get('load_changed') else ''
     rows.append((name, f'{seconds:.3f}', rate, f'{r["gflop"]:.1f}', f'{r["gflops"]:.1f}',
-                 f'{100 * r["fraction_of_peak"]:.0f}%', f'{r["compile_s"]:.1f}'))
+                 f'{100 * r["fraction_of_peak"]:.0f}%{mark}', f'{r["compile_s"]:.1f}'))
   if 'train' in result:
     t = result['train']
     add('train step (additive, bahdanau)', t['step_s'], f'{t["target_tokens_per_s"]:.0f} tok/s', t)
@@ -105,6 +114,8 @@ def table(result: dict) -> str:
   lines = ['| ' + ' | '.join(c.ljust(w) for c, w in zip(r, widths)) + ' |' for r in rows]
   lines.insert(1, '| ' + ' | '.join('-' * w for w in widths) + ' |')
   p = result['peak']
+  if any('*' in row[5] for row in rows):
+    lines.append('* the peak re-measured after this row was below 0.9 x the start: the machine\'s load changed')
   lines.append(f'\nmatmul peak {p["gflops"]:.1f} GFLOP/s {p["start"]["dtype"]} (end of run: {p["end"]["gflops"]:.1f}); '
                f'{result["machine"]["cpu"]}, {result["machine"]["cpu_cores"]} cores, jax {result["machine"]["jax"]}')
   if 'train' in result and 'forward_s' in result['train']:
