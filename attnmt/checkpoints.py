@@ -19,6 +19,7 @@ from typing import Any, Optional
 import jax
 import ml_collections
 import orbax.checkpoint as ocp
+from etils import epath
 
 from attnmt import training
 
@@ -90,7 +91,8 @@ class RunCheckpoints:
 
   def restore(self, like: training.TrainState, step: Optional[int] = None, best: bool = False
               ) -> tuple[training.TrainState, dict]:
-    """Restores into the structure of `like` (a freshly initialised state): for resuming."""
+    """Restores into the structure and shardings of `like` (a freshly initialised state, placed where
+    it will train): for resuming, on any number of devices."""
     manager = self.best if best else self.latest
     step = manager.latest_step() if step is None else step
     abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, _to_saveable(like))
@@ -104,10 +106,20 @@ class RunCheckpoints:
     self.best.close()
 
 
-def restore_params(workdir: str, which: str = 'best') -> tuple[Any, dict, int]:
+def _abstract_state(directory: str, step: int, sharding: jax.sharding.Sharding):
+  """The saved state's shapes and dtypes, to be restored onto `sharding` rather than onto the devices it
+  was saved from: a checkpoint written on 4 devices restores on 1, 2 or 8."""
+  tree = ocp.StandardCheckpointHandler().metadata(epath.Path(directory) / str(step) / 'state')
+  return jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=sharding), tree)
+
+
+def restore_params(workdir: str, which: str = 'best', mesh: Optional[jax.sharding.Mesh] = None
+                   ) -> tuple[Any, dict, int]:
   """Parameters (stacked over seeds), checkpoint metadata and step, from `best` or `latest`.
 
-  Falls back to the latest checkpoint when the run never evaluated (no best yet).
+  Falls back to the latest checkpoint when the run never evaluated (no best yet). The parameters land
+  replicated over `mesh`, or on this process's first device; the device count that saved them does
+  not matter.
   """
   load_config(workdir)   # refuses directories that are not runs, with a clear message
   workdir = os.path.abspath(workdir)   # Orbax requires absolute paths
@@ -120,8 +132,10 @@ def restore_params(workdir: str, which: str = 'best') -> tuple[Any, dict, int]:
       step = manager.latest_step()
       if step is None:
         continue
-      out = manager.restore(step, args=ocp.args.Composite(state=ocp.args.StandardRestore(),
-                                                          meta=ocp.args.JsonRestore()))
+      sharding = (jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec()) if mesh is not None
+                  else jax.sharding.SingleDeviceSharding(jax.local_devices()[0]))
+      out = manager.restore(step, args=ocp.args.Composite(
+          state=ocp.args.StandardRestore(_abstract_state(directory, step, sharding)), meta=ocp.args.JsonRestore()))
     except Exception as e:  # orbax raises many types for damaged files
       raise CheckpointError(f'checkpoint {directory}/{step} is corrupted or unreadable ({type(e).__name__}); '
                             'delete that step directory to fall back to an earlier one') from e

@@ -11,7 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 import sacrebleu
 
-from attnmt import decoding, training
+from attnmt import decoding, parallel, training
 from attnmt.config import ModelConfig
 
 # Source-length buckets (words) for BLEU by sentence length, as in Bahdanau et al. (2015), Fig. 2.
@@ -37,21 +37,37 @@ def decode_length(src_width: int, factor: float) -> int:
   return int(math.ceil((factor * src_width + 10) / 8) * 8)
 
 
+def _on_devices(batch: dict, keys, mesh) -> dict:
+  """The batch's `keys` as device arrays: whole on the default device, or split over `mesh` (padded with
+  empty rows to divide; each process passes the whole global batch)."""
+  batch = {k: batch[k] for k in keys}
+  if mesh is None:
+    return {k: jnp.asarray(v) for k, v in batch.items()}
+  return parallel.shard_batch(mesh, batch)
+
+
 def translate(cfg: ModelConfig, params, batches: Iterable[dict], tgt_tokenizer, beam_size: int = 0,
-              alpha: float = 0.6, factor: float = 1.5, keep_attention: bool = False) -> list[Translation]:
-  """Translates every batch (greedy when beam_size is 0), returned sorted by example index."""
+              alpha: float = 0.6, factor: float = 1.5, keep_attention: bool = False,
+              mesh: Optional[jax.sharding.Mesh] = None) -> list[Translation]:
+  """Translates every batch (greedy when beam_size is 0), returned sorted by example index.
+
+  With a `mesh` every batch is split over its devices (params replicated); rows whose index is -1 are
+  padding and produce no translation."""
   out = []
   for batch in batches:
-    src, src_len = jnp.asarray(batch['src']), jnp.asarray(batch['src_len'])
+    on = _on_devices(batch, ('src', 'src_len'), mesh)
+    src, src_len = on['src'], on['src_len']
     max_len = decode_length(src.shape[1], factor)
     if beam_size:
       d = decoding.beam_search(cfg, params, src, src_len, beam_size=beam_size, max_len=max_len, alpha=alpha)
       d = decoding.Decoded(*(x[:, 0] for x in d))   # the best hypothesis
     else:
       d = decoding.greedy(cfg, params, src, src_len, max_len=max_len)
-    tokens, lengths, scores = np.asarray(d.tokens), np.asarray(d.lengths), np.asarray(d.scores)
-    weights = np.asarray(d.weights) if keep_attention else None
+    tokens, lengths, scores = (parallel.to_numpy(x) for x in (d.tokens, d.lengths, d.scores))
+    weights = parallel.to_numpy(d.weights) if keep_attention else None
     for row, index in enumerate(np.asarray(batch['index'])):
+      if index < 0:    # an empty row that pads the batch
+        continue
       ids = tokens[row, :lengths[row]].tolist()
       att = weights[row, :lengths[row], :int(batch['src_len'][row])] if keep_attention else None
       out.append(Translation(int(index), ids, tgt_tokenizer.decode(ids), att, float(scores[row])))
@@ -64,13 +80,14 @@ def _batch_loss(cfg: ModelConfig, params, batch):
   return total, count
 
 
-def loss_and_perplexity(cfg: ModelConfig, params, batches: Iterable[dict]) -> dict:
-  """Token-level cross-entropy over all batches and its perplexity exp(loss)."""
+def loss_and_perplexity(cfg: ModelConfig, params, batches: Iterable[dict],
+                        mesh: Optional[jax.sharding.Mesh] = None) -> dict:
+  """Token-level cross-entropy over all batches and its perplexity exp(loss) (data-parallel on `mesh`)."""
   total = count = 0.0
   for batch in batches:
-    b = {k: jnp.asarray(batch[k]) for k in ('src', 'src_len', 'tgt_in', 'tgt_out', 'tgt_len')}
+    b = _on_devices(batch, ('src', 'src_len', 'tgt_in', 'tgt_out', 'tgt_len'), mesh)
     t, c = _batch_loss(cfg, params, b)
-    total, count = total + float(t), count + float(c)
+    total, count = total + float(parallel.to_numpy(t)), count + float(parallel.to_numpy(c))
   loss = total / max(count, 1.0)
   return {'loss': loss, 'perplexity': math.exp(min(loss, 50.0)), 'tokens': int(count)}
 

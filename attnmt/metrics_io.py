@@ -49,8 +49,8 @@ def _plain(v):
 class Progress:
   """A one-line progress bar with steps/s and tokens/s (redrawn on a terminal, one line per update otherwise)."""
 
-  def __init__(self, total: int, start: int = 0, stream=sys.stderr):
-    self.total, self.stream = total, stream
+  def __init__(self, total: int, start: int = 0, stream=sys.stderr, enabled: bool = True):
+    self.total, self.stream = total, stream if enabled else open(os.devnull, 'w')   # only process 0 prints
     self.tty = hasattr(stream, 'isatty') and stream.isatty()
     self._t, self._step = time.perf_counter(), start
 

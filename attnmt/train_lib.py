@@ -1,8 +1,11 @@
 """train_and_evaluate: one variant, one or more seeds trained together in a single vmapped program.
 
 Every seed has its own initialisation, dropout stream and data order; their train states are stacked
-on a leading seed axis and one jitted `vmap(train_step)` updates them all. A run restarted on the same
-workdir resumes from its latest checkpoint, data iterators included.
+on a leading seed axis and one jitted `vmap(train_step)` updates them all. The program runs
+data-parallel over a `jax.sharding.Mesh` of `train.num_devices` devices (0: all, every host's): the
+state is replicated, the global batch of `data.batch_size` sentences is split over the devices, and
+each process builds only its own rows of it. A run restarted on the same workdir resumes from its
+latest checkpoint, data iterators included, on any number of devices.
 """
 from __future__ import annotations
 
@@ -17,14 +20,14 @@ import ml_collections
 import numpy as np
 import optax
 
-from attnmt import checkpoints, data, evaluation, guards, training
+from attnmt import checkpoints, data, evaluation, guards, parallel, training
 from attnmt.config import ConfigError, ModelConfig
 from attnmt.metrics_io import MetricsWriter, Progress
 
 BATCH_KEYS = ('src', 'src_len', 'tgt_in', 'tgt_out', 'tgt_len')
 # Train settings a resumed run may change (e.g. train longer); any other difference is another run.
 RESUMABLE_CHANGES = ('num_steps', 'eval_every', 'log_every', 'checkpoint_every', 'nonfinite', 'eval_max_sentences',
-                     'eval_beam_size', 'time_budget_minutes')
+                     'eval_beam_size', 'time_budget_minutes', 'num_devices')
 
 
 def model_config(config: ml_collections.ConfigDict, prepared: data.PreparedData) -> ModelConfig:
@@ -69,13 +72,22 @@ def stack_batches(batches: list[dict]) -> dict:
 
 
 def seed_functions(cfg: ModelConfig, optimizer: optax.GradientTransformation, label_smoothing: float = 0.0,
-                   skip_nonfinite: bool = False):
+                   skip_nonfinite: bool = False, mesh: jax.sharding.Mesh | None = None):
   """(init, step) for K seeds in one program: init(seeds) -> TrainState stacked over seeds; step(state, batch_K)
-  -> (state, metrics), jitted, vmapped over the leading seed axis of state and batch, state donated."""
+  -> (state, metrics), jitted, vmapped over the leading seed axis of state and batch, state donated.
+
+  With a `mesh`, the state is replicated over its devices and the batch (K x B x ...) is split on its
+  rows B: jit's SPMD partitioner turns the gradient sums into all-reduces.
+  """
   init = functools.partial(training.init_train_states, cfg, optimizer)
   one = functools.partial(training.train_step, cfg, optimizer, label_smoothing=label_smoothing)
-  step = jax.jit(jax.vmap(guards.guard_step(one, skip_nonfinite)), donate_argnums=0)
-  return init, step
+  vmapped = jax.vmap(guards.guard_step(one, skip_nonfinite))
+  if mesh is None:
+    return init, jax.jit(vmapped, donate_argnums=0)
+  everywhere = parallel.replicated(mesh)
+  step = jax.jit(vmapped, in_shardings=(everywhere, parallel.batch_sharding(mesh, row_axis=1)),
+                 out_shardings=(everywhere, everywhere), donate_argnums=0)
+  return lambda seeds: parallel.replicate(mesh, init(seeds)), step
 
 
 def _check_workdir(workdir: str, config: ml_collections.ConfigDict) -> None:
@@ -93,8 +105,8 @@ def _check_workdir(workdir: str, config: ml_collections.ConfigDict) -> None:
 
 
 def evaluate(cfg: ModelConfig, config, params, prepared, split: str, num_seeds: int, max_sentences: int = 0,
-             beam_size: int = 0) -> dict:
-  """Loss, perplexity, BLEU and chrF of every seed on `split`, as lists over seeds."""
+             beam_size: int = 0, mesh: jax.sharding.Mesh | None = None) -> dict:
+  """Loss, perplexity, BLEU and chrF of every seed on `split`, as lists over seeds (data-parallel on `mesh`)."""
   t, d = config.train, config.data
   sources, references = data.raw_texts(prepared, split)
   out = {}
@@ -103,9 +115,9 @@ def evaluate(cfg: ModelConfig, config, params, prepared, split: str, num_seeds: 
     batches = list(data.batches(prepared, split, d))
     if max_sentences:
       batches = _first_sentences(batches, max_sentences)
-    metrics = evaluation.loss_and_perplexity(cfg, p, batches)
+    metrics = evaluation.loss_and_perplexity(cfg, p, batches, mesh=mesh)
     trans = evaluation.translate(cfg, p, batches, prepared.tgt_tokenizer, beam_size, t.beam_alpha,
-                                 t.max_decode_factor)
+                                 t.max_decode_factor, mesh=mesh)
     metrics.update(evaluation.bleu_chrf([x.text for x in trans], [references[x.index] for x in trans]))
     for k, v in metrics.items():
       out.setdefault(k, []).append(v)
@@ -135,13 +147,17 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
   seeds = parse_seeds(t.seeds)
   ModelConfig.from_dict({**config.model.to_dict(), 'source_vocab_size': 8, 'target_vocab_size': 8})  # fail fast
   learning_rate_schedule(t)
+  mesh = make_mesh(config)
   _check_workdir(workdir, config)
-  prepared = data.prepare(config.data)
+  prepared = prepare_data(config.data)
   cfg = model_config(config, prepared)
-  checkpoints.save_config(workdir, config)
-  data.save_tokenizers(prepared, os.path.join(workdir, 'vocab'))
+  if parallel.is_main_process():
+    checkpoints.save_config(workdir, config)
+    data.save_tokenizers(prepared, os.path.join(workdir, 'vocab'))
   optimizer = training.make_optimizer(learning_rate_schedule(t), t.clip_norm)
-  init_fn, step_fn = seed_functions(cfg, optimizer, t.label_smoothing, skip_nonfinite=t.nonfinite == 'skip')
+  init_fn, step_fn = seed_functions(cfg, optimizer, t.label_smoothing, skip_nonfinite=t.nonfinite == 'skip',
+                                    mesh=mesh)
+  print(f'{variant_name(config)}: {len(seeds)} seed(s) on {parallel.describe(mesh)}', flush=True)
   state = init_fn(seeds)
   ckpt = checkpoints.RunCheckpoints(workdir)
   writer = MetricsWriter(workdir, enabled=jax.process_index() == 0)
@@ -149,14 +165,15 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
           'skipped_updates': 0}
   if ckpt.latest_step() is not None:
     state, meta = ckpt.restore(state)
-    print(f'Resumed {workdir} at step {int(state.step[0])}', flush=True)
-  iterators = [data.batches(prepared, 'train', config.data, seed=config.data.shuffle_seed + s, state=st)
+    print(f'Resumed {workdir} at step {int(parallel.to_numpy(state.step)[0])}', flush=True)
+  iterators = [data.batches(prepared, 'train', config.data, seed=config.data.shuffle_seed + s, state=st,
+                            row_multiple=parallel.num_shards(mesh), shard=(jax.process_index(), jax.process_count()))
                for s, st in zip(seeds, meta['iterators'])]
-  start = int(state.step[0])
-  progress = Progress(t.num_steps, start)
+  start = int(parallel.to_numpy(state.step)[0])
+  progress = Progress(t.num_steps, start, enabled=parallel.is_main_process())
   if start >= t.num_steps:
     print(f'{workdir} already trained to step {start}; computing its results', flush=True)
-  first_bad, bad_count = jnp.int32(-1), jnp.int32(0)
+  first_bad, bad_count, tokens = jnp.int32(-1), jnp.int32(0), jnp.int32(0)
   skipped_before = meta['skipped_updates']
 
   def check_finite(step):
@@ -177,16 +194,17 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
   deadline = time.monotonic() + 60 * t.time_budget_minutes if t.time_budget_minutes else None
   with guards.StopSignals() as stop:
     for step in range(start + 1, t.num_steps + 1):
-      batch = stack_batches([next(it) for it in iterators])
-      state, metrics = step_fn(state, {k: jnp.asarray(v) for k, v in batch.items()})
+      batch = stack_batches([next(it) for it in iterators])   # this process's rows of each seed's batch
+      state, metrics = step_fn(state, parallel.shard_batch(mesh, batch, row_axis=1, local=True))
       first_bad, bad_count = guards.track_nonfinite(first_bad, bad_count, metrics['finite'], step)
-      tokens_since_log += int(batch['tgt_len'].sum())
+      tokens = tokens + jnp.sum(metrics['tokens'])   # global count, summed on the device: no sync per step
       is_last = step == t.num_steps or (deadline is not None and time.monotonic() > deadline)
       if step % t.log_every == 0 or is_last:
-        loss = np.asarray(metrics['loss'])          # the only regular host sync in the loop
+        loss = parallel.to_numpy(metrics['loss'])          # the only regular host sync in the loop
+        tokens_since_log, tokens = int(parallel.to_numpy(tokens)), jnp.int32(0)
         check_finite(step)
         rates = progress.update(step, tokens_since_log, loss=float(loss.mean()))
-        writer.write(step, 'train', {'loss': loss.tolist(), 'grad_norm': np.asarray(metrics['grad_norm']).tolist(),
+        writer.write(step, 'train', {'loss': loss.tolist(), 'grad_norm': parallel.to_numpy(metrics['grad_norm']).tolist(),
                                      **rates, 'learning_rate': float(learning_rate_schedule(t)(step)),
                                      'skipped_updates': meta['skipped_updates']})
         meta['train_seconds'] += time.perf_counter() - t0
@@ -195,7 +213,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
       if (t.eval_every and step % t.eval_every == 0) or is_last:
         check_finite(step)
         ev = evaluate(cfg, config, state.params, prepared, 'validation', len(seeds), t.eval_max_sentences,
-                      t.eval_beam_size)
+                      t.eval_beam_size, mesh)
         writer.write(step, 'validation', ev)
         progress.message(f'step {step} validation: BLEU {np.mean(ev["bleu"]):.2f} chrF {np.mean(ev["chrf"]):.2f} '
                          f'ppl {np.mean(ev["perplexity"]):.2f} (mean of {len(seeds)} seed(s))')
@@ -214,16 +232,16 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
             f'stopped by signal {stop.requested} at step {step}; checkpoint saved in {workdir}; '
             'run the same command again to resume', stop.requested)
   ckpt.close()
-  summary = final_results(cfg, config, workdir, prepared, seeds, meta)
-  writer.write(int(state.step[0]), 'test', {k: v for k, v in summary.items() if k not in ('seeds', 'variant')})
+  summary = final_results(cfg, config, workdir, prepared, seeds, meta, mesh)
+  writer.write(int(parallel.to_numpy(state.step)[0]), 'test', {k: v for k, v in summary.items() if k not in ('seeds', 'variant')})
   writer.close()
   return summary
 
 
-def final_results(cfg, config, workdir, prepared, seeds, meta) -> dict:
+def final_results(cfg, config, workdir, prepared, seeds, meta, mesh=None) -> dict:
   """Test-split metrics of the best checkpoint per seed, plus size and speed; written to results.json."""
-  params, _, best_step = checkpoints.restore_params(workdir, 'best')
-  ev = evaluate(cfg, config, params, prepared, 'test', len(seeds), 0, 0)
+  params, _, best_step = checkpoints.restore_params(workdir, 'best', mesh=mesh)
+  ev = evaluate(cfg, config, params, prepared, 'test', len(seeds), 0, 0, mesh)
   n_params = int(sum(x.size for x in jax.tree.leaves(params)) // len(seeds))
   summary = {'variant': variant_name(config), 'seeds': seeds, 'best_step': best_step,
              'test_bleu': ev['bleu'], 'test_chrf': ev['chrf'], 'test_perplexity': ev['perplexity'],
@@ -231,9 +249,34 @@ def final_results(cfg, config, workdir, prepared, seeds, meta) -> dict:
              'train_seconds': meta['train_seconds'],
              'tokens_per_s_per_seed': meta['train_tokens'] / max(meta['train_seconds'], 1e-9) / len(seeds),
              'skipped_updates': meta.get('skipped_updates', 0)}
-  with open(os.path.join(workdir, 'results.json'), 'w') as f:
-    json.dump(summary, f, indent=1)
+  if parallel.is_main_process():
+    with open(os.path.join(workdir, 'results.json'), 'w') as f:
+      json.dump(summary, f, indent=1)
   return summary
+
+
+def make_mesh(config: ml_collections.ConfigDict) -> jax.sharding.Mesh:
+  """The data-parallel mesh of `train.num_devices`; refuses a global batch that does not split evenly."""
+  try:
+    mesh = parallel.make_mesh(config.train.num_devices)
+  except ValueError as e:
+    raise ConfigError(str(e)) from None
+  n, b = parallel.num_shards(mesh), config.data.batch_size
+  if not config.data.batch_tokens and b % n:
+    raise ConfigError(f'data.batch_size={b} (the global batch) does not split over {n} devices; use a multiple '
+                      f'of {n}, e.g. {max(n, b - b % n)} or {b + n - b % n}, or set train.num_devices')
+  return mesh
+
+
+def prepare_data(data_config: ml_collections.ConfigDict) -> data.PreparedData:
+  """data.prepare, process 0 first: on a shared filesystem the others then read its cache instead of
+  racing to build the same files (the build is deterministic, so private disks work too)."""
+  if not parallel.is_main_process():
+    parallel.barrier('attnmt-data-prepared')
+  prepared = data.prepare(data_config)
+  if parallel.is_main_process():
+    parallel.barrier('attnmt-data-prepared')
+  return prepared
 
 
 def variant_name(config) -> str:

@@ -5,6 +5,26 @@ import sys
 import numpy as np
 
 
+def define_distributed_flags():
+  """Flags of a multi-host run; each falls back to JAX's own environment variable."""
+  from absl import flags
+  flags.DEFINE_string('coordinator_address', '', 'Multi-host: host:port of process 0 (else $JAX_COORDINATOR_ADDRESS).')
+  flags.DEFINE_integer('num_processes', 0, 'Multi-host: number of processes (else $JAX_NUM_PROCESSES).')
+  flags.DEFINE_integer('process_id', -1, 'Multi-host: this process, 0..num_processes-1 (else $JAX_PROCESS_ID).')
+  flags.DEFINE_bool('distributed', False, 'Multi-host with cluster auto-detection (TPU pod slices, SLURM, '
+                    'Open MPI): no address needed.')
+
+
+def initialize_distributed():
+  """jax.distributed.initialize when the flags or environment ask for it; prints where the run is."""
+  from absl import flags
+  from attnmt import parallel
+  f = flags.FLAGS
+  if parallel.initialize(f.coordinator_address, f.num_processes, f.process_id, auto=f.distributed):
+    import jax
+    print(f'process {jax.process_index()} of {jax.process_count()}: {parallel.describe()}', flush=True)
+
+
 def run_guarded(fn):
   """Runs fn; a bad-input error becomes one line on stderr and exit status 2 (3 for a non-finite loss;
   128 + signal number after a graceful stop).

@@ -16,6 +16,7 @@ FLAGS = flags.FLAGS
 config_flags.DEFINE_config_file('config', 'experiments/configs/default.py', 'Config file.', lock_config=True)
 flags.DEFINE_string('workdir', None, 'Run directory: checkpoints, metrics, config, vocabulary.', required=True)
 flags.DEFINE_bool('fresh', False, 'If --workdir holds a run, move it aside to <workdir>.old-<time> and start anew.')
+common.define_distributed_flags()
 
 
 def main(argv):
@@ -27,11 +28,13 @@ def main(argv):
 def _train():
   import os
   import time
-  from attnmt import train_lib
-  if FLAGS.fresh and os.path.exists(FLAGS.workdir):
+  from attnmt import parallel, train_lib
+  common.initialize_distributed()
+  if FLAGS.fresh and os.path.exists(FLAGS.workdir) and parallel.is_main_process():
     aside = f'{FLAGS.workdir.rstrip("/")}.old-{time.strftime("%Y%m%d-%H%M%S")}'
     os.rename(FLAGS.workdir, aside)
     print(f'Moved the previous run to {aside}')
+  parallel.barrier('attnmt-fresh')   # no process looks at the workdir before process 0 moved it
   summary = train_lib.train_and_evaluate(FLAGS.config, FLAGS.workdir)
   print(common.format_summary(summary))
 

@@ -104,18 +104,30 @@ def length_filter(data: TokenizedSplit, max_source_length: int,
 
 
 def build_batch(data: TokenizedSplit, positions: np.ndarray,
-                options: batching.BatchOptions) -> dict[str, np.ndarray]:
-    """The numpy batch (format in the module docstring) of the examples at `positions`."""
-    src_len, tgt_len = data.src_len[positions], data.tgt_len[positions]
-    s = batching.padded_length(int(src_len.max()), options.pad_to_multiple,
+                options: batching.BatchOptions,
+                rows: Optional[slice] = None) -> dict[str, np.ndarray]:
+    """The numpy batch (format in the module docstring) of the examples at `positions`.
+
+    A position of -1 is an empty row (lengths 0, index -1). With `rows`, only those rows are
+    built, at the widths of the whole batch: one host's share of a global batch.
+    """
+    real = positions[positions >= 0]
+    s = batching.padded_length(int(data.src_len[real].max()), options.pad_to_multiple,
                                options.fixed_source_length)
-    t = batching.padded_length(int(tgt_len.max()), options.pad_to_multiple,
+    t = batching.padded_length(int(data.tgt_len[real].max()), options.pad_to_multiple,
                                options.fixed_target_length)
+    if rows is not None:
+        positions = positions[rows]
+    empty = positions < 0
+    src_len = np.where(empty, 0, data.src_len[np.maximum(positions, 0)])
+    tgt_len = np.where(empty, 0, data.tgt_len[np.maximum(positions, 0)])
     b = len(positions)
     batch = {'src': np.zeros((b, s), np.int32), 'tgt_in': np.zeros((b, t), np.int32),
              'tgt_out': np.zeros((b, t), np.int32), 'src_len': src_len.astype(np.int32),
              'tgt_len': tgt_len.astype(np.int32), 'index': positions.astype(np.int32)}
     for row, i in enumerate(positions):
+        if i < 0:
+            continue
         src, tgt = data.src(i), data.tgt(i)
         batch['src'][row, :len(src)] = src
         batch['src'][row, len(src)] = EOS_ID
@@ -126,6 +138,8 @@ def build_batch(data: TokenizedSplit, positions: np.ndarray,
     if data.links is not None:
         batch['alignment'] = np.zeros((b, t, s), np.int32)
         for row, i in enumerate(positions):
+            if i < 0:
+                continue
             links = data.links[i]
             batch['alignment'][row, links[:, 1], links[:, 0]] = 1
     return batch
@@ -133,11 +147,23 @@ def build_batch(data: TokenizedSplit, positions: np.ndarray,
 
 class BatchIterator:
     """Batches of one split over epochs; `state()` is a small dict that `restore` (or
-    the `state` argument) turns back into exactly the same remaining stream."""
+    the `state` argument) turns back into exactly the same remaining stream.
+
+    Data parallelism: `row_multiple` pads every batch with empty rows (length 0, index -1) to a
+    multiple of the device count, and `shard=(process_index, process_count)` yields only this
+    process's block of rows of each global batch. The plan (which examples form which global
+    batch) depends on lengths and seeds only, so every process agrees on it without talking, and
+    the global batches are the same for any number of processes.
+    """
 
     def __init__(self, data: TokenizedSplit, keep: np.ndarray, options: batching.BatchOptions,
                  seed: int, num_epochs: Optional[int], shuffle: bool, split: str = '',
-                 state: Optional[dict] = None):
+                 state: Optional[dict] = None, row_multiple: int = 1,
+                 shard: tuple[int, int] = (0, 1)):
+        if row_multiple % shard[1]:
+            raise ValueError(f'row_multiple {row_multiple} must be a multiple of the process count '
+                             f'{shard[1]}')
+        self._row_multiple, self._shard = row_multiple, shard
         self._data, self._keep, self._options = data, keep, options
         self._seed, self._num_epochs, self._shuffle, self._split = seed, num_epochs, shuffle, split
         self._src_len, self._tgt_len = data.src_len[keep], data.tgt_len[keep]
@@ -181,4 +207,9 @@ class BatchIterator:
             self._epoch, self._batch, self._plan = self._epoch + 1, 0, None
         positions = self._plan[self._batch]
         self._batch += 1
-        return build_batch(self._data, positions, self._options)
+        positions = np.pad(positions, (0, -len(positions) % self._row_multiple),
+                           constant_values=-1)
+        index, count = self._shard
+        share = len(positions) // count
+        rows = slice(index * share, (index + 1) * share) if count > 1 else None
+        return build_batch(self._data, positions, self._options, rows)

@@ -99,10 +99,15 @@ def prepare(cfg) -> PreparedData:
 
 def batches(prepared: PreparedData, split: str, cfg, seed: Optional[int] = None,
             state: Optional[dict] = None, num_epochs: Optional[int] = None,
-            shuffle: Optional[bool] = None) -> pipeline.BatchIterator:
+            shuffle: Optional[bool] = None, row_multiple: int = 1,
+            shard: tuple[int, int] = (0, 1)) -> pipeline.BatchIterator:
     """Batches of `split`. Training: shuffled, `cfg.num_epochs` passes (0 = forever), seed
     `cfg.shuffle_seed` unless given. Validation/test: one pass in a fixed order (sorted by
-    length when bucketing). `state` (from `iterator.state()`) resumes exactly."""
+    length when bucketing). `state` (from `iterator.state()`) resumes exactly.
+
+    `row_multiple` pads each batch with empty rows (length 0, index -1) to a multiple of it (the
+    data-parallel device count); `shard=(process_index, process_count)` yields only this
+    process's rows of each global batch (see pipeline.BatchIterator)."""
     if split not in prepared.tokenized:
         raise ValueError(f'unknown split {split!r}; valid: {", ".join(prepared.tokenized)}')
     training = split == 'train'
@@ -111,7 +116,8 @@ def batches(prepared: PreparedData, split: str, cfg, seed: Optional[int] = None,
     epochs = num_epochs if num_epochs is not None else (cfg.num_epochs if training else 1)
     return pipeline.BatchIterator(
         data, keep, batch_options(cfg), cfg.shuffle_seed if seed is None else seed,
-        epochs or None, training if shuffle is None else shuffle, split, state)
+        epochs or None, training if shuffle is None else shuffle, split, state, row_multiple,
+        shard)
 
 
 def save_tokenizers(prepared: PreparedData, directory: str) -> None:

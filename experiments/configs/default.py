@@ -51,6 +51,7 @@ def get_train_config() -> ml_collections.ConfigDict:
   t.checkpoint_every = 1000     # steps between checkpoints of the latest state
   t.beam_alpha = 0.6            # length penalty ((5 + len) / 6) ** alpha
   t.max_decode_factor = 1.5     # decode up to factor * source width + 10 tokens
+  t.num_devices = 0             # data-parallel devices (0 = all, on every host); data.batch_size is the global batch
   t.nonfinite = 'stop'          # on a NaN/inf loss or gradient: 'stop' (no checkpoint after it) or 'skip' the update
   return t
 
