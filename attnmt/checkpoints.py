@@ -73,10 +73,13 @@ class RunCheckpoints:
 
   def __init__(self, workdir: str, max_to_keep: int = 2):
     self.workdir = os.path.abspath(workdir)
-    options = ocp.CheckpointManagerOptions(max_to_keep=max_to_keep, create=True)
-    self.latest = ocp.CheckpointManager(os.path.join(self.workdir, 'checkpoints'), options=options)
-    self.best = ocp.CheckpointManager(os.path.join(self.workdir, 'best'),
-                                      options=ocp.CheckpointManagerOptions(max_to_keep=1, create=True))
+    # Several processes: synchronous saves. Two managers saving the same step asynchronously (best, then
+    # latest) deadlocked in Orbax's cross-process barriers now and then (seen with 2 CPU processes).
+    async_ok = jax.process_count() == 1
+    self.latest = ocp.CheckpointManager(os.path.join(self.workdir, 'checkpoints'), options=ocp.CheckpointManagerOptions(
+        max_to_keep=max_to_keep, create=True, enable_async_checkpointing=async_ok))
+    self.best = ocp.CheckpointManager(os.path.join(self.workdir, 'best'), options=ocp.CheckpointManagerOptions(
+        max_to_keep=1, create=True, enable_async_checkpointing=async_ok))
 
   def save(self, step: int, state: training.TrainState, meta: dict, best: bool = False) -> None:
     args = ocp.args.Composite(state=ocp.args.StandardSave(_to_saveable(state)), meta=ocp.args.JsonSave(meta))

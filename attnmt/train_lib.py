@@ -166,8 +166,11 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
   if ckpt.latest_step() is not None:
     state, meta = ckpt.restore(state)
     print(f'Resumed {workdir} at step {int(parallel.to_numpy(state.step)[0])}', flush=True)
+  # Rows padded to the full global batch (a multiple of the device count), so an epoch's smaller last
+  # batch keeps the compiled shape; token-budget batches only pad to divide over the devices.
+  row_multiple = parallel.num_shards(mesh) if config.data.batch_tokens else config.data.batch_size
   iterators = [data.batches(prepared, 'train', config.data, seed=config.data.shuffle_seed + s, state=st,
-                            row_multiple=parallel.num_shards(mesh), shard=(jax.process_index(), jax.process_count()))
+                            row_multiple=row_multiple, shard=(jax.process_index(), jax.process_count()))
                for s, st in zip(seeds, meta['iterators'])]
   start = int(parallel.to_numpy(state.step)[0])
   progress = Progress(t.num_steps, start, enabled=parallel.is_main_process())

@@ -21,6 +21,7 @@ FLAGS = flags.FLAGS
 config_flags.DEFINE_config_file('config', 'experiments/configs/main_ablation.py', 'Config file with a sweep section.',
                                 lock_config=True)
 flags.DEFINE_string('workdir', 'runs/main', 'Root directory: one run directory per variant, tables, plots.')
+common.define_distributed_flags()
 
 
 def variants(config):
@@ -51,7 +52,8 @@ def main(argv):
 
 
 def _sweep():
-  from attnmt import analyze_lib, plots, train_lib
+  from attnmt import analyze_lib, parallel, plots, train_lib
+  common.initialize_distributed()
   config, root = FLAGS.config, FLAGS.workdir
   keep, refused = variants(config)
   for over, why in refused:
@@ -67,6 +69,8 @@ def _sweep():
     print(f'\n=== {train_lib.variant_name(run_config)} -> {workdir}', flush=True)
     rows.append(_finished(workdir) or train_lib.train_and_evaluate(run_config, workdir))
     dirs.append(workdir)
+  if not parallel.is_main_process():
+    return   # process 0 writes the tables and plots and runs the analysis
   table = common.results_table(rows)
   _write(os.path.join(root, 'results.md'), table + '\n')
   _write(os.path.join(root, 'results.csv'), common.results_csv(rows))
