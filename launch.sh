@@ -57,7 +57,7 @@ case "$cmd" in
   test)
     setup
     export JAX_PLATFORMS=${JAX_PLATFORMS:-cpu}
-    exec "$PY" -m pytest -n "${ATTNMT_TEST_WORKERS:-auto}" -q "$@" ;;
+    exec "$PY" -m pytest -n "${ATTNMT_TEST_WORKERS:-auto}" --dist loadgroup -q "$@" ;;
   train|sweep|analyze|translate)
     setup
     exec "$PY" -m "experiments.$cmd" "$@" ;;

@@ -55,6 +55,7 @@ def runs(tmp_path_factory):
   return root
 
 
+@pytest.mark.xdist_group('parallel_runs')   # one worker builds the shared runs
 def test_four_devices_give_the_losses_of_one(runs):
   one, four = losses(runs / 'dev1'), losses(runs / 'dev4')
   assert one.shape == four.shape == (STEPS, 2)
@@ -76,6 +77,7 @@ def _free_port() -> int:
     return s.getsockname()[1]
 
 
+@pytest.mark.xdist_group('parallel_runs')   # one worker builds the shared runs
 def test_two_processes_of_two_devices_give_the_losses_of_one_process(runs, tmp_path):
   """Multi-host on one machine: jax.distributed over 2 processes (gloo collectives), 2 devices each.
   Each process builds only its own rows of every global batch."""
@@ -99,6 +101,7 @@ def test_two_processes_of_two_devices_give_the_losses_of_one_process(runs, tmp_p
   assert 'step 20 validation' in outs[0][1] and 'step 20 validation' not in outs[1][1]   # process 0 reports
 
 
+@pytest.mark.xdist_group('parallel_runs')   # one worker builds the shared runs
 def test_checkpoint_saved_on_four_devices_restores_on_one_and_on_two(runs, tmp_path):
   saved = np.load(runs / 'dev4' / f'params_{STEPS}.npz')
   for devices in (1, 2):
