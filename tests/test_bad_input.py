@@ -59,6 +59,10 @@ CASES = {
     'bad seeds': (['--config.train.seeds=0,zero'], 'train.seeds must be comma-separated integers'),
     'config key that does not exist': (['--config.model.scroe=dot'], 'scroe'),
     'flag that does not exist': (['--learning_rate=0.1'], 'Unknown command line flag'),
+    'more devices than exist': (['--config.train.num_devices=5'],
+                                'error: train.num_devices=5, but 1 device(s) are visible; use 0 (all)'),
+    'coordinator without process count': (['--coordinator_address=localhost:1'],
+                                          'needs the number of processes and this process id: pass --num_processes'),
 }
 
 
