@@ -47,7 +47,9 @@ def additive_scores(query_A: jax.Array, keys_SxA: jax.Array, v_A: jax.Array) -> 
   The gradient recomputes the S x A tanh instead of storing it: the decoder would otherwise keep
   one per target step (134 MB at the bench config), which costs more to write than to recompute.
   """
-  return jnp.sum(jnp.tanh(keys_SxA + query_A) * v_A, axis=-1)
+  # A product with v rather than sum(t * v): XLA:CPU hands a multiply-reduce to a YNNPACK fusion that
+  # was about 1.6 x slower here than a tanh loop followed by a dot (measured at the bench config).
+  return jnp.einsum('sa,a->s', jnp.tanh(keys_SxA + query_A), v_A)
 
 
 def _additive_scores_fwd(query_A, keys_SxA, v_A):
@@ -58,7 +60,8 @@ def _additive_scores_bwd(residuals, de_S):
   query_A, keys_SxA, v_A = residuals
   t_SxA = jnp.tanh(keys_SxA + query_A)
   dpre_SxA = de_S[:, None] * v_A * (1.0 - t_SxA * t_SxA)          # tanh' = 1 - tanh^2
-  return jnp.sum(dpre_SxA, axis=0), dpre_SxA, jnp.sum(de_S[:, None] * t_SxA, axis=0)
+  # dv as a product de . t, not sum(de * t): the same YNNPACK multiply-reduce as in the forward pass.
+  return jnp.sum(dpre_SxA, axis=0), dpre_SxA, jnp.einsum('s,sa->a', de_S, t_SxA)
 
 
 additive_scores.defvjp(_additive_scores_fwd, _additive_scores_bwd)
