@@ -14,7 +14,8 @@ Train batches carry a leading seed axis (K x B x ...), so their rows are axis 1;
 Multi-host: call `initialize` first (flags or the JAX_COORDINATOR_ADDRESS / JAX_NUM_PROCESSES /
 JAX_PROCESS_ID variables, or cluster auto-detection on TPU pods, SLURM and Open MPI). Every process
 then runs the same program; each builds only the rows of a global batch that its own devices hold
-(`process_rows`) and `jax.make_array_from_process_local_data` assembles the global array.
+(a contiguous block: the mesh orders devices by process) and `jax.make_array_from_process_local_data`
+assembles the global array.
 """
 from __future__ import annotations
 
@@ -55,7 +56,9 @@ def initialize(coordinator_address: str = '', num_processes: int = 0, process_id
 
 def make_mesh(num_devices: int = 0) -> Mesh:
   """A 1-D mesh with axis 'data' over the first `num_devices` devices (0: all devices of all processes)."""
-  devices = jax.devices()
+  # Ordered by process, so each process's devices hold one contiguous block of a batch's rows: the block
+  # that the data iterator builds for it (BatchIterator's `shard`).
+  devices = sorted(jax.devices(), key=lambda d: (d.process_index, d.id))
   if num_devices < 0 or num_devices > len(devices):
     raise ValueError(f'train.num_devices={num_devices}, but {len(devices)} device(s) are visible; '
                      f'use 0 (all) or a number from 1 to {len(devices)}')
@@ -95,21 +98,11 @@ def pad_rows(batch: dict, multiple: int, row_axis: int = 0) -> dict:
   return {k: pad(k, v) for k, v in batch.items()}
 
 
-def process_rows(mesh: Mesh, rows: int) -> slice:
-  """The rows of a global batch of `rows` rows that this process's devices hold (a contiguous block)."""
-  sharding = batch_sharding(mesh)
-  blocks = sorted({idx[0].indices(rows)[:2] for idx in sharding.addressable_devices_indices_map((rows,)).values()})
-  start, stop = blocks[0][0], blocks[-1][1]
-  if sum(b - a for a, b in blocks) != stop - start:
-    raise ValueError('this process holds non-contiguous rows of the batch; build the mesh with make_mesh()')
-  return slice(start, stop)
-
-
 def shard_batch(mesh: Mesh, batch: dict, row_axis: int = 0, local: bool = False) -> dict:
   """A numpy batch as global arrays split on their rows, padded with empty rows to divide.
 
   `local=False`: `batch` is the whole global batch (every process holds it; each sends its own rows).
-  `local=True`: `batch` holds only this process's rows (`process_rows`); rows are not padded then.
+  `local=True`: `batch` holds only this process's block of rows; rows are not padded then.
   """
   sharding = batch_sharding(mesh, row_axis)
   if local:
