@@ -108,13 +108,13 @@ def evaluate(cfg: ModelConfig, config, params, prepared, split: str, num_seeds: 
              beam_size: int = 0, mesh: jax.sharding.Mesh | None = None) -> dict:
   """Loss, perplexity, BLEU and chrF of every seed on `split`, as lists over seeds (data-parallel on `mesh`)."""
   t, d = config.train, config.data
-  sources, references = data.raw_texts(prepared, split)
+  _, references = data.raw_texts(prepared, split)
+  batches = list(data.batches(prepared, split, d))   # built once, evaluated for every seed
+  if max_sentences:
+    batches = _first_sentences(batches, max_sentences)
   out = {}
   for i in range(num_seeds):
     p = evaluation.seed_params(params, i)
-    batches = list(data.batches(prepared, split, d))
-    if max_sentences:
-      batches = _first_sentences(batches, max_sentences)
     metrics = evaluation.loss_and_perplexity(cfg, p, batches, mesh=mesh)
     trans = evaluation.translate(cfg, p, batches, prepared.tgt_tokenizer, beam_size, t.beam_alpha,
                                  t.max_decode_factor, mesh=mesh)
