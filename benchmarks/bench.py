@@ -33,6 +33,7 @@ _STEPS = flags.DEFINE_integer('steps', None, 'timed calls per figure (default 10
 def machine() -> dict:
   """What the figures were measured on."""
   import jax
+  from attnmt import host_memory
   cpu = platform.processor() or ''
   try:
     for line in Path('/proc/cpuinfo').read_text().splitlines():
@@ -43,7 +44,7 @@ def machine() -> dict:
     pass
   return {'host': socket.gethostname(), 'cpu': cpu, 'cpu_cores': os.cpu_count(), 'jax': jax.__version__,
           'backend': jax.default_backend(), 'devices': [str(d) for d in jax.devices()],
-          'xla_flags': os.environ.get('XLA_FLAGS', '')}
+          'xla_flags': os.environ.get('XLA_FLAGS', ''), 'host_memory': host_memory.describe()}
 
 
 def run(cfg, sizes, sections=SECTIONS, peak_sizes=(1024, 2048), peak_repeats=10, log=print) -> dict:
@@ -128,6 +129,8 @@ def table(result: dict) -> str:
 
 def main(argv):
   del argv
+  from attnmt import host_memory
+  host_memory.keep_freed_memory()   # as the training entry points do; ATTNMT_KEEP_FREED_MEMORY=0 to compare
   from benchmarks.cases import BENCH_MODEL, Sizes
   cfg = dataclasses.replace(BENCH_MODEL, dtype=_DTYPE.value)
   steps = _STEPS.value or (3 if _QUICK.value else 10)
