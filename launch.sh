@@ -16,23 +16,56 @@ PY=$VENV/bin/python
 
 die() { echo "launch.sh: $*" >&2; exit 1; }
 
-# The embedded corpus is read from two Debian SWORD modules (see README, Data).
-install_sword_modules() {
+# Debian packages: the two SWORD modules the embedded corpus is read from (see README, Data), and
+# tcmalloc, which Python commands run with (see attnmt/host_memory.py; optional: without it they run
+# with the system malloc, slower).
+SWORD_PACKAGES="sword-text-web sword-text-sparv"
+TCMALLOC_PACKAGE=libtcmalloc-minimal4
+
+have_sword_modules() {
   local sword=${SWORD_PATH:-/usr/share/sword}
-  if [ -d "$sword/modules/texts/ztext/engweb2015eb" ] || [ -d "$sword/modules/texts/ztext/engWEB2015eb" ]; then
-    if ls "$sword"/modules/texts/ztext/ | grep -qi sparv; then return 0; fi
-  fi
-  local sudo=""
+  { [ -d "$sword/modules/texts/ztext/engweb2015eb" ] || [ -d "$sword/modules/texts/ztext/engWEB2015eb" ]; } \
+    && ls "$sword"/modules/texts/ztext/ | grep -qi sparv
+}
+
+tcmalloc_library() {
+  { ldconfig -p || /sbin/ldconfig -p; } 2>/dev/null | awk '/libtcmalloc_minimal\.so\.4 /{print $NF; exit}'
+}
+
+install_debian_packages() {
+  local need_sword=0 need_tcmalloc=0 sudo=""
+  have_sword_modules || need_sword=1
+  [ -n "$(tcmalloc_library)" ] || [ "${ATTNMT_TCMALLOC:-1}" = 0 ] || need_tcmalloc=1
+  [ $need_sword = 1 ] || [ $need_tcmalloc = 1 ] || return 0
   if [ "$(id -u)" != 0 ]; then
     if command -v sudo >/dev/null && sudo -n true 2>/dev/null; then sudo="sudo -n"; else
-      echo "launch.sh: the Bible corpus needs the SWORD modules; run: sudo apt-get update && sudo apt-get install -y sword-text-web sword-text-sparv" >&2
+      [ $need_sword = 0 ] || echo "launch.sh: the Bible corpus needs the SWORD modules; run: sudo apt-get update && sudo apt-get install -y $SWORD_PACKAGES" >&2
+      [ $need_tcmalloc = 0 ] || echo "launch.sh: running with the system malloc (slower); for tcmalloc run: sudo apt-get install -y $TCMALLOC_PACKAGE" >&2
       return 0
     fi
   fi
-  echo "launch.sh: installing Debian packages sword-text-web sword-text-sparv" >&2
-  $sudo apt-get update -qq >/dev/null || die "apt-get update failed; run: sudo apt-get update && sudo apt-get install -y sword-text-web sword-text-sparv"
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq sword-text-web sword-text-sparv >/dev/null \
-    || die "could not install the SWORD modules; run: sudo apt-get install -y sword-text-web sword-text-sparv"
+  echo "launch.sh: installing Debian packages$([ $need_sword = 1 ] && echo " $SWORD_PACKAGES")$([ $need_tcmalloc = 1 ] && echo " $TCMALLOC_PACKAGE")" >&2
+  $sudo apt-get update -qq >/dev/null || die "apt-get update failed; run: sudo apt-get update && sudo apt-get install -y $SWORD_PACKAGES $TCMALLOC_PACKAGE"
+  if [ $need_sword = 1 ]; then
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq $SWORD_PACKAGES >/dev/null \
+      || die "could not install the SWORD modules; run: sudo apt-get install -y $SWORD_PACKAGES"
+  fi
+  if [ $need_tcmalloc = 1 ]; then
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq $TCMALLOC_PACKAGE >/dev/null \
+      || echo "launch.sh: could not install $TCMALLOC_PACKAGE; running with the system malloc (slower)" >&2
+  fi
+}
+
+# Python runs with tcmalloc when it is installed (ATTNMT_TCMALLOC=0: the system malloc). XLA frees and
+# reallocates its temporary buffers at every step; tcmalloc reuses them where glibc maps fresh pages.
+use_tcmalloc() {
+  local lib
+  [ "${ATTNMT_TCMALLOC:-1}" != 0 ] || return 0
+  lib=$(tcmalloc_library)
+  [ -n "$lib" ] || return 0
+  case ":${LD_PRELOAD:-}:" in *":$lib:"*) return 0 ;; esac
+  export LD_PRELOAD="$lib${LD_PRELOAD:+:$LD_PRELOAD}"
+  export TCMALLOC_LARGE_ALLOC_REPORT_THRESHOLD=${TCMALLOC_LARGE_ALLOC_REPORT_THRESHOLD:-1099511627776}
 }
 
 setup() {
@@ -48,7 +81,8 @@ setup() {
     "$PY" -m pip install -q -e ".[dev]" || die "pip install failed (see above)"
     echo "$sum" > "$stamp"
   fi
-  install_sword_modules
+  install_debian_packages
+  use_tcmalloc
 }
 
 cmd=${1:-help}; shift || true

@@ -44,7 +44,7 @@ def machine() -> dict:
     pass
   return {'host': socket.gethostname(), 'cpu': cpu, 'cpu_cores': os.cpu_count(), 'jax': jax.__version__,
           'backend': jax.default_backend(), 'devices': [str(d) for d in jax.devices()],
-          'xla_flags': os.environ.get('XLA_FLAGS', ''), 'host_memory': host_memory.describe()}
+          'xla_flags': os.environ.get('XLA_FLAGS', ''), 'malloc': host_memory.allocator()}
 
 
 def run(cfg, sizes, sections=SECTIONS, peak_sizes=(1024, 2048), peak_repeats=10, log=print) -> dict:
@@ -118,7 +118,8 @@ def table(result: dict) -> str:
   if any('*' in row[5] for row in rows):
     lines.append('* the peak re-measured after this row was below 0.9 x the start: the machine\'s load changed')
   lines.append(f'\nmatmul peak {p["gflops"]:.1f} GFLOP/s {p["start"]["dtype"]} (end of run: {p["end"]["gflops"]:.1f}); '
-               f'{result["machine"]["cpu"]}, {result["machine"]["cpu_cores"]} cores, jax {result["machine"]["jax"]}')
+               f'{result["machine"]["cpu"]}, {result["machine"]["cpu_cores"]} cores, jax {result["machine"]["jax"]}, '
+               f'{result["machine"].get("malloc", "system malloc")}')
   if 'train' in result and 'forward_s' in result['train']:
     t = result['train']
     lines.append(f'train step parts: forward {t["forward_s"]:.3f} s ({100 * t["forward_fraction_of_peak"]:.0f}% of peak), '
@@ -129,8 +130,6 @@ def table(result: dict) -> str:
 
 def main(argv):
   del argv
-  from attnmt import host_memory
-  host_memory.keep_freed_memory()   # as the training entry points do; ATTNMT_KEEP_FREED_MEMORY=0 to compare
   from benchmarks.cases import BENCH_MODEL, Sizes
   cfg = dataclasses.replace(BENCH_MODEL, dtype=_DTYPE.value)
   steps = _STEPS.value or (3 if _QUICK.value else 10)

@@ -112,8 +112,6 @@ def profile(cfg: ModelConfig = cases.BENCH_MODEL, sizes: cases.Sizes = cases.Siz
 
 
 def main():
-  from attnmt import host_memory
-  host_memory.keep_freed_memory()
   r = profile()
   print(f'matmul peak {r["peak_gflops"]:.1f} GFLOP/s; profiled step {r["step_s"]:.3f} s (the profiler adds some)')
   print('| part | wall (s) | busy, both threads (s) | model GFLOP | ideal at peak (s) | wall - ideal (s) |')

@@ -56,8 +56,6 @@ def measure(n: int, steps: int, batch: int, dtype: str) -> dict:
 
 def main(argv):
   del argv
-  from attnmt import host_memory
-  host_memory.keep_freed_memory()
   if FLAGS.one:
     print('RESULT ' + json.dumps(measure(FLAGS.one, FLAGS.steps, FLAGS.batch, FLAGS.dtype)), flush=True)
     return

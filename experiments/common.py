@@ -33,8 +33,6 @@ def run_guarded(fn):
   ValueErrors of attnmt.data (unknown names, malformed files). Set ATTNMT_DEBUG=1 for the traceback.
   """
   from absl import logging
-  from attnmt import host_memory
-  host_memory.keep_freed_memory()   # before the first JAX computation starts XLA's threads
   from attnmt.checkpoints import CheckpointError
   from attnmt.config import ConfigError
   from attnmt.guards import NonFiniteError, TrainingStopped

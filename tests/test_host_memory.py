@@ -1,8 +1,8 @@
-"""host_memory.keep_freed_memory: a jitted program's temporary buffer is reused, not page-faulted anew.
+"""tcmalloc (which launch.sh preloads): a jitted program's temporary buffer is reused, not faulted anew.
 
-Each case runs in a fresh process, since the setting must precede XLA's threads. The program's
-temporary buffer is a 4096 x 4096 float32 product (64 MiB = 16,384 pages), above glibc's largest
-mmap threshold, so with malloc's defaults every call maps it afresh and touches every page again.
+Each case runs the same program in a fresh process: its temporary buffer is a 4096 x 4096 float32
+product (64 MiB = 16,384 pages), larger than any block glibc's malloc keeps, so with the system
+malloc every call maps it afresh and touches every page again (the reference case below).
 """
 import os
 import platform
@@ -11,12 +11,13 @@ import sys
 
 import pytest
 
+from attnmt import host_memory
+
 PAGES = 4096 * 4096 * 4 // 4096
 
 SCRIPT = r'''
 import resource
 from attnmt import host_memory
-applied = host_memory.keep_freed_memory()
 import jax, jax.numpy as jnp
 f = jax.jit(lambda x: (jnp.tanh(x @ x.T) @ x).sum())
 x = jnp.ones((4096, 64), jnp.float32)
@@ -26,30 +27,42 @@ for _ in range(3):
   before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
   f(x).block_until_ready()
   faults.append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
-print(applied, min(faults), host_memory.describe())
+print(min(faults), host_memory.allocator())
 '''
 
-glibc_only = pytest.mark.skipif(not sys.platform.startswith('linux') or platform.libc_ver()[0] != 'glibc',
-                                reason='mallopt settings exist on glibc only')
+TCMALLOC = host_memory.tcmalloc_library()
+needs_tcmalloc = pytest.mark.skipif(TCMALLOC is None and not os.environ.get('CI'),
+                                    reason=f'{host_memory.DEBIAN_PACKAGE} not installed (launch.sh installs it)')
 
 
-def _run(keep: str):
-  env = dict(os.environ, ATTNMT_KEEP_FREED_MEMORY=keep, JAX_PLATFORMS='cpu')
+def _run(preload: str | None):
+  env = {k: v for k, v in os.environ.items() if k != 'LD_PRELOAD'}
+  env['JAX_PLATFORMS'] = 'cpu'
+  if preload:
+    env['LD_PRELOAD'] = preload
   out = subprocess.run([sys.executable, '-c', SCRIPT], env=env, capture_output=True, text=True, check=True)
-  applied, faults, describe = out.stdout.split(' ', 2)
-  return applied == 'True', int(faults), describe.strip()
+  faults, allocator = out.stdout.split(' ', 1)
+  return int(faults), allocator.strip()
 
 
-@glibc_only
-def test_freed_buffer_is_reused_without_page_faults():
-  applied, faults, describe = _run('1')
-  assert applied and describe.startswith('glibc malloc keeps freed memory')
+@needs_tcmalloc
+def test_tcmalloc_reuses_the_freed_buffer():
+  assert TCMALLOC, f'{host_memory.DEBIAN_PACKAGE} is missing: launch.sh should have installed it'
+  faults, allocator = _run(TCMALLOC)
+  assert allocator == 'tcmalloc'
   assert faults < PAGES // 10, faults
 
 
-@glibc_only
-def test_malloc_defaults_fault_the_buffer_in_again():
-  """The reference the test above is measured against: the same program, malloc left alone."""
-  applied, faults, describe = _run('0')
-  assert not applied and describe == 'malloc defaults'
+@pytest.mark.skipif(not sys.platform.startswith('linux') or platform.libc_ver()[0] != 'glibc',
+                    reason='the reference behaviour is glibc malloc\'s')
+def test_system_malloc_faults_the_buffer_in_again():
+  """The reference the test above is measured against: the same program with glibc's malloc."""
+  faults, allocator = _run(None)
+  assert allocator == 'system malloc'
   assert faults > PAGES // 2, faults
+
+
+@pytest.mark.skipif(not os.environ.get('CI'), reason='checks the environment launch.sh gives the CI run')
+def test_launch_sh_runs_python_with_tcmalloc():
+  assert host_memory.allocator() == 'tcmalloc', (
+      f'the tests run with the system malloc; launch.sh should install {host_memory.DEBIAN_PACKAGE} and preload it')
