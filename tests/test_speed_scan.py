@@ -110,3 +110,53 @@ def test_lstm_gates_gradient_equals_autodiff():
   jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-6), fast(z, c, h), plain(z, c, h))
   jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6),
                jax.grad(loss(fast), argnums=(0, 1, 2))(z, c, h), jax.grad(loss(plain), argnums=(0, 1, 2))(z, c, h))
+
+
+
+def _sub_jaxprs(params: dict):
+  for v in params.values():
+    for item in (v if isinstance(v, (tuple, list)) else (v,)):
+      if hasattr(item, 'jaxpr') and hasattr(item, 'consts'):     # a ClosedJaxpr
+        yield item.jaxpr
+      elif hasattr(item, 'eqns'):                                 # a Jaxpr
+        yield item
+
+
+def _scan_dot_generals(jaxpr, in_scan: bool = False) -> list:
+  """The dot_general equations inside scan bodies of a jaxpr, at any depth."""
+  found = []
+  for eqn in jaxpr.eqns:
+    if in_scan and eqn.primitive.name == 'dot_general':
+      found.append(eqn)
+    for sub in _sub_jaxprs(eqn.params):
+      found += _scan_dot_generals(sub, in_scan or eqn.primitive.name == 'scan')
+  return found
+
+
+def test_backward_scan_multiplies_by_stored_transposes():
+  """Inside the backward scan, dy @ Wᵀ multiplies a stored N x I copy of W (contracted on its first
+  axis), never W contracted on its second axis: the form XLA:CPU runs about 10 % slower."""
+  rng = np.random.default_rng(3)
+  normal = lambda *shape: jnp.asarray(rng.normal(size=shape), jnp.float32)
+  matrices, consts = {'hh': normal(4, 5), 'ctx': normal(4, 5)}, {'b': normal(4)}
+  carry = (normal(3, 4), jnp.int32(0))
+  xs = (normal(6, 3, 4), jnp.ones((6, 3), bool))
+
+  def step(mm, consts, carry, x):
+    h, t = carry
+    new = jnp.tanh(mm('hh', h)[:, :4] + mm('ctx', x[0])[:, 1:] + consts['b'])
+    return (new, t + 1), new
+
+  def loss(scan, m, c):
+    (h, _), hs = scan(step, m, c, carry, xs)
+    return jnp.sum(h ** 2) + jnp.sum(jnp.sin(hs))
+
+  fast = jax.grad(functools.partial(loss, deferred_scan.deferred_weight_scan), argnums=(0, 1))
+  dots = _scan_dot_generals(jax.make_jaxpr(fast)(matrices, consts).jaxpr)
+  rhs = [(tuple(e.invars[1].aval.shape), tuple(e.params['dimension_numbers'][0][1])) for e in dots]
+  assert ((4, 5), (0,)) in rhs                # forward: h @ W, W (I x N) contracted on its first axis
+  assert ((5, 4), (0,)) in rhs                # backward: dy @ W_t, the stored N x I transpose
+  assert ((4, 5), (1,)) not in rhs            # never dy @ Wᵀ as W contracted on its second axis
+  slow = jax.grad(functools.partial(loss, deferred_scan.reference_scan), argnums=(0, 1))
+  for got, want in zip(jax.tree.leaves(fast(matrices, consts)), jax.tree.leaves(slow(matrices, consts))):
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
