@@ -8,6 +8,8 @@
 #   ./launch.sh analyze [FLAGS]    analyse checkpoints    (experiments/analyze.py)
 #   ./launch.sh translate [FLAGS]  translate with a checkpoint (experiments/translate.py)
 #   ./launch.sh bench [FLAGS]      the speed benchmark    (benchmarks/bench.py)
+#   ./launch.sh ab [FLAGS]         paired A/B of the training step, with a control (benchmarks/ab_step.py)
+#   ./launch.sh profile            the training step by part against its FLOPs (benchmarks/profile_step.py)
 set -euo pipefail
 cd "$(dirname "$0")"
 ROOT=$(pwd)
@@ -105,6 +107,12 @@ case "$cmd" in
   bench)
     setup
     exec "$PY" -m benchmarks.bench "$@" ;;
-  help|-h|--help) sed -n '2,11p' "$0" ;;
-  *) die "unknown subcommand '$cmd'; valid: setup, test, main, train, sweep, analyze, translate, bench, help" ;;
+  ab)
+    setup
+    exec "$PY" -m benchmarks.ab_step "$@" ;;
+  profile)
+    setup
+    exec "$PY" -m benchmarks.profile_step "$@" ;;
+  help|-h|--help) sed -n '2,12p' "$0" ;;
+  *) die "unknown subcommand '$cmd'; valid: setup, test, main, train, sweep, analyze, translate, bench, ab, profile, help" ;;
 esac

@@ -46,3 +46,17 @@ def test_flop_count_of_the_bench_config():
   # Greedy decoding performs the teacher-forced forward pass's products; a beam of 5 five times the decoder's.
   assert flops.decode_flops(BENCH_MODEL, 64, 32, 32) == forward
   assert flops.decode_flops(BENCH_MODEL, 64, 32, 32, beam=5) > 4 * forward
+
+
+def test_paired_summary_of_the_ab_step_by_hand():
+  """Differences (other - base) pair by pair: 0.1, -0.1, 0.3, 0.5 (hand-worked)."""
+  import pytest
+  from benchmarks.ab_step import paired_summary
+  s = paired_summary([1.0, 2.0, 1.5, 1.0], [1.1, 1.9, 1.8, 1.5])
+  assert s['median'] == pytest.approx(0.2)                 # middle of -0.1, 0.1, 0.3, 0.5
+  assert s['mean'] == pytest.approx(0.2)
+  assert s['q1'] == pytest.approx(0.05) and s['q3'] == pytest.approx(0.35)   # inclusive quartiles
+  # deviations from the mean -0.1, -0.3, 0.1, 0.3: sample standard deviation sqrt(0.2 / 3)
+  assert s['mean_se'] == pytest.approx((0.2 / 3) ** 0.5 / 2)
+  with pytest.raises(ValueError, match='equally long'):
+    paired_summary([1.0, 2.0], [1.0])
