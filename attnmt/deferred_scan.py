@@ -43,15 +43,15 @@ def _product_transposed_vjp(x: jax.Array, w: jax.Array, w_t: jax.Array) -> jax.A
   gradient flows to w or w_t here: the scan's weights get theirs after the backward scan.
   """
   del w_t
-  return x @ w.astype(x.dtype)
+  return product(x, w)
 
 
 def _product_t_fwd(x, w, w_t):
-  return _product_transposed_vjp(x, w, w_t), w_t
+  return product(x, w), w_t
 
 
 def _product_t_bwd(w_t, dy):
-  return (dy @ w_t.astype(dy.dtype)).astype(dy.dtype), None, None
+  return product(dy, w_t), None, None
 
 
 _product_transposed_vjp.defvjp(_product_t_fwd, _product_t_bwd)
