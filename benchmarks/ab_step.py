@@ -16,7 +16,6 @@ before `--variants` compiles it; see benchmarks/README.md ("Session 4").
 """
 from __future__ import annotations
 
-import functools
 import json
 import statistics
 import time
@@ -40,17 +39,12 @@ def paired_summary(base: list[float], other: list[float]) -> dict:
 
 def run(variants: dict[str, dict], steps: int) -> dict:
   import jax
-  from attnmt import training
   from benchmarks import cases
 
-  cfg = cases.BENCH_MODEL
-  opt = training.make_optimizer(1e-3)
-  batch = cases.random_batch(cfg, cases.Sizes())
   variants = {'base': {}, 'base_again': {}, **variants}
   compiled, states = {}, {}
   for name, options in variants.items():
-    states[name] = training.init_train_state(cfg, opt, 0)
-    jitted = jax.jit(functools.partial(training.train_step, cfg, opt), donate_argnums=0)
+    jitted, states[name], batch = cases.train_program(cases.BENCH_MODEL, cases.Sizes())
     compiled[name] = jitted.lower(states[name], batch).compile(compiler_options=options or None)
 
   def one_step(name):

@@ -49,17 +49,22 @@ def _rates(gflop: float, seconds: float, peak_gflops: float) -> dict:
   return {'gflop': gflop, 'gflops': achieved, 'fraction_of_peak': achieved / peak_gflops}
 
 
+def train_program(cfg: ModelConfig, sizes: Sizes):
+  """What every training-step figure times: the jitted, state-donating `train_step` (Adam with
+  clipping), a fresh state and a random batch of the given sizes. Returns (jitted, state, batch)."""
+  opt = training.make_optimizer(1e-3)
+  jitted = jax.jit(functools.partial(training.train_step, cfg, opt), donate_argnums=0)
+  return jitted, training.init_train_state(cfg, opt, 0), random_batch(cfg, sizes)
+
+
 def train_case(cfg: ModelConfig, sizes: Sizes, peak_gflops: float, breakdown: bool = True) -> dict:
   """One jitted, state-donating `train_step`: compile time, median step, tokens/s, fraction of peak.
 
   With `breakdown`, also the forward pass alone and forward + backward without the optimiser, so
   the time of the backward pass can be read off as (grad - forward).
   """
-  opt = training.make_optimizer(1e-3)
-  state = training.init_train_state(cfg, opt, 0)
-  batch = random_batch(cfg, sizes)
-  step, compile_s = compile_timed(jax.jit(functools.partial(training.train_step, cfg, opt), donate_argnums=0),
-                                  state, batch)
+  jitted, state, batch = train_program(cfg, sizes)
+  step, compile_s = compile_timed(jitted, state, batch)
   holder = {'state': state}
 
   def run_once():

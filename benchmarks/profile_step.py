@@ -16,14 +16,12 @@ large products busy is about the wall time, not twice it.
 from __future__ import annotations
 
 import collections
-import functools
 import glob
 import re
 import tempfile
 
 import jax
 
-from attnmt import training
 from attnmt.config import ModelConfig
 from benchmarks import cases, flops
 from benchmarks.timing import matmul_peak
@@ -74,10 +72,8 @@ def _merged_length(intervals: list[tuple[int, int]]) -> int:
 
 
 def profile(cfg: ModelConfig = cases.BENCH_MODEL, sizes: cases.Sizes = cases.Sizes(), steps: int = 3) -> dict:
-  opt = training.make_optimizer(1e-3)
-  state = training.init_train_state(cfg, opt, 0)
-  batch = cases.random_batch(cfg, sizes)
-  compiled = jax.jit(functools.partial(training.train_step, cfg, opt), donate_argnums=0).lower(state, batch).compile()
+  jitted, state, batch = cases.train_program(cfg, sizes)
+  compiled = jitted.lower(state, batch).compile()
   op_names = {m.group(1): m.group(2) for m in
               re.finditer(r'^\s*(?:ROOT )?%(\S+) = [^\n]*?op_name="([^"]*)"', compiled.as_text(), re.M)}
   for _ in range(3):
