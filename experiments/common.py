@@ -53,10 +53,18 @@ def run_guarded(fn):
 def _exit(message: str, code: int):
   """Prints the one line and leaves at once. Checkpoint writers are closed or waited for before these
   errors are raised; a normal interpreter teardown would let Orbax's background tensorstore reads
-  (after a failed restore) print asyncio tracebacks under the message."""
-  print(message, file=sys.stderr)
+  (after a failed restore) print asyncio tracebacks under the message.
+
+  Such a thread can also be printing while we do, so stderr (the file descriptor, for every thread)
+  is pointed at /dev/null first and the message goes to a copy of the original: nothing lands after
+  or inside the line.
+  """
   sys.stdout.flush()
   sys.stderr.flush()
+  original = os.dup(2)
+  devnull = os.open(os.devnull, os.O_WRONLY)
+  os.dup2(devnull, 2)
+  os.write(original, (message + '\n').encode('utf-8', 'replace'))
   os._exit(code)
 
 
