@@ -10,7 +10,8 @@
 #   ./launch.sh bench [FLAGS]      the speed benchmark    (benchmarks/bench.py)
 #   ./launch.sh ab [FLAGS]         paired A/B of the training step, with a control (benchmarks/ab_step.py)
 #   ./launch.sh profile            the training step by part against its FLOPs (benchmarks/profile_step.py)
-set -euo pipefail
+set -Eeuo pipefail
+trap 'echo "launch.sh: line $LINENO failed (status $?); nothing after it ran" >&2' ERR
 cd "$(dirname "$0")"
 ROOT=$(pwd)
 VENV=${ATTNMT_VENV:-$ROOT/.venv}
@@ -27,11 +28,14 @@ TCMALLOC_PACKAGE=libtcmalloc-minimal4
 have_sword_modules() {
   local sword=${SWORD_PATH:-/usr/share/sword}
   { [ -d "$sword/modules/texts/ztext/engweb2015eb" ] || [ -d "$sword/modules/texts/ztext/engWEB2015eb" ]; } \
-    && ls "$sword"/modules/texts/ztext/ | grep -qi sparv
+    && ls "$sword"/modules/texts/ztext/ | grep -i sparv >/dev/null   # not grep -q: see tcmalloc_library
 }
 
+# The reader of a pipe must read to the end: one that exits at its first match (awk's exit, grep -q)
+# can kill the writer with SIGPIPE, and under pipefail the pipeline then fails (141) and set -e stops
+# launch.sh without a word.
 tcmalloc_library() {
-  { ldconfig -p || /sbin/ldconfig -p; } 2>/dev/null | awk '/libtcmalloc_minimal\.so\.4 /{print $NF; exit}'
+  { ldconfig -p || /sbin/ldconfig -p; } 2>/dev/null | awk '/libtcmalloc_minimal\.so\.4 / && !found++ {print $NF}'
 }
 
 install_debian_packages() {

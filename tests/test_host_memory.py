@@ -66,3 +66,23 @@ def test_system_malloc_faults_the_buffer_in_again():
 def test_launch_sh_runs_python_with_tcmalloc():
   assert host_memory.allocator() == 'tcmalloc', (
       f'the tests run with the system malloc; launch.sh should install {host_memory.DEBIAN_PACKAGE} and preload it')
+
+
+def test_launch_sh_finds_tcmalloc_without_dying_of_sigpipe():
+  """launch.sh runs under `set -o pipefail`: a pipe reader that exits at its first match (awk's
+  `exit`, `grep -q`) can kill the writer with SIGPIPE, and the pipeline then fails with 141 and stops
+  launch.sh silently. The old `tcmalloc_library` did so in about 1 call in 30 here; the function must
+  succeed every time, and print the same library as `host_memory.tcmalloc_library`."""
+  library = host_memory.tcmalloc_library()
+  if library is None:
+    pytest.skip('tcmalloc is not installed: launch.sh installs it (libtcmalloc-minimal4)')
+  root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+  script = r'''
+set -o pipefail
+source <(sed -n '/^tcmalloc_library()/,/^}/p' launch.sh)
+for i in $(seq 300); do found=$(tcmalloc_library) || { echo "failed with status $? on call $i"; exit 1; }; done
+echo "$found"
+'''
+  res = subprocess.run(['bash', '-c', script], cwd=root, capture_output=True, text=True, timeout=120)
+  assert res.returncode == 0, res.stdout + res.stderr
+  assert os.path.basename(res.stdout.strip()) == os.path.basename(library)   # find_library gives the soname
