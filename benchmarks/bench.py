@@ -4,8 +4,9 @@ r"""The speed benchmark: the bench config of DESIGN.md against this machine's ma
     python -m benchmarks.bench --quick --only=train  # a smoke check
     ./launch.sh bench --dtype=bfloat16               # bf16 compute, float32 parameters (for GPUs)
 
-Measures in one run: the float32 (or bf16) matmul peak, at the start and again at the end; the
-training step (compile time, median step, target tokens/s, model GFLOP/s, fraction of peak);
+Measures in one run: the float32 (or bf16) matmul peak, at the start, between every two timed
+calls (each call's fraction of peak is taken against the peak of its own moment, see
+benchmarks/timing.py) and at the end; the training step (compile time, median step, target tokens/s, model GFLOP/s, fraction of peak);
 greedy and beam-5 decoding of 64 sentences to exactly 32 tokens; K = 1, 2, 4 seeds in one vmapped
 program; every other score function and the `luong` query timing. Prints a table and writes JSON
 (`--out`, default `benchmarks/results/bench_<host>.json`).
@@ -50,7 +51,7 @@ def machine() -> dict:
 def run(cfg, sizes, sections=SECTIONS, peak_sizes=(1024, 2048), peak_repeats=10, log=print) -> dict:
   """Runs the chosen sections on model `cfg` at `sizes`; returns the results as one JSON-able dict."""
   from benchmarks import cases
-  from benchmarks.timing import matmul_peak
+  from benchmarks.timing import PeakProbe, matmul_peak
   unknown = set(sections) - set(SECTIONS)
   if unknown:
     raise ValueError(f'unknown section(s) {sorted(unknown)}; valid: {", ".join(SECTIONS)}')
@@ -59,43 +60,48 @@ def run(cfg, sizes, sections=SECTIONS, peak_sizes=(1024, 2048), peak_repeats=10,
   peak_start = matmul_peak(peak_sizes, peak_repeats, cfg.dtype)
   log(f'matmul peak: {peak_start["gflops"]:.1f} GFLOP/s ({cfg.dtype})')
   peak = peak_start['gflops']
+  probe = PeakProbe(peak_sizes[-1], cfg.dtype)
 
   def checked(case: dict) -> dict:
-    """Adds the peak re-measured right after the case: well below the start, the load changed."""
-    after = matmul_peak(peak_sizes[-1:], max(3, peak_repeats // 2), cfg.dtype)['gflops']
-    return {**case, 'peak_after_gflops': after, 'load_changed': after < 0.9 * peak}
+    """Marks a case whose probed peak fell well below the start's: the machine's load changed."""
+    return {**case, 'load_changed': case['peak_gflops'] < 0.9 * peak}
 
   if 'train' in sections:
-    result['train'] = checked(cases.train_case(cfg, sizes, peak))
+    result['train'] = checked(cases.train_case(cfg, sizes, probe, peak))
     log(f'train: {result["train"]["step_s"]:.3f} s/step')
   if 'decode' in sections:
-    result['greedy'] = checked(cases.decode_case(cfg, sizes, peak, beam=1))
+    result['greedy'] = checked(cases.decode_case(cfg, sizes, probe, peak, beam=1))
     log(f'greedy: {result["greedy"]["call_s"]:.3f} s')
-    result['beam'] = checked(cases.decode_case(cfg, sizes, peak, beam=sizes.beam))
+    result['beam'] = checked(cases.decode_case(cfg, sizes, probe, peak, beam=sizes.beam))
     log(f'beam: {result["beam"]["call_s"]:.3f} s')
   if 'seeds' in sections:
-    result['seeds'] = [checked(cases.seeds_case(cfg, sizes, peak, k)) for k in (1, 2, 4)]
+    result['seeds'] = [checked(cases.seeds_case(cfg, sizes, probe, peak, k)) for k in (1, 2, 4)]
     log('seeds: ' + ', '.join(f'{s["seeds"]}: {s["step_s"]:.3f} s' for s in result['seeds']))
   if 'scores' in sections:
     result['scores'] = {}
     for name, variant in cases.score_variants(cfg).items():
-      result['scores'][name] = checked(cases.train_case(variant, sizes, peak, breakdown=False))
+      result['scores'][name] = checked(cases.train_case(variant, sizes, probe, peak, breakdown=False))
       log(f'score {name}: {result["scores"][name]["step_s"]:.3f} s/step')
   peak_end = matmul_peak(peak_sizes, peak_repeats, cfg.dtype)
-  result['peak'] = {'gflops': peak, 'start': peak_start, 'end': peak_end, 'loadavg_end': os.getloadavg(),
-                    'note': 'fractions of peak use the start measurement; a case whose peak_after_gflops '
-                            'is below 0.9 x start ran under a changed load (marked * in the table)'}
+  result['peak'] = {'gflops': peak, 'start': peak_start, 'end': peak_end, 'probe_n': probe.n,
+                    'loadavg_end': os.getloadavg(),
+                    'note': 'fraction_of_peak: median over timed calls of each call\'s rate against the '
+                            'mean of the n x n products timed right before and after it (peak_gflops is '
+                            'their median); fraction_of_start_peak uses the start measurement. A case whose '
+                            'peak_gflops is below 0.9 x start ran under a changed load (marked * in the table)'}
   return result
 
 
 def table(result: dict) -> str:
   """The results as a Markdown table, one row per measured program."""
-  rows = [('program', 'time (s)', 'rate', 'GFLOP', 'GFLOP/s', 'of peak', 'compile (s)')]
+  rows = [('program', 'time (s)', 'rate', 'GFLOP', 'GFLOP/s', 'peak then', 'of peak', 'of start peak',
+           'compile (s)')]
 
   def add(name, seconds, rate, r):
     mark = '*' if r.get('load_changed') else ''
-    rows.append((name, f'{seconds:.3f}', rate, f'{r["gflop"]:.1f}', f'{r["gflops"]:.1f}',
-                 f'{100 * r["fraction_of_peak"]:.0f}%{mark}', f'{r["compile_s"]:.1f}'))
+    rows.append((name, f'{seconds:.3f}', rate, f'{r["gflop"]:.1f}', f'{r["gflops"]:.1f}', f'{r["peak_gflops"]:.1f}',
+                 f'{100 * r["fraction_of_peak"]:.0f}%{mark}', f'{100 * r["fraction_of_start_peak"]:.0f}%',
+                 f'{r["compile_s"]:.1f}'))
   if 'train' in result:
     t = result['train']
     add('train step (additive, bahdanau)', t['step_s'], f'{t["target_tokens_per_s"]:.0f} tok/s', t)
@@ -115,9 +121,11 @@ def table(result: dict) -> str:
   lines = ['| ' + ' | '.join(c.ljust(w) for c, w in zip(r, widths)) + ' |' for r in rows]
   lines.insert(1, '| ' + ' | '.join('-' * w for w in widths) + ' |')
   p = result['peak']
-  if any('*' in row[5] for row in rows):
-    lines.append('* the peak re-measured after this row was below 0.9 x the start: the machine\'s load changed')
-  lines.append(f'\nmatmul peak {p["gflops"]:.1f} GFLOP/s {p["start"]["dtype"]} (end of run: {p["end"]["gflops"]:.1f}); '
+  if any('*' in row[6] for row in rows):
+    lines.append('* the peak probed during this row was below 0.9 x the start: the machine\'s load changed')
+  lines.append(f'\n"peak then": the median of {p["probe_n"]}^3 products timed between the calls; "of peak" is '
+               'the median over calls of each call\'s rate against the products right before and after it.')
+  lines.append(f'matmul peak at the start {p["gflops"]:.1f} GFLOP/s {p["start"]["dtype"]} (end of run: {p["end"]["gflops"]:.1f}); '
                f'{result["machine"]["cpu"]}, {result["machine"]["cpu_cores"]} cores, jax {result["machine"]["jax"]}, '
                f'{result["machine"].get("malloc", "system malloc")}')
   if 'train' in result and 'forward_s' in result['train']:

@@ -1,7 +1,10 @@
 """The benchmark's cases: training step, greedy and beam decoding, vmapped seeds, every score function.
 
 Each case returns a flat dict of figures (seconds, tokens or sentences per second, model GFLOP,
-GFLOP/s and the fraction of the matmul peak measured in the same run). `Sizes` holds the bench
+GFLOP/s and the fraction of the matmul peak). The peak is probed between the timed calls
+(`timing.timed_with_peak`): `fraction_of_peak` is the median over calls of each call's rate against
+the peak of its own moment; `fraction_of_start_peak` divides by the peak measured at the start of
+the run instead, as the benchmark did before session 5. `Sizes` holds the bench
 config of DESIGN.md (batch 64, source and target length 32, no padding); tests pass tiny sizes.
 """
 from __future__ import annotations
@@ -17,7 +20,7 @@ from attnmt import decoding, training
 from attnmt.config import ModelConfig
 from attnmt.model import BOS, EOS
 from benchmarks import flops
-from benchmarks.timing import compile_timed, median_seconds
+from benchmarks.timing import PeakProbe, Timed, compile_timed, median_seconds, paired_fractions, timed_with_peak
 
 # DESIGN.md, Bench config: the ModelConfig defaults are that model.
 BENCH_MODEL = ModelConfig()
@@ -44,9 +47,10 @@ def random_batch(cfg: ModelConfig, sizes: Sizes, seed: int = 0) -> dict:
               tgt_len=jnp.full((b,), t, jnp.int32))
 
 
-def _rates(gflop: float, seconds: float, peak_gflops: float) -> dict:
-  achieved = gflop / seconds
-  return {'gflop': gflop, 'gflops': achieved, 'fraction_of_peak': achieved / peak_gflops}
+def _rates(gflop: float, timed: Timed, start_peak_gflops: float) -> dict:
+  achieved = gflop / timed.median_s
+  return {'gflop': gflop, 'gflops': achieved, **paired_fractions(gflop, timed),
+          'fraction_of_start_peak': achieved / start_peak_gflops, 'peaks_gflops_all': timed.peaks_gflops}
 
 
 def train_program(cfg: ModelConfig, sizes: Sizes):
@@ -57,7 +61,8 @@ def train_program(cfg: ModelConfig, sizes: Sizes):
   return jitted, training.init_train_state(cfg, opt, 0), random_batch(cfg, sizes)
 
 
-def train_case(cfg: ModelConfig, sizes: Sizes, peak_gflops: float, breakdown: bool = True) -> dict:
+def train_case(cfg: ModelConfig, sizes: Sizes, probe: PeakProbe, start_peak_gflops: float,
+               breakdown: bool = True) -> dict:
   """One jitted, state-donating `train_step`: compile time, median step, tokens/s, fraction of peak.
 
   With `breakdown`, also the forward pass alone and forward + backward without the optimiser, so
@@ -70,11 +75,13 @@ def train_case(cfg: ModelConfig, sizes: Sizes, peak_gflops: float, breakdown: bo
   def run_once():
     holder['state'], metrics = step(holder['state'], batch)
     return metrics
-  seconds, times = median_seconds(run_once, sizes.steps, sizes.warmup)
+  timed = timed_with_peak(run_once, sizes.steps, sizes.warmup, probe)
   gflop = flops.train_step_flops(cfg, sizes.batch, sizes.src_len, sizes.tgt_len) / 1e9
-  out = {'compile_s': compile_s, 'step_s': seconds, 'step_s_all': times,
-         'target_tokens_per_s': sizes.batch * sizes.tgt_len / seconds, **_rates(gflop, seconds, peak_gflops)}
-  if breakdown:
+  out = {'compile_s': compile_s, 'step_s': timed.median_s, 'step_s_all': timed.seconds,
+         'target_tokens_per_s': sizes.batch * sizes.tgt_len / timed.median_s,
+         **_rates(gflop, timed, start_peak_gflops)}
+  if breakdown:          # against the case's median peak: these parts are not probed call by call
+    peak_gflops = out['peak_gflops']
     params = holder['state'].params
     fwd = jax.jit(lambda p, b: training.loss_fn(cfg, p, b, jax.random.key(0), True)[0])
     grad = jax.jit(jax.grad(lambda p, b: training.loss_fn(cfg, p, b, jax.random.key(0), True)[0]))
@@ -93,7 +100,7 @@ def never_ending_params(params):
   return {**params, 'decoder': dec}
 
 
-def decode_case(cfg: ModelConfig, sizes: Sizes, peak_gflops: float, beam: int = 1) -> dict:
+def decode_case(cfg: ModelConfig, sizes: Sizes, probe: PeakProbe, start_peak_gflops: float, beam: int = 1) -> dict:
   """Greedy (beam = 1) or beam search of a batch to exactly `tgt_len` tokens: sentences/s, fraction of peak."""
   params = never_ending_params(training.init_train_state(cfg, training.make_optimizer(1e-3), 0).params)
   batch = random_batch(cfg, sizes)
@@ -103,15 +110,15 @@ def decode_case(cfg: ModelConfig, sizes: Sizes, peak_gflops: float, beam: int = 
   else:
     run, compile_s = compile_timed(decoding.beam_search, cfg, params, src, src_len, beam_size=beam,
                                    max_len=sizes.tgt_len)
-  seconds, times = median_seconds(lambda: run(params, src, src_len), sizes.steps, sizes.warmup)
+  timed = timed_with_peak(lambda: run(params, src, src_len), sizes.steps, sizes.warmup, probe)
   out_len = np.asarray(run(params, src, src_len).lengths)
   assert np.all(out_len == sizes.tgt_len), 'decoding stopped early; the EOS bias did not hold'
   gflop = flops.decode_flops(cfg, sizes.batch, sizes.src_len, sizes.tgt_len, beam) / 1e9
-  return {'beam': beam, 'compile_s': compile_s, 'call_s': seconds, 'call_s_all': times,
-          'sentences_per_s': sizes.batch / seconds, **_rates(gflop, seconds, peak_gflops)}
+  return {'beam': beam, 'compile_s': compile_s, 'call_s': timed.median_s, 'call_s_all': timed.seconds,
+          'sentences_per_s': sizes.batch / timed.median_s, **_rates(gflop, timed, start_peak_gflops)}
 
 
-def seeds_case(cfg: ModelConfig, sizes: Sizes, peak_gflops: float, num_seeds: int) -> dict:
+def seeds_case(cfg: ModelConfig, sizes: Sizes, probe: PeakProbe, start_peak_gflops: float, num_seeds: int) -> dict:
   """K seeds trained by one vmapped program, each on its own batch: tokens/s per seed."""
   opt = training.make_optimizer(1e-3)
   states = training.init_train_states(cfg, opt, list(range(num_seeds)))
@@ -123,10 +130,11 @@ def seeds_case(cfg: ModelConfig, sizes: Sizes, peak_gflops: float, num_seeds: in
   def run_once():
     holder['states'], metrics = step(holder['states'], batches)
     return metrics
-  seconds, times = median_seconds(run_once, sizes.steps, sizes.warmup)
+  timed = timed_with_peak(run_once, sizes.steps, sizes.warmup, probe)
   gflop = num_seeds * flops.train_step_flops(cfg, sizes.batch, sizes.src_len, sizes.tgt_len) / 1e9
-  return {'seeds': num_seeds, 'compile_s': compile_s, 'step_s': seconds, 'step_s_all': times,
-          'tokens_per_s_per_seed': sizes.batch * sizes.tgt_len / seconds, **_rates(gflop, seconds, peak_gflops)}
+  return {'seeds': num_seeds, 'compile_s': compile_s, 'step_s': timed.median_s, 'step_s_all': timed.seconds,
+          'tokens_per_s_per_seed': sizes.batch * sizes.tgt_len / timed.median_s,
+          **_rates(gflop, timed, start_peak_gflops)}
 
 
 def score_variants(cfg: ModelConfig) -> dict[str, ModelConfig]:

@@ -2,9 +2,15 @@
 
 Every figure is a median over repeated calls, each ended by `block_until_ready`, so asynchronous
 dispatch cannot hide work and one slow call (another process waking up) does not move it.
+
+On a shared machine the peak itself moves by 10–20 % within minutes (other tenants), so a fraction
+of a peak measured at another moment mixes the machine's drift into the figure. `timed_with_peak`
+therefore times square products right before and right after every timed call, and a call's
+fraction of peak is taken against the mean rate of its two neighbours (`paired_fractions`).
 """
 from __future__ import annotations
 
+import dataclasses
 import statistics
 import time
 from typing import Any, Callable
@@ -52,3 +58,68 @@ def matmul_peak(sizes: tuple[int, ...] = (1024, 2048), repeats: int = 10, dtype:
     seconds, _ = median_seconds(lambda: dot(a, b), repeats, warmup=2)
     by_size[str(n)] = 2 * n ** 3 / seconds / 1e9
   return {'gflops': max(by_size.values()), 'gflops_by_size': by_size, 'dtype': dtype, 'repeats': repeats}
+
+
+class PeakProbe:
+  """An n x n `jnp.dot` in the compute dtype, compiled once; `gflops()` is the best of `calls` calls.
+
+  The best of two, not one call: the first product after a training step runs a few per cent
+  slower than the next ones (measured: median 186 against 194 GFLOP/s over 12 steps), and a low
+  probe would flatter the fraction of peak.
+  """
+
+  def __init__(self, n: int = 2048, dtype: str = 'float32', calls: int = 2):
+    key_a, key_b = jax.random.split(jax.random.key(n))
+    self.n, self.dtype, self.calls = n, dtype, calls
+    self._a = jax.random.normal(key_a, (n, n), dtype)
+    self._b = jax.random.normal(key_b, (n, n), dtype)
+    self._dot = jax.jit(jnp.dot)
+    block(self._dot(self._a, self._b))
+
+  def gflops(self) -> float:
+    best = float('inf')
+    for _ in range(self.calls):
+      start = time.perf_counter()
+      block(self._dot(self._a, self._b))
+      best = min(best, time.perf_counter() - start)
+    return 2 * self.n ** 3 / best / 1e9
+
+
+@dataclasses.dataclass
+class Timed:
+  """`steps` call times and the peak measured around them: peaks_gflops[i], peaks_gflops[i + 1]
+  were measured right before and right after call i."""
+  seconds: list[float]
+  peaks_gflops: list[float]
+
+  @property
+  def median_s(self) -> float:
+    return statistics.median(self.seconds)
+
+
+def timed_with_peak(run_once: Callable[[], Any], steps: int, warmup: int, probe: PeakProbe) -> Timed:
+  """Times `steps` calls of `run_once()` after `warmup` untimed ones, with one peak probe between calls."""
+  for _ in range(warmup):
+    block(run_once())
+  seconds, peaks = [], [probe.gflops()]
+  for _ in range(steps):
+    start = time.perf_counter()
+    block(run_once())
+    seconds.append(time.perf_counter() - start)
+    peaks.append(probe.gflops())
+  return Timed(seconds, peaks)
+
+
+def paired_fractions(gflop: float, timed: Timed) -> dict:
+  """Each call's rate against the peak of its own moment, the mean of the probes before and after it.
+
+  Returns the median of those per-call fractions (the figure the table shows), the median of the
+  per-call peaks, and the lowest and highest fraction over the calls.
+  """
+  if len(timed.peaks_gflops) != len(timed.seconds) + 1 or not timed.seconds:
+    raise ValueError(f'need n >= 1 calls and n + 1 peak probes, got {len(timed.seconds)} and '
+                     f'{len(timed.peaks_gflops)}')
+  peaks = [(a + b) / 2 for a, b in zip(timed.peaks_gflops, timed.peaks_gflops[1:])]
+  fractions = [gflop / s / p for s, p in zip(timed.seconds, peaks)]
+  return {'fraction_of_peak': statistics.median(fractions), 'peak_gflops': statistics.median(peaks),
+          'fraction_min': min(fractions), 'fraction_max': max(fractions)}

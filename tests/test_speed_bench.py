@@ -24,7 +24,9 @@ def test_bench_runs_every_section_on_a_tiny_model(tmp_path):
   assert set(result) >= {'machine', 'model', 'sizes', 'peak', 'train', 'greedy', 'beam', 'seeds', 'scores'}
   _positive(result['peak'], ['gflops'])
   _positive(result['train'], ['compile_s', 'step_s', 'target_tokens_per_s', 'gflop', 'gflops',
-                              'fraction_of_peak', 'forward_s', 'forward_backward_s'])
+                              'fraction_of_peak', 'fraction_of_start_peak', 'peak_gflops', 'forward_s',
+                              'forward_backward_s'])
+  assert len(result['train']['peaks_gflops_all']) == sizes.steps + 1    # a probe before and after each call
   for key in ('greedy', 'beam'):
     _positive(result[key], ['compile_s', 'call_s', 'sentences_per_s', 'gflop', 'fraction_of_peak'])
   assert [s['seeds'] for s in result['seeds']] == [1, 2, 4]
@@ -60,3 +62,34 @@ def test_paired_summary_of_the_ab_step_by_hand():
   assert s['mean_se'] == pytest.approx((0.2 / 3) ** 0.5 / 2)
   with pytest.raises(ValueError, match='equally long'):
     paired_summary([1.0, 2.0], [1.0])
+
+
+def test_timed_with_peak_probes_before_and_after_every_timed_call():
+  from benchmarks.timing import timed_with_peak
+  log = []
+
+  class Probe:
+    def gflops(self):
+      log.append('probe')
+      return 100.0 + len(log)
+
+  timed = timed_with_peak(lambda: log.append('call'), steps=3, warmup=2, probe=Probe())
+  assert log == ['call', 'call', 'probe', 'call', 'probe', 'call', 'probe', 'call', 'probe']
+  assert len(timed.seconds) == 3 and timed.peaks_gflops == [103.0, 105.0, 107.0, 109.0]
+
+
+def test_paired_fractions_by_hand():
+  """10 GFLOP calls of 0.1, 0.2, 0.05 s (100, 50, 200 GFLOP/s) between probes 100, 300, 100, 300:
+  each call's peak is the mean of its neighbours, 200, so the fractions are 0.5, 0.25, 1.0."""
+  import pytest
+  from benchmarks.timing import Timed, paired_fractions
+  f = paired_fractions(10.0, Timed([0.1, 0.2, 0.05], [100.0, 300.0, 100.0, 300.0]))
+  assert f['fraction_of_peak'] == pytest.approx(0.5)
+  assert f['peak_gflops'] == pytest.approx(200.0)
+  assert (f['fraction_min'], f['fraction_max']) == (pytest.approx(0.25), pytest.approx(1.0))
+  # The median of per-call fractions is not the median rate over the median peak: a slow call in a
+  # slow phase and a fast call in a fast phase are each judged against their own moment.
+  g = paired_fractions(10.0, Timed([0.1, 0.05], [100.0, 100.0, 200.0]))   # peaks 100, 150
+  assert g['fraction_of_peak'] == pytest.approx((1.0 + 200.0 / 150.0) / 2)
+  with pytest.raises(ValueError, match='n \\+ 1 peak probes'):
+    paired_fractions(10.0, Timed([0.1], [100.0]))
