@@ -6,8 +6,8 @@ r"""The speed benchmark: the bench config of DESIGN.md against this machine's ma
 
 Measures in one run: the float32 (or bf16) matmul peak, at the start, between every two timed
 calls (each call's fraction of peak is taken against the peak of its own moment, see
-benchmarks/timing.py) and at the end; the training step (compile time, median step, target tokens/s, model GFLOP/s, fraction of peak);
-greedy and beam-5 decoding of 64 sentences to exactly 32 tokens; K = 1, 2, 4 seeds in one vmapped
+benchmarks/timing.py) and at the end; the training step (compile time, median step, target
+tokens/s, model GFLOP/s, fraction of peak); greedy and beam-5 decoding of 64 sentences to exactly 32 tokens; K = 1, 2, 4 seeds in one vmapped
 program; every other score function and the `luong` query timing. Prints a table and writes JSON
 (`--out`, default `benchmarks/results/bench_<host>.json`).
 """
