@@ -31,15 +31,18 @@ def compile_timed(jitted, *args, **kwargs) -> tuple[Any, float]:
   return compiled, time.perf_counter() - start
 
 
+def seconds_of(run_once: Callable[[], Any]) -> float:
+  """Wall time of one call of `run_once()`, waited for to the end."""
+  start = time.perf_counter()
+  block(run_once())
+  return time.perf_counter() - start
+
+
 def median_seconds(run_once: Callable[[], Any], steps: int, warmup: int = 2) -> tuple[float, list[float]]:
   """Median wall time of `run_once()` over `steps` calls after `warmup` untimed ones."""
   for _ in range(warmup):
     block(run_once())
-  times = []
-  for _ in range(steps):
-    start = time.perf_counter()
-    block(run_once())
-    times.append(time.perf_counter() - start)
+  times = [seconds_of(run_once) for _ in range(steps)]
   return statistics.median(times), times
 
 
@@ -77,11 +80,7 @@ class PeakProbe:
     return self._dot(self._a, self._b)
 
   def gflops(self) -> float:
-    best = float('inf')
-    for _ in range(self.calls):
-      start = time.perf_counter()
-      block(self.product())
-      best = min(best, time.perf_counter() - start)
+    best = min(seconds_of(self.product) for _ in range(self.calls))
     return 2 * self.n ** 3 / best / 1e9
 
 
@@ -103,9 +102,7 @@ def timed_with_peak(run_once: Callable[[], Any], steps: int, warmup: int, probe:
     block(run_once())
   seconds, peaks = [], [probe.gflops()]
   for _ in range(steps):
-    start = time.perf_counter()
-    block(run_once())
-    seconds.append(time.perf_counter() - start)
+    seconds.append(seconds_of(run_once))
     peaks.append(probe.gflops())
   return Timed(seconds, peaks)
 
