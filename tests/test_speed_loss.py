@@ -1,5 +1,6 @@
 """The fused vocabulary projection + cross-entropy equals autodiff of logits + masked_cross_entropy."""
 import jax
+import jax.extend.core
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -43,3 +44,45 @@ def test_loss_fn_equals_masked_cross_entropy_of_the_logits():
   np.testing.assert_allclose(fast(params), reference(params), rtol=1e-6)
   jax.tree.map(lambda x, y: np.testing.assert_allclose(x, y, rtol=1e-4, atol=1e-7),
                jax.grad(fast)(params), jax.grad(reference)(params))
+
+
+def test_after_returns_x_unchanged_whatever_y_holds():
+  x = jnp.asarray([1.5, -2.0, jnp.inf, -jnp.inf, jnp.nan, 3e38], jnp.float32)
+  for y in (jnp.asarray([[jnp.nan, 1.0]]), jnp.asarray([jnp.inf]), jnp.asarray([-jnp.inf, 0.0]),
+            jnp.asarray([7.0])):
+    np.testing.assert_array_equal(jax.jit(fused_loss.after)(x, y), x)
+  jaxpr = jax.make_jaxpr(fused_loss.after)(x, jnp.ones((2, 3)))
+  y_var = jaxpr.jaxpr.invars[1]
+  assert any(y_var in eqn.invars for eqn in jaxpr.jaxpr.eqns), 'after(x, y) must read y'
+
+
+def _ancestors(jaxpr, var):
+  """Every jaxpr variable `var` is computed from (transitively), flattening nested jaxprs' calls."""
+  producer = {}
+  for eqn in jaxpr.eqns:
+    for out in eqn.outvars:
+      producer[out] = eqn
+  seen, stack = set(), [var]
+  while stack:
+    v = stack.pop()
+    eqn = producer.get(v)
+    if eqn is None:
+      continue
+    for inp in eqn.invars:
+      if isinstance(inp, jax.extend.core.Var) and inp not in seen:
+        seen.add(inp)
+        stack.append(inp)
+  return seen
+
+
+def test_vocabulary_backward_forms_the_weight_gradient_before_the_input_gradient():
+  n, o, v = 7, 5, 11
+  h, w, b = jnp.ones((n, o)), jnp.ones((o, v)), jnp.zeros((v,))
+  labels = jnp.arange(n) % v
+  grad = jax.grad(lambda h, w, b: jnp.sum(fused_loss.projected_nll(h, w, b, labels)), argnums=(0, 1, 2))
+  jaxpr = jax.make_jaxpr(grad)(h, w, b).jaxpr
+  # The backward pass's two large products, told apart by their output shapes.
+  dots = {tuple(e.outvars[0].aval.shape): e for e in jaxpr.eqns if e.primitive.name == 'dot_general'}
+  d_w, d_h = dots[(o, v)], dots[(n, o)]
+  assert d_w.outvars[0] in _ancestors(jaxpr, d_h.outvars[0]), 'dh = P Wᵀ must wait for dW = hᵀ P'
+  assert d_h.outvars[0] not in _ancestors(jaxpr, d_w.outvars[0])
