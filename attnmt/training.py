@@ -45,9 +45,27 @@ class TrainState(struct.PyTreeNode):
   rng: jax.Array
 
 
+def clip_by_global_norm(max_norm: float) -> optax.GradientTransformation:
+  """`optax.clip_by_global_norm` as one scalar factor: g * min(1, max_norm / ||g||).
+
+  The same clipping (equal when ||g|| < max_norm, within an ulp otherwise) and the same state
+  (`optax.EmptyState`, so checkpoints restore either way). optax divides every gradient by the
+  norm, and XLA:CPU, which counts a division as expensive, then writes the clipped gradients out
+  once more and Adam's two moment updates read both copies; a multiplication fuses into them
+  instead. At the bench config that is 4 fewer passes over the 12.5 M parameters, 20.4 → 16.4 ms
+  per update (benchmarks/README.md, "Session 6").
+  """
+  def update(updates, state, params=None):
+    del params
+    norm = optax.tree.norm(updates)
+    scale = jnp.where(norm < max_norm, 1.0, max_norm / norm)
+    return jax.tree.map(lambda g: g * scale.astype(g.dtype), updates), state
+  return optax.GradientTransformation(lambda params: optax.EmptyState(), update)
+
+
 def make_optimizer(learning_rate, clip_norm: float = 1.0) -> optax.GradientTransformation:
   """Adam after global-norm clipping; `learning_rate` is a float or an optax schedule."""
-  return optax.chain(optax.clip_by_global_norm(clip_norm), optax.adam(learning_rate))
+  return optax.chain(clip_by_global_norm(clip_norm), optax.adam(learning_rate))
 
 
 def init_train_state(cfg: ModelConfig, optimizer: optax.GradientTransformation, seed) -> TrainState:

@@ -3,6 +3,7 @@ import jax
 import jax.extend.core
 import jax.numpy as jnp
 import numpy as np
+import optax
 import pytest
 
 from attnmt import fused_loss, training
@@ -86,3 +87,23 @@ def test_vocabulary_backward_forms_the_weight_gradient_before_the_input_gradient
   d_w, d_h = dots[(o, v)], dots[(n, o)]
   assert d_w.outvars[0] in _ancestors(jaxpr, d_h.outvars[0]), 'dh = P Wᵀ must wait for dW = hᵀ P'
   assert d_h.outvars[0] not in _ancestors(jaxpr, d_w.outvars[0])
+
+
+def test_clip_by_global_norm_scales_by_one_factor_like_optax():
+  clip = training.clip_by_global_norm(1.0)
+  # Hand-worked: ||(3, 4)|| = 5 > 1, so every gradient is scaled by 1/5.
+  grads = {'a': jnp.asarray([3.0, 0.0]), 'b': jnp.asarray([[4.0]])}
+  clipped, state = clip.update(grads, clip.init(grads))
+  np.testing.assert_allclose(clipped['a'], [0.6, 0.0], rtol=1e-6)
+  np.testing.assert_allclose(clipped['b'], [[0.8]], rtol=1e-6)
+  assert state == optax.clip_by_global_norm(1.0).init(grads)     # checkpoints keep their structure
+  # Below the norm the gradients pass unchanged (bit for bit); above it they match optax's division.
+  rng = np.random.default_rng(3)
+  tree = {'w': jnp.asarray(rng.normal(size=(6, 5)), jnp.float32), 'v': jnp.asarray(rng.normal(size=7), jnp.float32)}
+  for max_norm in (100.0, 0.5):
+    ours, _ = training.clip_by_global_norm(max_norm).update(tree, optax.EmptyState())
+    want, _ = optax.clip_by_global_norm(max_norm).update(tree, optax.EmptyState())
+    for k in tree:
+      if max_norm == 100.0:
+        np.testing.assert_array_equal(ours[k], tree[k])
+      np.testing.assert_allclose(ours[k], want[k], rtol=1e-6)
