@@ -12,10 +12,12 @@ operands instead of the 65 MB one:
 
     d h = g ⊙ (P Wᵀ),    d W = (g ⊙ h)ᵀ P,    d b = gᵀ P.
 
-The two large products are made to run one after the other, d W first (`after`). Left independent,
-XLA:CPU runs them side by side (one through YNNPACK, one through Eigen), each spread over the same
-cores, and together they took about 14 ms longer at the bench config than in turn (benchmarks/README.md,
-"Session 6").
+The two large products are made to run one after the other, d h first (`after_rows`). Left
+independent, XLA:CPU runs them side by side (d h through YNNPACK, d W through Eigen), both spread over
+the same cores, and alone they then took 10-14 ms longer at the bench config than in turn
+(benchmarks/README.md, "Session 6"). d h goes first, and each row of g ⊙ h waits only for its own
+row of d h, so under a batch-sharded (data-parallel) step the order costs no communication; d W's
+sum over the shards follows as before.
 
 Letters: N rows (batch x target positions), O output-layer size, V vocabulary.
 """
@@ -56,22 +58,24 @@ def _fwd(hidden_NxO, w_OxV, b_V, labels_N, label_smoothing):
   return nll_N, (hidden_NxO, w_OxV, b_V, p_NxV)
 
 
-def after(x: jax.Array, y: jax.Array) -> jax.Array:
-  """x, made to wait for y: a zero computed from y is added (x + 0.0 is x, NaN and inf included).
+def after_rows(x_NxA: jax.Array, y_NxB: jax.Array) -> jax.Array:
+  """x, each of whose rows waits for the same row of y: a zero computed from y's row is added.
 
   JAX has no control dependencies and XLA:CPU's runtime orders work by data only (an
   `optimization_barrier` orders nothing at run time), so a data dependency is what sequences two
-  otherwise independent products. `y > inf` is never true, but XLA cannot know that.
+  otherwise independent products. `y > inf` is never true, but XLA cannot know that; x + 0.0 is x,
+  NaN and inf included, and a NaN in y does not reach x.
   """
-  return x + jnp.where(y.ravel()[0] > jnp.inf, 1.0, 0.0).astype(x.dtype)
+  zero_Nx1 = jnp.where(y_NxB[:, :1] > jnp.inf, 1.0, 0.0).astype(x_NxA.dtype)
+  return x_NxA + zero_Nx1
 
 
 def _bwd(label_smoothing, residuals, g_N):
   del label_smoothing
   hidden_NxO, w_OxV, b_V, p_NxV = residuals
   g_Nx1 = g_N.astype(hidden_NxO.dtype)[:, None]
-  d_w = ((hidden_NxO * g_Nx1).T @ p_NxV).astype(w_OxV.dtype)
-  d_hidden = (p_NxV @ after(w_OxV, d_w).astype(p_NxV.dtype).T) * g_Nx1
+  d_hidden = (p_NxV @ w_OxV.astype(p_NxV.dtype).T) * g_Nx1
+  d_w = (after_rows(hidden_NxO * g_Nx1, d_hidden).T @ p_NxV).astype(w_OxV.dtype)
   d_b = jnp.matmul(g_N.astype(p_NxV.dtype), p_NxV, preferred_element_type=jnp.float32).astype(b_V.dtype)
   return d_hidden.astype(hidden_NxO.dtype), d_w, d_b, None
 

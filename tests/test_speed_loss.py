@@ -47,14 +47,13 @@ def test_loss_fn_equals_masked_cross_entropy_of_the_logits():
                jax.grad(fast)(params), jax.grad(reference)(params))
 
 
-def test_after_returns_x_unchanged_whatever_y_holds():
-  x = jnp.asarray([1.5, -2.0, jnp.inf, -jnp.inf, jnp.nan, 3e38], jnp.float32)
-  for y in (jnp.asarray([[jnp.nan, 1.0]]), jnp.asarray([jnp.inf]), jnp.asarray([-jnp.inf, 0.0]),
-            jnp.asarray([7.0])):
-    np.testing.assert_array_equal(jax.jit(fused_loss.after)(x, y), x)
-  jaxpr = jax.make_jaxpr(fused_loss.after)(x, jnp.ones((2, 3)))
+def test_after_rows_returns_x_unchanged_whatever_y_holds():
+  x = jnp.asarray([[1.5, -2.0, jnp.inf], [-jnp.inf, jnp.nan, 3e38]], jnp.float32)
+  for y in ([[jnp.nan, 1.0], [jnp.inf, 0.0]], [[-jnp.inf], [7.0]], [[0.0], [-0.0]]):
+    np.testing.assert_array_equal(jax.jit(fused_loss.after_rows)(x, jnp.asarray(y, jnp.float32)), x)
+  jaxpr = jax.make_jaxpr(fused_loss.after_rows)(x, jnp.ones((2, 3)))
   y_var = jaxpr.jaxpr.invars[1]
-  assert any(y_var in eqn.invars for eqn in jaxpr.jaxpr.eqns), 'after(x, y) must read y'
+  assert any(y_var in eqn.invars for eqn in jaxpr.jaxpr.eqns), 'after_rows(x, y) must read y'
 
 
 def _ancestors(jaxpr, var):
@@ -76,7 +75,7 @@ def _ancestors(jaxpr, var):
   return seen
 
 
-def test_vocabulary_backward_forms_the_weight_gradient_before_the_input_gradient():
+def test_vocabulary_backward_forms_the_input_gradient_before_the_weight_gradient():
   n, o, v = 7, 5, 11
   h, w, b = jnp.ones((n, o)), jnp.ones((o, v)), jnp.zeros((v,))
   labels = jnp.arange(n) % v
@@ -85,8 +84,8 @@ def test_vocabulary_backward_forms_the_weight_gradient_before_the_input_gradient
   # The backward pass's two large products, told apart by their output shapes.
   dots = {tuple(e.outvars[0].aval.shape): e for e in jaxpr.eqns if e.primitive.name == 'dot_general'}
   d_w, d_h = dots[(o, v)], dots[(n, o)]
-  assert d_w.outvars[0] in _ancestors(jaxpr, d_h.outvars[0]), 'dh = P Wᵀ must wait for dW = hᵀ P'
-  assert d_h.outvars[0] not in _ancestors(jaxpr, d_w.outvars[0])
+  assert d_h.outvars[0] in _ancestors(jaxpr, d_w.outvars[0]), 'dW = hᵀ P must wait for dh = P Wᵀ'
+  assert d_w.outvars[0] not in _ancestors(jaxpr, d_h.outvars[0])
 
 
 def test_clip_by_global_norm_scales_by_one_factor_like_optax():
