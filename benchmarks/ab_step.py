@@ -2,6 +2,7 @@ r"""Paired A/B of the bench-config training step inside one process, with the sa
 
     python -m benchmarks.ab_step --variants='{"vw512": {"xla_cpu_prefer_vector_width": 512}}'
     python -m benchmarks.ab_step --pairs=60                       # the control alone: the noise floor
+    python -m benchmarks.ab_step --patches=optax_clip --pairs=150  # a code variant (benchmarks/patches.py)
 
 On a shared machine the same step varies by ±5–10 % between runs, far more than most single changes
 buy, so comparing two `bench` runs tells little. Here every variant is compiled in the same process
@@ -11,8 +12,9 @@ every variant alike. Each variant is reported as the median of its paired differ
 `base`. `base_again`, a second compilation of the unchanged program, is always included: its
 difference from `base` is what noise alone gives.
 
-A code change (rather than a compiler option) is compared the same way by monkeypatching the function
-before `--variants` compiles it; see benchmarks/README.md ("Session 4").
+A code change is compared the same way: `--patches` names context managers in benchmarks/patches.py
+(PATCHES) that change the library while that variant is traced and compiled. Several names joined
+by `+` (`a+b`) apply together as one variant.
 """
 from __future__ import annotations
 
@@ -23,6 +25,7 @@ import time
 from absl import app, flags
 
 _VARIANTS = flags.DEFINE_string('variants', '{}', 'JSON: name -> XLA compiler options for that variant')
+_PATCHES = flags.DEFINE_list('patches', [], 'code variants: names in benchmarks/patches.py, a+b for both at once')
 _PAIRS = flags.DEFINE_integer('pairs', 40, 'timed steps per variant, taken in turn (after 2 warm-up steps each)')
 
 
@@ -37,15 +40,34 @@ def paired_summary(base: list[float], other: list[float]) -> dict:
           'mean_se': statistics.stdev(diffs) / len(diffs) ** 0.5}
 
 
-def run(variants: dict[str, dict], steps: int) -> dict:
+def patch_contexts(names: list[str]) -> dict[str, list]:
+  """Each variant name (patch names joined by '+') -> the context-manager factories to apply."""
+  from benchmarks.patches import PATCHES
+  out = {}
+  for name in names:
+    parts = name.split('+')
+    unknown = [p for p in parts if p not in PATCHES]
+    if unknown:
+      raise ValueError(f'unknown patch {unknown[0]!r}; known: {", ".join(sorted(PATCHES))}')
+    out[name] = [PATCHES[p] for p in parts]
+  return out
+
+
+def run(variants: dict[str, dict], steps: int, patches: dict[str, list] | None = None) -> dict:
+  import contextlib
+
   import jax
   from benchmarks import cases
 
-  variants = {'base': {}, 'base_again': {}, **variants}
+  patches = patches or {}
+  variants = {'base': {}, 'base_again': {}, **variants, **{k: {} for k in patches}}
   compiled, states = {}, {}
   for name, options in variants.items():
-    jitted, states[name], batch = cases.train_program(cases.BENCH_MODEL, cases.Sizes())
-    compiled[name] = jitted.lower(states[name], batch).compile(compiler_options=options or None)
+    with contextlib.ExitStack() as stack:
+      for factory in patches.get(name, []):
+        stack.enter_context(factory())
+      jitted, states[name], batch = cases.train_program(cases.BENCH_MODEL, cases.Sizes())
+      compiled[name] = jitted.lower(states[name], batch).compile(compiler_options=options or None)
 
   def one_step(name):
     start = time.perf_counter()
@@ -79,7 +101,14 @@ def main(argv):
                      '\'{"vw512": {"xla_cpu_prefer_vector_width": 512}}\'')
   if _PAIRS.value < 2:
     raise SystemExit(f'--pairs={_PAIRS.value} is too few to pair; use at least 2 (40 or more to resolve ~1 %)')
-  result = run(variants, _PAIRS.value)
+  try:
+    patches = patch_contexts(_PATCHES.value)
+  except ValueError as e:
+    raise SystemExit(f'--patches: {e}')
+  clash = set(patches) & (set(variants) | {'base', 'base_again'})
+  if clash:
+    raise SystemExit(f'--patches and --variants both name {sorted(clash)[0]!r}; give each variant its own name')
+  result = run(variants, _PAIRS.value, patches)
   for name, median in result['median_s'].items():
     line = f'{name:20s} median {median:.4f} s'
     if name in result['vs_base']:

@@ -93,3 +93,38 @@ def test_paired_fractions_by_hand():
   assert g['fraction_of_peak'] == pytest.approx((1.0 + 200.0 / 150.0) / 2)
   with pytest.raises(ValueError, match='n \\+ 1 peak probes'):
     paired_fractions(10.0, Timed([0.1], [100.0]))
+
+
+def test_every_ab_patch_changes_the_compiled_step_and_is_undone_after():
+  """Each code variant of `./launch.sh ab --patches` must reach the traced step (a patch that an inner
+  trace cache hid would compare the program with itself) and leave the library as it found it."""
+  import contextlib
+  import functools
+
+  import jax
+  import pytest
+  from attnmt import training
+  from attnmt.config import ModelConfig
+  from benchmarks import ab_step, cases, patches
+
+  cfg = ModelConfig(source_vocab_size=20, target_vocab_size=23, embed_size=8, encoder_hidden_size=6,
+                    decoder_hidden_size=12, attention_size=5, output_size=7)
+  sizes = cases.Sizes(batch=3, src_len=5, tgt_len=4)
+
+  def step_text(*factories):
+    with contextlib.ExitStack() as stack:
+      for factory in factories:
+        stack.enter_context(factory())
+      opt = training.make_optimizer(1e-3)
+      state = training.init_train_state(cfg, opt, 0)
+      return jax.jit(functools.partial(training.train_step, cfg, opt)).lower(
+          state, cases.random_batch(cfg, sizes)).as_text()
+
+  base = step_text()
+  for name, factory in patches.PATCHES.items():
+    assert step_text(factory) != base, f'patch {name!r} did not change the step'
+  assert step_text() == base, 'a patch was not undone'
+  assert ab_step.patch_contexts(['optax_clip+unroll2'])['optax_clip+unroll2'] == [
+      patches.PATCHES['optax_clip'], patches.PATCHES['unroll2']]
+  with pytest.raises(ValueError, match="unknown patch 'nope'; known: "):
+    ab_step.patch_contexts(['optax_clip+nope'])
