@@ -48,7 +48,7 @@ class TrainState(struct.PyTreeNode):
 def clip_by_global_norm(max_norm: float) -> optax.GradientTransformation:
   """`optax.clip_by_global_norm` as one scalar factor: g * min(1, max_norm / ||g||).
 
-  The same clipping (equal when ||g|| < max_norm, within an ulp otherwise) and the same state
+  The same clipping (bit for bit when ||g|| < max_norm, equal up to rounding otherwise) and the same state
   (`optax.EmptyState`, so checkpoints restore either way). optax divides every gradient by the
   norm, and XLA:CPU, which counts a division as expensive, then writes the clipped gradients out
   once more and Adam's two moment updates read both copies; a multiplication fuses into them

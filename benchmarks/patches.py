@@ -18,15 +18,6 @@ import optax
 from attnmt import fused_loss, training
 
 
-@contextlib.contextmanager
-def _custom_vjp_backward(fn, fwd, bwd):
-  fn.defvjp(fwd, bwd)
-  try:
-    yield
-  finally:
-    fn.defvjp(fwd, fused_loss._bwd)
-
-
 def _loss_bwd_side_by_side(label_smoothing, residuals, g_N):
   """The vocabulary backward before session 6: d h and d W free to run side by side."""
   del label_smoothing
@@ -38,8 +29,13 @@ def _loss_bwd_side_by_side(label_smoothing, residuals, g_N):
   return d_hidden.astype(hidden_NxO.dtype), d_w, d_b, None
 
 
+@contextlib.contextmanager
 def loss_products_side_by_side():
-  return _custom_vjp_backward(fused_loss.projected_nll, fused_loss._fwd, _loss_bwd_side_by_side)
+  fused_loss.projected_nll.defvjp(fused_loss._fwd, _loss_bwd_side_by_side)
+  try:
+    yield
+  finally:
+    fused_loss.projected_nll.defvjp(fused_loss._fwd, fused_loss._bwd)
 
 
 @contextlib.contextmanager
