@@ -57,7 +57,7 @@ def test_after_rows_returns_x_unchanged_whatever_y_holds():
 
 
 def _ancestors(jaxpr, var):
-  """Every jaxpr variable `var` is computed from (transitively), flattening nested jaxprs' calls."""
+  """Every variable of `jaxpr` that `var` is computed from, transitively (nested jaxprs are not entered)."""
   producer = {}
   for eqn in jaxpr.eqns:
     for out in eqn.outvars:
