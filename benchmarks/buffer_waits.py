@@ -202,7 +202,8 @@ def dumped_assignment(compile_fn) -> tuple[str, str, str]:
       if not paths:
         raise RuntimeError(f'XLA wrote no *{suffix} into its dump folder; this jaxlib does not dump buffer '
                            'assignments for CPU programs')
-      return open(paths[-1]).read()
+      with open(paths[-1]) as f:
+        return f.read()
     return hlo, read('cpu_after_optimizations-buffer-assignment.txt'), \
         read('cpu_after_optimizations-buffer-assignment-values.txt')
 
