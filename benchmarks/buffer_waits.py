@@ -96,21 +96,20 @@ def parse_assignment(text: str) -> dict[str, tuple[int, int, int]]:
   return out
 
 
-def parse_values(text: str) -> dict[str, tuple[list[str], list[str]]]:
-  """Each value -> (its positions: the instructions that define or alias it, its users)."""
-  out, current, section = {}, None, None
+def parse_values(text: str) -> dict[str, list[str]]:
+  """Each value ('<id name @index>') -> the instructions that use it (through bitcasts as well)."""
+  out, current, in_uses = {}, None, False
   for line in text.splitlines():
     v = re.match(r'^(<\d+ \S+ @[^>]*>)\s*$', line)
     if v:
-      current, section = v.group(1), None
-      out[current] = ([], [])
+      current, in_uses = v.group(1), False
+      out[current] = []
     elif current and line.strip() in ('positions:', 'uses:'):
-      section = line.strip()[:-1]
-    elif current and line.startswith('  ') and section and line.strip() != '(none)':
-      name = line.strip().split(',')[0].split('{')[0].strip()
-      out[current][0 if section == 'positions' else 1].append(name)
+      in_uses = line.strip() == 'uses:'
+    elif current and in_uses and line.startswith('  ') and line.strip() != '(none)':
+      out[current].append(line.strip().split(',')[0].split('{')[0].strip())
     elif line.startswith(' from instruction'):
-      section = None
+      in_uses = False
   return out
 
 
@@ -147,7 +146,7 @@ def find_waits(instructions: dict[str, Instruction], assignment: dict, values: d
   later in the schedule waits.
   """
   users = collections.defaultdict(set)      # value -> the ops that run and write or read it
-  for value, (_, uses) in values.items():
+  for value, uses in values.items():
     if value not in assignment:
       continue
     defining = instructions.get(_definer(value))

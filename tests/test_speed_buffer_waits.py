@@ -82,8 +82,9 @@ def test_parsers_read_the_dump_formats():
   assert inst['c'].operands == ('a', 'p') and inst['c'].computation == 'main.1'
   assert [inst[n].position for n in 'pabcde'] == list(range(6))
   assert bw.parse_assignment(_ASSIGNMENT)['<4 d @0>'] == (1, 0, 16)
-  assert bw.parse_values(_VALUES)['<2 b @0>'] == (['b'], ['d', 'd'])
-  assert bw.parse_values(_VALUES)['<5 e @0>'] == (['e'], [])
+  assert bw.parse_values(_VALUES)['<2 b @0>'] == ['d', 'd']
+  assert bw.parse_values(_VALUES)['<5 e @0>'] == []
+  assert bw.parse_values(_VALUES)['<0 p @0>'] == ['a', 'b', 'c']
 
 
 def test_hand_worked_waits():
