@@ -15,6 +15,7 @@ import jax
 import jax.numpy as jnp
 import flax.linen as nn
 
+from attnmt import kernels
 from attnmt.config import ConfigError, ModelConfig
 
 Params = dict
@@ -41,8 +42,8 @@ def context_vector(weights_S: jax.Array, annotations_SxH: jax.Array) -> jax.Arra
 
 
 @jax.custom_vjp
-def additive_scores(query_A: jax.Array, keys_SxA: jax.Array, v_A: jax.Array) -> jax.Array:
-  """e_i = v . tanh(query_A + keys_i): Bahdanau Eq. 6 with query_A = W q and keys = U h + b.
+def additive_scores_jax(query_A: jax.Array, keys_SxA: jax.Array, v_A: jax.Array) -> jax.Array:
+  """e_i = v . tanh(query_A + keys_i) in JAX: the path for GPUs, TPUs and CPUs without the kernel.
 
   The gradient recomputes the S x A tanh instead of storing it: the decoder would otherwise keep
   one per target step (134 MB at the bench config), which costs more to write than to recompute.
@@ -53,7 +54,7 @@ def additive_scores(query_A: jax.Array, keys_SxA: jax.Array, v_A: jax.Array) -> 
 
 
 def _additive_scores_fwd(query_A, keys_SxA, v_A):
-  return additive_scores(query_A, keys_SxA, v_A), (query_A, keys_SxA, v_A)
+  return additive_scores_jax(query_A, keys_SxA, v_A), (query_A, keys_SxA, v_A)
 
 
 def _additive_scores_bwd(residuals, de_S):
@@ -64,7 +65,20 @@ def _additive_scores_bwd(residuals, de_S):
   return jnp.sum(dpre_SxA, axis=0), dpre_SxA, jnp.einsum('s,sa->a', de_S, t_SxA)
 
 
-additive_scores.defvjp(_additive_scores_fwd, _additive_scores_bwd)
+additive_scores_jax.defvjp(_additive_scores_fwd, _additive_scores_bwd)
+
+
+def additive_scores(query_A: jax.Array, keys_SxA: jax.Array, v_A: jax.Array) -> jax.Array:
+  """e_i = v . tanh(query_A + keys_i): Bahdanau Eq. 6 with query_A = W q and keys = U h + b.
+
+  On the CPU, in float32 and where `kernels.available()`, the fused kernel of `attnmt.kernels` runs;
+  elsewhere (other platforms, other dtypes, no compiler, traced under `kernels.disabled()`) the
+  JAX path. The choice per platform is made when the program is lowered (`platform_dependent`).
+  """
+  if not (query_A.dtype == keys_SxA.dtype == v_A.dtype == jnp.float32 and kernels.available()):
+    return additive_scores_jax(query_A, keys_SxA, v_A)
+  return jax.lax.platform_dependent(query_A, keys_SxA, v_A, cpu=kernels.additive_scores,
+                                    default=additive_scores_jax)
 
 
 def precompute_keys(score: str, p: Params, annotations_SxH: jax.Array) -> jax.Array:

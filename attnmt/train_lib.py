@@ -148,6 +148,12 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
   ModelConfig.from_dict({**config.model.to_dict(), 'source_vocab_size': 8, 'target_vocab_size': 8})  # fail fast
   learning_rate_schedule(t)
   mesh = make_mesh(config)
+  with parallel.tracing(mesh):
+    return _train_and_evaluate(config, workdir, seeds, mesh)
+
+
+def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, seeds: list[int], mesh) -> dict:
+  t = config.train
   _check_workdir(workdir, config)
   prepared = prepare_data(config.data)
   cfg = model_config(config, prepared)

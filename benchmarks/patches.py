@@ -4,7 +4,7 @@ the library while the training step is traced and compiled, then restores it.
     ./launch.sh ab --patches=loss_products_side_by_side,optax_clip --pairs=150
 
 A patch is how a code change is compared with the code as it is (the A/B's `base`), in one process,
-against the same noise. These reproduce session 6's measurements (benchmarks/README.md, "Session 6").
+against the same noise. These reproduce sessions 6 and 8's measurements (benchmarks/README.md, "Session 6").
 """
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from unittest import mock
 import jax
 import optax
 
-from attnmt import fused_loss, training
+from attnmt import fused_loss, kernels, training
 
 PATCHES = {
     # The vocabulary backward before session 6: d W no longer waits for d h (`after_rows` returns x).
@@ -24,4 +24,6 @@ PATCHES = {
     # Every lax.scan of the step unrolled 2 or 4 steps per loop iteration.
     'unroll2': lambda: mock.patch.object(jax.lax, 'scan', functools.partial(jax.lax.scan, unroll=2)),
     'unroll4': lambda: mock.patch.object(jax.lax, 'scan', functools.partial(jax.lax.scan, unroll=4)),
+    # Additive attention by its JAX path instead of the CPU kernel (attnmt/kernels, session 8).
+    'no_attention_kernel': kernels.disabled,
 }

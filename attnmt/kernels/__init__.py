@@ -1,0 +1,139 @@
+"""CPU kernels through XLA's FFI: fused additive-attention scores (`additive_attention.cc`).
+
+XLA:CPU runs Bahdanau's scores e_i = v . tanh(q + k_i) and their gradient as several passes over
+the batch x S x A keys, one per decoder step; the kernel reads them once per pass and splits rows
+over XLA's intra-op threads. At the bench config it saves about 9 ms of a 32-step training step
+in isolation (benchmarks/README.md, session 8).
+
+The library is compiled on first use with the system's C++ compiler (`g++`, or $CXX) into a cache
+directory ($ATTNMT_KERNEL_CACHE, else ~/.cache/attnmt/kernels), keyed by the source, the flags, the
+jaxlib version and the CPU's instruction sets (it is built with -march=native). Without a compiler,
+or with ATTNMT_KERNELS=0, `available()` is False and callers use their JAX path, which is also
+what runs on GPUs and TPUs (`attention.additive_scores` picks per platform), in programs traced
+under a mesh of several devices (data-parallel ones, see `parallel.tracing`: XLA's partitioner
+cannot split a custom call) and under `disabled()`.
+"""
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import functools
+import hashlib
+import logging
+import os
+import platform
+import shutil
+import subprocess
+import tempfile
+import threading
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import jaxlib
+
+SOURCE = Path(__file__).with_name('additive_attention.cc')
+# Fast-math lets the compiler replace tanh's division by a reciprocal estimate and one Newton step;
+# the source keeps NaNs itself. Compile-only: linking with these flags would add crtfastmath.o,
+# which sets flush-to-zero for the whole process when the library loads.
+COMPILE_FLAGS = ('-O3', '-march=native', '-ffast-math', '-mrecip', '-fopenmp-simd', '-std=c++17', '-fPIC')
+FORWARD, BACKWARD = 'attnmt_additive_forward', 'attnmt_additive_backward'
+
+_state = threading.local()
+_lock = threading.Lock()
+
+
+def _cpu_features() -> str:
+  try:
+    for line in Path('/proc/cpuinfo').read_text().splitlines():
+      if line.startswith(('flags', 'Features')):
+        return line
+  except OSError:
+    pass
+  return platform.processor() or platform.machine()
+
+
+def library_path() -> Path:
+  """Where the compiled library for this source, compiler flags, jaxlib and CPU lives."""
+  key = '\n'.join([SOURCE.read_text(), ' '.join(COMPILE_FLAGS), jaxlib.__version__, _cpu_features()])
+  cache = Path(os.environ.get('ATTNMT_KERNEL_CACHE') or Path.home() / '.cache' / 'attnmt' / 'kernels')
+  return cache / f'additive_attention-{hashlib.sha256(key.encode()).hexdigest()[:16]}.so'
+
+
+def _compile(target: Path) -> None:
+  """Compiles the source into `target` (atomically: concurrent processes may race to build it)."""
+  cxx = os.environ.get('CXX') or 'g++'
+  if not shutil.which(cxx):
+    raise FileNotFoundError(f'no C++ compiler {cxx!r} on PATH (install g++ or set CXX)')
+  target.parent.mkdir(parents=True, exist_ok=True)
+  with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
+    obj, lib = Path(tmp) / 'kernel.o', Path(tmp) / target.name
+    include = ['-I', jax.ffi.include_dir()]
+    for cmd in ([cxx, *COMPILE_FLAGS, *include, '-c', str(SOURCE), '-o', str(obj)],
+                [cxx, '-shared', str(obj), '-o', str(lib)]):
+      done = subprocess.run(cmd, capture_output=True, text=True)
+      if done.returncode != 0:
+        raise RuntimeError(f'{" ".join(cmd)} failed: {done.stderr.strip().splitlines()[-1:] or done.returncode}')
+    os.replace(lib, target)
+
+
+@functools.cache
+def _load() -> bool:
+  if os.environ.get('ATTNMT_KERNELS', '1') == '0':
+    return False
+  path = library_path()
+  try:
+    with _lock:
+      if not path.exists():
+        _compile(path)
+    lib = ctypes.cdll.LoadLibrary(str(path))
+  except (OSError, RuntimeError) as err:
+    logging.warning('attnmt: CPU attention kernel unavailable (%s); using the JAX path, which is slower '
+                    'on CPU', err)
+    return False
+  jax.ffi.register_ffi_target(FORWARD, jax.ffi.pycapsule(lib.AttnmtAdditiveForward), platform='cpu')
+  jax.ffi.register_ffi_target(BACKWARD, jax.ffi.pycapsule(lib.AttnmtAdditiveBackward), platform='cpu')
+  return True
+
+
+def available() -> bool:
+  """Whether the program being traced may use the kernel: built and registered, not switched off by
+  `disabled()`, and no mesh of several devices set (`parallel.tracing`): XLA's partitioner would
+  gather a custom call's operands onto every device and run it on the whole batch there."""
+  if getattr(_state, 'disabled', False):
+    return False
+  mesh = jax.sharding.get_abstract_mesh()
+  return (mesh.empty or mesh.size <= 1) and _load()
+
+
+@contextlib.contextmanager
+def disabled():
+  """Traces (jits) inside use the JAX path: for programs sharded over several devices."""
+  before = getattr(_state, 'disabled', False)
+  _state.disabled = True
+  try:
+    yield
+  finally:
+    _state.disabled = before
+
+
+@jax.custom_vjp
+def additive_scores(query_A: jax.Array, keys_SxA: jax.Array, v_A: jax.Array) -> jax.Array:
+  """e_s = v . tanh(query + keys_s) by the kernel (float32, CPU only; vmap adds leading axes)."""
+  out = jax.ShapeDtypeStruct(keys_SxA.shape[:-1], jnp.float32)
+  return jax.ffi.ffi_call(FORWARD, out, vmap_method='broadcast_all')(query_A, keys_SxA, v_A)
+
+
+def _forward(query_A, keys_SxA, v_A):
+  return additive_scores(query_A, keys_SxA, v_A), (query_A, keys_SxA, v_A)
+
+
+def _backward(residuals, de_S):
+  query_A, keys_SxA, v_A = residuals
+  shapes = (jax.ShapeDtypeStruct(query_A.shape, jnp.float32), jax.ShapeDtypeStruct(keys_SxA.shape, jnp.float32),
+            jax.ShapeDtypeStruct(query_A.shape, jnp.float32))   # dv per query row (kernel: N x A)
+  dq, dk, dv = jax.ffi.ffi_call(BACKWARD, shapes, vmap_method='broadcast_all')(query_A, keys_SxA, v_A, de_S)
+  return dq, dk, dv.reshape(-1, v_A.shape[-1]).sum(0).reshape(v_A.shape) if v_A.ndim < query_A.ndim else dv
+
+
+additive_scores.defvjp(_forward, _backward)
