@@ -40,19 +40,6 @@ def paired_summary(base: list[float], other: list[float]) -> dict:
           'mean_se': statistics.stdev(diffs) / len(diffs) ** 0.5}
 
 
-def patch_contexts(names: list[str]) -> dict[str, list]:
-  """Each variant name (patch names joined by '+') -> the context-manager factories to apply."""
-  from benchmarks.patches import PATCHES
-  out = {}
-  for name in names:
-    parts = name.split('+')
-    unknown = [p for p in parts if p not in PATCHES]
-    if unknown:
-      raise ValueError(f'unknown patch {unknown[0]!r}; known: {", ".join(sorted(PATCHES))}')
-    out[name] = [PATCHES[p] for p in parts]
-  return out
-
-
 def run(variants: dict[str, dict], steps: int, patches: dict[str, list] | None = None) -> dict:
   import contextlib
 
@@ -102,7 +89,8 @@ def main(argv):
   if _PAIRS.value < 2:
     raise SystemExit(f'--pairs={_PAIRS.value} is too few to pair; use at least 2 (40 or more to resolve ~1 %)')
   try:
-    patches = patch_contexts(_PATCHES.value)
+    from benchmarks import patches as patches_lib
+    patches = patches_lib.patch_contexts(_PATCHES.value)
   except ValueError as e:
     raise SystemExit(f'--patches: {e}')
   clash = set(patches) & (set(variants) | {'base', 'base_again'})

@@ -27,3 +27,15 @@ PATCHES = {
     # Additive attention by its JAX path instead of the CPU kernel (attnmt/kernels, session 8).
     'no_attention_kernel': kernels.disabled,
 }
+
+
+def patch_contexts(names: list[str]) -> dict[str, list]:
+  """Each variant name (patch names joined by '+') -> the context-manager factories to apply."""
+  out = {}
+  for name in names:
+    parts = name.split('+')
+    unknown = [p for p in parts if p not in PATCHES]
+    if unknown:
+      raise ValueError(f'unknown patch {unknown[0]!r}; known: {", ".join(sorted(PATCHES))}')
+    out[name] = [PATCHES[p] for p in parts]
+  return out

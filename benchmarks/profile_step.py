@@ -1,6 +1,7 @@
 r"""Where the bench-config training step spends its time: per part, measured against its FLOPs.
 
     python -m benchmarks.profile_step            # 3 profiled steps after warm-up; prints a table
+    python -m benchmarks.profile_step --patches=no_attention_kernel --rounds=8   # part by part A/B
 
 Traces the jitted, state-donating `train_step` with `jax.profiler`, reads the trace back
 (`jax.profiler.ProfileData`) and assigns every executed HLO op (thunk) to a part of the step by the
@@ -16,14 +17,18 @@ large products busy is about the wall time, not twice it.
 from __future__ import annotations
 
 import collections
+import contextlib
 import glob
 import re
+import statistics
 import tempfile
 
 import jax
+from absl import app, flags
 
 from attnmt.config import ModelConfig
 from benchmarks import cases, flops
+from benchmarks import patches as patches_lib
 from benchmarks.timing import matmul_peak
 
 PARTS = ('encoder fwd', 'decoder fwd', 'output layer fwd', 'vocab + loss fwd', 'vocab + loss bwd',
@@ -71,20 +76,9 @@ def _merged_length(intervals: list[tuple[int, int]]) -> int:
   return total
 
 
-def profile(cfg: ModelConfig = cases.BENCH_MODEL, sizes: cases.Sizes = cases.Sizes(), steps: int = 3) -> dict:
-  jitted, state, batch = cases.train_program(cfg, sizes)
-  compiled = jitted.lower(state, batch).compile()
-  op_names = {m.group(1): m.group(2) for m in
-              re.finditer(r'^\s*(?:ROOT )?%(\S+) = [^\n]*?op_name="([^"]*)"', compiled.as_text(), re.M)}
-  for _ in range(3):
-    state, metrics = compiled(state, batch)
-    jax.block_until_ready(metrics)
-  with tempfile.TemporaryDirectory() as tmp:
-    with jax.profiler.trace(tmp):
-      for _ in range(steps):
-        state, metrics = compiled(state, batch)
-        jax.block_until_ready(metrics)
-    data = jax.profiler.ProfileData.from_file(glob.glob(f'{tmp}/**/*.xplane.pb', recursive=True)[0])
+def _parts_of_trace(trace_dir: str, op_names: dict[str, str], steps: int):
+  """Wall and busy nanoseconds per part, top ops per part and the step spans, from one trace."""
+  data = jax.profiler.ProfileData.from_file(glob.glob(f'{trace_dir}/**/*.xplane.pb', recursive=True)[0])
   intervals, busy, step_span = collections.defaultdict(list), collections.Counter(), []
   by_op = collections.defaultdict(collections.Counter)
   for plane in data.planes:
@@ -98,16 +92,93 @@ def profile(cfg: ModelConfig = cases.BENCH_MODEL, sizes: cases.Sizes = cases.Siz
         intervals[part].append((ev.start_ns, ev.start_ns + ev.duration_ns))
         busy[part] += ev.duration_ns
         by_op[part][ev.name] += ev.duration_ns
+  wall = {p: _merged_length(intervals[p]) / steps / 1e9 for p in PARTS}
+  step_s = sum(sorted(step_span)[:steps]) / max(1, min(steps, len(step_span))) / 1e9
+  return wall, {p: busy[p] / steps / 1e9 for p in PARTS}, by_op, step_s
+
+
+class _Program:
+  """One compiled training step (traced under the given patches) that can be profiled repeatedly."""
+
+  def __init__(self, cfg: ModelConfig, sizes: cases.Sizes, patches=()):
+    with contextlib.ExitStack() as stack:
+      for factory in patches:
+        stack.enter_context(factory())
+      jitted, self.state, self.batch = cases.train_program(cfg, sizes)
+      self.compiled = jitted.lower(self.state, self.batch).compile()
+    self.op_names = {m.group(1): m.group(2) for m in
+                     re.finditer(r'^\s*(?:ROOT )?%(\S+) = [^\n]*?op_name="([^"]*)"', self.compiled.as_text(), re.M)}
+
+  def run(self, steps: int):
+    for _ in range(steps):
+      self.state, metrics = self.compiled(self.state, self.batch)
+      jax.block_until_ready(metrics)
+
+  def profile(self, steps: int):
+    with tempfile.TemporaryDirectory() as tmp:
+      with jax.profiler.trace(tmp):
+        self.run(steps)
+      return _parts_of_trace(tmp, self.op_names, steps)
+
+
+def profile(cfg: ModelConfig = cases.BENCH_MODEL, sizes: cases.Sizes = cases.Sizes(), steps: int = 3) -> dict:
+  program = _Program(cfg, sizes)
+  program.run(3)
+  wall, busy, by_op, step_s = program.profile(steps)
   peak = matmul_peak((1024, 2048), 6)['gflops']
   ideal = ideal_gflop(cfg, sizes.batch, sizes.src_len, sizes.tgt_len)
-  parts = {p: {'wall_s': _merged_length(intervals[p]) / steps / 1e9, 'busy_s': busy[p] / steps / 1e9,
-               'gflop': ideal[p], 'ideal_s': ideal[p] / peak,
+  parts = {p: {'wall_s': wall[p], 'busy_s': busy[p], 'gflop': ideal[p], 'ideal_s': ideal[p] / peak,
                'top_ops': {k: v / steps / 1e9 for k, v in by_op[p].most_common(5)}} for p in PARTS}
-  return {'peak_gflops': peak, 'step_s': sum(sorted(step_span)[:steps]) / max(1, min(steps, len(step_span))) / 1e9,
-          'parts': parts}
+  return {'peak_gflops': peak, 'step_s': step_s, 'parts': parts}
 
 
-def main():
+def compare(patches: dict[str, list], rounds: int, steps: int = 2, cfg: ModelConfig = cases.BENCH_MODEL,
+            sizes: cases.Sizes = cases.Sizes()) -> dict:
+  """Part walls of the step as it is ('base') and under each patch, profiled in interleaved rounds.
+
+  Each round profiles `steps` steps of every variant, in alternating order; returns per variant the
+  median over rounds of each part's wall time and of the step, and the median paired difference
+  from base. 'base_again', the unchanged step compiled a second time, is the control: its
+  differences are the noise floor. Parts resolve changes that full-step timings cannot.
+  """
+  programs = {'base': _Program(cfg, sizes), 'base_again': _Program(cfg, sizes),
+              **{k: _Program(cfg, sizes, v) for k, v in patches.items()}}
+  for program in programs.values():
+    program.run(2)
+  walls = {k: [] for k in programs}
+  names = list(programs)
+  for i in range(rounds):
+    for name in (names if i % 2 == 0 else names[::-1]):
+      wall, _, _, step_s = programs[name].profile(steps)
+      walls[name].append({**wall, 'step': step_s})
+  keys = [*PARTS, 'step']
+  median = lambda xs: statistics.median(xs)
+  return {name: {k: {'median_s': median([r[k] for r in rows]),
+                     'minus_base_s': median([r[k] - b[k] for r, b in zip(rows, walls['base'])])}
+                 for k in keys} for name, rows in walls.items()}
+
+
+_PATCHES = flags.DEFINE_list('patches', [], 'compare the step part by part with these code variants '
+                             '(names in benchmarks/patches.py, a+b for both at once)')
+_ROUNDS = flags.DEFINE_integer('rounds', 8, 'with --patches: profiled rounds of 2 steps per variant')
+
+
+def main(argv):
+  del argv
+  if _PATCHES.value:
+    try:
+      patches = patches_lib.patch_contexts(_PATCHES.value)
+    except ValueError as e:
+      raise SystemExit(str(e))
+    r = compare(patches, _ROUNDS.value)
+    print(f'medians over {_ROUNDS.value} interleaved rounds of 2 profiled steps (ms); in brackets: median '
+          'paired difference from base; base_again (the same program) shows the noise')
+    print('| part | ' + ' | '.join(r) + ' |')
+    print('|---' * (len(r) + 1) + '|')
+    for k in r['base']:
+      print(f'| {k} | ' + ' | '.join(f'{1e3 * v[k]["median_s"]:.1f}' + (
+          f' ({1e3 * v[k]["minus_base_s"]:+.1f})' if name != 'base' else '') for name, v in r.items()) + ' |')
+    return
   r = profile()
   print(f'matmul peak {r["peak_gflops"]:.1f} GFLOP/s; profiled step {r["step_s"]:.3f} s (the profiler adds some)')
   print('| part | wall (s) | busy, both threads (s) | model GFLOP | ideal at peak (s) | wall - ideal (s) |')
@@ -124,4 +195,4 @@ def main():
 
 
 if __name__ == '__main__':
-  main()
+  app.run(main)

@@ -79,6 +79,21 @@ def test_per_row_v_and_two_batch_axes():
     np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize('in_axes', [(0, None, None), (None, 0, None), (0, 0, 0), (None, None, 0)])
+def test_operands_shared_by_the_rows(in_axes):
+  # Under vmap an unbatched operand reaches the kernel with a leading 1 (broadcast over the rows).
+  rng = np.random.default_rng(4)
+  shapes = ((10,), (3, 10), (10,))
+  args = [rng.normal(size=((5,) if ax == 0 else ()) + shape).astype(np.float32) for ax, shape in zip(in_axes, shapes)]
+  loss = lambda fn: lambda *a: jnp.sum(jnp.cos(jax.vmap(fn, in_axes)(*a)))
+  ours = jax.value_and_grad(loss(kernels.additive_scores), argnums=(0, 1, 2))(*args)
+  ref = jax.value_and_grad(loss(attention.additive_scores_jax), argnums=(0, 1, 2))(*args)
+  np.testing.assert_allclose(ours[0], ref[0], rtol=1e-5)
+  for a, b, arg in zip(ours[1], ref[1], args):
+    assert a.shape == arg.shape
+    np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
 def test_tanh_saturates_and_keeps_nan():
   q = np.zeros((1, 4), np.float32)
   k = np.array([[[30.0, -30.0, np.inf, -np.inf], [np.nan, 0.0, 0.0, 0.0], [1e-5, 0.0, 0.0, 0.0]]], np.float32)

@@ -105,7 +105,7 @@ def test_every_ab_patch_changes_the_compiled_step_and_is_undone_after():
   import pytest
   from attnmt import training
   from attnmt.config import ModelConfig
-  from benchmarks import ab_step, cases, patches
+  from benchmarks import cases, patches
 
   cfg = ModelConfig(source_vocab_size=20, target_vocab_size=23, embed_size=8, encoder_hidden_size=6,
                     decoder_hidden_size=12, attention_size=5, output_size=7)
@@ -124,7 +124,7 @@ def test_every_ab_patch_changes_the_compiled_step_and_is_undone_after():
   for name, factory in patches.PATCHES.items():
     assert step_text(factory) != base, f'patch {name!r} did not change the step'
   assert step_text() == base, 'a patch was not undone'
-  assert ab_step.patch_contexts(['optax_clip+unroll2'])['optax_clip+unroll2'] == [
+  assert patches.patch_contexts(['optax_clip+unroll2'])['optax_clip+unroll2'] == [
       patches.PATCHES['optax_clip'], patches.PATCHES['unroll2']]
   with pytest.raises(ValueError, match="unknown patch 'nope'; known: "):
-    ab_step.patch_contexts(['optax_clip+nope'])
+    patches.patch_contexts(['optax_clip+nope'])

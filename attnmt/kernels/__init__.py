@@ -33,10 +33,14 @@ import jax.numpy as jnp
 import jaxlib
 
 SOURCE = Path(__file__).with_name('additive_attention.cc')
-# Fast-math lets the compiler replace tanh's division by a reciprocal estimate and one Newton step;
-# the source keeps NaNs itself. Compile-only: linking with these flags would add crtfastmath.o,
-# which sets flush-to-zero for the whole process when the library loads.
-COMPILE_FLAGS = ('-O3', '-march=native', '-ffast-math', '-mrecip', '-fopenmp-simd', '-std=c++17', '-fPIC')
+# Fast-math lets the compiler replace tanh's division by a reciprocal estimate and one Newton step
+# (-mrecip); the source keeps NaNs itself. Compile-only: linking with these flags would add
+# crtfastmath.o, which sets flush-to-zero for the whole process when the library loads. On x86 the
+# kernel stays with 256-bit vectors: built with AVX-512 it was as fast itself, but the encoder's
+# products (XLA's) then ran 5-10 % slower on this EPYC (benchmarks/README.md, session 8).
+_X86 = platform.machine().lower() in ('x86_64', 'amd64')
+COMPILE_FLAGS = ('-O3', *(('-march=native', '-mno-avx512f', '-mrecip') if _X86 else ('-mcpu=native',)),
+                 '-ffast-math', '-fopenmp-simd', '-std=c++17', '-fPIC')
 FORWARD, BACKWARD = 'attnmt_additive_forward', 'attnmt_additive_backward'
 
 _state = threading.local()
@@ -117,11 +121,18 @@ def disabled():
     _state.disabled = before
 
 
+def _ffi_call(target: str, result_shapes):
+  if not _load():
+    raise RuntimeError('the CPU attention kernel is not available (see the warning logged); '
+                       'call attention.additive_scores, which falls back to the JAX path')
+  # expand_dims: under vmap an unbatched operand (v, shared by the rows) gets a leading 1, not copies.
+  return jax.ffi.ffi_call(target, result_shapes, vmap_method='expand_dims')
+
+
 @jax.custom_vjp
 def additive_scores(query_A: jax.Array, keys_SxA: jax.Array, v_A: jax.Array) -> jax.Array:
   """e_s = v . tanh(query + keys_s) by the kernel (float32, CPU only; vmap adds leading axes)."""
-  out = jax.ShapeDtypeStruct(keys_SxA.shape[:-1], jnp.float32)
-  return jax.ffi.ffi_call(FORWARD, out, vmap_method='broadcast_all')(query_A, keys_SxA, v_A)
+  return _ffi_call(FORWARD, jax.ShapeDtypeStruct(keys_SxA.shape[:-1], jnp.float32))(query_A, keys_SxA, v_A)
 
 
 def _forward(query_A, keys_SxA, v_A):
@@ -132,7 +143,7 @@ def _backward(residuals, de_S):
   query_A, keys_SxA, v_A = residuals
   shapes = (jax.ShapeDtypeStruct(query_A.shape, jnp.float32), jax.ShapeDtypeStruct(keys_SxA.shape, jnp.float32),
             jax.ShapeDtypeStruct(query_A.shape, jnp.float32))   # dv per query row (kernel: N x A)
-  dq, dk, dv = jax.ffi.ffi_call(BACKWARD, shapes, vmap_method='broadcast_all')(query_A, keys_SxA, v_A, de_S)
+  dq, dk, dv = _ffi_call(BACKWARD, shapes)(query_A, keys_SxA, v_A, de_S)
   return dq, dk, dv.reshape(-1, v_A.shape[-1]).sum(0).reshape(v_A.shape) if v_A.ndim < query_A.ndim else dv
 
 

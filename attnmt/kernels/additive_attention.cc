@@ -6,8 +6,8 @@
 //
 // XLA:CPU runs the same arithmetic as several passes over the N x S x A keys (tanh, product with v;
 // tanh again, dpre, two reductions), each writing or reading a 4 MB array at the bench config.
-// Here each row n is read once. Leading axes are flattened into n; v may be shared (one row) or
-// given per row. Rows are shared with XLA's intra-op thread pool when it has more than one thread.
+// Here each row n is read once. Leading (batch) axes are flattened into n; an operand may have 1
+// for any of them (broadcast: v shared by the rows). Rows are shared with XLA's intra-op thread pool when it has more than one thread.
 // The Python side is attnmt/kernels/__init__.py; tests/test_kernels.py checks it against the JAX path.
 #include <atomic>
 #include <cmath>
@@ -16,6 +16,7 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <vector>
 
 #include "xla/ffi/api/ffi.h"
 
@@ -88,40 +89,87 @@ void parallel_rows(ffi::ThreadPool& pool, int64_t rows, F fn) {
   work->cv.wait(lock, [&] { return work->done.load() == chunks; });
 }
 
-struct Shape {
-  int64_t rows, positions, size;   // N, S, A
-  bool shared_v;
+// Maps a row n of the output's leading (batch) axes to a row of an operand whose leading axes are
+// either the output's or 1 (broadcast), aligned to the right as in NumPy. Under vmap with
+// vmap_method='expand_dims' an operand that is not batched (v, shared by all rows) arrives with 1s.
+class RowMap {
+ public:
+  RowMap() = default;
+  RowMap(const std::vector<int64_t>& out, ffi::Span<const int64_t> dims, size_t trailing) : out_(out) {
+    const size_t lead = dims.size() - trailing, offset = out.size() - lead;
+    strides_.assign(out.size(), 0);
+    int64_t stride = 1;
+    for (size_t i = lead; i-- > 0;) {
+      if (dims[i] != 1) strides_[offset + i] = stride;
+      stride *= dims[i];
+    }
+  }
+  int64_t operator()(int64_t n) const {
+    int64_t row = 0;
+    for (size_t i = out_.size(); i-- > 0;) {
+      row += (n % out_[i]) * strides_[i];
+      n /= out_[i];
+    }
+    return row;
+  }
+
+ private:
+  std::vector<int64_t> out_, strides_;
 };
 
-ffi::Error shape_of(const ffi::Buffer<ffi::F32>& q, const ffi::Buffer<ffi::F32>& keys,
-                    const ffi::Buffer<ffi::F32>& v, Shape* shape) {
-  auto kd = keys.dimensions();
-  if (kd.size() < 2) return ffi::Error::InvalidArgument("additive_attention: keys need rank >= 2");
-  const int64_t size = kd.back(), positions = kd[kd.size() - 2];
-  const int64_t rows = positions * size == 0 ? 0 : keys.element_count() / (positions * size);
-  if (q.element_count() != rows * size)
-    return ffi::Error::InvalidArgument("additive_attention: query and keys disagree in shape");
-  if (v.element_count() != size && v.element_count() != rows * size)
-    return ffi::Error::InvalidArgument("additive_attention: v must have A or N x A elements");
-  *shape = {rows, positions, size, v.element_count() == size && rows != 1};
+struct Layout {
+  int64_t rows = 0, positions = 0, size = 0;   // N (all leading axes), S, A
+  RowMap q, keys, v, de;
+};
+
+// Checks the operands against the output's leading axes `out` (e's shape without S) and builds the
+// row maps. Every operand's leading axes must be the output's or 1.
+ffi::Error layout_of(ffi::Span<const int64_t> e_dims, ffi::Span<const int64_t> q_dims,
+                     ffi::Span<const int64_t> k_dims, ffi::Span<const int64_t> v_dims,
+                     const ffi::Span<const int64_t>* de_dims, Layout* layout) {
+  if (e_dims.size() < 1 || k_dims.size() < 2 || q_dims.size() < 1 || v_dims.size() < 1)
+    return ffi::Error::InvalidArgument("additive_attention: scores need S, keys S x A, query and v A");
+  std::vector<int64_t> out(e_dims.begin(), e_dims.end() - 1);
+  layout->positions = e_dims.back();
+  layout->size = k_dims.back();
+  layout->rows = 1;
+  for (int64_t d : out) layout->rows *= d;
+  auto fits = [&](ffi::Span<const int64_t> dims, size_t trailing) {
+    if (dims.size() < trailing || dims.size() - trailing > out.size()) return false;
+    const size_t offset = out.size() - (dims.size() - trailing);
+    for (size_t i = 0; i + trailing < dims.size(); ++i)
+      if (dims[i] != 1 && dims[i] != out[offset + i]) return false;
+    return true;
+  };
+  if (k_dims[k_dims.size() - 2] != layout->positions || q_dims.back() != layout->size ||
+      v_dims.back() != layout->size || !fits(q_dims, 1) || !fits(k_dims, 2) || !fits(v_dims, 1) ||
+      (de_dims && (de_dims->back() != layout->positions || !fits(*de_dims, 1))))
+    return ffi::Error::InvalidArgument("additive_attention: operand shapes do not broadcast to the scores'");
+  layout->q = RowMap(out, q_dims, 1);
+  layout->keys = RowMap(out, k_dims, 2);
+  layout->v = RowMap(out, v_dims, 1);
+  if (de_dims) layout->de = RowMap(out, *de_dims, 1);
   return ffi::Error::Success();
 }
 
 ffi::Error Forward(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> q, ffi::Buffer<ffi::F32> keys,
                    ffi::Buffer<ffi::F32> v, ffi::ResultBuffer<ffi::F32> e) {
-  Shape sh;
-  if (ffi::Error err = shape_of(q, keys, v, &sh); err.failure()) return err;
+  Layout L;
+  if (ffi::Error err = layout_of(e->dimensions(), q.dimensions(), keys.dimensions(), v.dimensions(), nullptr, &L);
+      err.failure())
+    return err;
   const float* qp = q.typed_data();
   const float* kp = keys.typed_data();
   const float* vp = v.typed_data();
   float* ep = e->typed_data();
-  const int64_t S = sh.positions, A = sh.size;
-  parallel_rows(pool, sh.rows, [&](int64_t begin, int64_t end) {
+  const int64_t S = L.positions, A = L.size;
+  parallel_rows(pool, L.rows, [&](int64_t begin, int64_t end) {
     for (int64_t n = begin; n < end; ++n) {
-      const float* qn = qp + n * A;
-      const float* vn = sh.shared_v ? vp : vp + n * A;
+      const float* qn = qp + L.q(n) * A;
+      const float* vn = vp + L.v(n) * A;
+      const float* kn = kp + L.keys(n) * S * A;
       for (int64_t s = 0; s < S; ++s) {
-        const float* k = kp + (n * S + s) * A;
+        const float* k = kn + s * A;
         float acc = 0.f;
 #pragma omp simd reduction(+ : acc)
         for (int64_t a = 0; a < A; ++a) acc += vn[a] * fast_tanh(k[a] + qn[a]);
@@ -135,27 +183,35 @@ ffi::Error Forward(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> q, ffi::Buffer<ff
 ffi::Error Backward(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> q, ffi::Buffer<ffi::F32> keys,
                     ffi::Buffer<ffi::F32> v, ffi::Buffer<ffi::F32> de, ffi::ResultBuffer<ffi::F32> dq,
                     ffi::ResultBuffer<ffi::F32> dkeys, ffi::ResultBuffer<ffi::F32> dv) {
-  Shape sh;
-  if (ffi::Error err = shape_of(q, keys, v, &sh); err.failure()) return err;
+  // dq, dkeys and dv have the output's leading axes (N x A, N x S x A, N x A: dv per row; the caller
+  // sums the rows that share a v).
+  Layout L;
+  const auto de_dims = de.dimensions();
+  if (ffi::Error err = layout_of(dkeys->dimensions().first(dkeys->dimensions().size() - 1), q.dimensions(),
+                                 keys.dimensions(), v.dimensions(), &de_dims, &L);
+      err.failure())
+    return err;
   const float* qp = q.typed_data();
   const float* kp = keys.typed_data();
   const float* vp = v.typed_data();
   const float* dep = de.typed_data();
   float* dqp = dq->typed_data();
   float* dkp = dkeys->typed_data();
-  float* dvp = dv->typed_data();   // N x A: per row (the caller sums rows for a shared v)
-  const int64_t S = sh.positions, A = sh.size;
-  parallel_rows(pool, sh.rows, [&](int64_t begin, int64_t end) {
+  float* dvp = dv->typed_data();
+  const int64_t S = L.positions, A = L.size;
+  parallel_rows(pool, L.rows, [&](int64_t begin, int64_t end) {
     for (int64_t n = begin; n < end; ++n) {
-      const float* qn = qp + n * A;
-      const float* vn = sh.shared_v ? vp : vp + n * A;
+      const float* qn = qp + L.q(n) * A;
+      const float* vn = vp + L.v(n) * A;
+      const float* kn = kp + L.keys(n) * S * A;
+      const float* den = dep + L.de(n) * S;
       float* dqn = dqp + n * A;
       float* dvn = dvp + n * A;
       for (int64_t a = 0; a < A; ++a) dqn[a] = dvn[a] = 0.f;
       for (int64_t s = 0; s < S; ++s) {
-        const float* k = kp + (n * S + s) * A;
+        const float* k = kn + s * A;
         float* dk = dkp + (n * S + s) * A;
-        const float g = dep[n * S + s];
+        const float g = den[s];
 #pragma omp simd
         for (int64_t a = 0; a < A; ++a) {
           const float t = fast_tanh(k[a] + qn[a]);
