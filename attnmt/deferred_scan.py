@@ -22,6 +22,8 @@ from typing import Any, Callable
 import jax
 import jax.numpy as jnp
 
+from attnmt import kernels
+
 # step(mm, consts, carry, x) -> (carry, y); mm(name, x) multiplies x by the named matrix.
 Step = Callable[..., tuple[Any, Any]]
 
@@ -30,6 +32,12 @@ def product(x: jax.Array, w: jax.Array) -> jax.Array:
   """x @ w for a 2-D w; a per-row product (leading axes shared) for a batched w."""
   if w.ndim == 2:
     return x @ w.astype(x.dtype)
+  if x.dtype == w.dtype == jnp.float32 and x.shape[:-1] == w.shape[:-2] and kernels.available():
+    return jax.lax.platform_dependent(x, w, cpu=kernels.context, default=_batched_product)
+  return _batched_product(x, w)
+
+
+def _batched_product(x: jax.Array, w: jax.Array) -> jax.Array:
   return jnp.einsum('...i,...in->...n', x, w.astype(x.dtype))
 
 

@@ -14,7 +14,7 @@ from unittest import mock
 import jax
 import optax
 
-from attnmt import fused_loss, kernels, training
+from attnmt import deferred_scan, fused_loss, kernels, training
 
 PATCHES = {
     # The vocabulary backward before session 6: d W no longer waits for d h (`after_rows` returns x).
@@ -26,6 +26,10 @@ PATCHES = {
     'unroll4': lambda: mock.patch.object(jax.lax, 'scan', functools.partial(jax.lax.scan, unroll=4)),
     # Additive attention by its JAX path instead of the CPU kernel (attnmt/kernels, session 8).
     'no_attention_kernel': kernels.disabled,
+    # The attention context (Σ_s a_s h_s) and its input gradient by XLA's batched dots instead of the kernel.
+    'no_context_kernel': lambda: mock.patch.object(
+        deferred_scan, 'product',
+        lambda x, w: x @ w.astype(x.dtype) if w.ndim == 2 else deferred_scan._batched_product(x, w)),
 }
 
 

@@ -1,4 +1,4 @@
-"""The CPU attention kernel (attnmt/kernels) against NumPy and against the JAX path it replaces."""
+"""The CPU attention kernels (attnmt/kernels) against NumPy and against the JAX paths they replace."""
 import functools
 import logging
 import os
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from jax.sharding import AbstractMesh
 
-from attnmt import attention, kernels, model, training
+from attnmt import attention, deferred_scan, kernels, model, training
 from attnmt.config import ModelConfig
 
 if os.environ.get('ATTNMT_KERNELS') == '0':
@@ -94,6 +94,33 @@ def test_operands_shared_by_the_rows(in_axes):
     np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize('lead', [(), (7,), (2, 5)])
+def test_context_and_its_gradients_equal_numpy(lead):
+  # c = Σ_s w_s h_s per row: the decoder's context product (deferred_scan.product with batched annotations).
+  rng = np.random.default_rng(5)
+  w = rng.random(size=lead + (6,)).astype(np.float32)
+  m = rng.normal(size=lead + (6, 19)).astype(np.float32)
+  dc = rng.normal(size=lead + (19,)).astype(np.float32)
+  c, vjp = jax.vjp(kernels.context, w, m)
+  dw, dm = vjp(jnp.asarray(dc))
+  w64, m64, dc64 = (x.astype(np.float64) for x in (w, m, dc))
+  np.testing.assert_allclose(c, np.einsum('...s,...sh->...h', w64, m64), rtol=1e-5, atol=1e-5)
+  np.testing.assert_allclose(dw, np.einsum('...h,...sh->...s', dc64, m64), rtol=1e-5, atol=1e-5)
+  np.testing.assert_allclose(dm, w64[..., :, None] * dc64[..., None, :], rtol=1e-6, atol=1e-6)
+
+
+def test_context_under_vmap_with_shared_annotations():
+  rng = np.random.default_rng(6)
+  w = rng.random(size=(4, 3, 6)).astype(np.float32)
+  m = rng.normal(size=(3, 6, 8)).astype(np.float32)     # the same annotations for all 4 mapped rows
+  loss = lambda fn: lambda w, m: jnp.sum(jnp.sin(jax.vmap(fn, (0, None))(w, m)))
+  ours = jax.value_and_grad(loss(kernels.context), argnums=(0, 1))(w, m)
+  ref = jax.value_and_grad(loss(lambda w, m: jnp.einsum('...s,...sh->...h', w, m)), argnums=(0, 1))(w, m)
+  np.testing.assert_allclose(ours[0], ref[0], rtol=1e-5)
+  for a, b in zip(ours[1], ref[1]):
+    np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
+
+
 def test_tanh_saturates_and_keeps_nan():
   q = np.zeros((1, 4), np.float32)
   k = np.array([[[30.0, -30.0, np.inf, -np.inf], [np.nan, 0.0, 0.0, 0.0], [1e-5, 0.0, 0.0, 0.0]]], np.float32)
@@ -112,6 +139,10 @@ def test_platforms_and_meshes_choose_the_path():
   assert lowered(('cpu',)).count('attnmt_additive') == 2         # forward and backward kernels
   assert 'attnmt_additive' not in lowered(('cuda',))
   assert 'attnmt_additive' not in lowered(('tpu',))
+  context = jax.jit(jax.grad(lambda w, m: jnp.sum(deferred_scan.product(w, m) ** 2), argnums=(0, 1)))
+  lowered = lambda platforms: context.trace(q[:, :3], k).lower(lowering_platforms=platforms).as_text()
+  assert lowered(('cpu',)).count('attnmt_context') == 2
+  assert 'attnmt_context' not in lowered(('cuda',))
   with kernels.disabled():
     assert not kernels.available()
   with jax.sharding.use_abstract_mesh(AbstractMesh((2,), ('data',))):   # a data-parallel program
@@ -133,10 +164,11 @@ def test_training_step_with_kernel_equals_jax_path():
            'tgt_len': np.array([6, 2, 5, 4, 1])}
   loss = lambda p: training.loss_fn(cfg, p, batch, None, False)[0]
   step = jax.jit(jax.value_and_grad(loss))
-  assert 'attnmt_additive' in step.lower(params).as_text()
+  text = step.lower(params).as_text()
+  assert 'attnmt_additive' in text and 'attnmt_context' in text
   with kernels.disabled():
     ref_step = jax.jit(jax.value_and_grad(loss))
-    assert 'attnmt_additive' not in ref_step.lower(params).as_text()
+    assert 'attnmt_' not in ref_step.lower(params).as_text()
     ref = ref_step(params)
   got = step(params)
   np.testing.assert_allclose(got[0], ref[0], rtol=1e-6)

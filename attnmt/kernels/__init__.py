@@ -1,17 +1,21 @@
-"""CPU kernels through XLA's FFI: fused additive-attention scores (`additive_attention.cc`).
+"""CPU kernels through XLA's FFI for the decoder's attention (`additive_attention.cc`).
 
-XLA:CPU runs Bahdanau's scores e_i = v . tanh(q + k_i) and their gradient as several passes over
-the batch x S x A keys, one per decoder step; the kernel reads them once per pass and splits rows
-over XLA's intra-op threads. At the bench config it saves about 9 ms of a 32-step training step
-in isolation (benchmarks/README.md, session 8).
+- `additive_scores`: Bahdanau's e_i = v . tanh(q + k_i) and its gradient. XLA:CPU runs them as
+  several passes over the batch x S x A keys at every decoder step; the kernel makes one.
+- `context`: c = Σ_i a_i h_i per row and its input gradient, which XLA:CPU runs as Eigen batched
+  matrix-vector products on one thread.
+
+Both share rows with XLA's intra-op threads. Together they save about 25 ms of the bench-config
+training step (benchmarks/README.md, session 8).
 
 The library is compiled on first use with the system's C++ compiler (`g++`, or $CXX) into a cache
 directory ($ATTNMT_KERNEL_CACHE, else ~/.cache/attnmt/kernels), keyed by the source, the flags, the
-jaxlib version and the CPU's instruction sets (it is built with -march=native). Without a compiler,
-or with ATTNMT_KERNELS=0, `available()` is False and callers use their JAX path, which is also
-what runs on GPUs and TPUs (`attention.additive_scores` picks per platform), in programs traced
-under a mesh of several devices (data-parallel ones, see `parallel.tracing`: XLA's partitioner
-cannot split a custom call) and under `disabled()`.
+jaxlib version and the CPU's instruction sets (it is built with -march=native); `launch.sh setup`
+builds it ahead. Without a compiler, or with ATTNMT_KERNELS=0, `available()` is False and callers
+use their JAX path, which is also what runs on GPUs and TPUs (callers pick per platform with
+`jax.lax.platform_dependent`), for other dtypes than float32, in programs traced under a mesh of
+several devices (data-parallel ones, see `parallel.tracing`: XLA's partitioner cannot split a custom
+call) and under `disabled()`.
 """
 from __future__ import annotations
 
@@ -42,6 +46,7 @@ _X86 = platform.machine().lower() in ('x86_64', 'amd64')
 COMPILE_FLAGS = ('-O3', *(('-march=native', '-mno-avx512f', '-mrecip') if _X86 else ('-mcpu=native',)),
                  '-ffast-math', '-fopenmp-simd', '-std=c++17', '-fPIC')
 FORWARD, BACKWARD = 'attnmt_additive_forward', 'attnmt_additive_backward'
+CONTEXT, CONTEXT_GRAD = 'attnmt_context_forward', 'attnmt_context_input_grad'
 
 _state = threading.local()
 _lock = threading.Lock()
@@ -97,6 +102,8 @@ def _load() -> bool:
     return False
   jax.ffi.register_ffi_target(FORWARD, jax.ffi.pycapsule(lib.AttnmtAdditiveForward), platform='cpu')
   jax.ffi.register_ffi_target(BACKWARD, jax.ffi.pycapsule(lib.AttnmtAdditiveBackward), platform='cpu')
+  jax.ffi.register_ffi_target(CONTEXT, jax.ffi.pycapsule(lib.AttnmtContextForward), platform='cpu')
+  jax.ffi.register_ffi_target(CONTEXT_GRAD, jax.ffi.pycapsule(lib.AttnmtContextInputGrad), platform='cpu')
   return True
 
 
@@ -121,12 +128,12 @@ def disabled():
     _state.disabled = before
 
 
-def _ffi_call(target: str, result_shapes):
+def _ffi_call(target: str, result_shapes, vmap_method: str = 'expand_dims'):
   if not _load():
     raise RuntimeError('the CPU attention kernel is not available (see the warning logged); '
                        'call attention.additive_scores, which falls back to the JAX path')
   # expand_dims: under vmap an unbatched operand (v, shared by the rows) gets a leading 1, not copies.
-  return jax.ffi.ffi_call(target, result_shapes, vmap_method='expand_dims')
+  return jax.ffi.ffi_call(target, result_shapes, vmap_method=vmap_method)
 
 
 @jax.custom_vjp
@@ -148,3 +155,24 @@ def _backward(residuals, de_S):
 
 
 additive_scores.defvjp(_forward, _backward)
+
+
+@jax.custom_vjp
+def context(weights_xS: jax.Array, annotations_xSxH: jax.Array) -> jax.Array:
+  """c = Σ_s w_s h_s per row (leading axes shared by both operands), float32, CPU only."""
+  out = jax.ShapeDtypeStruct(annotations_xSxH.shape[:-2] + annotations_xSxH.shape[-1:], jnp.float32)
+  return _ffi_call(CONTEXT, out, 'broadcast_all')(weights_xS, annotations_xSxH)
+
+
+def _context_forward(weights_xS, annotations_xSxH):
+  return context(weights_xS, annotations_xSxH), (weights_xS, annotations_xSxH)
+
+
+def _context_backward(residuals, dc_xH):
+  weights_xS, annotations_xSxH = residuals
+  dw = _ffi_call(CONTEXT_GRAD, jax.ShapeDtypeStruct(weights_xS.shape, jnp.float32), 'broadcast_all')(
+      dc_xH, annotations_xSxH)
+  return dw, jnp.einsum('...s,...h->...sh', weights_xS, dc_xH)
+
+
+context.defvjp(_context_forward, _context_backward)

@@ -1,4 +1,5 @@
-// Additive (Bahdanau) attention scores on the CPU, fused into one pass over the keys.
+// The decoder's attention on the CPU: additive (Bahdanau) scores fused into one pass over the keys,
+// and the context product (further down).
 //
 //   forward:  e[n,s] = sum_a v[n,a] tanh(k[n,s,a] + q[n,a])
 //   backward: t = tanh(k + q) (recomputed), dpre[n,s,a] = de[n,s] v[n,a] (1 - t^2),
@@ -226,6 +227,60 @@ ffi::Error Backward(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> q, ffi::Buffer<f
   return ffi::Error::Success();
 }
 
+// The attention context c[n,h] = sum_s w[n,s] m[n,s,h] (m: the annotations) and its input gradient
+// dw[n,s] = sum_h dc[n,h] m[n,s,h]. XLA:CPU runs both as Eigen batched matrix-vector products on one
+// thread; here rows are shared with the pool. Operands have the same leading axes (the caller
+// broadcasts).
+ffi::Error Context(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> w, ffi::Buffer<ffi::F32> m,
+                   ffi::ResultBuffer<ffi::F32> c) {
+  const auto md = m.dimensions();
+  if (md.size() < 2) return ffi::Error::InvalidArgument("attention_context: m needs rank >= 2");
+  const int64_t S = md[md.size() - 2], H = md.back(), rows = S * H ? m.element_count() / (S * H) : 0;
+  if (w.element_count() != rows * S || c->element_count() != rows * H)
+    return ffi::Error::InvalidArgument("attention_context: w, m and c disagree in shape");
+  const float* wp = w.typed_data();
+  const float* mp = m.typed_data();
+  float* cp = c->typed_data();
+  parallel_rows(pool, rows, [&](int64_t begin, int64_t end) {
+    for (int64_t n = begin; n < end; ++n) {
+      float* cn = cp + n * H;
+      for (int64_t h = 0; h < H; ++h) cn[h] = 0.f;
+      for (int64_t s = 0; s < S; ++s) {
+        const float ws = wp[n * S + s];
+        const float* row = mp + (n * S + s) * H;
+#pragma omp simd
+        for (int64_t h = 0; h < H; ++h) cn[h] += ws * row[h];
+      }
+    }
+  });
+  return ffi::Error::Success();
+}
+
+ffi::Error ContextInputGrad(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> dc, ffi::Buffer<ffi::F32> m,
+                            ffi::ResultBuffer<ffi::F32> dw) {
+  const auto md = m.dimensions();
+  if (md.size() < 2) return ffi::Error::InvalidArgument("attention_context: m needs rank >= 2");
+  const int64_t S = md[md.size() - 2], H = md.back(), rows = S * H ? m.element_count() / (S * H) : 0;
+  if (dw->element_count() != rows * S || dc.element_count() != rows * H)
+    return ffi::Error::InvalidArgument("attention_context: dc, m and dw disagree in shape");
+  const float* dcp = dc.typed_data();
+  const float* mp = m.typed_data();
+  float* dwp = dw->typed_data();
+  parallel_rows(pool, rows, [&](int64_t begin, int64_t end) {
+    for (int64_t n = begin; n < end; ++n) {
+      const float* dcn = dcp + n * H;
+      for (int64_t s = 0; s < S; ++s) {
+        const float* row = mp + (n * S + s) * H;
+        float acc = 0.f;
+#pragma omp simd reduction(+ : acc)
+        for (int64_t h = 0; h < H; ++h) acc += dcn[h] * row[h];
+        dwp[n * S + s] = acc;
+      }
+    }
+  });
+  return ffi::Error::Success();
+}
+
 }  // namespace
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(AttnmtAdditiveForward, Forward,
@@ -245,4 +300,18 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(AttnmtAdditiveBackward, Backward,
                                   .Arg<ffi::Buffer<ffi::F32>>()
                                   .Ret<ffi::Buffer<ffi::F32>>()
                                   .Ret<ffi::Buffer<ffi::F32>>()
+                                  .Ret<ffi::Buffer<ffi::F32>>());
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(AttnmtContextForward, Context,
+                              ffi::Ffi::Bind()
+                                  .Ctx<ffi::ThreadPool>()
+                                  .Arg<ffi::Buffer<ffi::F32>>()
+                                  .Arg<ffi::Buffer<ffi::F32>>()
+                                  .Ret<ffi::Buffer<ffi::F32>>());
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(AttnmtContextInputGrad, ContextInputGrad,
+                              ffi::Ffi::Bind()
+                                  .Ctx<ffi::ThreadPool>()
+                                  .Arg<ffi::Buffer<ffi::F32>>()
+                                  .Arg<ffi::Buffer<ffi::F32>>()
                                   .Ret<ffi::Buffer<ffi::F32>>());
