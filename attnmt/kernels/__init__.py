@@ -1,4 +1,4 @@
-"""CPU kernels through XLA's FFI for the decoder's attention (`additive_attention.cc`).
+"""CPU kernels through XLA's FFI for the decoder's attention (`attention.cc`).
 
 - `additive_scores`: Bahdanau's e_i = v . tanh(q + k_i) and its gradient. XLA:CPU runs them as
   several passes over the batch x S x A keys at every decoder step; the kernel makes one.
@@ -36,7 +36,7 @@ import jax
 import jax.numpy as jnp
 import jaxlib
 
-SOURCE = Path(__file__).with_name('additive_attention.cc')
+SOURCE = Path(__file__).with_name('attention.cc')
 # Fast-math lets the compiler replace tanh's division by a reciprocal estimate and one Newton step
 # (-mrecip); the source keeps NaNs itself. Compile-only: linking with these flags would add
 # crtfastmath.o, which sets flush-to-zero for the whole process when the library loads. On x86 the
@@ -66,7 +66,7 @@ def library_path() -> Path:
   """Where the compiled library for this source, compiler flags, jaxlib and CPU lives."""
   key = '\n'.join([SOURCE.read_text(), ' '.join(COMPILE_FLAGS), jaxlib.__version__, _cpu_features()])
   cache = Path(os.environ.get('ATTNMT_KERNEL_CACHE') or Path.home() / '.cache' / 'attnmt' / 'kernels')
-  return cache / f'additive_attention-{hashlib.sha256(key.encode()).hexdigest()[:16]}.so'
+  return cache / f'attention-{hashlib.sha256(key.encode()).hexdigest()[:16]}.so'
 
 
 def _compile(target: Path) -> None:

@@ -8,7 +8,7 @@
 // XLA:CPU runs the same arithmetic as several passes over the N x S x A keys (tanh, product with v;
 // tanh again, dpre, two reductions), each writing or reading a 4 MB array at the bench config.
 // Here each row n is read once. Leading (batch) axes are flattened into n; an operand may have 1
-// for any of them (broadcast: v shared by the rows). Rows are shared with XLA's intra-op thread pool when it has more than one thread.
+// for any of them (broadcast: v shared by the rows). Rows are shared with XLA's intra-op threads.
 // The Python side is attnmt/kernels/__init__.py; tests/test_kernels.py checks it against the JAX path.
 #include <atomic>
 #include <cmath>
