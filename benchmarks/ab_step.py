@@ -24,8 +24,9 @@ import time
 
 from absl import app, flags
 
+from benchmarks import patches as patches_lib
+
 _VARIANTS = flags.DEFINE_string('variants', '{}', 'JSON: name -> XLA compiler options for that variant')
-_PATCHES = flags.DEFINE_list('patches', [], 'code variants: names in benchmarks/patches.py, a+b for both at once')
 _PAIRS = flags.DEFINE_integer('pairs', 40, 'timed steps per variant, taken in turn (after 2 warm-up steps each)')
 
 
@@ -89,8 +90,7 @@ def main(argv):
   if _PAIRS.value < 2:
     raise SystemExit(f'--pairs={_PAIRS.value} is too few to pair; use at least 2 (40 or more to resolve ~1 %)')
   try:
-    from benchmarks import patches as patches_lib
-    patches = patches_lib.patch_contexts(_PATCHES.value)
+    patches = patches_lib.patch_contexts(patches_lib.PATCHES_FLAG.value)
   except ValueError as e:
     raise SystemExit(f'--patches: {e}')
   clash = set(patches) & (set(variants) | {'base', 'base_again'})

@@ -13,8 +13,13 @@ from unittest import mock
 
 import jax
 import optax
+from absl import flags
 
 from attnmt import deferred_scan, fused_loss, kernels, training
+
+# The one --patches flag of the tools that take code variants (ab_step, profile_step): absl refuses a
+# flag defined twice, and tests import both tools into one process.
+PATCHES_FLAG = flags.DEFINE_list('patches', [], 'code variants: names in benchmarks/patches.py, a+b for both at once')
 
 PATCHES = {
     # The vocabulary backward before session 6: d W no longer waits for d h (`after_rows` returns x).

@@ -158,16 +158,14 @@ def compare(patches: dict[str, list], rounds: int, steps: int = 2, cfg: ModelCon
                  for k in keys} for name, rows in walls.items()}
 
 
-_PATCHES = flags.DEFINE_list('patches', [], 'compare the step part by part with these code variants '
-                             '(names in benchmarks/patches.py, a+b for both at once)')
 _ROUNDS = flags.DEFINE_integer('rounds', 8, 'with --patches: profiled rounds of 2 steps per variant')
 
 
 def main(argv):
   del argv
-  if _PATCHES.value:
+  if patches_lib.PATCHES_FLAG.value:
     try:
-      patches = patches_lib.patch_contexts(_PATCHES.value)
+      patches = patches_lib.patch_contexts(patches_lib.PATCHES_FLAG.value)
     except ValueError as e:
       raise SystemExit(str(e))
     r = compare(patches, _ROUNDS.value)
