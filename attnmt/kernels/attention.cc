@@ -231,13 +231,25 @@ ffi::Error Backward(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> q, ffi::Buffer<f
 // dw[n,s] = sum_h dc[n,h] m[n,s,h]. XLA:CPU runs both as Eigen batched matrix-vector products on one
 // thread; here rows are shared with the pool. Operands have the same leading axes (the caller
 // broadcasts).
-ffi::Error Context(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> w, ffi::Buffer<ffi::F32> m,
-                   ffi::ResultBuffer<ffi::F32> c) {
+// N, S and H of the context's operands: m is N x S x H (N: all leading axes); the weights (or their
+// gradient) must have N x S elements and the context (or its gradient) N x H.
+ffi::Error context_layout(const ffi::Buffer<ffi::F32>& m, int64_t weights, int64_t context, int64_t* rows,
+                          int64_t* S, int64_t* H) {
   const auto md = m.dimensions();
   if (md.size() < 2) return ffi::Error::InvalidArgument("attention_context: m needs rank >= 2");
-  const int64_t S = md[md.size() - 2], H = md.back(), rows = S * H ? m.element_count() / (S * H) : 0;
-  if (w.element_count() != rows * S || c->element_count() != rows * H)
-    return ffi::Error::InvalidArgument("attention_context: w, m and c disagree in shape");
+  *S = md[md.size() - 2];
+  *H = md.back();
+  *rows = *S * *H ? m.element_count() / (*S * *H) : 0;
+  if (weights != *rows * *S || context != *rows * *H)
+    return ffi::Error::InvalidArgument("attention_context: weights, m and context disagree in shape");
+  return ffi::Error::Success();
+}
+
+ffi::Error Context(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> w, ffi::Buffer<ffi::F32> m,
+                   ffi::ResultBuffer<ffi::F32> c) {
+  int64_t rows, S, H;
+  if (ffi::Error err = context_layout(m, w.element_count(), c->element_count(), &rows, &S, &H); err.failure())
+    return err;
   const float* wp = w.typed_data();
   const float* mp = m.typed_data();
   float* cp = c->typed_data();
@@ -258,11 +270,9 @@ ffi::Error Context(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> w, ffi::Buffer<ff
 
 ffi::Error ContextInputGrad(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> dc, ffi::Buffer<ffi::F32> m,
                             ffi::ResultBuffer<ffi::F32> dw) {
-  const auto md = m.dimensions();
-  if (md.size() < 2) return ffi::Error::InvalidArgument("attention_context: m needs rank >= 2");
-  const int64_t S = md[md.size() - 2], H = md.back(), rows = S * H ? m.element_count() / (S * H) : 0;
-  if (dw->element_count() != rows * S || dc.element_count() != rows * H)
-    return ffi::Error::InvalidArgument("attention_context: dc, m and dw disagree in shape");
+  int64_t rows, S, H;
+  if (ffi::Error err = context_layout(m, dw->element_count(), dc.element_count(), &rows, &S, &H); err.failure())
+    return err;
   const float* dcp = dc.typed_data();
   const float* mp = m.typed_data();
   float* dwp = dw->typed_data();
@@ -302,16 +312,11 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(AttnmtAdditiveBackward, Backward,
                                   .Ret<ffi::Buffer<ffi::F32>>()
                                   .Ret<ffi::Buffer<ffi::F32>>());
 
-XLA_FFI_DEFINE_HANDLER_SYMBOL(AttnmtContextForward, Context,
-                              ffi::Ffi::Bind()
-                                  .Ctx<ffi::ThreadPool>()
-                                  .Arg<ffi::Buffer<ffi::F32>>()
-                                  .Arg<ffi::Buffer<ffi::F32>>()
-                                  .Ret<ffi::Buffer<ffi::F32>>());
+// Both context handlers take two float32 buffers and return one.
+static auto BindTwoToOne() {
+  return ffi::Ffi::Bind().Ctx<ffi::ThreadPool>().Arg<ffi::Buffer<ffi::F32>>().Arg<ffi::Buffer<ffi::F32>>()
+      .Ret<ffi::Buffer<ffi::F32>>();
+}
 
-XLA_FFI_DEFINE_HANDLER_SYMBOL(AttnmtContextInputGrad, ContextInputGrad,
-                              ffi::Ffi::Bind()
-                                  .Ctx<ffi::ThreadPool>()
-                                  .Arg<ffi::Buffer<ffi::F32>>()
-                                  .Arg<ffi::Buffer<ffi::F32>>()
-                                  .Ret<ffi::Buffer<ffi::F32>>());
+XLA_FFI_DEFINE_HANDLER_SYMBOL(AttnmtContextForward, Context, BindTwoToOne());
+XLA_FFI_DEFINE_HANDLER_SYMBOL(AttnmtContextInputGrad, ContextInputGrad, BindTwoToOne());
