@@ -75,10 +75,7 @@ def additive_scores(query_A: jax.Array, keys_SxA: jax.Array, v_A: jax.Array) -> 
   elsewhere (other platforms, other dtypes, no compiler, traced under `kernels.disabled()`) the
   JAX path. The choice per platform is made when the program is lowered (`platform_dependent`).
   """
-  if not (query_A.dtype == keys_SxA.dtype == v_A.dtype == jnp.float32 and kernels.available()):
-    return additive_scores_jax(query_A, keys_SxA, v_A)
-  return jax.lax.platform_dependent(query_A, keys_SxA, v_A, cpu=kernels.additive_scores,
-                                    default=additive_scores_jax)
+  return kernels.on_cpu(kernels.additive_scores, additive_scores_jax, query_A, keys_SxA, v_A)
 
 
 def precompute_keys(score: str, p: Params, annotations_SxH: jax.Array) -> jax.Array:

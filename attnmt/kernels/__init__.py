@@ -117,6 +117,17 @@ def available() -> bool:
   return (mesh.empty or mesh.size <= 1) and _load()
 
 
+def on_cpu(kernel, fallback, *args):
+  """kernel(*args) where the program runs on the CPU, fallback(*args) on other platforms.
+
+  The fallback everywhere when the kernels are not `available()` or an operand is not float32. The
+  platform is chosen when the program is lowered (`jax.lax.platform_dependent`).
+  """
+  if all(a.dtype == jnp.float32 for a in args) and available():
+    return jax.lax.platform_dependent(*args, cpu=kernel, default=fallback)
+  return fallback(*args)
+
+
 @contextlib.contextmanager
 def disabled():
   """Traces (jits) inside use the JAX path: for programs sharded over several devices."""
