@@ -1,4 +1,5 @@
-"""analyze_runs: translations, BLEU/chrF, BLEU by length, heatmaps and AER for a set of run directories."""
+"""analyze_runs: translations, BLEU/chrF, BLEU by length, heatmaps, AER, attention monotonicity and entropy,
+repetition, and paired-bootstrap significance against `none` for a set of run directories."""
 from __future__ import annotations
 
 import json
@@ -7,7 +8,7 @@ from typing import Optional
 
 import numpy as np
 
-from attnmt import analysis, data, evaluation, plots
+from attnmt import analysis, data, evaluation, measures, plots
 
 
 def _write_lines(path: str, lines: list[str]) -> None:
@@ -19,10 +20,24 @@ def _slug(name: str) -> str:
   return name.replace('/', '-')
 
 
+def _write_result(out_dir: str, result: dict) -> None:
+  with open(os.path.join(out_dir, _slug(result['variant']), 'analysis.json'), 'w') as f:
+    json.dump(result, f, indent=1)
+
+
 def analyze_run(run: analysis.LoadedRun, out_dir: str, beam_size: int = 5, heatmap_sentences=(),
                 num_heatmaps: int = 3, heatmap_seed: int = 0, pharaoh: Optional[str] = None,
                 split: str = 'test') -> dict:
-  """Every analysis of one run (all seeds for the scores, the first seed for figures)."""
+  """Every analysis of one run (all seeds for the scores and repetition, the first seed for figures and
+  attention measures); written to <out_dir>/<variant>/analysis.json."""
+  result, _ = _analyze_run(run, out_dir, beam_size, heatmap_sentences, num_heatmaps, heatmap_seed, pharaoh, split)
+  _write_result(out_dir, result)
+  return result
+
+
+def _analyze_run(run, out_dir, beam_size=5, heatmap_sentences=(), num_heatmaps=3, heatmap_seed=0, pharaoh=None,
+                 split='test'):
+  """analyze_run's result, and the first seed's greedy hypotheses, references and sources."""
   t = run.config.train
   sources, references = data.raw_texts(run.prepared, split)
   run_dir = os.path.join(out_dir, _slug(run.name))
@@ -39,18 +54,26 @@ def analyze_run(run: analysis.LoadedRun, out_dir: str, beam_size: int = 5, heatm
       scores = evaluation.bleu_chrf(hyps, refs)
       for key in ('bleu', 'chrf'):
         result.setdefault(f'{mode}_{key}', []).append(scores[key])
+      result.setdefault(f'{mode}_repetition', []).append(measures.repetition_rate(hyps))
       result['bleu_signature'] = scores['bleu_signature']
       if seed_i == 0:
         _write_lines(os.path.join(run_dir, f'translations.{mode}.txt'), hyps)
         result[f'{mode}_bleu_by_length'] = evaluation.bleu_by_length(hyps, refs, [sources[x.index] for x in trans])
       if seed_i == 0 and mode == 'greedy':
         result['heatmaps'] = _heatmaps(run, trans, sources, run_dir, heatmap_sentences, num_heatmaps, heatmap_seed)
+        result['attention'] = attention_measures(trans)
+        greedy = {'hypotheses': hyps, 'references': refs, 'sources': [sources[x.index] for x in trans]}
   aer = _alignment_error_rates(run, split, pharaoh)
   if aer is not None:
     result['aer'] = aer
-  with open(os.path.join(run_dir, 'analysis.json'), 'w') as f:
-    json.dump(result, f, indent=1)
-  return result
+  return result, greedy
+
+
+def attention_measures(translations: list[evaluation.Translation]) -> dict:
+  """Monotonicity and entropy (measures.attention_*) of the translations' attention: the EOS row is left
+  out of both, the source EOS column out of monotonicity (entropy is over every source position)."""
+  rows = [x.attention[:-1] if x.ids and x.ids[-1] == data.EOS_ID else x.attention for x in translations]
+  return {**measures.attention_monotonicity([a[:, :-1] for a in rows]), **measures.attention_entropy(rows)}
 
 
 def _heatmaps(run, trans, sources, run_dir, chosen, count, seed) -> list[str]:
@@ -103,12 +126,55 @@ def _alignment_error_rates(run, split, pharaoh) -> Optional[list[float]]:
   return out
 
 
-def analyze_runs(workdirs: list[str], out_dir: str, which: str = 'best', **options) -> list[dict]:
-  """analyze_run for every directory, then the figure comparing them: BLEU by source length."""
-  results = []
+def add_significance(results: list[dict], greedy: list[dict], n_samples: int = 1000, seed: int = 12345) -> None:
+  """Sets result['significance'] of every run: greedy BLEU (first seed) with the half-width of its 95%
+  bootstrap interval and the paired-bootstrap p-value against the baseline, on the whole split ('corpus')
+  and on each source-length bucket of result['greedy_bleu_by_length'] ('by_length').
+
+  `greedy[k]` holds run k's 'hypotheses', 'references' and 'sources'. Runs are compared only with runs
+  that translated the same sentences; the baseline is the first of those named 'none/...' (p-values are
+  None without one)."""
+  groups = {}
+  for k, g in enumerate(greedy):
+    groups.setdefault((tuple(g['references']), tuple(g['sources'])), []).append(k)
+  for members in groups.values():
+    baseline = next((k for k in members if results[k]['variant'].startswith('none/')), None)
+    refs, sources = greedy[members[0]]['references'], greedy[members[0]]['sources']
+    words = np.array([len(s.split()) for s in sources])
+
+    def compare(selection):
+      systems = {str(k): [greedy[k]['hypotheses'][i] for i in selection] for k in members}
+      return measures.paired_bootstrap(systems, [refs[i] for i in selection],
+                                       None if baseline is None else str(baseline), n_samples, seed)
+
+    whole = compare(range(len(refs)))
+    for k in members:
+      results[k]['significance'] = {
+          'baseline': None if baseline is None else results[baseline]['variant'], 'n_samples': n_samples,
+          'seed': seed, 'signature': whole['signature'],
+          'corpus': {'sentences': len(refs), **whole['systems'][str(k)]}, 'by_length': []}
+    for row in results[members[0]]['greedy_bleu_by_length']:
+      selection = np.nonzero((words >= row['lo']) & (words <= row['hi']))[0].tolist()
+      bucket = compare(selection)
+      for k in members:
+        results[k]['significance']['by_length'].append(
+            {'bucket': row['bucket'], 'lo': row['lo'], 'hi': row['hi'], 'sentences': len(selection),
+             **bucket['systems'][str(k)]})
+
+
+def analyze_runs(workdirs: list[str], out_dir: str, which: str = 'best', bootstrap_samples: int = 1000,
+                 bootstrap_seed: int = 12345, **options) -> list[dict]:
+  """analyze_run for every directory, the significance of their differences (add_significance), then
+  the figure comparing them: BLEU by source length."""
+  results, greedy = [], []
   for workdir in workdirs:
     run = analysis.load_run(workdir, which)
-    results.append(analyze_run(run, out_dir, **options))
+    result, texts = _analyze_run(run, out_dir, **options)
+    results.append(result)
+    greedy.append(texts)
+  add_significance(results, greedy, bootstrap_samples, bootstrap_seed)
+  for result in results:
+    _write_result(out_dir, result)
   curves = {r['variant']: r['greedy_bleu_by_length'] for r in results}
   plots.bleu_by_length(curves, os.path.join(out_dir, 'bleu_by_length.png'),
                        'BLEU by source length (test, greedy, first seed)')

@@ -80,29 +80,106 @@ def format_summary(s: dict) -> str:
 
 
 def analysis_table(results: list[dict]) -> str:
-  """Markdown: test BLEU/chrF per run, and BLEU on the longest source-length bucket every run shares."""
-  longest = _longest_shared_bucket(results)
-  has_beam = all('beam_bleu' in r for r in results)
-  has_aer = all('aer' in r for r in results)
-  head = ['variant', 'greedy BLEU', 'greedy chrF'] + (['beam BLEU'] if has_beam else []) + (
-      [f'BLEU, sources {longest} words'] if longest else []) + (['AER'] if has_aer else [])
-  lines = ['| ' + ' | '.join(head) + ' |', '|' + '---|' * len(head)]
-  for r in results:
-    row = [r['variant'], mean_std(r['greedy_bleu']), mean_std(r['greedy_chrf'])]
-    row += [mean_std(r['beam_bleu'])] if has_beam else []
-    if longest:
-      row.append(f"{next(b['bleu'] for b in r['greedy_bleu_by_length'] if b['bucket'] == longest):.2f}")
-    row += [mean_std(r['aer'])] if has_aer else []
-    lines.append('| ' + ' | '.join(row) + ' |')
-  return '\n'.join(lines)
+  """Markdown, one row per run: greedy BLEU with its 95% bootstrap interval and p-value against `none`,
+  chrF, beam BLEU, BLEU on the two longest source-length buckets every run shares, attention monotonicity
+  and entropy, repetition, AER; then a legend. Columns whose data a run lacks are left out."""
+  buckets = _longest_shared_buckets(results)
+  has_ci = all('significance' in r for r in results)
+  baseline = next((r['significance']['baseline'] for r in results if has_ci and r['significance']['baseline']), None)
+  many_seeds = any(len(r['greedy_bleu']) > 1 for r in results)
+  columns = [('variant', lambda r: r['variant'])]
+  if has_ci:
+    columns.append(('greedy BLEU ± 95% CI', lambda r: _bleu_ci(r['significance']['corpus'])))
+    if baseline:
+      columns.append(('p vs none', lambda r: _p_cell(r['significance']['corpus'], r['variant'] == baseline)))
+  if many_seeds or not has_ci:
+    columns.append(('greedy BLEU, seeds' if has_ci else 'greedy BLEU', lambda r: _over_seeds(r['greedy_bleu'])))
+  columns.append(('chrF', lambda r: _over_seeds(r['greedy_chrf'])))
+  if all('beam_bleu' in r for r in results):
+    columns.append(('beam BLEU', lambda r: _over_seeds(r['beam_bleu'])))
+  for bucket in buckets:
+    columns.append((f'BLEU, sources {bucket} words', lambda r, b=bucket: _bleu_ci(_bucket_score(r, b), star=True)))
+  if any('attention' in r for r in results):
+    columns.append(('monotonicity', lambda r: _monotonicity_cell(r.get('attention'))))
+    columns.append(('entropy (norm.)', lambda r: _entropy_cell(r.get('attention'))))
+  if all('greedy_repetition' in r for r in results):
+    columns.append(('repetition %', lambda r: _over_seeds([100 * x for x in r['greedy_repetition']], 1)))
+  if all('aer' in r for r in results):
+    columns.append(('AER', lambda r: _over_seeds(r['aer'])))
+  lines = ['| ' + ' | '.join(h for h, _ in columns) + ' |', '|' + '---|' * len(columns)]
+  lines += ['| ' + ' | '.join(cell(r) for _, cell in columns) + ' |' for r in results]
+  return '\n'.join(lines) + _legend(results, has_ci, baseline, many_seeds)
 
 
-def _longest_shared_bucket(results):
+def _legend(results, has_ci, baseline, many_seeds) -> str:
+  notes = []
+  if has_ci:
+    n = results[0]['significance']['n_samples']
+    notes.append(f'BLEU ± half-width of its 95% interval over {n} paired bootstrap resamples of the test '
+                 'sentences (sacrebleu; greedy, first seed)' + (
+                     f'; p: paired bootstrap against {baseline}; * p < 0.05 against it' if baseline else ''))
+  if many_seeds:
+    notes.append('seeds, chrF, beam BLEU, repetition, AER: mean ± sd over seeds')
+  if any('attention' in r for r in results):
+    notes.append('monotonicity: mean over sentences of the Spearman correlation of output position and '
+                 'attention peak (1 diagonal, -1 reversed; "k/n const.": sentences with one peak position, '
+                 'counted 0); entropy: attention entropy in nats (divided by log source length: 1 uniform)')
+  if all('greedy_repetition' in r for r in results):
+    notes.append('repetition: greedy outputs in which some 4-gram occurs 3 or more times')
+  return ''.join(f'\n\n{n}.' if i == 0 else f'\n{n}.' for i, n in enumerate(notes))
+
+
+def _over_seeds(values, digits: int = 2) -> str:
+  """The value of one seed, or mean ± sd over several."""
+  return f'{values[0]:.{digits}f}' if len(values) == 1 else mean_std(values)
+
+
+def _bleu_ci(score: dict, star: bool = False) -> str:
+  cell = f"{score['bleu']:.2f}" + (f" ± {score['ci']:.2f}" if score.get('ci') is not None else '')
+  return cell + (' *' if star and score.get('p_value') is not None and score['p_value'] < 0.05 else '')
+
+
+def _format_p(p: float) -> str:
+  return '< 0.001' if p < 0.001 else f'{p:.3f}'
+
+
+def _p_cell(score: dict, is_baseline: bool) -> str:
+  if is_baseline:
+    return 'baseline'
+  return '–' if score.get('p_value') is None else _format_p(score['p_value'])
+
+
+def _monotonicity_cell(attention) -> str:
+  if not attention or attention.get('monotonicity') is None:
+    return '–'
+  const = f" ({attention['undefined']}/{attention['sentences']} const.)" if attention['undefined'] else ''
+  return f"{attention['monotonicity']:.2f}{const}"
+
+
+def _entropy_cell(attention) -> str:
+  if not attention or attention.get('entropy') is None:
+    return '–'
+  normalized = attention.get('normalized')
+  return f"{attention['entropy']:.2f}" + ('' if normalized is None else f' ({normalized:.2f})')
+
+
+def _longest_shared_buckets(results, count: int = 2) -> list[str]:
+  """The `count` longest source-length buckets in every run's greedy BLEU by length."""
   shared = None
   for r in results:
     buckets = [b['bucket'] for b in r['greedy_bleu_by_length']]
     shared = buckets if shared is None else [b for b in shared if b in buckets]
-  return shared[-1] if shared else None
+  return shared[-count:] if shared else []
+
+
+def _bucket_score(result: dict, bucket: str) -> dict:
+  """{'bleu', 'ci', 'p_value'} of a run on a length bucket (greedy, first seed); ci and p_value are None
+  without significance results."""
+  for b in result.get('significance', {}).get('by_length', []):
+    if b['bucket'] == bucket:
+      return b
+  bleu = next(b['bleu'] for b in result['greedy_bleu_by_length'] if b['bucket'] == bucket)
+  return {'bleu': bleu, 'ci': None, 'p_value': None}
 
 
 RESULT_COLUMNS = (('test BLEU', 'test_bleu'), ('test chrF', 'test_chrf'), ('test perplexity', 'test_perplexity'))
@@ -134,17 +211,34 @@ def results_csv(rows: list[dict]) -> str:
 
 
 def attention_verdict(results: list[dict]) -> str:
-  """One sentence on the point of attention: `none` against the others on the longest shared bucket."""
-  longest = _longest_shared_bucket(results)
-  if not longest:
+  """Whether each attention variant beats `none` on the two longest source-length buckets every run shares.
+
+  Rule: a variant beats `none` on a bucket when its BLEU is higher and sacrebleu's paired bootstrap
+  against `none` gives p < 0.05 (the paired test weighs both systems' noise on the same sentences; a
+  rule on the variant's interval alone would ignore that of `none`). Significantly lower is reported
+  as below `none`, anything else as within the uncertainty. Without significance results, the BLEUs
+  alone are compared."""
+  buckets = _longest_shared_buckets(results)
+  none = [r for r in results if r['variant'].startswith('none/')]
+  others = [r for r in results if not r['variant'].startswith('none/')]
+  if not buckets or not none or not others:
     return ''
-  score = {r['variant']: next(b['bleu'] for b in r['greedy_bleu_by_length'] if b['bucket'] == longest)
-           for r in results}
-  none = {k: v for k, v in score.items() if k.startswith('none/')}
-  others = {k: v for k, v in score.items() if k not in none}
-  if not none or not others:
-    return ''
-  best = max(others, key=others.get)
-  (none_name, none_bleu), = none.items()
-  return (f'\nLongest sentences (sources of {longest} words): {none_name} reaches BLEU {none_bleu:.2f}; '
-          f'the attention variants {min(others.values()):.2f} to {others[best]:.2f} (best: {best}).')
+  base = none[0]
+  lines = []
+  for bucket in buckets:
+    base_score = _bucket_score(base, bucket)
+    scores = {r['variant']: _bucket_score(r, bucket) for r in others}
+    head = f"Sources of {bucket} words: {base['variant']} reaches BLEU {_bleu_ci(base_score)}"
+    if any(s['p_value'] is None for s in scores.values()):
+      best = max(scores, key=lambda k: scores[k]['bleu'])
+      low = min(s['bleu'] for s in scores.values())
+      lines.append(f"{head}; the attention variants {low:.2f} to {scores[best]['bleu']:.2f} (best: {best}).")
+      continue
+    groups = {'beat it (p < 0.05)': [], 'within the uncertainty': [], 'below it (p < 0.05)': []}
+    for name, s in sorted(scores.items(), key=lambda kv: -kv[1]['bleu']):
+      label = ('within the uncertainty' if s['p_value'] >= 0.05 else
+               'beat it (p < 0.05)' if s['bleu'] > base_score['bleu'] else 'below it (p < 0.05)')
+      groups[label].append(f"{name} {_bleu_ci(s)} (p {_format_p(s['p_value'])})")
+    lines.append(head + ''.join(f'; {label}: ' + ', '.join(names) for label, names in groups.items() if names)
+                 + '.')
+  return '\nLongest sentences, greedy BLEU of the first seed against none:\n' + '\n'.join(lines)

@@ -76,6 +76,16 @@ def test_train_is_killed_resumes_and_reloads_for_analysis(tmp_path, data_dir):
   result = json.loads((run_out / 'analysis.json').read_text())
   assert len(result['greedy_bleu']) == 1 and len(result['beam_bleu']) == 1
   assert 0.0 <= result['aer'][0] <= 1.0       # the synthetic task has gold alignments
+  significance = result['significance']         # one run: intervals, no baseline to test against
+  assert significance['baseline'] is None and significance['corpus']['sentences'] == 40
+  assert significance['corpus']['bleu'] == pytest.approx(result['greedy_bleu'][0])
+  assert significance['corpus']['p_value'] is None and significance['corpus']['ci'] >= 0.0
+  assert [b['bucket'] for b in significance['by_length']] == [b['bucket'] for b in result['greedy_bleu_by_length']]
+  attention = result['attention']
+  assert -1.0 <= attention['monotonicity'] <= 1.0 and attention['sentences'] + attention['skipped'] == 40
+  assert 0.0 <= attention['normalized'] <= 1.0 + 1e-6 and 0.0 <= result['greedy_repetition'][0] <= 1.0
+  assert 'monotonicity' in an.stdout and 'greedy BLEU ± 95% CI' in an.stdout
+  assert json.loads((out / 'analysis.json').read_text())[0]['significance'] == significance
   lines = (run_out / 'translations.greedy.txt').read_text().splitlines()
   assert len(lines) == 40                     # every test sentence translated (synthetic_eval_size)
   # Translate from a file, with attention bars; an empty line is refused with a one-line error.

@@ -1,0 +1,208 @@
+"""attnmt.measures against NumPy, scipy and hand-worked values; significance and the analysis table."""
+import os
+import warnings
+
+import numpy as np
+import pytest
+import sacrebleu
+import scipy.stats
+
+from attnmt import analyze_lib, data, evaluation, measures
+from experiments import common
+
+
+def test_average_ranks_match_scipy_rankdata_with_ties():
+  rng = np.random.default_rng(0)
+  for _ in range(20):
+    x = rng.integers(0, 5, size=rng.integers(1, 15))
+    np.testing.assert_allclose(measures.average_ranks(x), scipy.stats.rankdata(x, method='average'))
+
+
+def test_spearman_matches_scipy_on_random_data_with_ties():
+  rng = np.random.default_rng(1)
+  for _ in range(50):
+    n = int(rng.integers(3, 30))
+    x, y = rng.integers(0, 6, size=n), rng.integers(0, 4, size=n)
+    want = scipy.stats.spearmanr(x, y).statistic
+    got = measures.spearman(x, y)
+    if np.isnan(want):
+      assert np.isnan(got)
+    else:
+      np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+
+
+def test_spearman_hand_worked():
+  # No ties: rho = 1 - 6 sum d^2 / (n (n^2 - 1)) = 1 - 6 * 4 / 120.
+  assert measures.spearman([1, 2, 3, 4, 5], [2, 1, 4, 3, 5]) == pytest.approx(0.8)
+  # Ties: y ranks (1.5, 1.5, 3, 4); Pearson of the ranks = 4.5 / sqrt(5 * 4.5) = sqrt(0.9).
+  assert measures.spearman([1, 2, 3, 4], [7, 7, 8, 9]) == pytest.approx(np.sqrt(0.9))
+  assert np.isnan(measures.spearman([1, 2, 3], [4, 4, 4]))      # a constant ranking: undefined
+  assert np.isnan(measures.spearman([1], [2]))
+
+
+def test_monotonicity_of_diagonal_anti_diagonal_and_uniform_attention():
+  eye = np.eye(6)
+  assert measures.attention_monotonicity([eye])['monotonicity'] == 1.0
+  assert measures.attention_monotonicity([eye[::-1]])['monotonicity'] == -1.0
+  uniform = measures.attention_monotonicity([np.full((5, 4), 0.25), np.full((3, 7), 1 / 7)])
+  assert uniform == {'monotonicity': 0.0, 'sentences': 2, 'undefined': 2, 'skipped': 0}
+  # Peaks at source positions 0, 2, 1, 3: spearman 0.8; averaged with a diagonal sentence; two short
+  # sentences (2 output tokens, no source token) are skipped and counted.
+  peaks = np.eye(4)[[0, 2, 1, 3]]
+  got = measures.attention_monotonicity([peaks, np.eye(3), np.eye(2), np.zeros((4, 0))])
+  assert got['monotonicity'] == pytest.approx(0.9)
+  assert (got['sentences'], got['undefined'], got['skipped']) == (2, 0, 2)
+  assert measures.attention_monotonicity([])['monotonicity'] is None
+
+
+def test_attention_measures_leave_out_the_eos_row_and_the_source_eos_column():
+  # 4 output tokens + EOS over 4 source tokens + EOS. The content is diagonal, but every row puts most
+  # of its weight on the source EOS and the EOS row looks at position 0: kept, either would break 1.0.
+  a = np.zeros((5, 5))
+  a[np.arange(4), np.arange(4)] = 0.4
+  a[:4, 4] = 0.6
+  a[4, 0] = 1.0
+  x = evaluation.Translation(0, [5, 6, 7, 8, data.EOS_ID], 'a b c d', a)
+  got = analyze_lib.attention_measures([x])
+  assert got['monotonicity'] == 1.0 and got['tokens'] == 4
+  h = -(0.4 * np.log(0.4) + 0.6 * np.log(0.6))
+  assert got['entropy'] == pytest.approx(h) and got['normalized'] == pytest.approx(h / np.log(5))
+  # Without a final EOS (the decoding budget ran out) every row is an output token.
+  unfinished = evaluation.Translation(0, [5, 6, 7, 8, 9], 'a b c d e', a)
+  assert analyze_lib.attention_measures([unfinished])['tokens'] == 5
+
+
+def test_entropy_of_uniform_one_hot_and_padded_attention():
+  with warnings.catch_warnings():
+    warnings.simplefilter('error')      # zero weights: no log(0) warning, no NaN
+    uniform = measures.attention_entropy([np.full((3, 8), 1 / 8)])
+    assert uniform['entropy'] == pytest.approx(np.log(8)) and uniform['normalized'] == pytest.approx(1.0)
+    one_hot = measures.attention_entropy([np.eye(4)])
+    assert one_hot == {'entropy': 0.0, 'normalized': 0.0, 'tokens': 4}
+    # Columns past the source length are padding, whatever they hold.
+    padded = np.array([[1 / 3, 1 / 3, 1 / 3, 0.7, 0.2]])
+    assert measures.attention_entropy([padded], [3])['entropy'] == pytest.approx(np.log(3))
+  # Hand-worked (1/2, 1/4, 1/4): 1.5 log 2; local-p's unnormalised rows are renormalised first.
+  assert measures.attention_entropy([np.array([[0.5, 0.25, 0.25]])])['entropy'] == pytest.approx(1.5 * np.log(2))
+  assert measures.attention_entropy([np.array([[0.2, 0.2, 0.0, 0.0]])])['entropy'] == pytest.approx(np.log(2))
+  # The mean is over output tokens of all sentences: (3 log 8 + 0 * 4) / 7.
+  both = measures.attention_entropy([np.full((3, 8), 1 / 8), np.eye(4)])
+  assert both['entropy'] == pytest.approx(3 * np.log(8) / 7) and both['tokens'] == 7
+
+
+def test_repetition_rate_on_hand_made_strings():
+  assert measures.has_repeated_ngram('a b c d a b c d a b c d'.split())
+  assert not measures.has_repeated_ngram('a b c d a b c d'.split())          # twice only
+  assert measures.has_repeated_ngram('x x x x x x'.split())                  # overlapping: at 0, 1 and 2
+  assert not measures.has_repeated_ngram('x x x x x'.split())
+  assert not measures.has_repeated_ngram([])
+  texts = ['y no se a sus y no se a sus y no se a sus', 'the cat sat', 'x x x x x x', 'a b c d a b c d']
+  assert measures.repetition_rate(texts) == 0.5
+  assert measures.repetition_rate([]) == 0.0
+
+
+def _corpus(n=60, seed=0):
+  """Sources of 5, 15 or 65 words, references of 8-12 words, and three systems: `none` (unrelated
+  words), `dot` (none with one sentence changed) and `additive` (the references, a word dropped)."""
+  rng = np.random.default_rng(seed)
+  vocab = [f'w{i}' for i in range(40)]
+  words = lambda k: ' '.join(rng.choice(vocab, size=k))
+  sources = [words(int(rng.choice([5, 15, 65]))) for _ in range(n)]
+  references = [words(int(rng.integers(8, 13))) for _ in range(n)]
+  none = [words(int(rng.integers(8, 13))) for _ in range(n)]
+  dot = list(none)
+  dot[0] = references[0]
+  additive = [' '.join(r.split()[1:]) for r in references]
+  return sources, references, {'none/bahdanau/global': none, 'dot/bahdanau/global': dot,
+                               'additive/bahdanau/global': additive}
+
+
+def test_paired_bootstrap_identical_better_and_deterministic():
+  _, refs, systems = _corpus()
+  none = systems['none/bahdanau/global']
+  before = os.environ.get('SACREBLEU_SEED')
+  same = measures.paired_bootstrap({'base': none, 'copy': list(none)}, refs, baseline='base')['systems']
+  assert same['copy']['p_value'] == 1.0 and same['base']['p_value'] is None
+  assert same['copy']['ci'] == same['base']['ci']
+  better = measures.paired_bootstrap({'base': none, 'good': systems['additive/bahdanau/global']}, refs, 'base')
+  good = better['systems']['good']
+  assert good['p_value'] < 0.05 and good['bleu'] > better['systems']['base']['bleu'] + 10
+  assert good['bleu'] == pytest.approx(sacrebleu.corpus_bleu(systems['additive/bahdanau/global'], [refs]).score)
+  assert good['ci'] > 0 and 'bs:1000' in better['signature']
+  assert measures.paired_bootstrap({'base': none, 'good': systems['additive/bahdanau/global']}, refs, 'base') == better
+  assert os.environ.get('SACREBLEU_SEED') == before                         # the seed was set only while it ran
+  no_baseline = measures.paired_bootstrap({'base': none, 'good': systems['additive/bahdanau/global']}, refs)
+  assert all(s['p_value'] is None for s in no_baseline['systems'].values())
+  with pytest.raises(ValueError, match='positive seed'):
+    measures.paired_bootstrap({'base': none}, refs, seed=0)
+
+
+def _attention(a):
+  return {**measures.attention_monotonicity([a]), **measures.attention_entropy([a])}
+
+
+def _results(sources, references, systems):
+  """What analyze_run would return for these translations (only the keys the table reads)."""
+  results = []
+  for name, hyps in systems.items():
+    scores = evaluation.bleu_chrf(hyps, references)
+    results.append({'variant': name, 'seeds': [0], 'greedy_bleu': [scores['bleu']], 'greedy_chrf': [scores['chrf']],
+                    'greedy_repetition': [measures.repetition_rate(hyps)],
+                    'greedy_bleu_by_length': evaluation.bleu_by_length(hyps, references, sources),
+                    'attention': _attention(np.full((4, 4), 0.25) if name.startswith('none/') else np.eye(4))})
+  greedy = [{'hypotheses': h, 'references': references, 'sources': sources} for h in systems.values()]
+  return results, greedy
+
+
+def test_significance_per_run_and_per_length_bucket():
+  sources, references, systems = _corpus()
+  results, greedy = _results(sources, references, systems)
+  analyze_lib.add_significance(results, greedy, n_samples=200)
+  by_name = {r['variant']: r['significance'] for r in results}
+  assert all(s['baseline'] == 'none/bahdanau/global' for s in by_name.values())
+  assert by_name['none/bahdanau/global']['corpus']['p_value'] is None
+  assert by_name['additive/bahdanau/global']['corpus']['p_value'] < 0.05
+  assert by_name['dot/bahdanau/global']['corpus']['p_value'] > 0.05
+  for r in results:
+    s = r['significance']
+    assert s['corpus']['bleu'] == pytest.approx(r['greedy_bleu'][0]) and s['corpus']['sentences'] == 60
+    assert [b['bucket'] for b in s['by_length']] == ['1-10', '11-20', '>60']
+    for bucket, row in zip(s['by_length'], r['greedy_bleu_by_length']):
+      assert bucket['bleu'] == pytest.approx(row['bleu']) and bucket['sentences'] == row['sentences']
+  # A run that translated other sentences is compared with no baseline.
+  _, other_refs, _ = _corpus(seed=1)
+  results2, greedy2 = _results(sources, references, {'none/bahdanau/global': systems['none/bahdanau/global']})
+  extra, extra_greedy = _results(sources, other_refs, {'dot/bahdanau/global': systems['dot/bahdanau/global']})
+  analyze_lib.add_significance(results2 + extra, greedy2 + extra_greedy, n_samples=50)
+  assert extra[0]['significance']['baseline'] is None and extra[0]['significance']['corpus']['p_value'] is None
+
+
+def test_analysis_table_and_verdict():
+  sources, references, systems = _corpus()
+  results, greedy = _results(sources, references, systems)
+  legacy = common.analysis_table(results)      # no significance yet: BLEUs without intervals
+  assert legacy.splitlines()[0].startswith('| variant | greedy BLEU | chrF |') and ' ± ' not in legacy.split('\n\n')[0]
+  assert 'the attention variants' in common.attention_verdict(results)
+  analyze_lib.add_significance(results, greedy)
+  table = common.analysis_table(results)
+  print(table)
+  print(common.attention_verdict(results))
+  lines = table.split('\n\n')[0].splitlines()
+  head = [c.strip() for c in lines[0].strip('|').split('|')]
+  assert head == ['variant', 'greedy BLEU ± 95% CI', 'p vs none', 'chrF', 'BLEU, sources 11-20 words',
+                  'BLEU, sources >60 words', 'monotonicity', 'entropy (norm.)', 'repetition %']
+  rows = {line.split('|')[1].strip(): [c.strip() for c in line.strip('|').split('|')] for line in lines[2:]}
+  assert rows['none/bahdanau/global'][2] == 'baseline' and rows['additive/bahdanau/global'][2] == '< 0.001'
+  assert ' ± ' in rows['dot/bahdanau/global'][1] and rows['additive/bahdanau/global'][5].endswith(' *')
+  assert rows['dot/bahdanau/global'][6] == '1.00' and rows['dot/bahdanau/global'][7] == '0.00 (0.00)'
+  assert rows['none/bahdanau/global'][6] == '0.00 (1/1 const.)' and rows['none/bahdanau/global'][7] == '1.39 (1.00)'
+  verdict = common.attention_verdict(results)
+  assert 'Sources of >60 words: none/bahdanau/global reaches BLEU' in verdict
+  for line in verdict.strip().splitlines()[1:]:
+    assert 'beat it (p < 0.05): additive/bahdanau/global' in line and 'within the uncertainty: dot/' in line
+  # Several seeds: their mean ± sd gets its own column next to the first seed's interval.
+  for r in results:
+    r['greedy_bleu'], r['greedy_chrf'] = r['greedy_bleu'] * 2, [r['greedy_chrf'][0], r['greedy_chrf'][0] + 1]
+  head = common.analysis_table(results).splitlines()[0]
+  assert head.startswith('| variant | greedy BLEU ± 95% CI | p vs none | greedy BLEU, seeds | chrF |')
+  assert 'mean ± sd over seeds' in common.analysis_table(results)
