@@ -6,6 +6,7 @@ import os
 import matplotlib
 
 matplotlib.use('Agg')
+import matplotlib.ticker  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
@@ -71,3 +72,29 @@ def _save(fig, path: str) -> str:
   fig.savefig(path, dpi=110)
   plt.close(fig)
   return path
+
+
+def learning_curves(curves: dict[str, list[dict]], path: str, title: str = '') -> str:
+  """Validation BLEU and perplexity against training minutes, one line per run.
+
+  `curves` maps a label to its validation records from metrics.jsonl (each with 'train_seconds',
+  'bleu' and 'perplexity', the last two lists over seeds: the mean is drawn)."""
+  fig, (ax_bleu, ax_ppl) = plt.subplots(1, 2, figsize=(11, 4.2))
+  for name, records in curves.items():
+    minutes = [r['train_seconds'] / 60 for r in records]
+    style = dict(marker='o', markersize=3, label=name, linestyle='--' if name.startswith('none') else '-')
+    ax_bleu.plot(minutes, [np.mean(r['bleu']) for r in records], **style)
+    ax_ppl.plot(minutes, [np.mean(r['perplexity']) for r in records], **style)
+  ax_bleu.set_ylabel('validation BLEU')
+  ax_ppl.set_ylabel('validation perplexity')
+  ax_ppl.set_yscale('log')
+  ax_ppl.yaxis.set_major_formatter(matplotlib.ticker.ScalarFormatter())
+  ax_ppl.yaxis.set_minor_formatter(matplotlib.ticker.ScalarFormatter())
+  for ax in (ax_bleu, ax_ppl):
+    ax.set_xlabel('training minutes (evaluation excluded)')
+    ax.grid(alpha=0.3, which='both')
+  ax_bleu.legend(fontsize=8)
+  if title:
+    fig.suptitle(title)
+  fig.tight_layout()
+  return _save(fig, path)

@@ -109,9 +109,7 @@ def evaluate(cfg: ModelConfig, config, params, prepared, split: str, num_seeds: 
   """Loss, perplexity, BLEU and chrF of every seed on `split`, as lists over seeds (data-parallel on `mesh`)."""
   t, d = config.train, config.data
   _, references = data.raw_texts(prepared, split)
-  batches = list(data.batches(prepared, split, d))   # built once, evaluated for every seed
-  if max_sentences:
-    batches = _first_sentences(batches, max_sentences)
+  batches = list(data.batches(prepared, split, d, max_examples=max_sentences))   # built once, for every seed
   out = {}
   for i in range(num_seeds):
     p = evaluation.seed_params(params, i)
@@ -122,16 +120,6 @@ def evaluate(cfg: ModelConfig, config, params, prepared, split: str, num_seeds: 
     for k, v in metrics.items():
       out.setdefault(k, []).append(v)
   out['bleu_signature'] = out['bleu_signature'][0]
-  return out
-
-
-def _first_sentences(batches, n):
-  out, count = [], 0
-  for b in batches:
-    if count >= n:
-      break
-    out.append(b)
-    count += len(b['src_len'])
   return out
 
 
@@ -221,9 +209,11 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, seeds: 
         tokens_since_log, t0 = 0, time.perf_counter()
       if (t.eval_every and step % t.eval_every == 0) or is_last:
         check_finite(step)
+        jax.block_until_ready(state)
+        meta['train_seconds'] += time.perf_counter() - t0   # training time only: evaluation is not counted
         ev = evaluate(cfg, config, state.params, prepared, 'validation', len(seeds), t.eval_max_sentences,
                       t.eval_beam_size, mesh)
-        writer.write(step, 'validation', ev)
+        writer.write(step, 'validation', {**ev, 'train_seconds': meta['train_seconds']})
         progress.message(f'step {step} validation: BLEU {np.mean(ev["bleu"]):.2f} chrF {np.mean(ev["chrf"]):.2f} '
                          f'ppl {np.mean(ev["perplexity"]):.2f} (mean of {len(seeds)} seed(s))')
         if meta['best_bleu'] is None or np.mean(ev['bleu']) > meta['best_bleu']:

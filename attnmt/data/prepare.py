@@ -100,19 +100,24 @@ def prepare(cfg) -> PreparedData:
 def batches(prepared: PreparedData, split: str, cfg, seed: Optional[int] = None,
             state: Optional[dict] = None, num_epochs: Optional[int] = None,
             shuffle: Optional[bool] = None, row_multiple: int = 1,
-            shard: tuple[int, int] = (0, 1)) -> pipeline.BatchIterator:
+            shard: tuple[int, int] = (0, 1), max_examples: int = 0) -> pipeline.BatchIterator:
     """Batches of `split`. Training: shuffled, `cfg.num_epochs` passes (0 = forever), seed
     `cfg.shuffle_seed` unless given. Validation/test: one pass in a fixed order (sorted by
     length when bucketing). `state` (from `iterator.state()`) resumes exactly.
 
     `row_multiple` pads each batch with empty rows (length 0, index -1) to a multiple of it (the
     data-parallel device count); `shard=(process_index, process_count)` yields only this
-    process's rows of each global batch (see pipeline.BatchIterator)."""
+    process's rows of each global batch (see pipeline.BatchIterator). `max_examples` > 0 keeps
+    that many examples spread evenly over the split's source lengths (a validation subset that
+    is not just its shortest sentences)."""
     if split not in prepared.tokenized:
         raise ValueError(f'unknown split {split!r}; valid: {", ".join(prepared.tokenized)}')
     training = split == 'train'
     data = prepared.tokenized[split]
     keep = pipeline.length_filter(data, *length_limits(cfg, split))
+    if 0 < max_examples < len(keep):
+        by_length = keep[np.argsort(data.src_len[keep], kind='stable')]
+        keep = np.sort(by_length[np.linspace(0, len(keep) - 1, max_examples).round().astype(int)])
     epochs = num_epochs if num_epochs is not None else (cfg.num_epochs if training else 1)
     return pipeline.BatchIterator(
         data, keep, batch_options(cfg), cfg.shuffle_seed if seed is None else seed,

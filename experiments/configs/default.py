@@ -47,7 +47,7 @@ def get_train_config() -> ml_collections.ConfigDict:
   t.log_every = 50              # steps between progress lines and training-metric records
   t.eval_every = 2000           # steps between validation evaluations (0 = only at the end)
   t.eval_beam_size = 0          # 0 = greedy only at evaluation; k > 0 adds beam-search BLEU
-  t.eval_max_sentences = 0      # evaluate BLEU on at most this many validation sentences (0 = all)
+  t.eval_max_sentences = 0      # validate on this many sentences spread over the lengths (0 = all)
   t.checkpoint_every = 1000     # steps between checkpoints of the latest state
   t.beam_alpha = 0.6            # length penalty ((5 + len) / 6) ** alpha
   t.max_decode_factor = 1.5     # decode up to factor * source width + 10 tokens
