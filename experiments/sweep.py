@@ -52,7 +52,7 @@ def main(argv):
 
 
 def _sweep():
-  from attnmt import analyze_lib, parallel, plots, train_lib
+  from attnmt import analyze_lib, curves as curves_lib, parallel, plots, train_lib
   common.initialize_distributed()
   config, root = FLAGS.config, FLAGS.workdir
   keep, refused = variants(config)
@@ -67,7 +67,7 @@ def _sweep():
       run_config.model.update(over)
     workdir = os.path.join(root, train_lib.variant_name(run_config).replace('/', '-'))
     print(f'\n=== {train_lib.variant_name(run_config)} -> {workdir}', flush=True)
-    rows.append(_finished(workdir) or train_lib.train_and_evaluate(run_config, workdir))
+    rows.append(_finished(workdir, run_config) or train_lib.train_and_evaluate(run_config, workdir))
     dirs.append(workdir)
   if not parallel.is_main_process():
     return   # process 0 writes the tables and plots and runs the analysis
@@ -77,6 +77,10 @@ def _sweep():
   chart = plots.results_bar_chart(rows, 'test_bleu', os.path.join(root, 'results_bleu.png'))
   print('\n' + table)
   outputs = [os.path.join(root, 'results.md'), os.path.join(root, 'results.csv'), chart]
+  curves = {r['variant']: curves_lib.validation_records(d) for r, d in zip(rows, dirs)}
+  if all(curves.values()):
+    outputs.append(plots.learning_curves(curves, os.path.join(root, 'results_curves.png'),
+                                         'Validation during training (mean over seeds)'))
   if config.sweep.analyze:
     out = os.path.join(root, 'analysis')
     results = analyze_lib.analyze_runs(dirs, out, beam_size=config.sweep.beam_size,
@@ -90,13 +94,19 @@ def _sweep():
   print('\nWrote:\n  ' + '\n  '.join(outputs))
 
 
-def _finished(workdir):
+def _finished(workdir, run_config):
+  """The results of a finished run of exactly this config, or None (train_and_evaluate then resumes a run
+  whose config differs only in resumable settings, such as more steps, and refuses any other)."""
+  from attnmt import checkpoints
   path = os.path.join(workdir, 'results.json')
-  if os.path.exists(path):
-    with open(path) as f:
-      print(f'(finished earlier: reusing {path})')
-      return json.load(f)
-  return None
+  if not os.path.exists(path):
+    return None
+  saved = checkpoints.load_config(workdir).to_dict()
+  if saved != json.loads(json.dumps(run_config.to_dict())):
+    return None
+  with open(path) as f:
+    print(f'(finished earlier with this config: reusing {path})')
+    return json.load(f)
 
 
 def _write(path, text):
