@@ -29,6 +29,22 @@ _ONLY = flags.DEFINE_list('only', list(SECTIONS), f'sections to run, from {",".j
 _DTYPE = flags.DEFINE_enum('dtype', 'float32', ['float32', 'bfloat16'], 'compute dtype (parameters stay float32)')
 _OUT = flags.DEFINE_string('out', None, 'JSON output path; default benchmarks/results/bench_<host>.json')
 _STEPS = flags.DEFINE_integer('steps', None, 'timed calls per figure (default 10, or 3 with --quick)')
+_MODEL = flags.DEFINE_enum('model', 'bench', ['bench', 'main'],
+                           "'bench': the bench config of DESIGN.md; 'main': the main job's model, batch and length "
+                           '(experiments/configs/main_ablation.py)')
+
+
+def main_job_model():
+  """The main job's model (vocabularies of data.vocab_size) and its training batch: rows and the padded
+  width of its longest training sentences."""
+  from attnmt.config import ModelConfig
+  from benchmarks.cases import Sizes
+  from experiments.configs import main_ablation
+  config = main_ablation.get_config()
+  d = config.data
+  cfg = ModelConfig.from_dict({**config.model.to_dict(), 'source_vocab_size': d.vocab_size,
+                               'target_vocab_size': d.vocab_size})
+  return cfg, Sizes(batch=d.batch_size, src_len=d.max_source_length, tgt_len=d.max_target_length)
 
 
 def machine() -> dict:
@@ -139,13 +155,15 @@ def table(result: dict) -> str:
 def main(argv):
   del argv
   from benchmarks.cases import BENCH_MODEL, Sizes
-  cfg = dataclasses.replace(BENCH_MODEL, dtype=_DTYPE.value)
+  cfg, sizes = main_job_model() if _MODEL.value == 'main' else (BENCH_MODEL, Sizes())
+  cfg = dataclasses.replace(cfg, dtype=_DTYPE.value)
   steps = _STEPS.value or (3 if _QUICK.value else 10)
-  sizes = Sizes(steps=steps, warmup=1 if _QUICK.value else 2)
+  sizes = dataclasses.replace(sizes, steps=steps, warmup=1 if _QUICK.value else 2)
   peak_sizes = (512, 1024) if _QUICK.value else (1024, 2048)
   result = run(cfg, sizes, tuple(_ONLY.value), peak_sizes, 3 if _QUICK.value else 10)
   print(table(result))
-  out = Path(_OUT.value or Path(__file__).parent / 'results' / f'bench_{socket.gethostname()}.json')
+  name = f'bench_{socket.gethostname()}' + ('_main' if _MODEL.value == 'main' else '')
+  out = Path(_OUT.value or Path(__file__).parent / 'results' / f'{name}.json')
   out.parent.mkdir(parents=True, exist_ok=True)
   out.write_text(json.dumps(result, indent=1))
   print(f'wrote {out}')
