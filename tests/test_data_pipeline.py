@@ -140,6 +140,21 @@ def test_entry_point_batches_and_reports(numbers):
     np.testing.assert_array_equal(resumed['src'], train[len(train) // 2 + 3]['src'])
 
 
+def test_evaluation_subset_spreads_over_lengths_and_pads_to_its_own_multiple(numbers):
+    cfg, prepared = numbers
+    cfg = cfg.copy_and_resolve_references()
+    cfg.pad_to_multiple, cfg.eval_pad_to_multiple = 8, 24
+    lengths = prepared.tokenized['test'].src_len
+    subset = list(batches(prepared, 'test', cfg, max_examples=10))
+    index = np.concatenate([b['index'] for b in subset])
+    assert len(index) == len(set(index)) == 10
+    chosen = np.sort(lengths[index])   # from the shortest to the longest source, evenly by rank
+    assert chosen[0] == lengths.min() and chosen[-1] == lengths.max()
+    np.testing.assert_array_equal(chosen, np.sort(lengths)[np.linspace(0, 49, 10).round().astype(int)])
+    assert all(b['src'].shape[1] % 24 == 0 for b in subset)
+    assert all(b['src'].shape[1] % 8 == 0 and b['src'].shape[1] <= 16 for b in batches(prepared, 'train', cfg))
+
+
 def test_config_has_every_field_and_unknown_names_fail(numbers, tmp_path):
     cfg = get_data_config()
     for field in ('name', 'data_dir', 'books', 'tsv_path', 'source_lang', 'target_lang',

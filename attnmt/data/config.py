@@ -42,6 +42,7 @@ def get_data_config() -> ml_collections.ConfigDict:
     c.bucket = True  # Group sentences of similar length to cut padding.
     c.bucket_window = 100  # Bucketing sorts windows of this many batches.
     c.pad_to_multiple = 8  # Pad each batch's length up to a multiple of this.
+    c.eval_pad_to_multiple = 0  # Validation/test batches: this multiple instead (0 = pad_to_multiple).
     c.fixed_source_length = 0  # If > 0: every batch has exactly this source width.
     c.fixed_target_length = 0  # If > 0: every batch has exactly this target width.
     c.drop_remainder = False  # Drop an epoch's last, smaller batch (sentence batches only).
