@@ -27,16 +27,17 @@ def _write_result(out_dir: str, result: dict) -> None:
 
 def analyze_run(run: analysis.LoadedRun, out_dir: str, beam_size: int = 5, heatmap_sentences=(),
                 num_heatmaps: int = 3, heatmap_seed: int = 0, pharaoh: Optional[str] = None,
-                split: str = 'test') -> dict:
+                split: str = 'test', heatmap_min_words: int = 0) -> dict:
   """Every analysis of one run (all seeds for the scores and repetition, the first seed for figures and
   attention measures); written to <out_dir>/<variant>/analysis.json."""
-  result, _ = _analyze_run(run, out_dir, beam_size, heatmap_sentences, num_heatmaps, heatmap_seed, pharaoh, split)
+  result, _ = _analyze_run(run, out_dir, beam_size, heatmap_sentences, num_heatmaps, heatmap_seed, pharaoh, split,
+                           heatmap_min_words)
   _write_result(out_dir, result)
   return result
 
 
 def _analyze_run(run, out_dir, beam_size=5, heatmap_sentences=(), num_heatmaps=3, heatmap_seed=0, pharaoh=None,
-                 split='test'):
+                 split='test', heatmap_min_words=0):
   """analyze_run's result, and the first seed's greedy hypotheses, references and sources."""
   t = run.config.train
   sources, references = data.raw_texts(run.prepared, split)
@@ -60,7 +61,8 @@ def _analyze_run(run, out_dir, beam_size=5, heatmap_sentences=(), num_heatmaps=3
         _write_lines(os.path.join(run_dir, f'translations.{mode}.txt'), hyps)
         result[f'{mode}_bleu_by_length'] = evaluation.bleu_by_length(hyps, refs, [sources[x.index] for x in trans])
       if seed_i == 0 and mode == 'greedy':
-        result['heatmaps'] = _heatmaps(run, trans, sources, run_dir, heatmap_sentences, num_heatmaps, heatmap_seed)
+        result['heatmaps'] = _heatmaps(run, trans, sources, run_dir, heatmap_sentences, num_heatmaps, heatmap_seed,
+                                       heatmap_min_words)
         result['attention'] = attention_measures(trans)
         greedy = {'hypotheses': hyps, 'references': refs, 'sources': [sources[x.index] for x in trans]}
   aer = _alignment_error_rates(run, split, pharaoh)
@@ -76,8 +78,9 @@ def attention_measures(translations: list[evaluation.Translation]) -> dict:
   return {**measures.attention_monotonicity([a[:, :-1] for a in rows]), **measures.attention_entropy(rows)}
 
 
-def _heatmaps(run, trans, sources, run_dir, chosen, count, seed) -> list[str]:
-  """Heatmap PNGs of the chosen sentences (example indices), or of `count` random ones."""
+def _heatmaps(run, trans, sources, run_dir, chosen, count, seed, min_words=0) -> list[str]:
+  """Heatmap PNGs of the chosen sentences (example indices), or of `count` random ones whose source has at
+  least `min_words` words (any length if none has)."""
   by_index = {x.index: x for x in trans}
   if chosen:
     missing = [i for i in chosen if i not in by_index]
@@ -87,7 +90,8 @@ def _heatmaps(run, trans, sources, run_dir, chosen, count, seed) -> list[str]:
     picks = list(chosen)
   else:
     rng = np.random.default_rng(seed)
-    picks = sorted(rng.choice(sorted(by_index), size=min(count, len(by_index)), replace=False).tolist())
+    pool = [i for i in sorted(by_index) if len(sources[i].split()) >= min_words] or sorted(by_index)
+    picks = sorted(rng.choice(pool, size=min(count, len(pool)), replace=False).tolist())
   src_tok, tgt_tok = run.prepared.src_tokenizer, run.prepared.tgt_tokenizer
   paths = []
   for i in picks:
@@ -176,8 +180,9 @@ def analyze_runs(workdirs: list[str], out_dir: str, which: str = 'best', bootstr
   for result in results:
     _write_result(out_dir, result)
   curves = {r['variant']: r['greedy_bleu_by_length'] for r in results}
+  errors = {r['variant']: [b['ci'] for b in r['significance']['by_length']] for r in results}
   plots.bleu_by_length(curves, os.path.join(out_dir, 'bleu_by_length.png'),
-                       'BLEU by source length (test, greedy, first seed)')
+                       'BLEU by source length (test, greedy, first seed; 95% bootstrap intervals)', errors)
   with open(os.path.join(out_dir, 'analysis.json'), 'w') as f:
     json.dump(results, f, indent=1)
   return results

@@ -35,15 +35,17 @@ def attention_heatmap(weights_TxS: np.ndarray, source_tokens: list[str], output_
   return _save(fig, path)
 
 
-def bleu_by_length(curves: dict[str, list[dict]], path: str, title: str = 'BLEU by source sentence length') -> str:
-  """One line per variant: BLEU of each source-length bucket (rows from evaluation.bleu_by_length)."""
-  fig, ax = plt.subplots(figsize=(7, 4.2))
-  labels = []
+def bleu_by_length(curves: dict[str, list[dict]], path: str, title: str = 'BLEU by source sentence length',
+                   errors: dict[str, list[float]] | None = None) -> str:
+  """One line per variant: BLEU of each source-length bucket (rows from evaluation.bleu_by_length), with
+  error bars where `errors` gives a half-width per bucket (a 95% bootstrap interval); the x labels give
+  each bucket's sentence count."""
+  fig, ax = plt.subplots(figsize=(7.5, 4.4))
   for name, rows in curves.items():
-    labels = labels if len(labels) >= len(rows) else [r['bucket'] for r in rows]
-    ax.plot([r['bucket'] for r in rows], [r['bleu'] for r in rows], marker='o', label=name,
-            linestyle='--' if name.startswith('none') else '-')
-  ax.set_xlabel('source sentence length (words)')
+    x = [f"{r['bucket']}\n({r['sentences']})" for r in rows]
+    ax.errorbar(x, [r['bleu'] for r in rows], yerr=(errors or {}).get(name), marker='o', capsize=3, label=name,
+                linestyle='--' if name.startswith('none') else '-')
+  ax.set_xlabel('source sentence length in words (sentences)')
   ax.set_ylabel('BLEU')
   ax.set_title(title)
   ax.grid(alpha=0.3)

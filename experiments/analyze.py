@@ -15,6 +15,7 @@ flags.DEFINE_integer('beam_size', 5, 'Beam size for the beam-search scores (0: g
 flags.DEFINE_list('sentences', [], 'Test-split indices to draw heatmaps for (default: random ones).')
 flags.DEFINE_integer('num_heatmaps', 3, 'How many random sentences get heatmaps when --sentences is empty.')
 flags.DEFINE_integer('heatmap_seed', 0, 'Seed choosing the random sentences.')
+flags.DEFINE_integer('heatmap_min_words', 0, 'Random heatmap sentences have sources of at least this many words.')
 flags.DEFINE_string('pharaoh', None, 'Gold alignments for the test split, one Pharaoh line per sentence.')
 FLAGS = flags.FLAGS
 
@@ -35,8 +36,10 @@ def _analyze():
   out = FLAGS.out or os.path.join(os.path.dirname(os.path.abspath(FLAGS.runs[0])), 'analysis')
   results = analyze_lib.analyze_runs(FLAGS.runs, out, FLAGS.which, beam_size=FLAGS.beam_size,
                                      heatmap_sentences=sentences, num_heatmaps=FLAGS.num_heatmaps,
-                                     heatmap_seed=FLAGS.heatmap_seed, pharaoh=FLAGS.pharaoh)
+                                     heatmap_seed=FLAGS.heatmap_seed, pharaoh=FLAGS.pharaoh,
+                                     heatmap_min_words=FLAGS.heatmap_min_words)
   print(common.analysis_table(results))
+  print(common.attention_verdict(results))
   print(f'\nWrote translations, heatmaps and analysis.json per run, and bleu_by_length.png, under {out}')
 
 

@@ -166,7 +166,7 @@ def test_significance_per_run_and_per_length_bucket():
   for r in results:
     s = r['significance']
     assert s['corpus']['bleu'] == pytest.approx(r['greedy_bleu'][0]) and s['corpus']['sentences'] == 60
-    assert [b['bucket'] for b in s['by_length']] == ['1-10', '11-20', '>60']
+    assert [b['bucket'] for b in s['by_length']] == ['1-20', '>60']   # 1-10 has fewer than 20 sentences
     for bucket, row in zip(s['by_length'], r['greedy_bleu_by_length']):
       assert bucket['bleu'] == pytest.approx(row['bleu']) and bucket['sentences'] == row['sentences']
   # A run that translated other sentences is compared with no baseline.
@@ -189,7 +189,7 @@ def test_analysis_table_and_verdict():
   print(common.attention_verdict(results))
   lines = table.split('\n\n')[0].splitlines()
   head = [c.strip() for c in lines[0].strip('|').split('|')]
-  assert head == ['variant', 'greedy BLEU ± 95% CI', 'p vs none', 'chrF', 'BLEU, sources 11-20 words',
+  assert head == ['variant', 'greedy BLEU ± 95% CI', 'p vs none', 'chrF', 'BLEU, sources 1-20 words',
                   'BLEU, sources >60 words', 'monotonicity', 'entropy (norm.)', 'repetition %']
   rows = {line.split('|')[1].strip(): [c.strip() for c in line.strip('|').split('|')] for line in lines[2:]}
   assert rows['none/bahdanau/global'][2] == 'baseline' and rows['additive/bahdanau/global'][2] == '< 0.001'
@@ -206,3 +206,15 @@ def test_analysis_table_and_verdict():
   head = common.analysis_table(results).splitlines()[0]
   assert head.startswith('| variant | greedy BLEU ± 95% CI | p vs none | greedy BLEU, seeds | chrF |')
   assert 'mean ± sd over seeds' in common.analysis_table(results)
+
+
+def test_length_buckets_merge_the_ones_with_few_sentences():
+  # The Bible test split's counts: 9 sentences over 60 words join the 51-60 bucket.
+  words = np.array([5] * 44 + [15] * 464 + [25] * 620 + [35] * 304 + [45] * 120 + [55] * 38 + [65] * 9)
+  assert evaluation.length_buckets(words) == [(0, 10), (10, 20), (20, 30), (30, 40), (40, 50), (50, 1000)]
+  # A small first bucket joins the next; empty buckets vanish; with min_sentences=1 nothing merges.
+  words = np.array([5] * 3 + [15] * 30 + [45] * 25)
+  assert evaluation.length_buckets(words) == [(0, 20), (40, 50)]
+  assert evaluation.length_buckets(words, min_sentences=1) == [(0, 10), (10, 20), (40, 50)]
+  rows = evaluation.bleu_by_length(['a b c d'] * 58, ['a b c d'] * 58, [' '.join(['w'] * n) for n in words])
+  assert [(r['bucket'], r['sentences']) for r in rows] == [('1-20', 33), ('41-50', 25)]
