@@ -40,6 +40,19 @@ def test_train_is_killed_resumes_and_reloads_for_analysis(tmp_path, data_dir):
   ref = run_module('experiments.train', *train_flags(tmp_path / 'ref', data_dir))
   assert ref.returncode == 0, ref.stderr[-3000:]
   assert 'test BLEU' in ref.stdout
+  # Its validation records carry the training time, and experiments.curves draws them.
+  from attnmt import curves
+  records = curves.validation_records(str(tmp_path / 'ref'))
+  assert [r['step'] for r in records] == [60, 120]
+  assert 0 < records[0]['train_seconds'] < records[1]['train_seconds']
+  assert curves.bleu_at(records, records[0]['train_seconds'] / 60) == pytest.approx(records[0]['bleu'][0])
+  assert np.isnan(curves.bleu_at(records, records[0]['train_seconds'] / 120))
+  drawn = run_module('experiments.curves', f'--runs={tmp_path / "ref"}', '--labels=tiny', '--minutes=100',
+                     f'--out={tmp_path / "curves.png"}')
+  assert drawn.returncode == 0, drawn.stderr[-3000:]
+  assert (tmp_path / 'curves.png').stat().st_size > 10000
+  row = next(line for line in drawn.stdout.splitlines() if line.startswith('| tiny'))
+  assert row.split(' | ')[1:3] == [f"{records[1]['bleu'][0]:.2f}", '120']   # BLEU at 100 min, last step
   # The same run, killed (SIGKILL) once a checkpoint exists, then restarted on its workdir.
   workdir = tmp_path / 'run'
   env = dict(os.environ, JAX_PLATFORMS='cpu', PYTHONPATH=ROOT)

@@ -66,6 +66,7 @@ def get_sweep_config(scores: str = 'none,additive,dot,general,concat') -> ml_col
   s.analyze = True              # after training: BLEU by length, heatmaps, AER where gold alignments exist
   s.beam_size = 0               # beam-search BLEU in the analysis (0: greedy only, faster)
   s.num_heatmaps = 3            # random test sentences drawn as heatmaps per variant
+  s.heatmap_min_words = 0       # ... among those whose source has at least this many words
   return s
 
 

@@ -25,6 +25,7 @@ def get_config():
   m.output_size = 16
   m.dropout = 0.1
   t.num_steps = 40
+  t.schedule = 'rsqrt'            # the tests' expected losses and BLEU were set on this schedule
   t.warmup_steps = 5
   t.learning_rate = 3e-3
   t.log_every = 10
