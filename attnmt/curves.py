@@ -32,8 +32,12 @@ def curves_table(curves: dict[str, list[dict]], tests: dict[str, dict], minutes:
   lines = ['| ' + ' | '.join(head) + ' |', '|' + '---|' * len(head)]
   for name, records in curves.items():
     last, test = records[-1], tests.get(name)
-    cells = [name] + [f'{bleu_at(records, m):.2f}' for m in minutes]
+    cells = [name] + [_number(bleu_at(records, m)) for m in minutes]
     cells += [str(last['step']), f"{last['train_seconds'] / 60:.1f}", f"{np.mean(last['bleu']):.2f}",
               f"{np.mean(last['perplexity']):.2f}", f"{np.mean(test['test_bleu']):.2f}" if test else '-']
     lines.append('| ' + ' | '.join(cells) + ' |')
   return '\n'.join(lines)
+
+
+def _number(x: float) -> str:
+  return '–' if np.isnan(x) else f'{x:.2f}'

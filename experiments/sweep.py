@@ -84,7 +84,8 @@ def _sweep():
   if config.sweep.analyze:
     out = os.path.join(root, 'analysis')
     results = analyze_lib.analyze_runs(dirs, out, beam_size=config.sweep.beam_size,
-                                       num_heatmaps=config.sweep.num_heatmaps)
+                                       num_heatmaps=config.sweep.num_heatmaps,
+                                       heatmap_min_words=config.sweep.heatmap_min_words)
     analysis_md = common.analysis_table(results)
     _write(os.path.join(out, 'analysis.md'), analysis_md + '\n')
     print('\nAnalysis of the test split (first seed for the length buckets):\n' + analysis_md)
