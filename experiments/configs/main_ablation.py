@@ -26,7 +26,7 @@ def get_config():
   m.output_size = 128
   m.dropout = 0.1                 # (regularisation.png)
   t.seeds = '0'                   # one seed per variant; uncertainty from sacrebleu's paired bootstrap
-  t.num_steps = 2600              # the same number of updates for every variant (step-matched)
+  t.num_steps = 2200              # the same number of updates for every variant (step-matched)
   t.time_budget_minutes = 0.0
   t.learning_rate = 1e-2          # (schedule.png)
   t.schedule = 'cosine'           # to 0 at num_steps (schedule.png)
