@@ -128,3 +128,13 @@ def test_every_ab_patch_changes_the_compiled_step_and_is_undone_after():
       patches.PATCHES['optax_clip'], patches.PATCHES['unroll2']]
   with pytest.raises(ValueError, match="unknown patch 'nope'; known: "):
     patches.patch_contexts(['optax_clip+nope'])
+
+
+def test_main_job_model_is_the_main_configs():
+  from benchmarks import bench
+  from experiments.configs import main_ablation
+  config = main_ablation.get_config()
+  cfg, sizes = bench.main_job_model()
+  assert cfg.decoder_hidden_size == config.model.decoder_hidden_size and cfg.score == config.model.score
+  assert cfg.source_vocab_size == cfg.target_vocab_size == config.data.vocab_size
+  assert (sizes.batch, sizes.src_len, sizes.tgt_len) == (config.data.batch_size, 32, 32)
