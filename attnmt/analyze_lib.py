@@ -58,13 +58,14 @@ def _analyze_run(run, out_dir, beam_size=5, heatmap_sentences=(), num_heatmaps=3
       result.setdefault(f'{mode}_repetition', []).append(measures.repetition_rate(hyps))
       result['bleu_signature'] = scores['bleu_signature']
       if seed_i == 0:
+        srcs = [sources[x.index] for x in trans]
         _write_lines(os.path.join(run_dir, f'translations.{mode}.txt'), hyps)
-        result[f'{mode}_bleu_by_length'] = evaluation.bleu_by_length(hyps, refs, [sources[x.index] for x in trans])
+        result[f'{mode}_bleu_by_length'] = evaluation.bleu_by_length(hyps, refs, srcs)
       if seed_i == 0 and mode == 'greedy':
         result['heatmaps'] = _heatmaps(run, trans, sources, run_dir, heatmap_sentences, num_heatmaps, heatmap_seed,
                                        heatmap_min_words)
         result['attention'] = attention_measures(trans)
-        greedy = {'hypotheses': hyps, 'references': refs, 'sources': [sources[x.index] for x in trans]}
+        greedy = {'hypotheses': hyps, 'references': refs, 'sources': srcs}
   aer = _alignment_error_rates(run, split, pharaoh)
   if aer is not None:
     result['aer'] = aer
@@ -144,7 +145,7 @@ def add_significance(results: list[dict], greedy: list[dict], n_samples: int = 1
   for members in groups.values():
     baseline = next((k for k in members if results[k]['variant'].startswith('none/')), None)
     refs, sources = greedy[members[0]]['references'], greedy[members[0]]['sources']
-    words = np.array([len(s.split()) for s in sources])
+    words = evaluation.source_words(sources)
 
     def compare(selection):
       systems = {str(k): [greedy[k]['hypotheses'][i] for i in selection] for k in members}
@@ -158,7 +159,7 @@ def add_significance(results: list[dict], greedy: list[dict], n_samples: int = 1
           'seed': seed, 'signature': whole['signature'],
           'corpus': {'sentences': len(refs), **whole['systems'][str(k)]}, 'by_length': []}
     for row in results[members[0]]['greedy_bleu_by_length']:
-      selection = np.nonzero((words >= row['lo']) & (words <= row['hi']))[0].tolist()
+      selection = evaluation.in_bucket(words, row['lo'] - 1, row['hi']).tolist()   # rows hold lo + 1
       bucket = compare(selection)
       for k in members:
         results[k]['significance']['by_length'].append(

@@ -99,13 +99,23 @@ def bleu_chrf(hypotheses: list[str], references: list[str]) -> dict:
   return {'bleu': scores[0], 'chrf': scores[1], 'bleu_signature': str(bleu.get_signature())}
 
 
+def source_words(sources: list[str]) -> np.ndarray:
+  """Each source sentence's length in whitespace-separated words, the unit of the length buckets."""
+  return np.array([len(s.split()) for s in sources])
+
+
+def in_bucket(words: np.ndarray, lo: int, hi: int) -> np.ndarray:
+  """Positions of the sentences with lo < words <= hi."""
+  return np.nonzero((words > lo) & (words <= hi))[0]
+
+
 def length_buckets(words: np.ndarray, buckets=LENGTH_BUCKETS, min_sentences: int = 20) -> list[tuple[int, int]]:
   """(lo, hi] word-count intervals from the `buckets` edges, empty ones dropped, and any holding fewer than
   `min_sentences` sentences merged into its neighbour (the previous one for the last bucket, else the
   next), so that no point of a BLEU-by-length curve rests on a handful of sentences."""
   edges = list(buckets)
   def counts():
-    return [int(((words > lo) & (words <= hi)).sum()) for lo, hi in zip(edges[:-1], edges[1:])]
+    return [len(in_bucket(words, lo, hi)) for lo, hi in zip(edges[:-1], edges[1:])]
   while len(edges) > 2:
     c = counts()
     small = [k for k, n in enumerate(c) if 0 < n < min_sentences]
@@ -119,10 +129,10 @@ def length_buckets(words: np.ndarray, buckets=LENGTH_BUCKETS, min_sentences: int
 def bleu_by_length(hypotheses: list[str], references: list[str], sources: list[str],
                    buckets=LENGTH_BUCKETS, min_sentences: int = 20) -> list[dict]:
   """BLEU of the sentences whose source has lo < words <= hi, for each bucket of `length_buckets`."""
-  words = np.array([len(s.split()) for s in sources])
+  words = source_words(sources)
   rows = []
   for lo, hi in length_buckets(words, buckets, min_sentences):
-    sel = np.nonzero((words > lo) & (words <= hi))[0]
+    sel = in_bucket(words, lo, hi)
     score = sacrebleu.corpus_bleu([hypotheses[i] for i in sel], [[references[i] for i in sel]]).score
     label = f'{lo + 1}-{hi}' if hi < buckets[-1] else f'>{lo}'
     rows.append({'bucket': label, 'lo': lo + 1, 'hi': hi, 'sentences': int(len(sel)), 'bleu': score})
