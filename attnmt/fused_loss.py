@@ -15,7 +15,7 @@ operands instead of the 65 MB one:
 The two large products are made to run one after the other, d h first (`after_rows`). Left
 independent, XLA:CPU runs them side by side (d h through YNNPACK, d W through Eigen), both spread over
 the same cores, and alone they then took 10-14 ms longer at the bench config than in turn
-(benchmarks/README.md, "Session 6"). d h goes first, and each row of g ⊙ h waits only for its own
+(benchmarks/README.md, "Two large products in turn"). d h goes first, and each row of g ⊙ h waits only for its own
 row of d h, so under a batch-sharded (data-parallel) step the order costs no communication; d W's
 sum over the shards follows as before.
 

@@ -16,11 +16,11 @@ from attnmt.config import ModelConfig
 
 MAX_LEN = 12
 TRAIN_LENGTH_PROBS = np.array([1.0] * 9 + [0.15] * 3) / (9 + 0.45)
-# 2000 steps, not the 1200 of sessions 1-7: at 1200 the outcome depended on rounding. Over initial
+# 2000 steps, not 1200: at 1200 the outcome depended on rounding. Over initial
 # seeds 0-3, the JAX path met both thresholds below for seeds 0 and 2 only, and with the CPU attention
 # kernels (same arithmetic, other rounding) only seed 2; seed 0 then had every string exact but 92 %
 # attention hits. At 2000 steps seeds 0, 1 and 3 meet them with the kernels (hits 0.987-0.996) and
-# seeds 0 and 3 on the JAX path (0.997, 0.976; seed 1: 0.93 exact). Session 8, benchmarks/README.md.
+# seeds 0 and 3 on the JAX path (0.997, 0.976; seed 1: 0.93 exact); benchmarks/README.md, "The attention as CPU kernels".
 STEPS = 2000
 LONG = (10, 12)
 # The margin asserted between attention and `none` on the long strings (observed: 0.56 at 2000 steps).

@@ -6,7 +6,7 @@
   matrix-vector products on one thread.
 
 Both share rows with XLA's intra-op threads. Together they save about 25 ms of the bench-config
-training step (benchmarks/README.md, session 8).
+training step (benchmarks/README.md, "The attention as CPU kernels").
 
 The library is compiled on first use with the system's C++ compiler (`g++`, or $CXX) into a cache
 directory ($ATTNMT_KERNEL_CACHE, else ~/.cache/attnmt/kernels), keyed by the source, the flags, the
@@ -41,7 +41,7 @@ SOURCE = Path(__file__).with_name('attention.cc')
 # (-mrecip); the source keeps NaNs itself. Compile-only: linking with these flags would add
 # crtfastmath.o, which sets flush-to-zero for the whole process when the library loads. On x86 the
 # kernel stays with 256-bit vectors: built with AVX-512 it was as fast itself, but the encoder's
-# products (XLA's) then ran 5-10 % slower on this EPYC (benchmarks/README.md, session 8).
+# products (XLA's) then ran 5-10 % slower on an AMD EPYC (benchmarks/README.md, "The attention as CPU kernels").
 _X86 = platform.machine().lower() in ('x86_64', 'amd64')
 COMPILE_FLAGS = ('-O3', *(('-march=native', '-mno-avx512f', '-mrecip') if _X86 else ('-mcpu=native',)),
                  '-ffast-math', '-fopenmp-simd', '-std=c++17', '-fPIC')
