@@ -8,8 +8,8 @@
 #   ./launch.sh analyze [FLAGS]    analyse checkpoints    (experiments/analyze.py)
 #   ./launch.sh translate [FLAGS]  translate with a checkpoint (experiments/translate.py)
 #   ./launch.sh bench [FLAGS]      the speed benchmark    (benchmarks/bench.py)
-#   ./launch.sh ab [FLAGS]         paired A/B of the training step, with a control (benchmarks/ab_step.py)
-#   ./launch.sh profile            the training step by part against its FLOPs (benchmarks/profile_step.py)
+#   ./launch.sh ab [FLAGS]         paired A/B of the training step, with a control (tools/ab_step.py)
+#   ./launch.sh profile [FLAGS]    the training step by part against its FLOPs (tools/profile_step.py)
 set -Eeuo pipefail
 trap 'echo "launch.sh: line $LINENO failed (status $?); nothing after it ran" >&2' ERR
 cd "$(dirname "$0")"
@@ -134,10 +134,10 @@ case "$cmd" in
     exec "$PY" -m benchmarks.bench "$@" ;;
   ab)
     setup
-    exec "$PY" -m benchmarks.ab_step "$@" ;;
+    exec "$PY" -m tools.ab_step "$@" ;;
   profile)
     setup
-    exec "$PY" -m benchmarks.profile_step "$@" ;;
+    exec "$PY" -m tools.profile_step "$@" ;;
   help|-h|--help) sed -n '2,12p' "$0" ;;
   *) die "unknown subcommand '$cmd'; valid: setup, test, main, train, sweep, analyze, translate, bench, ab, profile, help" ;;
 esac

@@ -50,20 +50,6 @@ def test_flop_count_of_the_bench_config():
   assert flops.decode_flops(BENCH_MODEL, 64, 32, 32, beam=5) > 4 * forward
 
 
-def test_paired_summary_of_the_ab_step_by_hand():
-  """Differences (other - base) pair by pair: 0.1, -0.1, 0.3, 0.5 (hand-worked)."""
-  import pytest
-  from benchmarks.ab_step import paired_summary
-  s = paired_summary([1.0, 2.0, 1.5, 1.0], [1.1, 1.9, 1.8, 1.5])
-  assert s['median'] == pytest.approx(0.2)                 # middle of -0.1, 0.1, 0.3, 0.5
-  assert s['mean'] == pytest.approx(0.2)
-  assert s['q1'] == pytest.approx(0.05) and s['q3'] == pytest.approx(0.35)   # inclusive quartiles
-  # deviations from the mean -0.1, -0.3, 0.1, 0.3: sample standard deviation sqrt(0.2 / 3)
-  assert s['mean_se'] == pytest.approx((0.2 / 3) ** 0.5 / 2)
-  with pytest.raises(ValueError, match='equally long'):
-    paired_summary([1.0, 2.0], [1.0])
-
-
 def test_timed_with_peak_probes_before_and_after_every_timed_call():
   from benchmarks.timing import timed_with_peak
   log = []
@@ -93,41 +79,6 @@ def test_paired_fractions_by_hand():
   assert g['fraction_of_peak'] == pytest.approx((1.0 + 200.0 / 150.0) / 2)
   with pytest.raises(ValueError, match='n \\+ 1 peak probes'):
     paired_fractions(10.0, Timed([0.1], [100.0]))
-
-
-def test_every_ab_patch_changes_the_compiled_step_and_is_undone_after():
-  """Each code variant of `./launch.sh ab --patches` must reach the traced step (a patch that an inner
-  trace cache hid would compare the program with itself) and leave the library as it found it."""
-  import contextlib
-  import functools
-
-  import jax
-  import pytest
-  from attnmt import training
-  from attnmt.config import ModelConfig
-  from benchmarks import cases, patches
-
-  cfg = ModelConfig(source_vocab_size=20, target_vocab_size=23, embed_size=8, encoder_hidden_size=6,
-                    decoder_hidden_size=12, attention_size=5, output_size=7)
-  sizes = cases.Sizes(batch=3, src_len=5, tgt_len=4)
-
-  def step_text(*factories):
-    with contextlib.ExitStack() as stack:
-      for factory in factories:
-        stack.enter_context(factory())
-      opt = training.make_optimizer(1e-3)
-      state = training.init_train_state(cfg, opt, 0)
-      return jax.jit(functools.partial(training.train_step, cfg, opt)).lower(
-          state, cases.random_batch(cfg, sizes)).as_text()
-
-  base = step_text()
-  for name, factory in patches.PATCHES.items():
-    assert step_text(factory) != base, f'patch {name!r} did not change the step'
-  assert step_text() == base, 'a patch was not undone'
-  assert patches.patch_contexts(['optax_clip+unroll2'])['optax_clip+unroll2'] == [
-      patches.PATCHES['optax_clip'], patches.PATCHES['unroll2']]
-  with pytest.raises(ValueError, match="unknown patch 'nope'; known: "):
-    patches.patch_contexts(['optax_clip+nope'])
 
 
 def test_main_job_model_is_the_main_configs():

@@ -1,0 +1,1 @@
+"""Developer tools: paired measurements of the training step (see tools/README.md)."""

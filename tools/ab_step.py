@@ -1,0 +1,88 @@
+r"""Paired A/B of the bench-config training step inside one process, with the same program as a control.
+
+    python -m tools.ab_step --variants='{"vw512": {"xla": {"xla_cpu_prefer_vector_width": 512}}}'
+    python -m tools.ab_step --variants='{"mine": {"patch": "my_patches:old_loss"}}' --pairs=150
+    python -m tools.ab_step --pairs=60                 # the control alone: the noise floor
+
+On a shared machine the same step varies by 5-10 % between runs, more than most single changes buy,
+so comparing two `bench` runs tells little. Here every variant (tools/variants.py: XLA compiler
+options, model fields, or a patch that swaps in the code being compared) is compiled in the same
+process, then all of them run one step each in turn, the order reversed every round, so slow phases
+of the machine hit every variant alike. Each variant is reported as the median of its paired
+differences against `base`. `base_again`, a second compilation of the unchanged step, is always
+included: its difference from `base` is what noise alone gives.
+"""
+from __future__ import annotations
+
+import statistics
+import time
+
+import jax
+from absl import app, flags
+
+from attnmt.config import ModelConfig
+from benchmarks import cases
+from tools import variants as variants_lib
+
+_PAIRS = flags.DEFINE_integer('pairs', 40, 'timed steps per variant, taken in turn (after 2 warm-up steps each)')
+
+
+def paired_summary(base: list[float], other: list[float]) -> dict:
+  """Differences other - base, pair by pair: their median, quartiles, mean and its standard error."""
+  if len(base) != len(other) or len(base) < 2:
+    raise ValueError(f'need two equally long lists of at least 2 times, got {len(base)} and {len(other)}')
+  diffs = [o - b for b, o in zip(base, other)]
+  q1, _, q3 = statistics.quantiles(diffs, n=4, method='inclusive')
+  mean = statistics.fmean(diffs)
+  return {'median': statistics.median(diffs), 'q1': q1, 'q3': q3, 'mean': mean,
+          'mean_se': statistics.stdev(diffs) / len(diffs) ** 0.5}
+
+
+def run(variants: dict[str, variants_lib.Variant], steps: int, cfg: ModelConfig = cases.BENCH_MODEL,
+        sizes: cases.Sizes = cases.Sizes()) -> dict:
+  """Compiles base, base_again and every variant, then times `steps` rounds of one step each."""
+  variants = variants_lib.with_controls(variants)
+  compiled, states, batches = {}, {}, {}
+  for name, variant in variants.items():
+    compiled[name], states[name], batches[name] = variants_lib.compile_step(variant, cfg, sizes)
+
+  def one_step(name):
+    start = time.perf_counter()
+    states[name], metrics = compiled[name](states[name], batches[name])
+    jax.block_until_ready(metrics)
+    return time.perf_counter() - start
+
+  for _ in range(2):
+    for name in variants:
+      one_step(name)
+  times = {name: [] for name in variants}
+  order = list(variants)
+  for i in range(steps):
+    for name in (order if i % 2 == 0 else order[::-1]):
+      times[name].append(one_step(name))
+  return {'steps': steps, 'median_s': {k: statistics.median(v) for k, v in times.items()},
+          'vs_base': {k: paired_summary(times['base'], v) for k, v in times.items() if k != 'base'},
+          'times_s': times}
+
+
+def main(argv):
+  del argv
+  try:
+    variants = variants_lib.parse(variants_lib.FLAG.value)
+  except ValueError as e:
+    raise SystemExit(f'--variants: {e}')
+  if _PAIRS.value < 2:
+    raise SystemExit(f'--pairs={_PAIRS.value} is too few to pair; use at least 2 (40 or more to resolve ~1 %)')
+  result = run(variants, _PAIRS.value)
+  for name, median in result['median_s'].items():
+    line = f'{name:20s} median {median:.4f} s'
+    if name in result['vs_base']:
+      d = {k: 1e3 * v for k, v in result['vs_base'][name].items()}
+      line += (f'   paired - base: median {d["median"]:+.1f} ms (quartiles {d["q1"]:+.1f} .. {d["q3"]:+.1f}),'
+               f' mean {d["mean"]:+.1f} ± {d["mean_se"]:.1f} ms')
+    print(line)
+  print('base_again is the unchanged program compiled a second time: its difference is the noise floor.')
+
+
+if __name__ == '__main__':
+  app.run(main)
