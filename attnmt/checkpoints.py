@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from typing import Any, Optional
 
 import jax
@@ -82,8 +83,13 @@ class RunCheckpoints:
         max_to_keep=1, create=True, enable_async_checkpointing=async_ok))
 
   def save(self, step: int, state: training.TrainState, meta: dict, best: bool = False) -> None:
+    """Saves `step`, replacing a step of that number already there (Orbax refuses to write over one)."""
+    manager = self.best if best else self.latest
     args = ocp.args.Composite(state=ocp.args.StandardSave(_to_saveable(state)), meta=ocp.args.JsonSave(meta))
-    (self.best if best else self.latest).save(step, args=args, force=True)
+    if step in manager.all_steps():
+      manager.wait_until_finished()
+      manager.delete(step)
+    manager.save(step, args=args, force=True)
 
   def wait(self) -> None:
     self.latest.wait_until_finished()
@@ -102,6 +108,40 @@ class RunCheckpoints:
     out = manager.restore(step, args=ocp.args.Composite(state=ocp.args.StandardRestore(abstract),
                                                         meta=ocp.args.JsonRestore()))
     return _from_saved(out.state), out.meta
+
+  def resume(self, like: training.TrainState) -> Optional[tuple[training.TrainState, dict, int]]:
+    """(state, meta, step) of the newest latest-checkpoint that restores, or None when there is none.
+
+    A damaged step is moved to <workdir>/damaged/ and the next older one tried (or none: training starts
+    from step 0), with one line printed that begins as `analyze`'s message for such files. Best steps
+    newer than the restored one are deleted: the resumed run recomputes them, bitwise the same, and
+    could not save them over the old ones otherwise.
+    """
+    out, damaged = None, []
+    for step in sorted(self.latest.all_steps(), reverse=True):
+      try:
+        state, meta = self.restore(like, step)
+      except Exception as e:  # orbax raises many types for damaged files
+        damaged.append((step, type(e).__name__))
+        continue
+      out = (state, meta, step)
+      break
+    for step, error in damaged:
+      aside = os.path.join(self.workdir, 'damaged', f'checkpoints-{step}-{time.strftime("%Y%m%d-%H%M%S")}')
+      os.makedirs(os.path.dirname(aside), exist_ok=True)
+      os.rename(os.path.join(self.workdir, 'checkpoints', str(step)), aside)
+      print(f'checkpoint {self.workdir}/checkpoints/{step} is corrupted or unreadable ({error}); moved it to '
+            f'{aside} and ' + (f'resuming from step {out[2]}, the newest intact one' if out else
+                               'starting from step 0: no older checkpoint is intact'), flush=True)
+    if damaged:
+      self.latest.reload()
+    restored = out[2] if out else 0
+    newer = [s for s in self.best.all_steps() if s > restored]
+    for step in newer:
+      self.best.delete(step)
+    if newer:
+      self.best.reload()
+    return out
 
   def close(self) -> None:
     self.wait()

@@ -5,6 +5,10 @@ Beam search follows the alive/finished scheme of the Flax WMT example, and carri
 attention history through the beam reordering. Scores use the GNMT length penalty
 lp(len) = ((5 + len) / 6) ** alpha (Wu et al. 2016), len counting the EOS token.
 Letters: B batch, K beam, T output positions, S source positions, V vocabulary.
+
+The attention history (B x T x S floats, K times that in beam search) is the only buffer that grows
+with the square of the sentence length: with `keep_attention=False` it is not kept (`weights` comes back
+with T = 0), so decoding memory grows linearly with the source length.
 """
 from __future__ import annotations
 
@@ -23,7 +27,8 @@ NEG_INF = -1.0e9
 class Decoded(NamedTuple):
   tokens: jax.Array    # B x T (greedy) or B x K x T (beam), EOS included, PAD after
   lengths: jax.Array   # B or B x K, tokens up to and including EOS
-  weights: jax.Array   # B x T x S or B x K x T x S, attention of each output token (0 after EOS)
+  weights: jax.Array   # B x T x S or B x K x T x S, attention of each output token (0 after EOS);
+  #                      T is 0 without keep_attention
   scores: jax.Array    # B or B x K: log-probability / length penalty (greedy: alpha = 0)
 
 
@@ -48,15 +53,16 @@ def length_penalty(length, alpha: float):
   return ((5.0 + length) / 6.0) ** alpha
 
 
-@functools.partial(jax.jit, static_argnames=('cfg', 'max_len'))
-def greedy(cfg: ModelConfig, params, src_BxS: jax.Array, src_len_B: jax.Array, max_len: int) -> Decoded:
+@functools.partial(jax.jit, static_argnames=('cfg', 'max_len', 'keep_attention'))
+def greedy(cfg: ModelConfig, params, src_BxS: jax.Array, src_len_B: jax.Array, max_len: int,
+           keep_attention: bool = True) -> Decoded:
   """Picks the most probable token at every step until every sentence has produced EOS."""
   model, variables = Seq2Seq(cfg), {'params': params}
   memory, state = model.apply(variables, src_BxS, src_len_B, method=Seq2Seq.encode)
   batch, src_positions = src_BxS.shape
   init = dict(t=jnp.int32(0), state=state, prev=jnp.full((batch,), BOS, jnp.int32),
               done=jnp.zeros((batch,), bool), tokens=jnp.full((batch, max_len), PAD, jnp.int32),
-              weights=jnp.zeros((batch, max_len, src_positions), jnp.float32),
+              weights=jnp.zeros((batch, max_len if keep_attention else 0, src_positions), jnp.float32),
               logp=jnp.zeros((batch,), jnp.float32), lengths=jnp.zeros((batch,), jnp.int32))
 
   def cond(c):
@@ -69,7 +75,8 @@ def greedy(cfg: ModelConfig, params, src_BxS: jax.Array, src_len_B: jax.Array, m
     token_B = jnp.where(live, token_B, PAD)
     return dict(t=c['t'] + 1, state=state, prev=token_B, done=c['done'] | (token_B == EOS),
                 tokens=c['tokens'].at[:, c['t']].set(token_B),
-                weights=c['weights'].at[:, c['t']].set(jnp.where(live[:, None], w_BxS, 0.0)),
+                weights=(c['weights'].at[:, c['t']].set(jnp.where(live[:, None], w_BxS, 0.0)) if keep_attention
+                         else c['weights']),
                 logp=c['logp'] + jnp.where(live, logp_B, 0.0), lengths=c['lengths'] + live)
 
   c = jax.lax.while_loop(cond, body, init)
@@ -91,16 +98,16 @@ def _flat_state_gather(state, beam_idx_BxK, beam: int):
   return jax.tree.map(gather, state)
 
 
-@functools.partial(jax.jit, static_argnames=('cfg', 'beam_size', 'max_len'))
+@functools.partial(jax.jit, static_argnames=('cfg', 'beam_size', 'max_len', 'keep_attention'))
 def beam_search(cfg: ModelConfig, params, src_BxS: jax.Array, src_len_B: jax.Array, beam_size: int,
-                max_len: int, alpha: float = 0.6) -> Decoded:
+                max_len: int, alpha: float = 0.6, keep_attention: bool = True) -> Decoded:
   """Beam search; returns the K best hypotheses per sentence, best first."""
   model, variables, k = Seq2Seq(cfg), {'params': params}, beam_size
   batch, src_positions = src_BxS.shape
   tile = lambda x: x if x.ndim == 0 else jnp.repeat(x, k, axis=0)
   memory, state = jax.tree.map(tile, model.apply(variables, src_BxS, src_len_B, method=Seq2Seq.encode))
   seqs = jnp.full((batch, k, max_len), PAD, jnp.int32)
-  attn = jnp.zeros((batch, k, max_len, src_positions), jnp.float32)
+  attn = jnp.zeros((batch, k, max_len if keep_attention else 0, src_positions), jnp.float32)
   init = dict(t=jnp.int32(0), state=state, alive_seq=seqs, alive_attn=attn,
               alive_logp=jnp.tile(jnp.array([0.0] + [NEG_INF] * (k - 1)), (batch, 1)),
               fin_seq=seqs, fin_attn=attn, fin_score=jnp.full((batch, k), NEG_INF),
@@ -127,7 +134,8 @@ def beam_search(cfg: ModelConfig, params, src_BxS: jax.Array, src_len_B: jax.Arr
     parent, token = top_idx // vocab, (top_idx % vocab).astype(jnp.int32)
     seq = _gather_beams(c['alive_seq'], parent).at[:, :, t].set(token)
     step_w = _gather_beams(w.reshape(batch, k, src_positions), parent)
-    att = _gather_beams(c['alive_attn'], parent).at[:, :, t].set(step_w)
+    att = _gather_beams(c['alive_attn'], parent)
+    att = att.at[:, :, t].set(step_w) if keep_attention else att
     ended = token == EOS
     # Alive: the K best candidates that did not end.
     alive_logp, keep = jax.lax.top_k(jnp.where(ended, NEG_INF, top_logp), k)

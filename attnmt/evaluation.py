@@ -52,17 +52,19 @@ def translate(cfg: ModelConfig, params, batches: Iterable[dict], tgt_tokenizer, 
   """Translates every batch (greedy when beam_size is 0), returned sorted by example index.
 
   With a `mesh` every batch is split over its devices (params replicated); rows whose index is -1 are
-  padding and produce no translation."""
+  padding and produce no translation. The attention is kept only with `keep_attention` (its B x T x S
+  history is the one buffer quadratic in the sentence length; see attnmt.decoding)."""
   out = []
   for batch in batches:
     on = _on_devices(batch, ('src', 'src_len'), mesh)
     src, src_len = on['src'], on['src_len']
     max_len = decode_length(src.shape[1], factor)
     if beam_size:
-      d = decoding.beam_search(cfg, params, src, src_len, beam_size=beam_size, max_len=max_len, alpha=alpha)
+      d = decoding.beam_search(cfg, params, src, src_len, beam_size=beam_size, max_len=max_len, alpha=alpha,
+                               keep_attention=keep_attention)
       d = decoding.Decoded(*(x[:, 0] for x in d))   # the best hypothesis
     else:
-      d = decoding.greedy(cfg, params, src, src_len, max_len=max_len)
+      d = decoding.greedy(cfg, params, src, src_len, max_len=max_len, keep_attention=keep_attention)
     tokens, lengths, scores = (parallel.to_numpy(x) for x in (d.tokens, d.lengths, d.scores))
     weights = parallel.to_numpy(d.weights) if keep_attention else None
     for row, index in enumerate(np.asarray(batch['index'])):

@@ -16,7 +16,8 @@ class TrainingStopped(Exception):
 
 
 class NonFiniteError(RuntimeError):
-  """A NaN or infinite loss or gradient; the run stopped before writing any checkpoint after it."""
+  """A NaN or infinite loss, gradient or updated parameter; the run stopped before writing any checkpoint
+  after it."""
 
 
 class StopSignals:
@@ -47,13 +48,20 @@ class StopSignals:
     return False
 
 
+def all_finite(tree) -> jax.Array:
+  """Whether every element of every array in `tree` is finite (one boolean)."""
+  leaves = jax.tree.leaves(tree)
+  return jnp.all(jnp.stack([jnp.all(jnp.isfinite(x)) for x in leaves])) if leaves else jnp.bool_(True)
+
+
 def guard_step(step_fn, skip_nonfinite: bool):
-  """Wraps a (state, batch) -> (state, metrics) step: metrics['finite'] says whether loss and gradient norm
-  were finite; with `skip_nonfinite` a non-finite update is dropped (parameters and optimiser state
-  kept, step and RNG advanced so the data stay in step)."""
+  """Wraps a (state, batch) -> (state, metrics) step: metrics['finite'] says whether the loss, the gradient
+  norm and the updated parameters are all finite (a finite loss can still give NaN parameters, e.g. with a
+  NaN learning rate); with `skip_nonfinite` such an update is dropped (parameters and optimiser state kept,
+  step and RNG advanced so the data stay in step)."""
   def guarded(state, batch):
     new, metrics = step_fn(state, batch)
-    finite = jnp.isfinite(metrics['loss']) & jnp.isfinite(metrics['grad_norm'])
+    finite = jnp.isfinite(metrics['loss']) & jnp.isfinite(metrics['grad_norm']) & all_finite(new.params)
     if skip_nonfinite:
       new = new.replace(params=jax.tree.map(lambda n, o: jnp.where(finite, n, o), new.params, state.params),
                         opt_state=jax.tree.map(lambda n, o: jnp.where(finite, n, o), new.opt_state, state.opt_state))

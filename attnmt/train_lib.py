@@ -20,7 +20,7 @@ import ml_collections
 import numpy as np
 import optax
 
-from attnmt import checkpoints, data, evaluation, guards, parallel, training
+from attnmt import checkpoints, data, evaluation, guards, lock, parallel, training, validation
 from attnmt.config import ConfigError, ModelConfig
 from attnmt.metrics_io import MetricsWriter, Progress
 
@@ -90,9 +90,16 @@ def seed_functions(cfg: ModelConfig, optimizer: optax.GradientTransformation, la
   return lambda seeds: parallel.replicate(mesh, init(seeds)), step
 
 
+def has_checkpoint(workdir: str) -> bool:
+  """Whether `workdir` holds a finished checkpoint step (latest or best)."""
+  return any(name.isdigit() for sub in ('checkpoints', 'best') if os.path.isdir(os.path.join(workdir, sub))
+             for name in os.listdir(os.path.join(workdir, sub)))
+
+
 def _check_workdir(workdir: str, config: ml_collections.ConfigDict) -> None:
-  """Refuses to mix two different runs in one workdir."""
-  if not os.path.exists(os.path.join(workdir, checkpoints.CONFIG_FILE)):
+  """Refuses to mix two different runs in one workdir. A config.json without any checkpoint (a run that
+  stopped before its first one) holds no run: it is replaced."""
+  if not os.path.exists(os.path.join(workdir, checkpoints.CONFIG_FILE)) or not has_checkpoint(workdir):
     return
   old = checkpoints.load_config(workdir).to_dict()
   new = json.loads(json.dumps(config.to_dict()))
@@ -120,6 +127,7 @@ def evaluate(cfg: ModelConfig, config, params, prepared, split: str, num_seeds: 
     for k, v in metrics.items():
       out.setdefault(k, []).append(v)
   out['bleu_signature'] = out['bleu_signature'][0]
+  out['skipped_long'] = data.removed_by_length(prepared, split, d)   # left out by data.eval_max_*_length
   return out
 
 
@@ -129,25 +137,27 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
   Raises guards.TrainingStopped after SIGTERM / Ctrl-C (a checkpoint saved first) and guards.NonFiniteError
   on a NaN or infinite loss (unless train.nonfinite='skip'; no checkpoint is written after one).
   """
-  t = config.train
-  if t.nonfinite not in ('stop', 'skip'):
-    raise ConfigError(f"unknown train.nonfinite '{t.nonfinite}'; valid: stop, skip")
-  seeds = parse_seeds(t.seeds)
-  ModelConfig.from_dict({**config.model.to_dict(), 'source_vocab_size': 8, 'target_vocab_size': 8})  # fail fast
-  learning_rate_schedule(t)
+  seeds = check_config(config)
   mesh = make_mesh(config)
-  with parallel.tracing(mesh):
+  with lock.hold(workdir, 'train', enabled=parallel.is_main_process()), parallel.tracing(mesh):
     return _train_and_evaluate(config, workdir, seeds, mesh)
+
+
+def check_config(config: ml_collections.ConfigDict) -> list[int]:
+  """Validates every setting (attnmt.validation, ModelConfig) without writing anything; returns the seeds."""
+  validation.validate(config)
+  seeds = parse_seeds(config.train.seeds)
+  ModelConfig.from_dict({**config.model.to_dict(), 'source_vocab_size': 8, 'target_vocab_size': 8})
+  learning_rate_schedule(config.train)
+  return seeds
 
 
 def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, seeds: list[int], mesh) -> dict:
   t = config.train
   _check_workdir(workdir, config)
   prepared = prepare_data(config.data)
+  data.check_batches(prepared, config.data, t.num_steps)
   cfg = model_config(config, prepared)
-  if parallel.is_main_process():
-    checkpoints.save_config(workdir, config)
-    data.save_tokenizers(prepared, os.path.join(workdir, 'vocab'))
   optimizer = training.make_optimizer(learning_rate_schedule(t), t.clip_norm)
   init_fn, step_fn = seed_functions(cfg, optimizer, t.label_smoothing, skip_nonfinite=t.nonfinite == 'skip',
                                     mesh=mesh)
@@ -157,9 +167,13 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, seeds: 
   writer = MetricsWriter(workdir, enabled=jax.process_index() == 0)
   meta = {'iterators': [None] * len(seeds), 'best_bleu': None, 'train_seconds': 0.0, 'train_tokens': 0,
           'skipped_updates': 0}
-  if ckpt.latest_step() is not None:
-    state, meta = ckpt.restore(state)
+  resumed = ckpt.resume(state)
+  if resumed is not None:
+    state, meta, _ = resumed
     print(f'Resumed {workdir} at step {int(parallel.to_numpy(state.step)[0])}', flush=True)
+  # config.json and the vocabulary are written with the first checkpoint: a run that fails before it
+  # leaves no config that would refuse the corrected command.
+  described = resumed is not None
   # Rows padded to the full global batch (a multiple of the device count), so an epoch's smaller last
   # batch keeps the compiled shape; token-budget batches only pad to divide over the devices.
   row_multiple = parallel.num_shards(mesh) if config.data.batch_tokens else config.data.batch_size
@@ -179,11 +193,17 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, seeds: 
     if t.nonfinite == 'stop' and int(first_bad) >= 0:
       ckpt.wait()
       raise guards.NonFiniteError(
-          f'non-finite loss or gradient at step {int(first_bad)}; stopped without saving (last good checkpoint: '
-          f'step {ckpt.latest_step()}); lower train.learning_rate or set train.nonfinite=skip to skip such updates')
+          f'non-finite loss, gradient or parameters at step {int(first_bad)}; stopped without saving (last good '
+          f'checkpoint: step {ckpt.latest_step()}); lower train.learning_rate or set train.nonfinite=skip to skip '
+          'such updates')
 
   def save(step, best=False):
+    nonlocal described
     check_finite(step)
+    if not described and parallel.is_main_process():
+      checkpoints.save_config(workdir, config)
+      data.save_tokenizers(prepared, os.path.join(workdir, 'vocab'))
+    described = True
     meta['iterators'] = [it.state() for it in iterators]
     ckpt.save(step, state, meta, best=best)
 
@@ -191,7 +211,12 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, seeds: 
   deadline = time.monotonic() + 60 * t.time_budget_minutes if t.time_budget_minutes else None
   with guards.StopSignals() as stop:
     for step in range(start + 1, t.num_steps + 1):
-      batch = stack_batches([next(it) for it in iterators])   # this process's rows of each seed's batch
+      try:
+        batch = stack_batches([next(it) for it in iterators])   # this process's rows of each seed's batch
+      except StopIteration:   # data.check_batches refuses such settings up front
+        ckpt.close()
+        raise ValueError(f'the training data ran out at step {step} of train.num_steps={t.num_steps}; raise '
+                         'data.num_epochs or set it to 0 (repeat forever)') from None
       state, metrics = step_fn(state, parallel.shard_batch(mesh, batch, row_axis=1, local=True))
       first_bad, bad_count = guards.track_nonfinite(first_bad, bad_count, metrics['finite'], step)
       tokens = tokens + jnp.sum(metrics['tokens'])   # global count, summed on the device: no sync per step
@@ -214,8 +239,10 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, seeds: 
         ev = evaluate(cfg, config, state.params, prepared, 'validation', len(seeds), t.eval_max_sentences,
                       t.eval_beam_size, mesh)
         writer.write(step, 'validation', {**ev, 'train_seconds': meta['train_seconds']})
+        skipped = f'; {ev["skipped_long"]} sentence(s) longer than data.eval_max_*_length skipped' if ev[
+            'skipped_long'] else ''
         progress.message(f'step {step} validation: BLEU {np.mean(ev["bleu"]):.2f} chrF {np.mean(ev["chrf"]):.2f} '
-                         f'ppl {np.mean(ev["perplexity"]):.2f} (mean of {len(seeds)} seed(s))')
+                         f'ppl {np.mean(ev["perplexity"]):.2f} (mean of {len(seeds)} seed(s)){skipped}')
         if meta['best_bleu'] is None or np.mean(ev['bleu']) > meta['best_bleu']:
           meta['best_bleu'] = float(np.mean(ev['bleu']))
           save(step, best=True)
@@ -247,7 +274,7 @@ def final_results(cfg, config, workdir, prepared, seeds, meta, mesh=None) -> dic
              'bleu_signature': ev['bleu_signature'], 'parameters': n_params,
              'train_seconds': meta['train_seconds'],
              'tokens_per_s_per_seed': meta['train_tokens'] / max(meta['train_seconds'], 1e-9) / len(seeds),
-             'skipped_updates': meta.get('skipped_updates', 0)}
+             'skipped_updates': meta.get('skipped_updates', 0), 'test_skipped_long': ev['skipped_long']}
   if parallel.is_main_process():
     with open(os.path.join(workdir, 'results.json'), 'w') as f:
       json.dump(summary, f, indent=1)

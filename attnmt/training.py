@@ -64,8 +64,9 @@ def clip_by_global_norm(max_norm: float) -> optax.GradientTransformation:
 
 
 def make_optimizer(learning_rate, clip_norm: float = 1.0) -> optax.GradientTransformation:
-  """Adam after global-norm clipping; `learning_rate` is a float or an optax schedule."""
-  return optax.chain(clip_by_global_norm(clip_norm), optax.adam(learning_rate))
+  """Adam after global-norm clipping; `learning_rate` is a float or an optax schedule. `clip_norm` 0 means
+  no clipping (as in fairseq and OpenNMT): the gradients pass unchanged, with the same optimiser state."""
+  return optax.chain(clip_by_global_norm(clip_norm if clip_norm > 0 else float('inf')), optax.adam(learning_rate))
 
 
 def init_train_state(cfg: ModelConfig, optimizer: optax.GradientTransformation, seed) -> TrainState:

@@ -33,7 +33,11 @@ def _analyze():
     sentences = [int(s) for s in FLAGS.sentences]
   except ValueError:
     raise ValueError(f'--sentences takes integer indices, got {FLAGS.sentences}') from None
+  if FLAGS.beam_size < 0 or FLAGS.num_heatmaps < 0 or FLAGS.heatmap_min_words < 0:
+    raise ValueError('--beam_size, --num_heatmaps and --heatmap_min_words must be >= 0')
   out = FLAGS.out or os.path.join(os.path.dirname(os.path.abspath(FLAGS.runs[0])), 'analysis')
+  if os.path.exists(out) and not os.path.isdir(out):
+    raise ValueError(f'--out {out} is a file; pass a directory for the analysis (created if missing)')
   results = analyze_lib.analyze_runs(FLAGS.runs, out, FLAGS.which, beam_size=FLAGS.beam_size,
                                      heatmap_sentences=sentences, num_heatmaps=FLAGS.num_heatmaps,
                                      heatmap_seed=FLAGS.heatmap_seed, pharaoh=FLAGS.pharaoh,

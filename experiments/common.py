@@ -29,13 +29,16 @@ def run_guarded(fn):
   """Runs fn; a bad-input error becomes one line on stderr and exit status 2 (3 for a non-finite loss;
   128 + signal number after a graceful stop).
 
-  Settings and data problems surface as ConfigError, CheckpointError, FileNotFoundError or the
-  ValueErrors of attnmt.data (unknown names, malformed files). Set ATTNMT_DEBUG=1 for the traceback.
+  Settings and data problems surface as ConfigError, CheckpointError, the ValueErrors of attnmt.data
+  (unknown names, malformed files), LockHeld (another run holds the workdir) and OSError on a path the
+  user gave (a missing, unreadable or unwritable file or directory, or the --config file). Set
+  ATTNMT_DEBUG=1 for the traceback.
   """
   from absl import logging
   from attnmt.checkpoints import CheckpointError
   from attnmt.config import ConfigError
   from attnmt.guards import NonFiniteError, TrainingStopped
+  from attnmt.lock import LockHeld
   if logging.get_verbosity() == logging.INFO and '--verbosity' not in ' '.join(sys.argv):
     logging.set_verbosity(logging.WARNING)   # Orbax logs every file it writes at INFO
   try:
@@ -44,10 +47,25 @@ def run_guarded(fn):
     _exit(str(e), e.exit_code)
   except NonFiniteError as e:
     _exit(f'error: {e}', 3)
-  except (ConfigError, CheckpointError, FileNotFoundError, ValueError) as e:
+  except (ConfigError, CheckpointError, LockHeld, ValueError, OSError) as e:
     if os.environ.get('ATTNMT_DEBUG'):
       raise
-    _exit(f'error: {e}', 2)
+    _exit(f'error: {describe_os_error(e) if isinstance(e, OSError) else e}', 2)
+
+
+def describe_os_error(e: OSError) -> str:
+  """One line for an OSError: the --config file that failed to load, or the path and what is wrong."""
+  import re
+  text = str(e)
+  if 'Configuration is not available' in text or 'Failed loading config file' in text:
+    from absl import flags
+    reason = re.search(r'\[Errno \d+\] ([^:\n]+)', text)
+    path = getattr(flags.FLAGS['config'], 'config_filename', None) if 'config' in flags.FLAGS else None
+    return (f'cannot load the --config file {path or ""} ({reason.group(1) if reason else text.splitlines()[0]}); '
+            'pass a config file such as experiments/configs/default.py')
+  if e.filename is not None and e.strerror:
+    return f'{e.filename}: {e.strerror}; check the path and its permissions'
+  return ' '.join(text.split())
 
 
 def _exit(message: str, code: int):

@@ -30,6 +30,7 @@ def _train():
   import time
   from attnmt import parallel, train_lib
   common.initialize_distributed()
+  train_lib.check_config(FLAGS.config)   # before --fresh moves anything
   if FLAGS.fresh and os.path.exists(FLAGS.workdir) and parallel.is_main_process():
     aside = f'{FLAGS.workdir.rstrip("/")}.old-{time.strftime("%Y%m%d-%H%M%S")}'
     os.rename(FLAGS.workdir, aside)

@@ -47,15 +47,25 @@ def _translate():
   import jax.numpy as jnp
   import numpy as np
   from attnmt import analysis, data, decoding, evaluation
+  if FLAGS.beam_size < 0 or FLAGS.max_source_tokens < 0:
+    raise ValueError(f'--beam_size ({FLAGS.beam_size}) and --max_source_tokens ({FLAGS.max_source_tokens}) must be '
+                     '>= 0 (0: greedy; 0: no limit)')
   run = analysis.load_run(FLAGS.run, FLAGS.which)
   if not 0 <= FLAGS.seed_index < len(run.seeds):
     raise ValueError(f'--seed_index={FLAGS.seed_index} but the run has {len(run.seeds)} seed(s)')
   params = evaluation.seed_params(run.params, FLAGS.seed_index)
   src_tok, tgt_tok = run.prepared.src_tokenizer, run.prepared.tgt_tokenizer
   limit = FLAGS.max_source_tokens or (run.cfg.max_source_length if run.cfg.score == 'location' else 0)
-  stream = sys.stdin if FLAGS.input == '-' else open(FLAGS.input)
+  if FLAGS.input == '-':
+    stream = sys.stdin
+  else:
+    try:
+      stream = open(FLAGS.input, encoding='utf-8-sig')   # a byte-order mark is dropped
+    except OSError as e:
+      raise ValueError(f'cannot read --input {FLAGS.input} ({e.strerror}); pass a text file with one sentence '
+                       "per line, or '-' for stdin") from None
   for lineno, line in enumerate(stream, 1):
-    text = line.strip()
+    text = line.lstrip('\ufeff').strip() if lineno == 1 else line.strip()
     if not text:
       raise ValueError(f'input line {lineno} is empty; give one non-empty sentence per line')
     ids = src_tok.encode(text) + [data.EOS_ID]
@@ -67,10 +77,10 @@ def _translate():
     max_len = evaluation.decode_length(len(ids), run.config.train.max_decode_factor)
     if FLAGS.beam_size:
       out = decoding.beam_search(run.cfg, params, src, src_len, beam_size=FLAGS.beam_size, max_len=max_len,
-                                 alpha=run.config.train.beam_alpha)
+                                 alpha=run.config.train.beam_alpha, keep_attention=FLAGS.show_attention)
       out = decoding.Decoded(*(x[:, 0] for x in out))
     else:
-      out = decoding.greedy(run.cfg, params, src, src_len, max_len=max_len)
+      out = decoding.greedy(run.cfg, params, src, src_len, max_len=max_len, keep_attention=FLAGS.show_attention)
     n = int(out.lengths[0])
     out_ids = np.asarray(out.tokens[0, :n]).tolist()
     print(tgt_tok.decode(out_ids), flush=True)

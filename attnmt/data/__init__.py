@@ -8,12 +8,12 @@
 """
 
 from attnmt.data.config import get_data_config
-from attnmt.data.prepare import (PreparedData, batch_options, batches, length_limits,
+from attnmt.data.prepare import (PreparedData, batch_options, batches, check_batches, length_limits,
                                  load_tokenizers, prepare, raw_texts, removed_by_length,
                                  save_tokenizers)
 from attnmt.data.tokenizers import (BOS_ID, EOS_ID, PAD_ID, UNK_ID, load_tokenizer,
                                     train_tokenizer)
 
-__all__ = ['get_data_config', 'PreparedData', 'batch_options', 'batches', 'length_limits',
+__all__ = ['get_data_config', 'PreparedData', 'batch_options', 'batches', 'check_batches', 'length_limits',
            'load_tokenizers', 'prepare', 'raw_texts', 'removed_by_length', 'save_tokenizers',
            'BOS_ID', 'EOS_ID', 'PAD_ID', 'UNK_ID', 'load_tokenizer', 'train_tokenizer']

@@ -9,6 +9,8 @@ Some catalogue builders import TensorFlow while generating (the WMT family does)
 the extra `attnmt[tensorflow]` for those.
 """
 
+import os
+import socket
 from typing import Optional
 
 import tensorflow_datasets as tfds
@@ -48,7 +50,31 @@ def language_keys(name: str, data_dir: str, source_lang: Optional[str],
     return tuple(keys)
 
 
+def network_reachable(host: str = 'storage.googleapis.com', timeout: float = 5.0) -> bool:
+    """Whether a download could start: $ATTNMT_OFFLINE set means no; a proxy in the environment
+    means yes (it is not probed); else whether `host` accepts a connection within `timeout`."""
+    if os.environ.get('ATTNMT_OFFLINE'):
+        return False
+    if any(os.environ.get(v) for v in ('HTTPS_PROXY', 'https_proxy', 'ALL_PROXY', 'all_proxy')):
+        return True
+    try:
+        socket.create_connection((host, 443), timeout=timeout).close()
+        return True
+    except OSError:
+        return False
+
+
 def data_sources(name: str, data_dir: str) -> dict:
-    """{split: data source} for the train, validation and test splits of `name`."""
+    """{split: data source} for the train, validation and test splits of `name`. A dataset not yet
+    prepared in `data_dir` needs the network: without it, a ValueError says how to prepare it
+    elsewhere (instead of TFDS retrying its downloads for minutes)."""
+    builder = tfds.builder(name, data_dir=data_dir, file_format='array_record')
+    ours = os.path.abspath(str(builder.data_dir)).startswith(os.path.abspath(data_dir))  # else TFDS mock data
+    if ours and not builder.is_prepared() and not network_reachable():
+        raise ValueError(
+            f'TFDS dataset {name} is not prepared in {data_dir} and the network is unreachable; '
+            f"prepare it on a machine with network access (python -c \"import tensorflow_datasets as "
+            f"tfds; tfds.data_source('{name}', data_dir='DIR')\") and copy DIR here as "
+            f'data.data_dir/tfds, or use a local dataset (tsv_pairs)')
     sources = tfds.data_source(name, split=list(SPLITS), data_dir=data_dir)
     return dict(zip(SPLITS, sources))

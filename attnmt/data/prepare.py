@@ -129,6 +129,42 @@ def batches(prepared: PreparedData, split: str, cfg, seed: Optional[int] = None,
         shard)
 
 
+def _limits_text(cfg, split: str) -> str:
+    """The settings behind length_limits(cfg, split), as key=value."""
+    prefix = '' if split == 'train' else 'eval_'
+    keys = [f'{prefix}max_source_length', f'{prefix}max_target_length']
+    keys += [k for k in ('fixed_source_length', 'fixed_target_length') if cfg[k]]
+    return ', '.join(f'data.{k}={cfg[k]}' for k in keys)
+
+
+def check_batches(prepared: PreparedData, cfg, num_steps: int = 0) -> None:
+    """Refuses, with a ValueError naming the filter, data settings under which a split yields no batch
+    (every sentence removed by a length limit, or by drop_remainder) or training runs out of batches
+    before `num_steps` (data.num_epochs). Cheap: batch plans only, no batches are built."""
+    for split in ('validation', 'test', 'train'):
+        data = prepared.tokenized[split]
+        if not len(data):
+            raise ValueError(f'the {split} split of {cfg.name} is empty; give the dataset more sentences or '
+                             'change data.validation_fraction / data.test_fraction')
+        keep = pipeline.length_filter(data, *length_limits(cfg, split))
+        if not len(keep):
+            raise ValueError(
+                f'no {split} sentence fits the length limits ({_limits_text(cfg, split)}): the shortest source '
+                f'has {int(data.src_len.min())} tokens and the shortest target {int(data.tgt_len.min())} (EOS '
+                'included); raise the limits (0: no limit)')
+    it = batches(prepared, 'train', cfg)
+    if not it.epoch_plan(0):
+        raise ValueError(f'data.drop_remainder=True drops every training batch: {len(keep)} sentences '
+                         f'are fewer than data.batch_size={cfg.batch_size}; lower the batch size or set '
+                         'data.drop_remainder=False')
+    if cfg.num_epochs and num_steps:
+        total = sum(len(it.epoch_plan(e)) for e in range(cfg.num_epochs))
+        if total < num_steps:
+            raise ValueError(f'data.num_epochs={cfg.num_epochs} gives {total} training batches, fewer than '
+                             f'train.num_steps={num_steps}; raise data.num_epochs, or set it to 0 (repeat '
+                             'forever)')
+
+
 def save_tokenizers(prepared: PreparedData, directory: str) -> None:
     """Writes both tokenisers under `directory` (source/, target/), e.g. beside a checkpoint."""
     prepared.src_tokenizer.save(os.path.join(directory, 'source'))

@@ -33,6 +33,17 @@ def _visible(ids: Iterable[int]) -> list[int]:
     return out
 
 
+def _train_sentencepiece(sentences, model, vocab_size, model_type, character_coverage) -> None:
+    """SentencePieceTrainer.train, deterministic (one thread, no sampling), into `model`."""
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(sentences), model_writer=model, vocab_size=vocab_size,
+        model_type=model_type, character_coverage=character_coverage,
+        pad_id=PAD_ID, bos_id=BOS_ID, eos_id=EOS_ID, unk_id=UNK_ID,
+        pad_piece=RESERVED[0], bos_piece=RESERVED[1], eos_piece=RESERVED[2],
+        unk_piece=RESERVED[3], hard_vocab_limit=False, num_threads=1,
+        input_sentence_size=0, shuffle_input_sentence=False, minloglevel=2)
+
+
 class SentencePieceTokenizer:
     """A sentencepiece model; `encode` adds no BOS/EOS, `decode` stops at EOS."""
 
@@ -48,13 +59,18 @@ class SentencePieceTokenizer:
         """Trains on `sentences`. The size is an upper bound (small corpora get fewer
         pieces); one thread and no sampling keep the result deterministic."""
         model = io.BytesIO()
-        spm.SentencePieceTrainer.train(
-            sentence_iterator=iter(sentences), model_writer=model, vocab_size=vocab_size,
-            model_type=model_type, character_coverage=character_coverage,
-            pad_id=PAD_ID, bos_id=BOS_ID, eos_id=EOS_ID, unk_id=UNK_ID,
-            pad_piece=RESERVED[0], bos_piece=RESERVED[1], eos_piece=RESERVED[2],
-            unk_piece=RESERVED[3], hard_vocab_limit=False, num_threads=1,
-            input_sentence_size=0, shuffle_input_sentence=False, minloglevel=2)
+        try:
+            _train_sentencepiece(sentences, model, vocab_size, model_type, character_coverage)
+        except RuntimeError as e:
+            text = str(e).strip().splitlines()[-1]
+            text = text.split('] ', 1)[-1].split('. Increase')[0]   # sentencepiece's own words
+            needed = re.search(r'(\d+) vs (\d+)', text)
+            if not sentences:
+                raise ValueError('no training sentences to build a sentencepiece vocabulary from') from None
+            hint = (f'raise data.vocab_size to at least {needed.group(2)}' if needed else
+                    'raise data.vocab_size, or use data.tokenizer=word')
+            raise ValueError(f'sentencepiece cannot train a vocabulary of data.vocab_size={vocab_size} on '
+                             f'this corpus ({text}); {hint}') from None
         return cls(model.getvalue())
 
     @property

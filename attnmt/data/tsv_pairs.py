@@ -1,11 +1,14 @@
 """TFDS builder `tsv_pairs`: any tab-separated file of sentence pairs.
 
 The format is Tatoeba's (manythings.org): `source<TAB>target<TAB>attribution`, the
-attribution optional. A line with another number of fields, or an empty side, is an error
-naming the file and line, unless bad lines are skipped, in which case they are counted
-(`builder.info.metadata['skipped_lines']`). Blank lines are ignored. The pairs are split
-by a hash of the source sentence, so a sentence with several translations never lands in
-two splits.
+attribution optional. It is plain TSV, not CSV: every tab separates fields and quotes are
+ordinary characters, so a sentence cannot hold a tab. A line with another number of fields,
+an empty side, or a double quote that opens a field and closes in a later one (CSV-style
+quoting around a tab) is an error naming the file and line, unless bad lines are skipped,
+in which case they are counted (`builder.info.metadata['skipped_lines']`). Blank lines are
+ignored; a UTF-8 byte-order mark at the start of the file is dropped. The pairs are split by
+a hash of the source sentence, so a sentence with several translations never lands in two
+splits; the file needs at least 3 distinct source sentences (one per split).
 """
 
 import dataclasses
@@ -36,6 +39,13 @@ def _split_line(line: str, path: str, lineno: int) -> tuple[str, str]:
         raise TsvFormatError(
             f'{path}:{lineno}: expected 2 or 3 tab-separated fields (source, target, optional '
             f'attribution), found {len(fields)}; set data.skip_bad_lines=True to skip such lines')
+    for k, field in enumerate(fields[:-1]):
+        opens = field.lstrip().startswith('"') and not field.rstrip().endswith('"')
+        if opens and any(f.rstrip().endswith('"') for f in fields[k + 1:]):
+            raise TsvFormatError(
+                f'{path}:{lineno}: a double quote opens field {k + 1} and closes in a later one: '
+                'the file is plain TSV (every tab separates fields, no quoting); remove the tab '
+                'inside the sentence, or set data.skip_bad_lines=True to skip such lines')
     source, target = fields[0].strip(), fields[1].strip()
     if not source or not target:
         raise TsvFormatError(f'{path}:{lineno}: empty source or target sentence; set '
@@ -51,6 +61,8 @@ def read_pairs(path: str, skip_bad_lines: bool = False) -> TsvPairs:
             raw_lines = f.read().split(b'\n')
     except OSError as e:
         raise TsvFormatError(f'cannot read sentence-pair file {path}: {e.strerror}') from None
+    if raw_lines[0].startswith(b'\xef\xbb\xbf'):  # UTF-8 byte-order mark
+        raw_lines[0] = raw_lines[0][3:]
     pairs, skipped, blank = [], [], 0
     for lineno, raw in enumerate(raw_lines, 1):
         try:
@@ -70,6 +82,10 @@ def read_pairs(path: str, skip_bad_lines: bool = False) -> TsvPairs:
     if not pairs:
         raise TsvFormatError(f'{path}: no sentence pairs (the file is empty or every line '
                              'is bad)')
+    distinct = len({p[0] for p in pairs})
+    if distinct < 3:
+        raise TsvFormatError(f'{path}: {distinct} distinct source sentence(s); training, validation '
+                             'and test need at least one each (3 or more; a few hundred to learn)')
     return TsvPairs(pairs, skipped, blank - 1 if raw_lines[-1] == b'' else blank)
 
 
