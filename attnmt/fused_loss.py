@@ -1,6 +1,6 @@
 """The vocabulary projection and the cross-entropy as one function with a hand-written gradient.
 
-    nll_N = -log softmax(h_N W + b)[y_N]        (with label smoothing eps: DESIGN.md / Szegedy et al.)
+    nll_N = -log softmax(h_N W + b)[y_N]        (label smoothing eps: docs/design.md, "Loss")
 
 At the bench config the logits are 2048 x 8000 floats (65 MB), so every pass over them costs about as
 much as a sizeable matrix product. Autodiff makes many such passes: the forward writes the logits and
@@ -14,10 +14,10 @@ operands instead of the 65 MB one:
 
 The two large products are made to run one after the other, d h first (`after_rows`). Left
 independent, XLA:CPU runs them side by side (d h through YNNPACK, d W through Eigen), both spread over
-the same cores, and alone they then took 10-14 ms longer at the bench config than in turn
+the same cores, and the loss then takes 10-14 ms longer at the bench config than in turn
 (benchmarks/README.md, "Two large products in turn"). d h goes first, and each row of g ⊙ h waits only for its own
 row of d h, so under a batch-sharded (data-parallel) step the order costs no communication; d W's
-sum over the shards follows as before.
+sum over the shards follows after it.
 
 Letters: N rows (batch x target positions), O output-layer size, V vocabulary.
 """

@@ -1,4 +1,4 @@
-r"""The speed benchmark: the bench config of DESIGN.md against this machine's matrix-multiply peak.
+r"""The speed benchmark: the bench config (docs/design.md) against this machine's matrix-multiply peak.
 
     python -m benchmarks.bench                      # everything, about 10 minutes on 2 CPU cores
     python -m benchmarks.bench --quick --only=train  # a smoke check
@@ -30,7 +30,7 @@ _DTYPE = flags.DEFINE_enum('dtype', 'float32', ['float32', 'bfloat16'], 'compute
 _OUT = flags.DEFINE_string('out', None, 'JSON output path; default benchmarks/results/bench_<host>.json')
 _STEPS = flags.DEFINE_integer('steps', None, 'timed calls per figure (default 10, or 3 with --quick)')
 _MODEL = flags.DEFINE_enum('model', 'bench', ['bench', 'main'],
-                           "'bench': the bench config of DESIGN.md; 'main': the main job's model, batch and length "
+                           "'bench': the bench config (docs/design.md); 'main': the main job's model, batch and length "
                            '(experiments/configs/main_ablation.py)')
 
 

@@ -3,7 +3,7 @@
     python -m benchmarks.scaling                          # CPU: fake devices 1, 2, 4 (one subprocess each)
     python -m benchmarks.scaling --devices=1,2,4,8 --real # GPUs/TPUs: meshes over the first n real devices
 
-The global batch stays 64 sentences (DESIGN.md, Bench config) and is split over the devices, so this is
+The global batch stays 64 sentences (docs/design.md, "Bench config") and is split over the devices, so this is
 strong scaling: ideal is step time / n. On CPU the "devices" come from
 XLA_FLAGS=--xla_force_host_platform_device_count and share the same cores, so the figures show the
 cost of partitioning and collectives, not a speed-up. The step is `train_lib.seed_functions` (the one
