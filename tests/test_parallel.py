@@ -45,7 +45,7 @@ def losses(workdir) -> np.ndarray:
   return np.array([r['loss'] for r in records(workdir, 'train')])   # steps x seeds
 
 
-@pytest.fixture(scope='session')   # session: a module fixture is rebuilt when xdist interleaves modules
+@pytest.fixture(scope='session')   # not per module: xdist interleaves modules, which would rebuild it
 def runs(tmp_path_factory):
   """The same 40 steps on 1 device and on 4 (one process with 4 fake devices runs both)."""
   root = tmp_path_factory.mktemp('parallel')
