@@ -5,7 +5,7 @@
 - `context`: c = Σ_i a_i h_i per row and its input gradient, which XLA:CPU runs as Eigen batched
   matrix-vector products on one thread.
 
-Both share rows with XLA's intra-op threads. Together they save about 25 ms of the bench-config
+Both share rows with XLA's intra-op threads. Together they save about 27 ms of the bench-config
 training step (benchmarks/README.md, "The attention as CPU kernels").
 
 The library is compiled on first use with the system's C++ compiler (`g++`, or $CXX) into a cache
@@ -40,8 +40,8 @@ SOURCE = Path(__file__).with_name('attention.cc')
 # Fast-math lets the compiler replace tanh's division by a reciprocal estimate and one Newton step
 # (-mrecip); the source keeps NaNs itself. Compile-only: linking with these flags would add
 # crtfastmath.o, which sets flush-to-zero for the whole process when the library loads. On x86 the
-# kernel stays with 256-bit vectors: built with AVX-512 it was as fast itself, but the encoder's
-# products (XLA's) then ran 5-10 % slower on an AMD EPYC (benchmarks/README.md, "The attention as CPU kernels").
+# kernel stays with 256-bit vectors: built with AVX-512 it is as fast itself, but the encoder's
+# products (XLA's) run 5-10 % slower on an AMD EPYC (benchmarks/README.md, "The attention as CPU kernels").
 _X86 = platform.machine().lower() in ('x86_64', 'amd64')
 COMPILE_FLAGS = ('-O3', *(('-march=native', '-mno-avx512f', '-mrecip') if _X86 else ('-mcpu=native',)),
                  '-ffast-math', '-fopenmp-simd', '-std=c++17', '-fPIC')
