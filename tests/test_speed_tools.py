@@ -5,6 +5,7 @@ which op belongs to which part) and that each runs end to end.
 """
 import contextlib
 import math
+import sys
 
 import jax
 import numpy as np
@@ -19,6 +20,13 @@ TINY = ModelConfig(source_vocab_size=30, target_vocab_size=31, embed_size=8, enc
 SIZES = cases.Sizes(batch=4, src_len=5, tgt_len=6)
 
 EVENTS = []
+PATCH = 'tools_test_patches:recording_patch'
+
+
+@pytest.fixture(autouse=True)
+def _patches_module(monkeypatch):
+  """This module, importable as `tools_test_patches` whatever pytest's import mode."""
+  monkeypatch.setitem(sys.modules, 'tools_test_patches', sys.modules[__name__])
 
 
 @contextlib.contextmanager
@@ -33,10 +41,10 @@ def recording_patch():
 
 def test_variants_parse_every_key_and_refuse_what_cannot_work():
   parsed = variants.parse('{"vw": {"xla": {"xla_cpu_prefer_vector_width": 512}}, "small": {"model": '
-                          '{"attention_size": 6}}, "mine": {"patch": "test_speed_tools:recording_patch"}}')
+                          '{"attention_size": 6}}, "mine": {"patch": "tools_test_patches:recording_patch"}}')
   assert parsed == {'vw': variants.Variant(xla={'xla_cpu_prefer_vector_width': 512}),
                     'small': variants.Variant(model={'attention_size': 6}),
-                    'mine': variants.Variant(patch='test_speed_tools:recording_patch')}
+                    'mine': variants.Variant(patch=PATCH)}
   assert list(variants.with_controls(parsed)) == ['base', 'base_again', 'vw', 'small', 'mine']
   for text, message in [('{"a": ', 'not valid JSON'), ('[1]', 'expected an object'),
                         ('{"base": {}}', 'control'), ('{"a": 1}', "variant 'a': expected an object"),
@@ -44,7 +52,7 @@ def test_variants_parse_every_key_and_refuse_what_cannot_work():
                         ('{"a": {"model": 3}}', "'model' must be an object"),
                         ('{"a": {"patch": "no_colon"}}', 'expected "module:attribute"'),
                         ('{"a": {"patch": "no_such_module_here:f"}}', "cannot import 'no_such_module_here'"),
-                        ('{"a": {"patch": "test_speed_tools:TINY_NOT_HERE"}}', 'has no callable')]:
+                        ('{"a": {"patch": "tools_test_patches:TINY_NOT_HERE"}}', 'has no callable')]:
     with pytest.raises(ValueError, match=message):
       variants.parse(text)
 
@@ -60,7 +68,7 @@ def test_model_fields_are_replaced_and_validated():
 
 def test_a_variant_compiles_under_its_patch_and_with_its_model():
   EVENTS.clear()
-  variant = variants.Variant(model={'attention_size': 6}, patch='test_speed_tools:recording_patch')
+  variant = variants.Variant(model={'attention_size': 6}, patch=PATCH)
   compiled, state, batch = variants.compile_step(variant, TINY, SIZES)
   assert EVENTS == ['enter', 'exit']
   base_sizes = {np.shape(x) for x in jax.tree.leaves(variants.compile_step(variants.Variant(), TINY, SIZES)[1])}
