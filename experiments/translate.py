@@ -50,20 +50,20 @@ def _translate():
   if FLAGS.beam_size < 0 or FLAGS.max_source_tokens < 0:
     raise ValueError(f'--beam_size ({FLAGS.beam_size}) and --max_source_tokens ({FLAGS.max_source_tokens}) must be '
                      '>= 0 (0: greedy; 0: no limit)')
+  if FLAGS.input == '-':
+    stream = sys.stdin
+  else:   # opened before the run loads: a wrong path fails at once
+    try:
+      stream = open(FLAGS.input, encoding='utf-8-sig')   # a byte-order mark is dropped
+    except OSError as e:
+      raise ValueError(f'cannot read --input {FLAGS.input} ({e.strerror}); pass a text file with one sentence '
+                       "per line, or '-' for stdin") from None
   run = analysis.load_run(FLAGS.run, FLAGS.which)
   if not 0 <= FLAGS.seed_index < len(run.seeds):
     raise ValueError(f'--seed_index={FLAGS.seed_index} but the run has {len(run.seeds)} seed(s)')
   params = evaluation.seed_params(run.params, FLAGS.seed_index)
   src_tok, tgt_tok = run.prepared.src_tokenizer, run.prepared.tgt_tokenizer
   limit = FLAGS.max_source_tokens or (run.cfg.max_source_length if run.cfg.score == 'location' else 0)
-  if FLAGS.input == '-':
-    stream = sys.stdin
-  else:
-    try:
-      stream = open(FLAGS.input, encoding='utf-8-sig')   # a byte-order mark is dropped
-    except OSError as e:
-      raise ValueError(f'cannot read --input {FLAGS.input} ({e.strerror}); pass a text file with one sentence '
-                       "per line, or '-' for stdin") from None
   for lineno, line in enumerate(stream, 1):
     text = line.lstrip('\ufeff').strip() if lineno == 1 else line.strip()
     if not text:

@@ -1,5 +1,6 @@
-"""Preemption and faults: exact resume after SIGKILL at five points, graceful SIGTERM, non-finite losses,
-determinism. Runs are real subprocesses of experiments/train.py on the tiny config."""
+"""Preemption and faults: exact resume after SIGKILL at five points (real subprocesses of experiments/train.py),
+after a kill between the best and the latest checkpoint of one step, a deleted or damaged newest step
+(in-process), graceful SIGTERM, non-finite losses and parameters, clip_norm=0, determinism; tiny config."""
 import glob
 import os
 import signal
@@ -151,8 +152,8 @@ def tiny_config(data_dir, **train):
 
 def test_nonfinite_loss_stops_before_any_checkpoint_after_it(tmp_path, data_dir, monkeypatch):
   monkeypatch.setattr(training, 'train_step', poisoned_train_step(23))
-  with pytest.raises(guards.NonFiniteError, match=r'non-finite loss or gradient at step 23; stopped without saving '
-                                                  r'\(last good checkpoint: step 20\)'):
+  with pytest.raises(guards.NonFiniteError, match=r'non-finite loss, gradient or parameters at step 23; stopped '
+                                                  r'without saving \(last good checkpoint: step 20\)'):
     train_lib.train_and_evaluate(tiny_config(data_dir), str(tmp_path))
   params, _, step = checkpoints.restore_params(str(tmp_path), 'latest')
   assert step == 20 and all(np.all(np.isfinite(x)) for x in jax.tree.leaves(params))
@@ -176,3 +177,126 @@ def test_guard_step_keeps_parameters_on_a_skipped_update():
   np.testing.assert_array_equal(new.params['w'], np.ones(3))
   first, count = guards.track_nonfinite(jnp.int32(-1), jnp.int32(0), jnp.array([True, False]), 7)
   assert int(first) == 7 and int(count) == 1
+
+
+# Checkpoint faults, in-process: a run "killed" at an exact point (an exception raised there, after the
+# checkpoint writes so far have finished, as a SIGKILL would leave the disk) or whose newest step is
+# deleted or damaged, then resumed; each ends bitwise equal to an uninterrupted run.
+
+class Killed(BaseException):
+  """Stands for SIGKILL: nothing after it runs, nothing catches it."""
+
+
+def fault_config(data_dir):
+  config = tiny_config(data_dir)
+  config.train.update(dict(num_steps=40, checkpoint_every=10, eval_every=20, seeds='0'))
+  return config
+
+
+@pytest.fixture(scope='module')
+def uninterrupted(tmp_path_factory, data_dir):
+  workdir = str(tmp_path_factory.mktemp('uninterrupted') / 'run')
+  train_lib.train_and_evaluate(fault_config(data_dir), workdir)
+  return checkpoints.restore_params(workdir, 'latest')[0]
+
+
+def kill_at(monkeypatch, step, best):
+  """Makes RunCheckpoints.save raise Killed right after saving (best or latest) `step`, once finished."""
+  monkeypatch.undo()
+  real = checkpoints.RunCheckpoints.save
+
+  def save(self, s, state, meta, best=False, _when=(step, best)):
+    real(self, s, state, meta, best=best)
+    if (s, best) == _when:
+      self.wait()
+      raise Killed
+  monkeypatch.setattr(checkpoints.RunCheckpoints, 'save', save)
+
+
+def resume(monkeypatch, data_dir, workdir):
+  monkeypatch.undo()
+  train_lib.train_and_evaluate(fault_config(data_dir), workdir)
+  return checkpoints.restore_params(workdir, 'latest')[0]
+
+
+def steps(workdir, sub):
+  return sorted(int(n) for n in os.listdir(os.path.join(workdir, sub)) if n.isdigit())
+
+
+def damage(step_dir):
+  for root, _, files in os.walk(step_dir):
+    for f in files:
+      if 'state' in root and not f.startswith('_'):
+        with open(os.path.join(root, f), 'r+b') as fh:
+          fh.truncate(7)
+
+
+def test_killed_between_best_and_latest_of_one_step_then_newest_step_deleted(tmp_path, data_dir, uninterrupted,
+                                                                            monkeypatch, capsys):
+  workdir = str(tmp_path / 'run')
+  kill_at(monkeypatch, 20, best=True)                  # best/20 written, checkpoints/20 not
+  with pytest.raises(Killed):
+    train_lib.train_and_evaluate(fault_config(data_dir), workdir)
+  assert steps(workdir, 'best') == [20] and steps(workdir, 'checkpoints') == [10]
+  kill_at(monkeypatch, 30, best=False)                 # resumed from 10, saved best/20 again, killed at 30
+  with pytest.raises(Killed):
+    train_lib.train_and_evaluate(fault_config(data_dir), workdir)
+  assert steps(workdir, 'best') == [20] and steps(workdir, 'checkpoints') == [20, 30]
+  import shutil
+  shutil.rmtree(os.path.join(workdir, 'checkpoints', '30'))   # the README's advice for a bad checkpoint
+  capsys.readouterr()
+  assert_bitwise_equal(resume(monkeypatch, data_dir, workdir), uninterrupted)
+  assert f'Resumed {workdir} at step 20' in capsys.readouterr().out
+
+
+def test_damaged_newest_step_is_moved_aside_and_the_run_resumes(tmp_path, data_dir, uninterrupted, monkeypatch,
+                                                                capfd):
+  workdir = str(tmp_path / 'run')
+  kill_at(monkeypatch, 30, best=False)
+  with pytest.raises(Killed):
+    train_lib.train_and_evaluate(fault_config(data_dir), workdir)
+  damage(os.path.join(workdir, 'checkpoints', '30'))
+  capfd.readouterr()
+  assert_bitwise_equal(resume(monkeypatch, data_dir, workdir), uninterrupted)
+  out, err = capfd.readouterr()
+  notes = [l for l in out.splitlines() if 'is corrupted or unreadable' in l]
+  assert len(notes) == 1 and 'checkpoints/30 is corrupted or unreadable' in notes[0], out
+  assert notes[0].endswith('resuming from step 20, the newest intact one')
+  assert 'Traceback' not in out + err
+  assert len(os.listdir(os.path.join(workdir, 'damaged'))) == 1
+
+
+def test_nonfinite_parameters_with_a_finite_loss_are_a_bad_step(tmp_path, data_dir, monkeypatch):
+  """A NaN learning rate: the loss and gradient of the step are finite, the updated parameters are not."""
+  real = training.train_step
+
+  def nan_update(cfg, optimizer, state, batch, label_smoothing=0.0):
+    new, metrics = real(cfg, optimizer, state, batch, label_smoothing)
+    poison = jnp.where(state.step + 1 == 13, jnp.nan, 0.0)
+    return new.replace(params=jax.tree.map(lambda p: p + poison, new.params)), metrics
+  monkeypatch.setattr(training, 'train_step', nan_update)
+  with pytest.raises(guards.NonFiniteError, match=r'non-finite loss, gradient or parameters at step 13; stopped '
+                                                  r'without saving \(last good checkpoint: step 10\)'):
+    train_lib.train_and_evaluate(tiny_config(data_dir), str(tmp_path))
+  params, _, step = checkpoints.restore_params(str(tmp_path), 'latest')
+  assert step == 10 and all(np.all(np.isfinite(x)) for x in jax.tree.leaves(params))
+
+
+def test_clip_norm_zero_means_no_clipping():
+  grads = {'w': jnp.full(4, 100.0)}
+  params = {'w': jnp.zeros(4)}
+  unclipped = training.make_optimizer(0.1, clip_norm=0.0)
+  updates, _ = unclipped.update(grads, unclipped.init(params), params)
+  plain = optax_adam_updates(grads, params)
+  np.testing.assert_array_equal(np.asarray(updates['w']), np.asarray(plain['w']))
+  assert np.all(np.asarray(updates['w']) != 0)
+  clipped = training.make_optimizer(0.1, clip_norm=1.0)
+  g, _ = training.clip_by_global_norm(1.0).update(grads, None)
+  assert float(jnp.linalg.norm(g['w'])) == pytest.approx(1.0)
+  assert jax.tree.structure(clipped.init(params)) == jax.tree.structure(unclipped.init(params))
+
+
+def optax_adam_updates(grads, params):
+  import optax
+  adam = optax.adam(0.1)
+  return adam.update(grads, adam.init(params), params)[0]
