@@ -48,4 +48,4 @@ def _analyze():
 
 
 if __name__ == '__main__':
-  app.run(main)
+  app.run(main, flags_parser=common.parse_flags)

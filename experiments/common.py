@@ -25,6 +25,18 @@ def initialize_distributed():
     print(f'process {jax.process_index()} of {jax.process_count()}: {parallel.describe()}', flush=True)
 
 
+def parse_flags(argv):
+  """absl's flag parsing (usage errors as absl prints them), with a --config file that cannot be loaded
+  (ml_collections raises OSError while applying --config.x overrides) reported as one line, status 2."""
+  from absl import app
+  try:
+    return app.parse_flags_with_usage(argv)
+  except OSError as e:
+    if os.environ.get('ATTNMT_DEBUG'):
+      raise
+    _exit(f'error: {describe_os_error(e)}', 2)
+
+
 def run_guarded(fn):
   """Runs fn; a bad-input error becomes one line on stderr and exit status 2 (3 for a non-finite loss;
   128 + signal number after a graceful stop).
@@ -60,7 +72,9 @@ def describe_os_error(e: OSError) -> str:
   if 'Configuration is not available' in text or 'Failed loading config file' in text:
     from absl import flags
     reason = re.search(r'\[Errno \d+\] ([^:\n]+)', text)
-    path = getattr(flags.FLAGS['config'], 'config_filename', None) if 'config' in flags.FLAGS else None
+    attempted = re.search(r'Attempted \[[^\]]*\]:\s*\n\s*(\S+)', text)
+    path = attempted.group(1) if attempted else (
+        getattr(flags.FLAGS['config'], 'config_filename', None) if 'config' in flags.FLAGS else None)
     return (f'cannot load the --config file {path or ""} ({reason.group(1) if reason else text.splitlines()[0]}); '
             'pass a config file such as experiments/configs/default.py')
   if e.filename is not None and e.strerror:

@@ -41,4 +41,4 @@ def _train():
 
 
 if __name__ == '__main__':
-  app.run(main)
+  app.run(main, flags_parser=common.parse_flags)

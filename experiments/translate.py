@@ -91,4 +91,4 @@ def _translate():
 
 
 if __name__ == '__main__':
-  app.run(main)
+  app.run(main, flags_parser=common.parse_flags)

@@ -71,8 +71,8 @@ CASES = {
     'negative batch size': (['--config.data.batch_size=-4'], 'error: data.batch_size must be an integer >= 1, got -4'),
     'negative eval beam size': (['--config.train.eval_beam_size=-1'],
                                 'error: train.eval_beam_size must be an integer >= 0, got -1'),
-    'length limit no sentence meets': (['--config.data.max_source_length=2'],
-                                       'error: no train sentence fits the length limits (data.max_source_length=2'),
+    'length limit no sentence meets': (['--config.data.max_source_length=1'],
+                                       'error: no train sentence fits the length limits (data.max_source_length=1'),
     'num_epochs shorter than num_steps': (['--config.data.num_epochs=1', '--config.train.num_steps=1000'],
                                           'error: data.num_epochs=1 gives 38 training batches, fewer than '
                                           'train.num_steps=1000'),
