@@ -8,8 +8,6 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Mapping
 
-SCORES = ('none', 'additive', 'normed_additive', 'dot', 'scaled_dot', 'general', 'concat', 'location')
-WINDOWS = ('global', 'local_m', 'local_p')
 QUERY_TIMINGS = ('bahdanau', 'luong')
 CELLS = ('lstm', 'gru')
 INIT_STATES = ('bridge', 'last', 'zero')
@@ -33,9 +31,9 @@ class ModelConfig:
   decoder_hidden_size: int = 512
   decoder_layers: int = 1
   dropout: float = 0.0               # between RNN layers, on embeddings and before the output layer
-  score: str = 'additive'            # see SCORES and DESIGN.md
+  score: str = 'additive'            # a registered score (attnmt/scores.py) or 'my_pkg.module:MyScore'
   attention_size: int = 512          # A: hidden size of additive / concat scores and of local_p's predictor
-  window: str = 'global'             # 'global', 'local_m', 'local_p' (Luong Sec. 3.2)
+  window: str = 'global'             # 'global', 'local_m', 'local_p' (attnmt/windows.py) or an import path
   window_size: int = 10              # D: half-width of the local window; Gaussian sigma = D / 2
   query_timing: str = 'bahdanau'     # 'bahdanau': query s_{t-1}; 'luong': query s_t
   input_feeding: bool = True         # luong only: feed h~_{t-1} into the next RNN input (Luong Sec. 3.3)
@@ -60,8 +58,7 @@ class ModelConfig:
     return cfg
 
   def validate(self) -> 'ModelConfig':
-    _choice('score', self.score, SCORES)
-    _choice('window', self.window, WINDOWS)
+    from attnmt import scores, windows   # they read ModelConfig fields; imported here to avoid a cycle
     _choice('query_timing', self.query_timing, QUERY_TIMINGS)
     _choice('cell', self.cell, CELLS)
     _choice('init_state', self.init_state, INIT_STATES)
@@ -73,13 +70,8 @@ class ModelConfig:
         raise ConfigError(f'model.{name} must be at least 1, got {getattr(self, name)}')
     if not 0.0 <= self.dropout < 1.0:
       raise ConfigError(f'model.dropout must be in [0, 1), got {self.dropout}')
-    if self.score in ('dot', 'scaled_dot') and self.decoder_hidden_size != self.annotation_size:
-      raise ConfigError(
-          f"score '{self.score}' needs the query size (decoder_hidden_size={self.decoder_hidden_size}) to equal "
-          f'the annotation size ({self.annotation_size} = encoder_hidden_size x {2 if self.bidirectional else 1} '
-          f"directions); change one of them or use score 'general'")
-    if self.score == 'none' and self.window != 'global':
-      raise ConfigError(f"score 'none' has no attention to window; use window 'global', not '{self.window}'")
+    scores.build(self).check()           # unknown names and each score's and window's own constraints
+    windows.build(self).check()
     if self.init_state == 'last' and self.decoder_hidden_size != self.annotation_size:
       raise ConfigError(
           f"init_state 'last' copies the final encoder states, so decoder_hidden_size ({self.decoder_hidden_size}) "

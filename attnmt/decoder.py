@@ -76,7 +76,7 @@ class Decoder(nn.Module):
   def memory(self, annotations_BxSxH: jax.Array, src_len_B: jax.Array) -> Memory:
     """Precomputes the keys once per sentence."""
     p_att = self._params()['attention']
-    keys = jax.vmap(functools.partial(attention.precompute_keys, self.cfg.score, p_att))(annotations_BxSxH)
+    keys = jax.vmap(functools.partial(attention.precompute_keys, self.cfg, p_att))(annotations_BxSxH)
     return Memory(annotations_BxSxH, keys, src_len_B)
 
   def initial_state(self, memory: Memory, encoder_final: rnn.Carry) -> State:
@@ -141,7 +141,6 @@ class Decoder(nn.Module):
     layer 0's input projection [E y_{t-1} ; x] W_ih + b for x = c_t or h~_{t-1} (None: no x).
     """
     cfg = self.cfg
-    att_matmul = lambda x, name: mm(f'att_{name}', x)
 
     def run_layers(carries, x0_BxG):
       new, x = [], None
@@ -155,7 +154,7 @@ class Decoder(nn.Module):
 
     def attend(query_BxD):
       weights_BxS = attention.attention_weights(cfg, p['attention'], query_BxD, memory.keys, memory.length,
-                                                state.t, att_matmul)
+                                                state.t, mm)
       return mm('context', weights_BxS.astype(memory.annotations.dtype)), weights_BxS
 
     if cfg.query_timing == 'bahdanau':

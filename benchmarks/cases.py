@@ -16,7 +16,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from attnmt import decoding, training
+from attnmt import decoding, scores, training
 from attnmt.config import ModelConfig
 from attnmt.model import BOS, EOS
 from benchmarks import flops
@@ -139,7 +139,6 @@ def seeds_case(cfg: ModelConfig, sizes: Sizes, probe: PeakProbe, start_peak_gflo
 
 def score_variants(cfg: ModelConfig) -> dict[str, ModelConfig]:
   """Every score but the bench config's own, and the `luong` query timing, at the bench sizes."""
-  variants = {s: dataclasses.replace(cfg, score=s) for s in
-              ('none', 'normed_additive', 'dot', 'scaled_dot', 'general', 'concat', 'location')}
+  variants = {s: dataclasses.replace(cfg, score=s) for s in scores.names() if s != cfg.score}
   variants['luong'] = dataclasses.replace(cfg, query_timing='luong')
   return variants

@@ -11,13 +11,10 @@ H annotation size, D decoder size, A attention size, V vocabulary, G gates.
 """
 from __future__ import annotations
 
+from attnmt import scores, windows
 from attnmt.config import ModelConfig
 from attnmt.rnn import num_gates
-
-
-def _mm(m: int, n: int, k: int) -> int:
-  """FLOPs of an (m x k) @ (k x n) product: one multiply and one add per term."""
-  return 2 * m * n * k
+from attnmt.scores import matmul_flops as _mm
 
 
 def encoder_flops(cfg: ModelConfig, batch: int, src_len: int) -> int:
@@ -33,28 +30,18 @@ def encoder_flops(cfg: ModelConfig, batch: int, src_len: int) -> int:
 
 def memory_flops(cfg: ModelConfig, batch: int, src_len: int) -> int:
   """Once per sentence: the score's keys (e.g. U h_i) and the bridge tanh(W mean_i h_i)."""
-  rows, hsz = batch * src_len, cfg.annotation_size
-  keys = {'additive': cfg.attention_size, 'normed_additive': cfg.attention_size,
-          'concat': cfg.attention_size, 'general': cfg.decoder_hidden_size}.get(cfg.score, 0)
-  total = _mm(rows, keys, hsz)
+  hsz = cfg.annotation_size
+  total = batch * scores.build(cfg).flops(src_len)[0]
   if cfg.init_state == 'bridge':
     total += _mm(batch, cfg.decoder_hidden_size * cfg.decoder_layers, hsz)
   return total
 
 
 def attention_step_flops(cfg: ModelConfig, rows: int, src_len: int) -> int:
-  """One decoder step's attention for `rows` queries: query half, scores, window predictor, context."""
-  q, a, hsz, s = cfg.decoder_hidden_size, cfg.attention_size, cfg.annotation_size, src_len
-  total = _mm(rows * s, 1, hsz)                              # context c = sum_i a_i h_i
-  if cfg.score in ('additive', 'normed_additive', 'concat'):
-    total += _mm(rows, a, q) + _mm(rows * s, 1, a)           # W q, then v . tanh(...)
-  elif cfg.score in ('dot', 'scaled_dot', 'general'):
-    total += _mm(rows * s, 1, q)                             # q . k_i
-  elif cfg.score == 'location':
-    total += _mm(rows, cfg.max_source_length, q)             # W_a q, all max_source_length outputs
-  if cfg.window == 'local_p':
-    total += _mm(rows, a, q) + _mm(rows, 1, a)               # v_p . tanh(W_p q)
-  return total
+  """One decoder step's attention for `rows` queries: the score's query half and scores, the window's
+  centre (each definition counts its own: attnmt/scores.py, attnmt/windows.py), and the context."""
+  context = _mm(rows * src_len, 1, cfg.annotation_size)     # c = sum_i a_i h_i
+  return context + rows * (scores.build(cfg).flops(src_len)[1] + windows.build(cfg).flops())
 
 
 def decoder_flops(cfg: ModelConfig, rows: int, src_len: int, steps: int) -> int:

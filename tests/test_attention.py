@@ -6,10 +6,16 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from attnmt import attention
+from attnmt import attention, scores
 from attnmt.config import ModelConfig
 
-SCORED = ('additive', 'normed_additive', 'dot', 'scaled_dot', 'general', 'concat', 'location')
+SCORED = tuple(s for s in scores.names() if s != 'none')
+
+
+def score_of(cfg, p, query_Q, annotations_SxH):
+  """e_S of one query through the configured score's two halves."""
+  score = scores.build(cfg)
+  return score.scores(p, score.query(p, query_Q[None])[0], score.keys(p, annotations_SxH))
 
 
 def np_scores(score, p, q, h):
@@ -57,13 +63,13 @@ def test_scores_match_numpy(score, shape, use_jit):
   num_positions, q_size, h_size, a_size = shape
   if score == 'general':
     h_size = q_size + 2      # general works with unequal sizes
-  _, p = random_params(score, q_size, h_size, a_size, 20, seed=num_positions)
+  cfg, p = random_params(score, q_size, h_size, a_size, 20, seed=num_positions)
   rng = np.random.default_rng(num_positions)
   q_BxQ = rng.normal(size=(3, q_size)).astype(np.float32)
   h_BxSxH = rng.normal(size=(3, num_positions, h_size)).astype(np.float32)
 
   def f(p, q, h):
-    return attention.scores(score, p, q, attention.precompute_keys(score, p, h))
+    return score_of(cfg, p, q, h)
   f = jax.vmap(f, in_axes=(None, 0, 0))
   got = (jax.jit(f) if use_jit else f)(p, q_BxQ, h_BxSxH)
   pn = jax.tree.map(np.asarray, p)
@@ -87,7 +93,7 @@ def test_attend_matches_numpy(score, window):
   length, t = 7, 5
   h[length:] = 0.0
   ctx, w = jax.jit(functools.partial(attention.attend, cfg, p))(
-      q, attention.precompute_keys(score, p, h), h, jnp.int32(length), jnp.int32(t))
+      q, attention.precompute_keys(cfg, p, h), h, jnp.int32(length), jnp.int32(t))
   pn = jax.tree.map(np.asarray, p)
   pos = np.arange(9)
   if score == 'none':
@@ -112,7 +118,7 @@ def test_additive_hand_worked_example():
   """README, 'Attention by hand': q = (1, 0), h = ((1, 0), (0, 1)), W = U = I, b = 0, v = (1, 1)."""
   p = {'W': jnp.eye(2), 'U': jnp.eye(2), 'b': jnp.zeros(2), 'v': jnp.ones(2)}
   h = jnp.array([[1.0, 0.0], [0.0, 1.0]])
-  e = attention.scores('additive', p, jnp.array([1.0, 0.0]), attention.precompute_keys('additive', p, h))
+  e = score_of(ModelConfig(score='additive'), p, jnp.array([1.0, 0.0]), h)
   np.testing.assert_allclose(e, [0.9640, 1.5232], atol=1e-4)     # tanh(2)+tanh(0), tanh(1)+tanh(1)
   a = attention.masked_softmax(e, jnp.array([True, True]))
   np.testing.assert_allclose(a, [0.3637, 0.6363], atol=1e-4)
@@ -122,7 +128,7 @@ def test_additive_hand_worked_example():
 def test_dot_hand_worked_example():
   """README, 'Attention by hand': q = (1, 2), h = ((1, 0), (0, 1), (1, 1)); the last position is padding."""
   h = jnp.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
-  e = attention.scores('dot', {}, jnp.array([1.0, 2.0]), h)
+  e = score_of(ModelConfig(score='dot', decoder_hidden_size=512), {}, jnp.array([1.0, 2.0]), h)
   np.testing.assert_allclose(e, [1.0, 2.0, 3.0])
   a = attention.masked_softmax(e, jnp.array([True, True, True]))
   np.testing.assert_allclose(a, [0.0900, 0.2447, 0.6652], atol=1e-4)
@@ -165,7 +171,7 @@ def test_padding_gets_zero_gradient_through_the_whole_attention():
   q, h = jnp.asarray(rng.normal(size=4), jnp.float32), jnp.asarray(rng.normal(size=(6, 4)), jnp.float32)
 
   def loss(h):
-    ctx, _ = attention.attend(cfg, p, q, attention.precompute_keys('additive', p, h), h, jnp.int32(4), jnp.int32(0))
+    ctx, _ = attention.attend(cfg, p, q, attention.precompute_keys(cfg, p, h), h, jnp.int32(4), jnp.int32(0))
     return jnp.sum(ctx ** 2)
   g = np.asarray(jax.grad(loss)(h))
   assert np.all(g[4:] == 0.0) and np.all(g[:4] != 0.0)

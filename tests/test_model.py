@@ -6,14 +6,14 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from attnmt import rnn
-from attnmt.config import QUERY_TIMINGS, SCORES, WINDOWS, ConfigError, ModelConfig
+from attnmt import rnn, scores, windows
+from attnmt.config import QUERY_TIMINGS, ConfigError, ModelConfig
 from attnmt.encoder import Encoder
 from attnmt.model import Seq2Seq, init_params
 
 SMALL = dict(source_vocab_size=20, target_vocab_size=23, embed_size=8, encoder_hidden_size=6,
              decoder_hidden_size=12, attention_size=5, output_size=7, window_size=2, max_source_length=10)
-COMBINATIONS = [(s, q, w) for s, q, w in itertools.product(SCORES, QUERY_TIMINGS, WINDOWS)
+COMBINATIONS = [(s, q, w) for s, q, w in itertools.product(scores.names(), QUERY_TIMINGS, windows.names())
                 if not (s == 'none' and w != 'global')]
 
 

@@ -1,0 +1,305 @@
+"""Attention scores e_i = score(q, h_i): each one self-contained definition, chosen by name or import path.
+
+A score is split in two halves, so that work depending on the annotations alone happens once per
+sentence (`keys`, e.g. Bahdanau's U h_i + b) and only the query-dependent part runs at every decoder
+step (`query`, then `scores`). One definition holds everything attnmt needs of a score:
+
+    params(param)          its parameters, declared with param(name, shape, init=lecun_normal)
+    keys(p, h_SxH)         the per-sentence half, S x K (K may be 0)
+    query(p, q_BxQ)        the per-step query half, for a batch of queries; multiply the query by a
+                           parameter with `q @ p[name]` (see below)
+    scores(p, half, keys)  the unnormalised scores e_S of one query against one sentence's keys
+    check()                the constraints on the rest of the config: raise ConfigError naming the fix
+    flops(src_len)         the FLOPs of its matrix products: (keys per sentence, one query's step)
+
+`self.cfg` is the model's ModelConfig. Inside the decoder's teacher-forced scan, every 2-D parameter
+`query` sees is a stand-in whose `q @ p[name]` is a product with a deferred weight gradient (one
+product over all steps after the backward scan: attnmt/deferred_scan.py); any other use of it raises
+a TypeError. `keys` and `scores` get the plain arrays.
+
+Built-in scores register under their name (`@register`). A score of one's own needs no change to
+attnmt: define a `Score` subclass in any importable module and select it with its import path,
+`--config.model.score=my_pkg.scores:Cosine` (README, "A new attention score").
+"""
+from __future__ import annotations
+
+import importlib
+from typing import Callable, ClassVar
+
+import jax
+import jax.numpy as jnp
+import flax.linen as nn
+
+from attnmt import kernels
+from attnmt.config import ConfigError
+
+Params = dict
+# param(name, shape, init=lecun_normal()) -> a float32 parameter of the model
+Declare = Callable[..., jax.Array]
+
+
+def matmul_flops(m: int, n: int, k: int) -> int:
+  """FLOPs of an (m x k) @ (k x n) product: one multiply and one add per term."""
+  return 2 * m * n * k
+
+
+class Score:
+  """Base of every attention score; subclasses override what differs from the defaults below."""
+  name: ClassVar[str] = ''
+
+  def __init__(self, cfg):
+    self.cfg = cfg
+
+  def params(self, param: Declare) -> Params:
+    return {}
+
+  def keys(self, p: Params, annotations_SxH: jax.Array) -> jax.Array:
+    return jnp.zeros(annotations_SxH.shape[:1] + (0,), annotations_SxH.dtype)
+
+  def query(self, p: Params, query_BxQ: jax.Array) -> jax.Array:
+    return query_BxQ
+
+  def scores(self, p: Params, half: jax.Array, keys_SxK: jax.Array) -> jax.Array:
+    raise NotImplementedError(f'score {type(self).__name__} must define scores(p, half, keys_SxK)')
+
+  def check(self) -> None:
+    """Raises ConfigError if the score cannot work with the rest of `self.cfg`."""
+
+  def flops(self, src_len: int) -> tuple[int, int]:
+    """(FLOPs of `keys` for one sentence, FLOPs of `query` + `scores` for one query): required."""
+    raise NotImplementedError(f'score {type(self).__name__} must define flops(src_len): the benchmark\'s '
+                              'FLOP count and fraction of peak need it')
+
+
+_REGISTRY: dict[str, type[Score]] = {}
+
+
+def register(cls: type[Score]) -> type[Score]:
+  """Class decorator: makes `cls` selectable as `model.score=<cls.name>`."""
+  if not cls.name:
+    raise ValueError(f'{cls.__name__} needs a `name` to be registered')
+  _REGISTRY[cls.name] = cls
+  return cls
+
+
+def names() -> tuple[str, ...]:
+  """The registered scores, in registration order."""
+  return tuple(_REGISTRY)
+
+
+def resolve(name: str, base: type, registry: dict, kind: str) -> type:
+  """The class a config value names: a registered name, or an import path 'module:Class'."""
+  if name in registry:
+    return registry[name]
+  if ':' not in str(name):
+    raise ConfigError(f"unknown model.{kind} '{name}'; valid: {', '.join(registry)}, or an import path "
+                      f"such as my_pkg.{kind}s:Mine to a {base.__name__} subclass")
+  module_name, _, attr = name.partition(':')
+  try:
+    module = importlib.import_module(module_name)
+  except ImportError as e:
+    raise ConfigError(f"model.{kind} '{name}': cannot import module '{module_name}' ({e}); check the path "
+                      'and that its package is on PYTHONPATH') from None
+  cls = getattr(module, attr, None)
+  if not (isinstance(cls, type) and issubclass(cls, base)):
+    raise ConfigError(f"model.{kind} '{name}': '{attr}' in {module_name} is not a {base.__module__}."
+                      f'{base.__name__} subclass')
+  return cls
+
+
+def build(cfg) -> Score:
+  """The configured score, bound to `cfg`."""
+  return resolve(cfg.score, Score, _REGISTRY, 'score')(cfg)
+
+
+def _v(param: Declare, size: int) -> jax.Array:
+  """The scoring vector v (A,), initialised as the A x 1 matrix it multiplies by."""
+  return param('v', (size, 1))[:, 0]
+
+
+@jax.custom_vjp
+def additive_scores_jax(query_A: jax.Array, keys_SxA: jax.Array, v_A: jax.Array) -> jax.Array:
+  """e_i = v . tanh(query_A + keys_i) in JAX: the path for GPUs, TPUs and CPUs without the kernel.
+
+  The gradient recomputes the S x A tanh instead of storing it: the decoder would otherwise keep
+  one per target step (134 MB at the bench config), which costs more to write than to recompute.
+  """
+  # A product with v rather than sum(t * v): XLA:CPU hands a multiply-reduce to a YNNPACK fusion that
+  # was about 1.6 x slower here than a tanh loop followed by a dot (measured at the bench config).
+  return jnp.einsum('sa,a->s', jnp.tanh(keys_SxA + query_A), v_A)
+
+
+def _additive_fwd(query_A, keys_SxA, v_A):
+  return additive_scores_jax(query_A, keys_SxA, v_A), (query_A, keys_SxA, v_A)
+
+
+def _additive_bwd(residuals, de_S):
+  query_A, keys_SxA, v_A = residuals
+  t_SxA = jnp.tanh(keys_SxA + query_A)
+  dpre_SxA = de_S[:, None] * v_A * (1.0 - t_SxA * t_SxA)          # tanh' = 1 - tanh^2
+  # dv as a product de . t, not sum(de * t): the same YNNPACK multiply-reduce as in the forward pass.
+  return jnp.sum(dpre_SxA, axis=0), dpre_SxA, jnp.einsum('s,sa->a', de_S, t_SxA)
+
+
+additive_scores_jax.defvjp(_additive_fwd, _additive_bwd)
+
+
+def additive_scores(query_A: jax.Array, keys_SxA: jax.Array, v_A: jax.Array) -> jax.Array:
+  """e_i = v . tanh(query_A + keys_i): Bahdanau Eq. 6 with query_A = W q and keys = U h + b.
+
+  On the CPU, in float32 and where `kernels.available()`, the fused kernel of `attnmt.kernels` runs;
+  elsewhere (other platforms, other dtypes, no compiler, traced under `kernels.disabled()`) the
+  JAX path. The choice per platform is made when the program is lowered (`platform_dependent`).
+  """
+  return kernels.on_cpu(kernels.additive_scores, additive_scores_jax, query_A, keys_SxA, v_A)
+
+
+@register
+class NoScore(Score):
+  """RNNencdec (Bahdanau et al. 2015, Sec. 4.2's baseline): no attention, the mean annotation as a
+  fixed summary. Equal scores give every valid position the weight 1 / length."""
+  name = 'none'
+
+  def scores(self, p, half, keys_SxK):
+    return jnp.zeros(keys_SxK.shape[:1], half.dtype)
+
+  def check(self):
+    if self.cfg.window != 'global':
+      raise ConfigError(f"score 'none' has no attention to window; use window 'global', not '{self.cfg.window}'")
+
+  def flops(self, src_len):
+    return 0, 0
+
+
+@register
+class Additive(Score):
+  """Bahdanau et al. 2015, Eq. 6: e_i = v . tanh(W q + U h_i + b). The bias rides with the keys."""
+  name = 'additive'
+
+  def params(self, param):
+    q, h, a = self.cfg.decoder_hidden_size, self.cfg.annotation_size, self.cfg.attention_size
+    return {'W': param('W', (q, a)), 'U': param('U', (h, a)), 'b': param('b', (a,), nn.initializers.zeros),
+            'v': _v(param, a)}
+
+  def keys(self, p, annotations_SxH):
+    return annotations_SxH @ p['U'] + p['b']
+
+  def query(self, p, query_BxQ):
+    return query_BxQ @ p['W']
+
+  def scores(self, p, half_A, keys_SxA):
+    return additive_scores(half_A, keys_SxA, p['v'])
+
+  def flops(self, src_len):
+    q, h, a = self.cfg.decoder_hidden_size, self.cfg.annotation_size, self.cfg.attention_size
+    return matmul_flops(src_len, a, h), matmul_flops(1, a, q) + matmul_flops(src_len, 1, a)
+
+
+@register
+class NormedAdditive(Additive):
+  """Additive with a weight-normalised v (Salimans & Kingma 2016): e_i = g v/|v| . tanh(W q + U h_i + b)."""
+  name = 'normed_additive'
+
+  def params(self, param):
+    return {**super().params(param), 'g': param('g', (), nn.initializers.constant(self.cfg.attention_size ** -0.5))}
+
+  def scores(self, p, half_A, keys_SxA):
+    v = p['g'] * p['v'] * jax.lax.rsqrt(jnp.sum(jnp.square(p['v'])))
+    return additive_scores(half_A, keys_SxA, v)
+
+
+@register
+class Dot(Score):
+  """Luong et al. 2015, Eq. 8 "dot": e_i = q . h_i."""
+  name = 'dot'
+
+  def keys(self, p, annotations_SxH):
+    return annotations_SxH
+
+  def scores(self, p, query_Q, keys_SxH):
+    return keys_SxH @ query_Q
+
+  def check(self):
+    cfg = self.cfg
+    if cfg.decoder_hidden_size != cfg.annotation_size:
+      raise ConfigError(
+          f"score '{self.name}' needs the query size (decoder_hidden_size={cfg.decoder_hidden_size}) to equal "
+          f'the annotation size ({cfg.annotation_size} = encoder_hidden_size x {2 if cfg.bidirectional else 1} '
+          f"directions); change one of them or use score 'general'")
+
+  def flops(self, src_len):
+    return 0, matmul_flops(src_len, 1, self.cfg.decoder_hidden_size)
+
+
+@register
+class ScaledDot(Dot):
+  """Dot scaled by 1/sqrt(Q) (Vaswani et al. 2017): e_i = q . h_i / sqrt(Q)."""
+  name = 'scaled_dot'
+
+  def scores(self, p, query_Q, keys_SxH):
+    return keys_SxH @ query_Q * jax.lax.rsqrt(jnp.float32(query_Q.shape[-1])).astype(query_Q.dtype)
+
+
+@register
+class General(Score):
+  """Luong et al. 2015, Eq. 8 "general": e_i = q . W h_i, with W h_i computed once per sentence."""
+  name = 'general'
+
+  def params(self, param):
+    return {'W': param('W', (self.cfg.annotation_size, self.cfg.decoder_hidden_size))}
+
+  def keys(self, p, annotations_SxH):
+    return annotations_SxH @ p['W']
+
+  def scores(self, p, query_Q, keys_SxQ):
+    return keys_SxQ @ query_Q
+
+  def flops(self, src_len):
+    q = self.cfg.decoder_hidden_size
+    return matmul_flops(src_len, q, self.cfg.annotation_size), matmul_flops(src_len, 1, q)
+
+
+@register
+class Concat(Score):
+  """Luong et al. 2015, Eq. 8 "concat": e_i = v . tanh(W [q ; h_i]) = v . tanh(W_q q + W_h h_i), no bias."""
+  name = 'concat'
+
+  def params(self, param):
+    q, h, a = self.cfg.decoder_hidden_size, self.cfg.annotation_size, self.cfg.attention_size
+    return {'W_q': param('W_q', (q, a)), 'W_h': param('W_h', (h, a)), 'v': _v(param, a)}
+
+  def keys(self, p, annotations_SxH):
+    return annotations_SxH @ p['W_h']
+
+  def query(self, p, query_BxQ):
+    return query_BxQ @ p['W_q']
+
+  def scores(self, p, half_A, keys_SxA):
+    return additive_scores(half_A, keys_SxA, p['v'])
+
+  def flops(self, src_len):
+    q, h, a = self.cfg.decoder_hidden_size, self.cfg.annotation_size, self.cfg.attention_size
+    return matmul_flops(src_len, a, h), matmul_flops(1, a, q) + matmul_flops(src_len, 1, a)
+
+
+@register
+class Location(Score):
+  """Luong et al. 2015, Eq. 9 "location": a_t = softmax(W_a q), from the query alone; W_a has one output
+  per source position up to model.max_source_length."""
+  name = 'location'
+
+  def params(self, param):
+    return {'W': param('W', (self.cfg.decoder_hidden_size, self.cfg.max_source_length))}
+
+  def query(self, p, query_BxQ):
+    return query_BxQ @ p['W']
+
+  def scores(self, p, half_L, keys_SxK):
+    num_positions, max_len = keys_SxK.shape[0], half_L.shape[-1]
+    if num_positions > max_len:
+      raise ConfigError(f"score 'location' addresses at most model.max_source_length={max_len} positions but "
+                        f'the batch has {num_positions}; raise max_source_length or filter longer sources')
+    return half_L[:num_positions]
+
+  def flops(self, src_len):
+    return 0, matmul_flops(1, self.cfg.max_source_length, self.cfg.decoder_hidden_size)

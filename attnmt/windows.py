@@ -1,0 +1,128 @@
+"""Alignment windows (Luong et al. 2015, Sec. 3.2): which source positions a query may attend to, and how.
+
+Like scores (attnmt/scores.py), each window is one self-contained definition, chosen by name or by an
+import path 'my_pkg.windows:Mine':
+
+    params(param)                         its parameters (param(name, shape, init=lecun_normal))
+    centre(p, q_BxQ, length_B, t)         the window's centre p_t for a batch of queries (float32, B);
+                                          `q @ p[name]` as in a score's `query`
+    weights(e_S, positions_S, mask_S, c)  one query's weights a_S from its scores, the valid positions
+                                          and its centre; padding must get weight 0
+    check()                               constraints on the rest of the config (ConfigError)
+    flops()                               the FLOPs of one query's `centre` (required)
+"""
+from __future__ import annotations
+
+from typing import ClassVar
+
+import jax
+import jax.numpy as jnp
+
+from attnmt.config import ConfigError   # noqa: F401  (for windows' check())
+from attnmt.scores import Declare, Params, matmul_flops, resolve
+
+
+def masked_softmax(e_S: jax.Array, mask_S: jax.Array) -> jax.Array:
+  """Softmax over the positions where `mask_S` is true; masked positions get exactly 0 weight.
+
+  Gradients to masked scores are exactly zero (they never enter an arithmetic path), and a row with
+  no valid position returns all zeros instead of NaN.
+  """
+  e_S = e_S.astype(jnp.float32)
+  any_valid = jnp.any(mask_S)
+  e_max = jnp.max(jnp.where(mask_S, e_S, -jnp.inf))
+  e_max = jax.lax.stop_gradient(jnp.where(any_valid, e_max, 0.0))
+  z_S = jnp.where(mask_S, jnp.exp(jnp.where(mask_S, e_S, e_max) - e_max), 0.0)
+  return z_S / jnp.maximum(jnp.sum(z_S), jnp.finfo(jnp.float32).tiny)
+
+
+class Window:
+  """Base of every window: the defaults are the global one (every valid position, no centre)."""
+  name: ClassVar[str] = ''
+
+  def __init__(self, cfg):
+    self.cfg = cfg
+
+  def params(self, param: Declare) -> Params:
+    return {}
+
+  def centre(self, p: Params, query_BxQ: jax.Array, length_B: jax.Array, t: jax.Array) -> jax.Array:
+    return jnp.zeros(length_B.shape, jnp.float32)
+
+  def weights(self, e_S: jax.Array, positions_S: jax.Array, mask_S: jax.Array, centre: jax.Array) -> jax.Array:
+    return masked_softmax(e_S, mask_S)
+
+  def check(self) -> None:
+    """Raises ConfigError if the window cannot work with the rest of `self.cfg`."""
+
+  def flops(self) -> int:
+    raise NotImplementedError(f'window {type(self).__name__} must define flops(): the FLOPs of one query\'s centre')
+
+
+_REGISTRY: dict[str, type[Window]] = {}
+
+
+def register(cls: type[Window]) -> type[Window]:
+  """Class decorator: makes `cls` selectable as `model.window=<cls.name>`."""
+  if not cls.name:
+    raise ValueError(f'{cls.__name__} needs a `name` to be registered')
+  _REGISTRY[cls.name] = cls
+  return cls
+
+
+def names() -> tuple[str, ...]:
+  return tuple(_REGISTRY)
+
+
+def build(cfg) -> Window:
+  """The configured window, bound to `cfg`."""
+  return resolve(cfg.window, Window, _REGISTRY, 'window')(cfg)
+
+
+@register
+class Global(Window):
+  """Every valid source position (Luong's global attention; Bahdanau's)."""
+  name = 'global'
+
+  def flops(self):
+    return 0
+
+
+@register
+class LocalM(Window):
+  """local-m: monotonic alignment p_t = t; positions |s - p_t| <= D (model.window_size)."""
+  name = 'local_m'
+
+  def centre(self, p, query_BxQ, length_B, t):
+    return jnp.broadcast_to(jnp.asarray(t, jnp.float32), length_B.shape)
+
+  def weights(self, e_S, positions_S, mask_S, centre):
+    return masked_softmax(e_S, mask_S & (jnp.abs(positions_S - centre) <= self.cfg.window_size))
+
+  def flops(self):
+    return 0
+
+
+@register
+class LocalP(Window):
+  """local-p (Luong Eq. 9, 10): predicted centre p_t = S sigmoid(v_p . tanh(W_p q)), S the true source
+  length; positions |s - p_t| <= D, weights times a Gaussian exp(-(s - p_t)^2 / (2 sigma^2)), sigma = D/2."""
+  name = 'local_p'
+
+  def params(self, param):
+    q, a = self.cfg.decoder_hidden_size, self.cfg.attention_size
+    return {'W_p': param('W_p', (q, a)), 'v_p': param('v_p', (a, 1))[:, 0]}
+
+  def centre(self, p, query_BxQ, length_B, t):
+    return length_B * jax.nn.sigmoid(jnp.tanh(query_BxQ @ p['W_p']) @ p['v_p']).astype(jnp.float32)
+
+  def weights(self, e_S, positions_S, mask_S, centre):
+    half_width = self.cfg.window_size
+    distance_S = positions_S.astype(jnp.float32) - centre
+    sigma = half_width / 2.0
+    inside = masked_softmax(e_S, mask_S & (jnp.abs(distance_S) <= half_width))
+    return inside * jnp.exp(-jnp.square(distance_S) / (2.0 * sigma ** 2))
+
+  def flops(self):
+    q, a = self.cfg.decoder_hidden_size, self.cfg.attention_size
+    return matmul_flops(1, a, q) + matmul_flops(1, 1, a)

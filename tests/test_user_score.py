@@ -1,0 +1,173 @@
+"""A researcher's own score, defined here and selected by import path without touching attnmt, through the
+checks every built-in score passes: a NumPy reference, teacher forcing = step-by-step decoding, zero weight
+and gradient on padding, greedy and beam search, FLOPs, a training run. (README, "A new attention score".)"""
+import functools
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from attnmt import attention, decoding, scores, train_lib
+from attnmt.config import ConfigError, ModelConfig
+from attnmt.model import BOS, Seq2Seq, init_params
+from benchmarks import flops
+from experiments.configs import tiny
+
+
+class Cosine(scores.Score):
+  """e_i = g cos(W q, h_i): scaled cosine similarity between the projected query and each annotation."""
+
+  def params(self, param):
+    return {'W': param('W', (self.cfg.decoder_hidden_size, self.cfg.annotation_size)),
+            'g': param('g', (), nn.initializers.constant(5.0))}
+
+  def keys(self, p, annotations_SxH):          # unit annotations, once per sentence
+    return annotations_SxH * jax.lax.rsqrt(jnp.sum(annotations_SxH ** 2, -1, keepdims=True) + 1e-6)
+
+  def query(self, p, query_BxQ):               # W q, once per step for the whole batch
+    return query_BxQ @ p['W']
+
+  def scores(self, p, half_H, keys_SxH):       # g (k_i . Wq) / |Wq|
+    return p['g'] * (keys_SxH @ half_H) * jax.lax.rsqrt(jnp.sum(half_H ** 2) + 1e-6)
+
+  def flops(self, src_len):
+    q, h = self.cfg.decoder_hidden_size, self.cfg.annotation_size
+    return 0, scores.matmul_flops(1, h, q) + scores.matmul_flops(src_len, 1, h)
+
+
+NAME = f'{__name__}:Cosine'
+SMALL = dict(source_vocab_size=20, target_vocab_size=23, embed_size=8, encoder_hidden_size=6,
+             decoder_hidden_size=12, attention_size=5, output_size=7, window_size=2, max_source_length=10)
+
+
+def np_cosine(p, q, h):
+  wq = p['W'].T @ q
+  return np.array([p['g'] * (hi @ wq) / (np.linalg.norm(hi) * np.linalg.norm(wq)) for hi in h])
+
+
+def config(**over):
+  return ModelConfig.from_dict({**SMALL, 'score': NAME, **over})
+
+
+def test_selected_by_import_path_and_bad_paths_name_the_fix():
+  assert isinstance(scores.build(config()), Cosine)
+  with pytest.raises(ConfigError, match=r"cannot import module 'no_such_pkg.scores' \(No module named 'no_such_pkg'\)"):
+    config(score='no_such_pkg.scores:Cosine')
+  with pytest.raises(ConfigError, match="'Sine' in .* is not a attnmt.scores.Score subclass"):
+    config(score=f'{__name__}:Sine')
+  with pytest.raises(ConfigError, match=r"unknown model.score 'cosine'; valid: none, additive.*or an import path"):
+    config(score='cosine')
+
+
+def test_scores_match_numpy():
+  cfg = config()
+  p = attention.AttentionParams(cfg).apply({'params': attention.AttentionParams(cfg).init(jax.random.key(0))['params']})
+  rng = np.random.default_rng(0)
+  q_BxQ = rng.normal(size=(3, 12)).astype(np.float32)
+  h_BxSxH = rng.normal(size=(3, 7, 12)).astype(np.float32)
+  score = scores.build(cfg)
+  got = jax.jit(jax.vmap(lambda q, h: score.scores(p, score.query(p, q[None])[0], score.keys(p, h))))(q_BxQ, h_BxSxH)
+  pn = jax.tree.map(np.asarray, p)
+  want = np.stack([np_cosine(pn, q, h) for q, h in zip(q_BxQ, h_BxSxH)])
+  np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize('timing,window', [('bahdanau', 'global'), ('luong', 'local_p'), ('luong', 'local_m')])
+def test_teacher_forced_logits_equal_step_by_step_and_padding_gets_nothing(timing, window):
+  cfg = config(query_timing=timing, window=window)
+  params = {'params': init_params(cfg, jax.random.key(0))}
+  model = Seq2Seq(cfg)
+  rng = np.random.default_rng(1)
+  src = jnp.asarray(rng.integers(4, 20, size=(3, 7)))
+  lengths = jnp.array([7, 3, 5])
+  tgt = jnp.asarray(rng.integers(4, 23, size=(3, 6)))
+  logits, weights = jax.jit(model.apply)(params, src, lengths, tgt)
+  memory, state = model.apply(params, src, lengths, method=Seq2Seq.encode)
+  step = jax.jit(lambda m, s, y: model.apply(params, m, s, y, method=Seq2Seq.decode_step))
+  for t in range(tgt.shape[1]):
+    state, step_logits, step_weights = step(memory, state, tgt[:, t])
+    np.testing.assert_allclose(step_logits, logits[:, t], rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(step_weights, weights[:, t], rtol=1e-5, atol=1e-6)
+  for b, n in enumerate(np.asarray(lengths)):
+    assert np.all(np.asarray(weights)[b, :, n:] == 0.0)
+
+  # Source embeddings read only at padded positions get exactly zero gradient.
+  padded_src = jnp.where(jnp.arange(7) < lengths[:, None], src, 3)     # token 3 occurs in padding only
+
+  def loss(embed):
+    p = {'params': {**params['params'], 'encoder': {**params['params']['encoder'], 'embed': embed}}}
+    return jnp.sum(model.apply(p, padded_src, lengths, tgt)[0] ** 2)
+  g = np.asarray(jax.grad(loss)(params['params']['encoder']['embed']))
+  assert np.all(g[3] == 0.0) and np.abs(g).sum() > 0
+
+
+def test_weight_gradients_through_the_deferred_scan_equal_plain_autodiff():
+  """W reaches the query only as `q @ p['W']`: inside the scan its gradient is the deferred product."""
+  cfg = config()
+  params = init_params(cfg, jax.random.key(2))
+  rng = np.random.default_rng(2)
+  src, lengths = jnp.asarray(rng.integers(4, 20, size=(2, 6))), jnp.array([6, 4])
+  tgt = jnp.asarray(rng.integers(4, 23, size=(2, 5)))
+  loss = lambda p: jnp.sum(Seq2Seq(cfg).apply({'params': p}, src, lengths, tgt)[0] ** 2)
+  g = jax.grad(loss)(params)['decoder']['attention']
+
+  def step_by_step(p):                         # the same logits from decode steps, which never defer
+    model, v = Seq2Seq(cfg), {'params': p}
+    memory, state = model.apply(v, src, lengths, method=Seq2Seq.encode)
+    total = 0.0
+    for t in range(tgt.shape[1]):
+      state, logits, _ = model.apply(v, memory, state, tgt[:, t], method=Seq2Seq.decode_step)
+      total += jnp.sum(logits ** 2)
+    return total
+  want = jax.grad(step_by_step)(params)['decoder']['attention']
+  for k in ('W', 'g'):
+    np.testing.assert_allclose(g[k], want[k], rtol=2e-4, atol=1e-5)
+  assert np.abs(np.asarray(g['W'])).sum() > 0
+
+
+def test_greedy_and_beam_search():
+  cfg = config()
+  params = init_params(cfg, jax.random.key(3))
+  rng = np.random.default_rng(3)
+  src, lengths = jnp.asarray(rng.integers(4, 20, size=(3, 6))), jnp.array([6, 4, 5])
+  g = decoding.greedy(cfg, params, src, lengths, max_len=8)
+  b1 = decoding.beam_search(cfg, params, src, lengths, beam_size=1, max_len=8, alpha=0.0)
+  np.testing.assert_array_equal(b1.tokens[:, 0], g.tokens)
+  np.testing.assert_allclose(b1.scores[:, 0], g.scores, rtol=1e-5)
+  b3 = decoding.beam_search(cfg, params, src, lengths, beam_size=3, max_len=8, alpha=0.0)
+  tokens = b3.tokens[:, 0]
+  tgt_in = jnp.concatenate([jnp.full((3, 1), BOS), tokens[:, :-1]], 1)
+  logp = jax.nn.log_softmax(Seq2Seq(cfg).apply({'params': params}, src, lengths, tgt_in)[0])
+  logp = np.asarray(jnp.take_along_axis(logp, tokens[..., None], -1)[..., 0])
+  for row in range(3):
+    n = int(b3.lengths[row, 0])
+    np.testing.assert_allclose(b3.scores[row, 0], logp[row, :n].sum(), rtol=1e-5, atol=1e-5)
+    assert np.all(np.asarray(b3.weights[row, 0, :, int(lengths[row]):]) == 0.0)
+
+
+def test_flops_come_from_the_definition():
+  base = config()
+  additive = ModelConfig.from_dict({**SMALL, 'score': 'additive'})
+  step = flops.attention_step_flops(base, rows=4, src_len=7) - flops.attention_step_flops(
+      ModelConfig.from_dict({**SMALL, 'score': 'none'}), rows=4, src_len=7)
+  assert step == 4 * (2 * 12 * 12 + 2 * 7 * 12)     # W q and k_i . Wq per query
+  assert flops.attention_step_flops(additive, 4, 7) != flops.attention_step_flops(base, 4, 7)
+
+  class NoFlops(Cosine):
+    flops = scores.Score.flops
+  with pytest.raises(NotImplementedError, match='must define flops'):
+    NoFlops(base).flops(7)
+
+
+def test_trains_through_the_experiment_code(tmp_path):
+  """A few steps of the real training loop: checkpoint, config.json with the import path, test BLEU."""
+  cfg = tiny.get_config()
+  cfg.data.data_dir = str(tmp_path / 'data')
+  cfg.model.score = NAME
+  cfg.train.num_steps = 4
+  cfg.train.checkpoint_every = 4
+  result = train_lib.train_and_evaluate(cfg, str(tmp_path / 'run'))
+  assert result['variant'].startswith(NAME) and np.isfinite(result['test_perplexity'][0])
+  assert (tmp_path / 'run' / 'checkpoints' / '4').is_dir()
