@@ -128,7 +128,7 @@ case "$cmd" in
     exec "$PY" -m "experiments.$cmd" "$@" ;;
   main)
     setup
-    exec "$PY" -m experiments.sweep --config=experiments/configs/main_ablation.py "$@" ;;
+    exec "$PY" -m experiments.sweep --config=experiments/configs/main_ablation.py --workdir=runs/main "$@" ;;
   bench)
     setup
     exec "$PY" -m benchmarks.bench "$@" ;;

@@ -306,6 +306,10 @@ def prepare_data(data_config: ml_collections.ConfigDict) -> data.PreparedData:
 
 
 def variant_name(config) -> str:
+  """The run's label in tables and plots: a sweep's name for it (`config.variant`, when the sweep varies
+  more than the attention axes), else score/timing/window[/feed]."""
+  if config.get('variant'):
+    return config.variant
   m = config.model
   name = f'{m.score}/{m.query_timing}/{m.window}'
   return name + ('/feed' if m.query_timing == 'luong' and m.input_feeding else '')

@@ -1,11 +1,17 @@
-"""An ablation: every combination of score x query timing x window x input feeding, each trained for all
-seeds in one vmapped program; then one results table (Markdown and CSV), a bar chart and, if asked,
-the analysis of every variant (BLEU by length plot, heatmaps).
+"""An ablation: every combination of the swept values, each trained for all seeds in one vmapped program;
+then one results table (Markdown and CSV), a bar chart, the validation curves and, if asked, the analysis
+of every variant (BLEU by length plot, heatmaps, significance against `none`).
 
-    python -m experiments.sweep --config=experiments/configs/main_ablation.py --workdir=runs/main \
+    python -m experiments.sweep --config=experiments/configs/main_ablation.py --workdir=runs/ablation \
         --config.sweep.scores=none,additive,dot --config.train.seeds=0,1
+    python -m experiments.sweep --config=experiments/configs/main_ablation.py --workdir=runs/window \
+        --config.sweep.axes="model.window=local_m,local_p;model.window_size=4,8" --config.sweep.scores=general
 
-Re-running with the same --workdir reuses finished variants and resumes unfinished ones.
+Any config key is an axis (`sweep.axes`: `key=v1,v2;key=v1,v2`); `scores`, `query_timings`, `windows`
+and `input_feeding` are shorthands for the model's four attention axes. Each variant's run directory is
+named by its values. Re-running with the same --workdir reuses a variant only if its stored config equals
+the requested one, resumes an unfinished one, and refuses one whose settings changed (naming them)
+before anything trains.
 """
 import copy
 import itertools
@@ -20,28 +26,126 @@ from experiments import common
 FLAGS = flags.FLAGS
 config_flags.DEFINE_config_file('config', 'experiments/configs/main_ablation.py', 'Config file with a sweep section.',
                                 lock_config=True)
-flags.DEFINE_string('workdir', 'runs/main', 'Root directory: one run directory per variant, tables, plots.')
+flags.DEFINE_string('workdir', None, 'Root directory of this sweep (required): one run directory per variant, '
+                    'tables, plots.')
 common.define_distributed_flags()
+
+# The shorthands, in the order their values make up a run's name (score-timing-window[-feed]).
+SHORTHANDS = (('scores', 'model.score'), ('query_timings', 'model.query_timing'), ('windows', 'model.window'),
+              ('input_feeding', 'model.input_feeding'))
+
+
+def _get(config, key):
+  node = config
+  for part in key.split('.'):
+    if not hasattr(node, 'keys') or part not in node:
+      raise KeyError(part)
+    node = node[part]
+  return node
+
+
+def _typed(key: str, text: str, like):
+  """`text` as the type of the config value it replaces; booleans only from true/false (1/0, yes/no)."""
+  from attnmt.config import ConfigError
+  text = text.strip()
+  if isinstance(like, bool):
+    low = text.lower()
+    if low in ('true', '1', 'yes'):
+      return True
+    if low in ('false', '0', 'no'):
+      return False
+    raise ConfigError(f"sweep value '{text}' for {key} is not a boolean; use true or false")
+  try:
+    if isinstance(like, int):
+      return int(text)
+    if isinstance(like, float):
+      return float(text)
+  except ValueError:
+    raise ConfigError(f"sweep value '{text}' for {key} is not {'an integer' if isinstance(like, int) else 'a number'}"
+                      ) from None
+  return text
+
+
+def axes(config) -> list[tuple[str, list]]:
+  """The swept keys and their typed values: the shorthands, then `sweep.axes` (which overrides a
+  shorthand of the same key)."""
+  from attnmt.config import ConfigError
+  s = config.sweep
+  out = {key: getattr(s, short) for short, key in SHORTHANDS}
+  for part in filter(None, (p.strip() for p in str(s.get('axes', '')).split(';'))):
+    key, eq, values = part.partition('=')
+    if not eq or not values.strip():
+      raise ConfigError(f"sweep.axes entry '{part}' is not key=value1,value2; e.g. "
+                        "sweep.axes='model.score=none,additive;model.window_size=4,8'")
+    out[key.strip()] = values
+  typed = []
+  for key, values in out.items():
+    if key.split('.')[0] not in ('model', 'data', 'train'):
+      raise ConfigError(f"sweep axis '{key}' is not a model, data or train setting; write it as e.g. model.window_size")
+    try:
+      like = _get(config, key)
+    except KeyError:
+      raise ConfigError(f"sweep axis '{key}' names no config setting; valid keys are those of the config's "
+                        'model, data and train sections (e.g. model.window_size, train.learning_rate)') from None
+    vals = [_typed(key, v, like) for v in str(values).split(',') if v.strip()]
+    if not vals:
+      raise ConfigError(f'sweep axis {key} has no values')
+    if len(set(map(repr, vals))) != len(vals):
+      raise ConfigError(f'sweep axis {key} repeats a value: {values}')
+    typed.append((key, vals))
+  return typed
+
+
+def _set(config, key, value):
+  *path, leaf = key.split('.')
+  node = config
+  for part in path:
+    node = node[part]
+  node[leaf] = value
+
+
+def _short(v) -> str:
+  return str(v).lower() if isinstance(v, bool) else str(v)
 
 
 def variants(config):
-  """The model overrides of every combination, and the combinations refused with the reason."""
-  s = config.sweep
-  axes = [s.scores.split(','), s.query_timings.split(','), s.windows.split(','),
-          [v.strip().lower() in ('1', 'true', 'yes') for v in s.input_feeding.split(',')]]
+  """(name, run config) of every valid combination, and the combinations refused with the reason.
+
+  Unknown names (a score that does not exist, a typo) are errors; combinations that cannot work (`none`
+  with a local window, `dot` with unequal sizes) are skipped and reported. Input feeding exists only in
+  the luong timing, so bahdanau variants differing only in it are one variant.
+  """
+  from attnmt import train_lib
   from attnmt.config import ConfigError, ModelConfig
+  swept = axes(config)
+  extra = [(k, v) for k, v in swept if k not in dict((key, 0) for _, key in SHORTHANDS)]
+  leaves = [k.split('.')[-1] for k, _ in extra]
   keep, refused, seen = [], [], set()
-  for score, timing, window, feed in itertools.product(*axes):
-    feed = feed if timing == 'luong' else True   # input feeding only exists in the luong timing
-    over = dict(score=score.strip(), query_timing=timing.strip(), window=window.strip(), input_feeding=feed)
-    if tuple(over.values()) in seen:
+  for combo in itertools.product(*(v for _, v in swept)):
+    run = copy.deepcopy(config)
+    with run.unlocked():
+      del run['sweep']
+      for (key, _), value in zip(swept, combo):
+        _set(run, key, value)
+      if run.model.query_timing != 'luong':
+        run.model.input_feeding = True
+      try:
+        ModelConfig.from_dict(run.model.to_dict())
+      except ConfigError as e:
+        if str(e).startswith(('unknown model.', "model.score '", "model.window '")):
+          raise
+        refused.append((dict(zip((k for k, _ in swept), combo)), str(e)))
+        continue
+      suffix = [f'{k if leaves.count(k.split(".")[-1]) > 1 else k.split(".")[-1]}={_short(_get(run, k))}'
+                for k, _ in extra]
+      name = '/'.join([train_lib.variant_name(run)] + suffix)
+      if extra:
+        run.variant = name
+    frozen = json.dumps(run.to_dict(), sort_keys=True, default=str)
+    if frozen in seen:
       continue
-    seen.add(tuple(over.values()))
-    try:
-      ModelConfig.from_dict({**config.model.to_dict(), **over})
-      keep.append(over)
-    except ConfigError as e:
-      refused.append((over, str(e)))
+    seen.add(frozen)
+    keep.append((name, run))
   return keep, refused
 
 
@@ -52,25 +156,45 @@ def main(argv):
 
 
 def _sweep():
-  from attnmt import analyze_lib, curves as curves_lib, parallel, plots, train_lib
+  from attnmt import analyze_lib, curves as curves_lib, lock, parallel, plots, train_lib
+  from attnmt.config import ConfigError
   common.initialize_distributed()
   config, root = FLAGS.config, FLAGS.workdir
+  if 'sweep' not in config:
+    raise ConfigError(f'{FLAGS["config"].value} has no sweep section; use a sweep config such as '
+                      'experiments/configs/main_ablation.py, or experiments/train.py for one run')
   keep, refused = variants(config)
   for over, why in refused:
     print(f'skipping {over}: {why}')
+  if not keep:
+    raise ConfigError(f'no valid variant among the swept values ({len(refused)} combination(s) refused, see above); '
+                      'nothing was trained or written')
   print(f'{len(keep)} variant(s) x seeds {config.train.seeds}; {len(refused)} combination(s) skipped')
-  rows, dirs = [], []
-  for over in keep:
-    run_config = copy.deepcopy(config)
-    with run_config.unlocked():
-      del run_config['sweep']
-      run_config.model.update(over)
-    workdir = os.path.join(root, train_lib.variant_name(run_config).replace('/', '-'))
-    print(f'\n=== {train_lib.variant_name(run_config)} -> {workdir}', flush=True)
-    rows.append(_finished(workdir, run_config) or train_lib.train_and_evaluate(run_config, workdir))
-    dirs.append(workdir)
-  if not parallel.is_main_process():
-    return   # process 0 writes the tables and plots and runs the analysis
+  runs = [(name, os.path.join(root, name.replace('/', '-')), run) for name, run in keep]
+  done = {}
+  for _, workdir, run in runs:    # a variant whose settings changed is refused before anything trains
+    done[workdir] = _finished(workdir, run)
+    if done[workdir] is None:
+      train_lib.check_config(run)
+      try:
+        train_lib._check_workdir(workdir, run)
+      except ConfigError as e:
+        raise ConfigError(str(e).split('; use another')[0] + '; use another --workdir for this sweep, or move '
+                          'that variant directory aside') from None
+  with lock.hold(root, 'sweep', enabled=parallel.is_main_process()):
+    rows, dirs = [], []
+    for name, workdir, run in runs:
+      print(f'\n=== {name} -> {workdir}', flush=True)
+      if done[workdir] is not None:
+        print(f'(finished earlier with this config: reusing {workdir}/results.json)')
+      rows.append(done[workdir] or train_lib.train_and_evaluate(run, workdir))
+      dirs.append(workdir)
+    if not parallel.is_main_process():
+      return   # process 0 writes the tables and plots and runs the analysis
+    _report(config, root, rows, dirs, analyze_lib, curves_lib, plots)
+
+
+def _report(config, root, rows, dirs, analyze_lib, curves_lib, plots):
   table = common.results_table(rows)
   _write(os.path.join(root, 'results.md'), table + '\n')
   _write(os.path.join(root, 'results.csv'), common.results_csv(rows))
@@ -100,13 +224,12 @@ def _finished(workdir, run_config):
   whose config differs only in resumable settings, such as more steps, and refuses any other)."""
   from attnmt import checkpoints
   path = os.path.join(workdir, 'results.json')
-  if not os.path.exists(path):
+  if not os.path.exists(path) or not os.path.exists(os.path.join(workdir, checkpoints.CONFIG_FILE)):
     return None
   saved = checkpoints.load_config(workdir).to_dict()
   if saved != json.loads(json.dumps(run_config.to_dict())):
     return None
   with open(path) as f:
-    print(f'(finished earlier with this config: reusing {path})')
     return json.load(f)
 
 
@@ -117,4 +240,5 @@ def _write(path, text):
 
 
 if __name__ == '__main__':
-  app.run(main)
+  flags.mark_flag_as_required('workdir')
+  app.run(main, flags_parser=common.parse_flags)

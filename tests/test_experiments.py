@@ -112,11 +112,11 @@ def test_train_is_killed_resumes_and_reloads_for_analysis(tmp_path, data_dir):
   assert bad.returncode == 2 and 'input line 2 is empty' in bad.stderr.strip().splitlines()[-1]
 
 
-def test_sweep_of_two_variants_and_two_seeds_writes_its_table(tmp_path, data_dir):
-  res = run_module('experiments.sweep', f'--config={TINY}', f'--workdir={tmp_path}',
-                   f'--config.data.data_dir={data_dir}', '--config.train.num_steps=20',
-                   '--config.train.seeds=0,1', '--config.sweep.scores=none,dot', '--config.sweep.analyze=false',
-                   '--config.model.decoder_hidden_size=32')
+def test_sweep_of_two_variants_and_two_seeds_writes_its_table_and_never_reuses_stale_results(tmp_path, data_dir):
+  flags = [f'--config={TINY}', f'--workdir={tmp_path}', f'--config.data.data_dir={data_dir}',
+           '--config.train.num_steps=20', '--config.train.seeds=0,1', '--config.sweep.scores=none,dot',
+           '--config.sweep.analyze=false', '--config.model.decoder_hidden_size=32']
+  res = run_module('experiments.sweep', *flags)
   assert res.returncode == 0, res.stderr[-3000:]
   table = (tmp_path / 'results.md').read_text().splitlines()
   assert len(table) == 4 and table[2].startswith('| none/') and table[3].startswith('| dot/')
@@ -127,9 +127,41 @@ def test_sweep_of_two_variants_and_two_seeds_writes_its_table(tmp_path, data_dir
   for name in ('none-bahdanau-global', 'dot-bahdanau-global'):
     r = json.loads((tmp_path / name / 'results.json').read_text())
     assert r['seeds'] == [0, 1] and len(r['test_bleu']) == 2 and r['test_perplexity'][0] > 1.0
+  before = (tmp_path / 'results.md').read_text()
+
+  # The same sweep again reuses both variants; a changed setting is refused, naming it, before anything runs.
+  again = run_module('experiments.sweep', *flags)
+  assert again.returncode == 0 and again.stdout.count('finished earlier with this config') == 2, again.stderr[-2000:]
+  changed = run_module('experiments.sweep', *flags, '--config.model.attention_size=8')
+  assert changed.returncode == 2, changed.stderr[-2000:]
+  line = changed.stderr.strip().splitlines()[-1]
+  assert 'none-bahdanau-global holds a run with a different config (differs in model.attention_size)' in line
+  assert 'use another --workdir for this sweep' in line and '===' not in changed.stdout
+  assert (tmp_path / 'results.md').read_text() == before
 
 
-def test_sweep_reports_the_combinations_it_skips(tmp_path, data_dir):
+@pytest.mark.parametrize('extra,message', [
+    (['--config.sweep.scores=addtive'], "unknown model.score 'addtive'; valid: none, additive"),
+    (['--config.sweep.scores=none', '--config.sweep.windows=local_m'], 'no valid variant among the swept values'),
+    (['--config.sweep.input_feeding=ture', '--config.sweep.query_timings=luong'],
+     "sweep value 'ture' for model.input_feeding is not a boolean; use true or false"),
+    (['--config.sweep.axes=model.window_siz=2,4'], "sweep axis 'model.window_siz' names no config setting"),
+    (['--config.sweep.axes=model.window_size'], "sweep.axes entry 'model.window_size' is not key=value1,value2"),
+])
+def test_sweeps_that_cannot_run_write_nothing(extra, message, tmp_path, data_dir):
+  (tmp_path / 'results.md').write_text('an earlier table\n')
+  res = run_module('experiments.sweep', f'--config={TINY}', f'--workdir={tmp_path}',
+                   f'--config.data.data_dir={data_dir}', *extra)
+  assert res.returncode == 2 and message in res.stderr.strip().splitlines()[-1], res.stderr[-2000:]
+  assert os.listdir(tmp_path) == ['results.md'] and (tmp_path / 'results.md').read_text() == 'an earlier table\n'
+
+
+def test_sweep_needs_a_workdir(data_dir):
+  res = run_module('experiments.sweep', f'--config={TINY}', f'--config.data.data_dir={data_dir}')
+  assert res.returncode != 0 and "Flag --workdir must have a value other than None" in res.stderr
+
+
+def test_sweep_reports_the_combinations_it_skips():
   from experiments import sweep
   from experiments.configs import tiny
   config = tiny.get_config()
@@ -137,9 +169,35 @@ def test_sweep_reports_the_combinations_it_skips(tmp_path, data_dir):
   config.sweep.windows = 'global,local_m'
   config.model.decoder_hidden_size = 48        # dot needs 32 (= 2 x 16): refused with the reason
   keep, refused = sweep.variants(config)
-  assert [v['score'] for v in keep] == ['none']
+  assert [name for name, _ in keep] == ['none/bahdanau/global']
   reasons = ' '.join(why for _, why in refused)
   assert len(refused) == 3 and "score 'dot' needs the query size" in reasons and "score 'none' has no" in reasons
+
+
+def test_sweep_axes_over_any_key_name_every_run_by_its_values():
+  from experiments import sweep
+  from experiments.configs import tiny
+  config = tiny.get_config()
+  config.sweep.scores = 'additive,general'
+  config.sweep.query_timings = 'bahdanau,luong'
+  config.sweep.input_feeding = 'true,false'
+  config.sweep.axes = 'model.window_size=2,4; train.learning_rate=1e-3'
+  keep, _ = sweep.variants(config)
+  names = [name for name, _ in keep]
+  # bahdanau has no input feeding: its two feeding values are one variant; luong keeps both.
+  assert len(names) == 2 * 3 * 2 == len(set(names))
+  assert names[0] == 'additive/bahdanau/global/window_size=2/learning_rate=0.001'
+  assert 'general/luong/global/feed/window_size=4/learning_rate=0.001' in names
+  run = dict(keep)['general/luong/global/window_size=4/learning_rate=0.001']
+  assert run.model.window_size == 4 and run.model.input_feeding is False and run.train.learning_rate == 1e-3
+  assert run.variant == 'general/luong/global/window_size=4/learning_rate=0.001' and 'sweep' not in run
+  assert train_lib.variant_name(run) == run.variant
+  config.sweep.axes = 'model.window_size=2,two'
+  with pytest.raises(ValueError, match="sweep value 'two' for model.window_size is not an integer"):
+    sweep.variants(config)
+  config.sweep.axes = 'seed=1,2'
+  with pytest.raises(ValueError, match="sweep axis 'seed' is not a model, data or train setting"):
+    sweep.variants(config)
 
 
 def test_vmapped_seeds_give_the_losses_of_seeds_run_one_by_one():

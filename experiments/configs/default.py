@@ -45,7 +45,7 @@ def get_train_config() -> ml_collections.ConfigDict:
   t.learning_rate = 1e-2        # peak learning rate (Adam; schedule.png, size.png)
   t.schedule = 'cosine'         # 'constant', 'cosine' (to 0 at num_steps) or 'rsqrt' (1/sqrt(step) after warmup); schedule.png
   t.warmup_steps = 100          # linear warm-up from 0
-  t.clip_norm = 1.0             # global-norm gradient clipping
+  t.clip_norm = 1.0             # global-norm gradient clipping (0 = no clipping)
   t.label_smoothing = 0.1       # 0 = plain cross-entropy (regularisation.png)
   t.log_every = 50              # steps between progress lines and training-metric records
   t.eval_every = 1000           # steps between validation evaluations (0 = only at the end)
@@ -66,6 +66,7 @@ def get_sweep_config(scores: str = 'none,additive,dot,general,concat') -> ml_col
   s.query_timings = 'bahdanau'  # bahdanau, luong
   s.windows = 'global'          # global, local_m, local_p
   s.input_feeding = 'true'      # luong timing only: 'true', 'false' or 'true,false'
+  s.axes = ''                   # any other settings: 'model.window_size=4,8;train.learning_rate=3e-3,1e-2'
   s.analyze = True              # after training: BLEU by length, heatmaps, AER where gold alignments exist
   s.beam_size = 0               # beam-search BLEU in the analysis (0: greedy only, faster)
   s.num_heatmaps = 3            # random test sentences drawn as heatmaps per variant
