@@ -5,6 +5,7 @@
 Written for one sentence as the equations read; `jax.vmap` batches them. Letters in names:
 S source positions, Q query size, H annotation size, K key size.
 """
+
 from __future__ import annotations
 
 from typing import Callable
@@ -15,11 +16,11 @@ import flax.linen as nn
 
 from attnmt import scores, windows
 from attnmt.config import ModelConfig
-from attnmt.scores import additive_scores, additive_scores_jax   # noqa: F401  (the score primitives)
-from attnmt.windows import masked_softmax                         # noqa: F401
+from attnmt.scores import additive_scores, additive_scores_jax  # noqa: F401  (the score primitives)
+from attnmt.windows import masked_softmax  # noqa: F401
 
 Params = dict
-Product = Callable[[str, jax.Array], jax.Array]   # mm(name, x): x times the named matrix
+Product = Callable[[str, jax.Array], jax.Array]  # mm(name, x): x times the named matrix
 
 
 def context_vector(weights_S: jax.Array, annotations_SxH: jax.Array) -> jax.Array:
@@ -31,6 +32,7 @@ class DeferredMatrix:
   """A 2-D parameter as a score's `query` (or a window's `centre`) sees it inside the decoder's scan:
   `x @ m` is the scan's product `mm(name, x)`, whose weight gradient is formed after the backward scan
   (attnmt/deferred_scan.py). It supports nothing else, so no other use can bypass that product."""
+
   __slots__ = ('name', 'shape', 'dtype', '_mm')
 
   def __init__(self, name: str, value: jax.Array, mm: Product):
@@ -55,8 +57,15 @@ def precompute_keys(cfg: ModelConfig, p: Params, annotations_SxH: jax.Array) -> 
   return scores.build(cfg).keys(p, annotations_SxH)
 
 
-def attention_weights(cfg: ModelConfig, p: Params, query_BxQ: jax.Array, keys_BxSxK: jax.Array,
-                      length_B: jax.Array, t: jax.Array, mm: Product | None = None) -> jax.Array:
+def attention_weights(
+  cfg: ModelConfig,
+  p: Params,
+  query_BxQ: jax.Array,
+  keys_BxSxK: jax.Array,
+  length_B: jax.Array,
+  t: jax.Array,
+  mm: Product | None = None,
+) -> jax.Array:
   """Attention weights (B x S, float32) of a batch of queries: the decoder's per-step attention.
 
   The query products (the score's `query`, the window's `centre`) run once for the whole batch, through
@@ -71,11 +80,19 @@ def attention_weights(cfg: ModelConfig, p: Params, query_BxQ: jax.Array, keys_Bx
   def one(half, keys_SxK, length, centre):
     positions_S = jnp.arange(keys_SxK.shape[0])
     return window.weights(score.scores(p, half, keys_SxK), positions_S, positions_S < length, centre)
+
   return jax.vmap(one)(half_Bx_, keys_BxSxK, length_B, centre_B)
 
 
-def attend(cfg: ModelConfig, p: Params, query_Q: jax.Array, keys_SxK: jax.Array,
-           annotations_SxH: jax.Array, length: jax.Array, t: jax.Array) -> tuple[jax.Array, jax.Array]:
+def attend(
+  cfg: ModelConfig,
+  p: Params,
+  query_Q: jax.Array,
+  keys_SxK: jax.Array,
+  annotations_SxH: jax.Array,
+  length: jax.Array,
+  t: jax.Array,
+) -> tuple[jax.Array, jax.Array]:
   """Context vector and attention weights for one query: score, window, masked softmax, context.
 
   `length` is the source length (positions >= length are padding); `t` is the 0-based target position
@@ -87,10 +104,12 @@ def attend(cfg: ModelConfig, p: Params, query_Q: jax.Array, keys_SxK: jax.Array,
 
 class AttentionParams(nn.Module):
   """Declares the parameters of the configured score and window and returns them as one dict."""
+
   cfg: ModelConfig
 
   @nn.compact
   def __call__(self) -> Params:
     def param(name, shape, init=nn.initializers.lecun_normal()):
       return self.param(name, init, shape, jnp.float32)
+
     return {**scores.build(self.cfg).params(param), **windows.build(self.cfg).params(param)}

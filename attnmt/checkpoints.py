@@ -10,6 +10,7 @@ A checkpoint holds the train state (parameters, optimiser state, step, RNG key; 
 axis when seeds train vmapped) and, as JSON, the data iterators' positions and the run's history.
 Restoring needs nothing but the directory.
 """
+
 from __future__ import annotations
 
 import json
@@ -22,7 +23,7 @@ import ml_collections
 import orbax.checkpoint as ocp
 from etils import epath
 
-from attnmt import training
+from attnmt import train_step
 
 CONFIG_FILE = 'config.json'
 FORMAT_VERSION = 1
@@ -32,9 +33,13 @@ class CheckpointError(RuntimeError):
   """A run directory that cannot be read; the message says what is wrong and what to do."""
 
 
-def save_config(workdir: str, config: ml_collections.ConfigDict) -> None:
+def save_config(workdir: str, config: ml_collections.ConfigDict, model: Optional[dict] = None) -> None:
+  """Writes config.json: the run's config and, as `model`, the complete ModelConfig (vocabulary sizes
+  included), so the model can be rebuilt from the directory alone."""
   os.makedirs(workdir, exist_ok=True)
   payload = {'attnmt_format': FORMAT_VERSION, 'config': config.to_dict()}
+  if model is not None:
+    payload['model'] = model
   tmp = os.path.join(workdir, CONFIG_FILE + '.tmp')
   with open(tmp, 'w') as f:
     json.dump(payload, f, indent=1, sort_keys=True)
@@ -42,12 +47,23 @@ def save_config(workdir: str, config: ml_collections.ConfigDict) -> None:
 
 
 def load_config(workdir: str) -> ml_collections.ConfigDict:
+  return ml_collections.ConfigDict(_load_payload(workdir)['config'])
+
+
+def load_model_fields(workdir: str) -> Optional[dict]:
+  """The complete ModelConfig fields config.json stores (None for a run that stopped before writing them)."""
+  return _load_payload(workdir).get('model')
+
+
+def _load_payload(workdir: str) -> dict:
   path = os.path.join(workdir, CONFIG_FILE)
   if not os.path.isdir(workdir):
     raise CheckpointError(f'{workdir} does not exist; pass the workdir of a training run')
   if not os.path.exists(path):
-    raise CheckpointError(f'{workdir} is not an attnmt run directory (no {CONFIG_FILE}); pass the workdir '
-                          'that experiments/train.py or sweep.py wrote')
+    raise CheckpointError(
+      f'{workdir} is not an attnmt run directory (no {CONFIG_FILE}); pass the workdir '
+      'that experiments/train.py or sweep.py wrote'
+    )
   try:
     with open(path) as f:
       payload = json.load(f)
@@ -55,17 +71,19 @@ def load_config(workdir: str) -> ml_collections.ConfigDict:
     raise CheckpointError(f'{path} is unreadable ({e}); the run directory is corrupted') from e
   version = payload.get('attnmt_format') if isinstance(payload, dict) else None
   if version != FORMAT_VERSION:
-    raise CheckpointError(f'{path} has format version {version}, this attnmt reads version {FORMAT_VERSION}; '
-                          'use the attnmt version that wrote it')
-  return ml_collections.ConfigDict(payload['config'])
+    raise CheckpointError(
+      f'{path} has format version {version}, this attnmt reads version {FORMAT_VERSION}; '
+      'use the attnmt version that wrote it'
+    )
+  return payload
 
 
-def _to_saveable(state: training.TrainState) -> training.TrainState:
+def _to_saveable(state: train_step.TrainState) -> train_step.TrainState:
   """Typed PRNG keys are stored as their raw uint32 data."""
   return state.replace(rng=jax.random.key_data(state.rng))
 
 
-def _from_saved(state: training.TrainState) -> training.TrainState:
+def _from_saved(state: train_step.TrainState) -> train_step.TrainState:
   return state.replace(rng=jax.random.wrap_key_data(state.rng))
 
 
@@ -77,12 +95,16 @@ class RunCheckpoints:
     # Several processes: synchronous saves. Two managers saving the same step asynchronously (best, then
     # latest) deadlocked in Orbax's cross-process barriers now and then (seen with 2 CPU processes).
     async_ok = jax.process_count() == 1
-    self.latest = ocp.CheckpointManager(os.path.join(self.workdir, 'checkpoints'), options=ocp.CheckpointManagerOptions(
-        max_to_keep=max_to_keep, create=True, enable_async_checkpointing=async_ok))
-    self.best = ocp.CheckpointManager(os.path.join(self.workdir, 'best'), options=ocp.CheckpointManagerOptions(
-        max_to_keep=1, create=True, enable_async_checkpointing=async_ok))
+    self.latest = ocp.CheckpointManager(
+      os.path.join(self.workdir, 'checkpoints'),
+      options=ocp.CheckpointManagerOptions(max_to_keep=max_to_keep, create=True, enable_async_checkpointing=async_ok),
+    )
+    self.best = ocp.CheckpointManager(
+      os.path.join(self.workdir, 'best'),
+      options=ocp.CheckpointManagerOptions(max_to_keep=1, create=True, enable_async_checkpointing=async_ok),
+    )
 
-  def save(self, step: int, state: training.TrainState, meta: dict, best: bool = False) -> None:
+  def save(self, step: int, state: train_step.TrainState, meta: dict, best: bool = False) -> None:
     """Saves `step`, replacing a step of that number already there (Orbax refuses to write over one)."""
     manager = self.best if best else self.latest
     args = ocp.args.Composite(state=ocp.args.StandardSave(_to_saveable(state)), meta=ocp.args.JsonSave(meta))
@@ -98,18 +120,20 @@ class RunCheckpoints:
   def latest_step(self) -> Optional[int]:
     return self.latest.latest_step()
 
-  def restore(self, like: training.TrainState, step: Optional[int] = None, best: bool = False
-              ) -> tuple[training.TrainState, dict]:
+  def restore(
+    self, like: train_step.TrainState, step: Optional[int] = None, best: bool = False
+  ) -> tuple[train_step.TrainState, dict]:
     """Restores into the structure and shardings of `like` (a freshly initialised state, placed where
     it will train): for resuming, on any number of devices."""
     manager = self.best if best else self.latest
     step = manager.latest_step() if step is None else step
     abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, _to_saveable(like))
-    out = manager.restore(step, args=ocp.args.Composite(state=ocp.args.StandardRestore(abstract),
-                                                        meta=ocp.args.JsonRestore()))
+    out = manager.restore(
+      step, args=ocp.args.Composite(state=ocp.args.StandardRestore(abstract), meta=ocp.args.JsonRestore())
+    )
     return _from_saved(out.state), out.meta
 
-  def resume(self, like: training.TrainState) -> Optional[tuple[training.TrainState, dict, int]]:
+  def resume(self, like: train_step.TrainState) -> Optional[tuple[train_step.TrainState, dict, int]]:
     """(state, meta, step) of the newest latest-checkpoint that restores, or None when there is none.
 
     A damaged step is moved to <workdir>/damaged/ and the next older one tried (or none: training starts
@@ -130,9 +154,16 @@ class RunCheckpoints:
       aside = os.path.join(self.workdir, 'damaged', f'checkpoints-{step}-{time.strftime("%Y%m%d-%H%M%S")}')
       os.makedirs(os.path.dirname(aside), exist_ok=True)
       os.rename(os.path.join(self.workdir, 'checkpoints', str(step)), aside)
-      print(f'checkpoint {self.workdir}/checkpoints/{step} is corrupted or unreadable ({error}); moved it to '
-            f'{aside} and ' + (f'resuming from step {out[2]}, the newest intact one' if out else
-                               'starting from step 0: no older checkpoint is intact'), flush=True)
+      print(
+        f'checkpoint {self.workdir}/checkpoints/{step} is corrupted or unreadable ({error}); moved it to '
+        f'{aside} and '
+        + (
+          f'resuming from step {out[2]}, the newest intact one'
+          if out
+          else 'starting from step 0: no older checkpoint is intact'
+        ),
+        flush=True,
+      )
     if damaged:
       self.latest.reload()
     restored = out[2] if out else 0
@@ -156,34 +187,45 @@ def _abstract_state(directory: str, step: int, sharding: jax.sharding.Sharding):
   return jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=sharding), tree)
 
 
-def restore_params(workdir: str, which: str = 'best', mesh: Optional[jax.sharding.Mesh] = None
-                   ) -> tuple[Any, dict, int]:
+def restore_params(
+  workdir: str, which: str = 'best', mesh: Optional[jax.sharding.Mesh] = None
+) -> tuple[Any, dict, int]:
   """Parameters (stacked over seeds), checkpoint metadata and step, from `best` or `latest`.
 
   Falls back to the latest checkpoint when the run never evaluated (no best yet). The parameters land
   replicated over `mesh`, or on this process's first device; the device count that saved them does
   not matter.
   """
-  load_config(workdir)   # refuses directories that are not runs, with a clear message
-  workdir = os.path.abspath(workdir)   # Orbax requires absolute paths
-  for kind in ((which, 'latest') if which == 'best' else (which,)):
+  load_config(workdir)  # refuses directories that are not runs, with a clear message
+  workdir = os.path.abspath(workdir)  # Orbax requires absolute paths
+  for kind in (which, 'latest') if which == 'best' else (which,):
     directory = os.path.join(workdir, 'best' if kind == 'best' else 'checkpoints')
     if not os.path.isdir(directory):
       continue
     manager = ocp.CheckpointManager(directory)
-    try:   # closed on every path: a manager left open dumps asyncio tracebacks at interpreter exit
+    try:  # closed on every path: a manager left open dumps asyncio tracebacks at interpreter exit
       step = manager.latest_step()
       if step is None:
         continue
-      sharding = (jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec()) if mesh is not None
-                  else jax.sharding.SingleDeviceSharding(jax.local_devices()[0]))
-      out = manager.restore(step, args=ocp.args.Composite(
-          state=ocp.args.StandardRestore(_abstract_state(directory, step, sharding)), meta=ocp.args.JsonRestore()))
+      sharding = (
+        jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec())
+        if mesh is not None
+        else jax.sharding.SingleDeviceSharding(jax.local_devices()[0])
+      )
+      out = manager.restore(
+        step,
+        args=ocp.args.Composite(
+          state=ocp.args.StandardRestore(_abstract_state(directory, step, sharding)), meta=ocp.args.JsonRestore()
+        ),
+      )
     except Exception as e:  # orbax raises many types for damaged files
-      raise CheckpointError(f'checkpoint {directory}/{step} is corrupted or unreadable ({type(e).__name__}); '
-                            'delete that step directory to fall back to an earlier one') from e
+      raise CheckpointError(
+        f'checkpoint {directory}/{step} is corrupted or unreadable ({type(e).__name__}); '
+        'delete that step directory to fall back to an earlier one'
+      ) from e
     finally:
       manager.close()
     return out.state['params'], out.meta, step
-  raise CheckpointError(f'{workdir} holds no checkpoint yet; train longer than train.checkpoint_every steps '
-                        'or pass another run directory')
+  raise CheckpointError(
+    f'{workdir} holds no checkpoint yet; train longer than train.checkpoint_every steps or pass another run directory'
+  )

@@ -3,6 +3,7 @@
 Experiments keep settings in an `ml_collections.ConfigDict` (`config.model`); `ModelConfig.from_dict`
 turns that section into this hashable object, which Flax modules and `jax.jit` can hold as static data.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -20,27 +21,33 @@ class ConfigError(ValueError):
 
 @dataclasses.dataclass(frozen=True)
 class ModelConfig:
-  """Every choice of the encoder-decoder. Field comments give the paper term where there is one."""
+  """Every choice of the encoder-decoder. Field comments give the paper term where there is one.
+
+  The defaults are the recipe that learned fastest per CPU-minute on the embedded corpus (docs/learning.md;
+  the figures named are in docs/curves/); experiments/configs/default.py takes its model section from
+  here. The vocabulary sizes are filled in from the trained tokenizers.
+  """
+
   source_vocab_size: int = 8000
   target_vocab_size: int = 8000
-  embed_size: int = 256              # source and target embedding size
-  cell: str = 'lstm'                 # 'lstm' or 'gru', for encoder and decoder
-  encoder_hidden_size: int = 256     # per direction
+  embed_size: int = 128  # source and target embedding size
+  cell: str = 'lstm'  # 'lstm' or 'gru', for encoder and decoder
+  encoder_hidden_size: int = 128  # per direction
   encoder_layers: int = 1
-  bidirectional: bool = True         # annotation h_i = [fwd_i ; bwd_i] (Bahdanau Sec. 3.2)
-  decoder_hidden_size: int = 512
+  bidirectional: bool = True  # annotation h_i = [fwd_i ; bwd_i] (Bahdanau Sec. 3.2)
+  decoder_hidden_size: int = 256  # = annotation size, so 'dot' applies too (size.png: twice the main job's)
   decoder_layers: int = 1
-  dropout: float = 0.0               # between RNN layers, on embeddings and before the output layer
-  score: str = 'additive'            # a registered score (attnmt/scores.py) or 'my_pkg.module:MyScore'
-  attention_size: int = 512          # A: hidden size of additive / concat scores and of local_p's predictor
-  window: str = 'global'             # 'global', 'local_m', 'local_p' (attnmt/windows.py) or an import path
-  window_size: int = 10              # D: half-width of the local window; Gaussian sigma = D / 2
-  query_timing: str = 'bahdanau'     # 'bahdanau': query s_{t-1}; 'luong': query s_t
-  input_feeding: bool = True         # luong only: feed h~_{t-1} into the next RNN input (Luong Sec. 3.3)
-  output_size: int = 512             # bahdanau only: size of tanh(W_g [s_t ; c_t ; E y_{t-1}])
-  init_state: str = 'bridge'         # 'bridge': tanh(W mean_i h_i); 'last': final encoder states; 'zero'
-  max_source_length: int = 128       # longest source the 'location' score can address (its output size)
-  dtype: str = 'float32'             # computation dtype; parameters stay float32
+  dropout: float = 0.2  # between RNN layers, on embeddings and before the output layer
+  score: str = 'additive'  # a registered score (attnmt/scores.py) or 'my_pkg.module:MyScore'
+  attention_size: int = 128  # A: hidden size of additive / concat scores and of local_p's predictor
+  window: str = 'global'  # 'global', 'local_m', 'local_p' (attnmt/windows.py) or an import path
+  window_size: int = 10  # D: half-width of the local window; Gaussian sigma = D / 2
+  query_timing: str = 'bahdanau'  # 'bahdanau': query s_{t-1}; 'luong': query s_t
+  input_feeding: bool = True  # luong only: feed h~_{t-1} into the next RNN input (Luong Sec. 3.3)
+  output_size: int = 256  # bahdanau only: size of tanh(W_g [s_t ; c_t ; E y_{t-1}])
+  init_state: str = 'bridge'  # 'bridge': tanh(W mean_i h_i); 'last': final encoder states; 'zero'
+  max_source_length: int = 128  # longest source the 'location' score can address (its output size)
+  dtype: str = 'float32'  # computation dtype; parameters stay float32
 
   @property
   def annotation_size(self) -> int:
@@ -58,24 +65,36 @@ class ModelConfig:
     return cfg
 
   def validate(self) -> 'ModelConfig':
-    from attnmt import scores, windows   # they read ModelConfig fields; imported here to avoid a cycle
+    from attnmt import scores, windows  # they read ModelConfig fields; imported here to avoid a cycle
+
     _choice('query_timing', self.query_timing, QUERY_TIMINGS)
     _choice('cell', self.cell, CELLS)
     _choice('init_state', self.init_state, INIT_STATES)
     _choice('dtype', self.dtype, DTYPES)
-    for name in ('source_vocab_size', 'target_vocab_size', 'embed_size', 'encoder_hidden_size',
-                 'encoder_layers', 'decoder_hidden_size', 'decoder_layers', 'attention_size',
-                 'output_size', 'max_source_length', 'window_size'):
+    for name in (
+      'source_vocab_size',
+      'target_vocab_size',
+      'embed_size',
+      'encoder_hidden_size',
+      'encoder_layers',
+      'decoder_hidden_size',
+      'decoder_layers',
+      'attention_size',
+      'output_size',
+      'max_source_length',
+      'window_size',
+    ):
       if int(getattr(self, name)) < 1:
         raise ConfigError(f'model.{name} must be at least 1, got {getattr(self, name)}')
     if not 0.0 <= self.dropout < 1.0:
       raise ConfigError(f'model.dropout must be in [0, 1), got {self.dropout}')
-    scores.build(self).check()           # unknown names and each score's and window's own constraints
+    scores.build(self).check()  # unknown names and each score's and window's own constraints
     windows.build(self).check()
     if self.init_state == 'last' and self.decoder_hidden_size != self.annotation_size:
       raise ConfigError(
-          f"init_state 'last' copies the final encoder states, so decoder_hidden_size ({self.decoder_hidden_size}) "
-          f'must equal the annotation size ({self.annotation_size}); use init_state \'bridge\' otherwise')
+        f"init_state 'last' copies the final encoder states, so decoder_hidden_size ({self.decoder_hidden_size}) "
+        f'must equal the annotation size ({self.annotation_size}); use init_state \'bridge\' otherwise'
+      )
     return self
 
 

@@ -1,4 +1,5 @@
 """Learning curves read back from run directories: validation records against training time."""
+
 from __future__ import annotations
 
 import json
@@ -27,14 +28,22 @@ def bleu_at(records: list[dict], minutes: float) -> float:
 
 def curves_table(curves: dict[str, list[dict]], tests: dict[str, dict], minutes: list[float]) -> str:
   """Markdown: validation BLEU at fixed training minutes, the last evaluation, and test BLEU if known."""
-  head = ['run'] + [f'val BLEU at {m:g} min' for m in minutes] + [
-      'last step', 'train min', 'val BLEU', 'val ppl', 'test BLEU']
+  head = (
+    ['run']
+    + [f'val BLEU at {m:g} min' for m in minutes]
+    + ['last step', 'train min', 'val BLEU', 'val ppl', 'test BLEU']
+  )
   lines = ['| ' + ' | '.join(head) + ' |', '|' + '---|' * len(head)]
   for name, records in curves.items():
     last, test = records[-1], tests.get(name)
     cells = [name] + [_number(bleu_at(records, m)) for m in minutes]
-    cells += [str(last['step']), f"{last['train_seconds'] / 60:.1f}", f"{np.mean(last['bleu']):.2f}",
-              f"{np.mean(last['perplexity']):.2f}", f"{np.mean(test['test_bleu']):.2f}" if test else '-']
+    cells += [
+      str(last['step']),
+      f"{last['train_seconds'] / 60:.1f}",
+      f"{np.mean(last['bleu']):.2f}",
+      f"{np.mean(last['perplexity']):.2f}",
+      f"{np.mean(test['test_bleu']):.2f}" if test else '-',
+    ]
     lines.append('| ' + ' | '.join(cells) + ' |')
   return '\n'.join(lines)
 

@@ -10,6 +10,7 @@ Inside the scan, the step's products with weights get their gradients after the 
 product each over all steps (`deferred_scan`), instead of a thin product and an update per step.
 Letters: B batch, T target positions, S source positions, H annotation size, D decoder size, V vocab.
 """
+
 from __future__ import annotations
 
 import functools
@@ -25,16 +26,18 @@ from attnmt.config import ModelConfig
 
 class Memory(NamedTuple):
   """What the decoder reads from the encoder, computed once per sentence."""
+
   annotations: jax.Array  # B x S x H
-  keys: jax.Array         # B x S x K, the score's per-sentence half (e.g. U h_i)
-  length: jax.Array       # B, source lengths
+  keys: jax.Array  # B x S x K, the score's per-sentence half (e.g. U h_i)
+  length: jax.Array  # B, source lengths
 
 
 class State(NamedTuple):
   """The decoder's recurrent state between steps."""
-  rnn: tuple              # one carry per layer
-  feed: jax.Array         # B x D input-feeding vector h~_{t-1} (B x 0 when unused)
-  t: jax.Array            # scalar int32, the 0-based target position of the next step
+
+  rnn: tuple  # one carry per layer
+  feed: jax.Array  # B x D input-feeding vector h~_{t-1} (B x 0 when unused)
+  t: jax.Array  # scalar int32, the 0-based target position of the next step
 
 
 _embed_init = nn.initializers.variance_scaling(1.0, 'fan_in', 'normal', out_axis=0)
@@ -49,8 +52,9 @@ class Decoder(nn.Module):
     self.embed = self.param('embed', _embed_init, (cfg.target_vocab_size, e), jnp.float32)
     self.attention = attention.AttentionParams(cfg)
     feed = h if cfg.query_timing == 'bahdanau' else (d if cfg.input_feeding else 0)
-    self.layers = [rnn.RNNLayerParams(cfg.cell, e + feed if i == 0 else d, d, name=f'layer{i}')
-                   for i in range(cfg.decoder_layers)]
+    self.layers = [
+      rnn.RNNLayerParams(cfg.cell, e + feed if i == 0 else d, d, name=f'layer{i}') for i in range(cfg.decoder_layers)
+    ]
     if cfg.init_state == 'bridge':
       self.W_bridge = dense('W_bridge', shape=(h, d * cfg.decoder_layers))
       self.b_bridge = self.param('b_bridge', nn.initializers.zeros, (d * cfg.decoder_layers,))
@@ -65,8 +69,13 @@ class Decoder(nn.Module):
 
   def _params(self) -> dict[str, Any]:
     """All parameters as one pytree in the compute dtype, gathered outside any scan."""
-    p = {'embed': self.embed, 'attention': self.attention(), 'layers': [l() for l in self.layers],
-         'W_out': self.W_out, 'b_out': self.b_out}
+    p = {
+      'embed': self.embed,
+      'attention': self.attention(),
+      'layers': [l() for l in self.layers],
+      'W_out': self.W_out,
+      'b_out': self.b_out,
+    }
     for name in ('W_bridge', 'b_bridge', 'W_g', 'b_g', 'W_c'):
       if hasattr(self, name):
         p[name] = getattr(self, name)
@@ -83,7 +92,7 @@ class Decoder(nn.Module):
     cfg, p = self.cfg, self._params()
     batch, d = memory.length.shape[0], cfg.decoder_hidden_size
     dtype = memory.annotations.dtype
-    if cfg.init_state == 'bridge':      # tanh(W mean_i h_i) over the valid positions
+    if cfg.init_state == 'bridge':  # tanh(W mean_i h_i) over the valid positions
       count = jnp.maximum(memory.length, 1)[:, None].astype(dtype)
       mean_BxH = jnp.sum(memory.annotations, axis=1) / count
       h_BxLD = jnp.tanh(mean_BxH @ p['W_bridge'] + p['b_bridge'])
@@ -107,7 +116,7 @@ class Decoder(nn.Module):
     The bias is left to the step, where adding it fuses with the gate arithmetic; added here it
     would be a pass of its own over all steps' gates.
     """
-    return emb_xE @ p['layers'][0]['W_ih'][:self.cfg.embed_size]
+    return emb_xE @ p['layers'][0]['W_ih'][: self.cfg.embed_size]
 
   def _step_matrices(self, p, memory: Memory, embedding_hoisted: bool) -> dict[str, jax.Array]:
     """The matrices one step multiplies by, by name; the step reaches them only through `mm`.
@@ -124,7 +133,7 @@ class Decoder(nn.Module):
     m.update({f'att_{k}': w for k, w in p['attention'].items() if w.ndim == 2})
     if not embedding_hoisted:
       m['in0'] = p['layers'][0]['W_ih']
-    elif p['layers'][0]['W_ih'].shape[0] > e:           # layer 0's input also takes c_t or h~_{t-1}
+    elif p['layers'][0]['W_ih'].shape[0] > e:  # layer 0's input also takes c_t or h~_{t-1}
       m['feed'] = p['layers'][0]['W_ih'][e:]
     for i, lp in enumerate(p['layers']):
       m[f'hh{i}'] = lp['W_hh']
@@ -153,8 +162,7 @@ class Decoder(nn.Module):
       return tuple(new), x
 
     def attend(query_BxD):
-      weights_BxS = attention.attention_weights(cfg, p['attention'], query_BxD, memory.keys, memory.length,
-                                                state.t, mm)
+      weights_BxS = attention.attention_weights(cfg, p['attention'], query_BxD, memory.keys, memory.length, state.t, mm)
       return mm('context', weights_BxS.astype(memory.annotations.dtype)), weights_BxS
 
     if cfg.query_timing == 'bahdanau':
@@ -180,8 +188,7 @@ class Decoder(nn.Module):
     """Logits from the per-step outputs; any leading shape, so it runs once over all steps."""
     return (self._output_features(p, step_out, emb_xE, train) @ p['W_out'] + p['b_out']).astype(jnp.float32)
 
-  def __call__(self, memory: Memory, state: State, tgt_in_BxT: jax.Array, train: bool = False,
-               features: bool = False):
+  def __call__(self, memory: Memory, state: State, tgt_in_BxT: jax.Array, train: bool = False, features: bool = False):
     """Teacher forcing: logits (B x T x V) and attention weights (B x T x S) for inputs y_{<t}.
 
     With `features`, the output layer's hidden vectors (B x T x O) instead of the logits, for a loss
@@ -192,9 +199,10 @@ class Decoder(nn.Module):
     emb_proj_TxBxG = self._embed_projection(p, jnp.swapaxes(emb_BxTxE, 0, 1))
     steps, batch = emb_proj_TxBxG.shape[:2]
     masks = None
-    if train and cfg.dropout > 0 and cfg.decoder_layers > 1:   # inter-layer dropout, drawn outside the scan
-      keep = jax.random.bernoulli(self.make_rng('dropout'), 1.0 - cfg.dropout,
-                                  (steps, cfg.decoder_layers - 1, batch, cfg.decoder_hidden_size))
+    if train and cfg.dropout > 0 and cfg.decoder_layers > 1:  # inter-layer dropout, drawn outside the scan
+      keep = jax.random.bernoulli(
+        self.make_rng('dropout'), 1.0 - cfg.dropout, (steps, cfg.decoder_layers - 1, batch, cfg.decoder_hidden_size)
+      )
       masks = keep.astype(emb_BxTxE.dtype) / (1.0 - cfg.dropout)
 
     def step(mm, consts, st, xs):

@@ -10,6 +10,7 @@ The attention history (B x T x S floats, K times that in beam search) is the onl
 with the square of the sentence length: with `keep_attention=False` it is not kept (`weights` comes back
 with T = 0), so decoding memory grows linearly with the source length.
 """
+
 from __future__ import annotations
 
 import functools
@@ -25,11 +26,11 @@ NEG_INF = -1.0e9
 
 
 class Decoded(NamedTuple):
-  tokens: jax.Array    # B x T (greedy) or B x K x T (beam), EOS included, PAD after
-  lengths: jax.Array   # B or B x K, tokens up to and including EOS
-  weights: jax.Array   # B x T x S or B x K x T x S, attention of each output token (0 after EOS);
+  tokens: jax.Array  # B x T (greedy) or B x K x T (beam), EOS included, PAD after
+  lengths: jax.Array  # B or B x K, tokens up to and including EOS
+  weights: jax.Array  # B x T x S or B x K x T x S, attention of each output token (0 after EOS);
   #                      T is 0 without keep_attention
-  scores: jax.Array    # B or B x K: log-probability / length penalty (greedy: alpha = 0)
+  scores: jax.Array  # B or B x K: log-probability / length penalty (greedy: alpha = 0)
 
 
 def _choosable_log_probs(logits_xV: jax.Array) -> jax.Array:
@@ -54,16 +55,23 @@ def length_penalty(length, alpha: float):
 
 
 @functools.partial(jax.jit, static_argnames=('cfg', 'max_len', 'keep_attention'))
-def greedy(cfg: ModelConfig, params, src_BxS: jax.Array, src_len_B: jax.Array, max_len: int,
-           keep_attention: bool = True) -> Decoded:
+def greedy(
+  cfg: ModelConfig, params, src_BxS: jax.Array, src_len_B: jax.Array, max_len: int, keep_attention: bool = True
+) -> Decoded:
   """Picks the most probable token at every step until every sentence has produced EOS."""
   model, variables = Seq2Seq(cfg), {'params': params}
   memory, state = model.apply(variables, src_BxS, src_len_B, method=Seq2Seq.encode)
   batch, src_positions = src_BxS.shape
-  init = dict(t=jnp.int32(0), state=state, prev=jnp.full((batch,), BOS, jnp.int32),
-              done=jnp.zeros((batch,), bool), tokens=jnp.full((batch, max_len), PAD, jnp.int32),
-              weights=jnp.zeros((batch, max_len if keep_attention else 0, src_positions), jnp.float32),
-              logp=jnp.zeros((batch,), jnp.float32), lengths=jnp.zeros((batch,), jnp.int32))
+  init = dict(
+    t=jnp.int32(0),
+    state=state,
+    prev=jnp.full((batch,), BOS, jnp.int32),
+    done=jnp.zeros((batch,), bool),
+    tokens=jnp.full((batch, max_len), PAD, jnp.int32),
+    weights=jnp.zeros((batch, max_len if keep_attention else 0, src_positions), jnp.float32),
+    logp=jnp.zeros((batch,), jnp.float32),
+    lengths=jnp.zeros((batch,), jnp.int32),
+  )
 
   def cond(c):
     return (c['t'] < max_len) & ~jnp.all(c['done'])
@@ -73,11 +81,18 @@ def greedy(cfg: ModelConfig, params, src_BxS: jax.Array, src_len_B: jax.Array, m
     token_B, logp_B = _greedy_choice(logits_BxV)
     live = ~c['done']
     token_B = jnp.where(live, token_B, PAD)
-    return dict(t=c['t'] + 1, state=state, prev=token_B, done=c['done'] | (token_B == EOS),
-                tokens=c['tokens'].at[:, c['t']].set(token_B),
-                weights=(c['weights'].at[:, c['t']].set(jnp.where(live[:, None], w_BxS, 0.0)) if keep_attention
-                         else c['weights']),
-                logp=c['logp'] + jnp.where(live, logp_B, 0.0), lengths=c['lengths'] + live)
+    return dict(
+      t=c['t'] + 1,
+      state=state,
+      prev=token_B,
+      done=c['done'] | (token_B == EOS),
+      tokens=c['tokens'].at[:, c['t']].set(token_B),
+      weights=(
+        c['weights'].at[:, c['t']].set(jnp.where(live[:, None], w_BxS, 0.0)) if keep_attention else c['weights']
+      ),
+      logp=c['logp'] + jnp.where(live, logp_B, 0.0),
+      lengths=c['lengths'] + live,
+    )
 
   c = jax.lax.while_loop(cond, body, init)
   return Decoded(c['tokens'], c['lengths'], c['weights'], c['logp'])
@@ -91,16 +106,26 @@ def _gather_beams(x, beam_idx_BxN):
 
 def _flat_state_gather(state, beam_idx_BxK, beam: int):
   """Reorders a decoder state whose leading axis is B*K by parent beam; scalars pass through."""
+
   def gather(x):
     if x.ndim == 0:
       return x
     return _gather_beams(x.reshape((x.shape[0] // beam, beam) + x.shape[1:]), beam_idx_BxK).reshape(x.shape)
+
   return jax.tree.map(gather, state)
 
 
 @functools.partial(jax.jit, static_argnames=('cfg', 'beam_size', 'max_len', 'keep_attention'))
-def beam_search(cfg: ModelConfig, params, src_BxS: jax.Array, src_len_B: jax.Array, beam_size: int,
-                max_len: int, alpha: float = 0.6, keep_attention: bool = True) -> Decoded:
+def beam_search(
+  cfg: ModelConfig,
+  params,
+  src_BxS: jax.Array,
+  src_len_B: jax.Array,
+  beam_size: int,
+  max_len: int,
+  alpha: float = 0.6,
+  keep_attention: bool = True,
+) -> Decoded:
   """Beam search; returns the K best hypotheses per sentence, best first."""
   model, variables, k = Seq2Seq(cfg), {'params': params}, beam_size
   batch, src_positions = src_BxS.shape
@@ -108,10 +133,17 @@ def beam_search(cfg: ModelConfig, params, src_BxS: jax.Array, src_len_B: jax.Arr
   memory, state = jax.tree.map(tile, model.apply(variables, src_BxS, src_len_B, method=Seq2Seq.encode))
   seqs = jnp.full((batch, k, max_len), PAD, jnp.int32)
   attn = jnp.zeros((batch, k, max_len if keep_attention else 0, src_positions), jnp.float32)
-  init = dict(t=jnp.int32(0), state=state, alive_seq=seqs, alive_attn=attn,
-              alive_logp=jnp.tile(jnp.array([0.0] + [NEG_INF] * (k - 1)), (batch, 1)),
-              fin_seq=seqs, fin_attn=attn, fin_score=jnp.full((batch, k), NEG_INF),
-              fin_len=jnp.zeros((batch, k), jnp.int32))
+  init = dict(
+    t=jnp.int32(0),
+    state=state,
+    alive_seq=seqs,
+    alive_attn=attn,
+    alive_logp=jnp.tile(jnp.array([0.0] + [NEG_INF] * (k - 1)), (batch, 1)),
+    fin_seq=seqs,
+    fin_attn=attn,
+    fin_score=jnp.full((batch, k), NEG_INF),
+    fin_len=jnp.zeros((batch, k), jnp.int32),
+  )
   best_possible_lp = length_penalty(max_len, alpha)
 
   def cond(c):
@@ -128,9 +160,10 @@ def beam_search(cfg: ModelConfig, params, src_BxS: jax.Array, src_len_B: jax.Arr
     prev = jnp.where(t == 0, BOS, c['alive_seq'][:, :, jnp.maximum(t - 1, 0)]).reshape(-1)
     state, logits, w = model.apply(variables, memory, c['state'], prev, method=Seq2Seq.decode_step)
     vocab = logits.shape[-1]
-    cand_BxKV = (c['alive_logp'][:, :, None] + _choosable_log_probs(logits).reshape(batch, k, vocab)
-                 ).reshape(batch, k * vocab)
-    top_logp, top_idx = jax.lax.top_k(cand_BxKV, 2 * k)             # 2K so K survive without EOS
+    cand_BxKV = (c['alive_logp'][:, :, None] + _choosable_log_probs(logits).reshape(batch, k, vocab)).reshape(
+      batch, k * vocab
+    )
+    top_logp, top_idx = jax.lax.top_k(cand_BxKV, 2 * k)  # 2K so K survive without EOS
     parent, token = top_idx // vocab, (top_idx % vocab).astype(jnp.int32)
     seq = _gather_beams(c['alive_seq'], parent).at[:, :, t].set(token)
     step_w = _gather_beams(w.reshape(batch, k, src_positions), parent)
@@ -146,16 +179,26 @@ def beam_search(cfg: ModelConfig, params, src_BxS: jax.Array, src_len_B: jax.Arr
     all_scores = jnp.concatenate([c['fin_score'], fin_new], 1)
     fin_score, pick = jax.lax.top_k(all_scores, k)
     merged = lambda old, new: _gather_beams(jnp.concatenate([old, new], 1), pick)
-    return dict(t=t + 1, state=new_state, alive_seq=_gather_beams(seq, keep), alive_attn=_gather_beams(att, keep),
-                alive_logp=alive_logp, fin_seq=merged(c['fin_seq'], seq), fin_attn=merged(c['fin_attn'], att),
-                fin_score=fin_score,
-                fin_len=merged(c['fin_len'], jnp.full((batch, 2 * k), t + 1, jnp.int32)))
+    return dict(
+      t=t + 1,
+      state=new_state,
+      alive_seq=_gather_beams(seq, keep),
+      alive_attn=_gather_beams(att, keep),
+      alive_logp=alive_logp,
+      fin_seq=merged(c['fin_seq'], seq),
+      fin_attn=merged(c['fin_attn'], att),
+      fin_score=fin_score,
+      fin_len=merged(c['fin_len'], jnp.full((batch, 2 * k), t + 1, jnp.int32)),
+    )
 
   c = jax.lax.while_loop(cond, body, init)
   # A sentence none of whose hypotheses ended within max_len returns its alive ones.
   none_finished = jnp.all(c['fin_score'] <= NEG_INF / 2, axis=1)
   pick = lambda fin, alive: jnp.where(none_finished.reshape((-1,) + (1,) * (fin.ndim - 1)), alive, fin)
   alive_len = jnp.full((batch, k), c['t'], jnp.int32)
-  return Decoded(pick(c['fin_seq'], c['alive_seq']), pick(c['fin_len'], alive_len),
-                 pick(c['fin_attn'], c['alive_attn']),
-                 pick(c['fin_score'], c['alive_logp'] / length_penalty(c['t'], alpha)))
+  return Decoded(
+    pick(c['fin_seq'], c['alive_seq']),
+    pick(c['fin_len'], alive_len),
+    pick(c['fin_attn'], c['alive_attn']),
+    pick(c['fin_score'], c['alive_logp'] / length_penalty(c['t'], alpha)),
+  )

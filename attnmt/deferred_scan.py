@@ -15,6 +15,7 @@ A named matrix is 2-D (I x N), used as x_{...xI} @ W, or batched (... x I x N) w
 axes as x, used as a per-row product x_{...xI} · W_{...xIxN} (the attention context Σ_i a_i h_i is
 such a product with the annotations).
 """
+
 from __future__ import annotations
 
 from typing import Any, Callable
@@ -32,7 +33,7 @@ def product(x: jax.Array, w: jax.Array) -> jax.Array:
   """x @ w for a 2-D w; a per-row product (leading axes shared) for a batched w."""
   if w.ndim == 2:
     return x @ w.astype(x.dtype)
-  if x.shape[:-1] == w.shape[:-2]:                # the context Σ_i a_i h_i: a CPU kernel (attnmt/kernels)
+  if x.shape[:-1] == w.shape[:-2]:  # the context Σ_i a_i h_i: a CPU kernel (attnmt/kernels)
     return kernels.on_cpu(kernels.context, _batched_product, x, w)
   return _batched_product(x, w)
 
@@ -101,6 +102,7 @@ def _scan(step: Step, matrices: dict, consts, carry, xs, zs, aliases: dict, tran
   tracing) maps the other names to the recorded one. `transposed` holds wᵀ for the 2-D matrices
   when the scan is differentiated (see `_product_transposed_vjp`).
   """
+
   def body(carry, inputs):
     x, z = inputs
     lhs, used = {}, set()
@@ -119,6 +121,7 @@ def _scan(step: Step, matrices: dict, consts, carry, xs, zs, aliases: dict, tran
       else:
         out = product(v, matrices[name])
       return out if z is None else _tap(out, z[name])
+
     carry, y = step(mm, consts, carry, x)
     return carry, (y, lhs)
 
@@ -137,8 +140,10 @@ def deferred_weight_scan(step: Step, matrices: dict, consts, carry, xs):
   def zero_products():
     _, lhs = jax.eval_shape(lambda: _scan(step, matrices, consts, carry, xs, None, aliases))
     names = list(lhs) + list(aliases)
-    return {k: jnp.zeros(lhs[aliases.get(k, k)].shape[:-1] + matrices[k].shape[-1:], lhs[aliases.get(k, k)].dtype)
-            for k in names}
+    return {
+      k: jnp.zeros(lhs[aliases.get(k, k)].shape[:-1] + matrices[k].shape[-1:], lhs[aliases.get(k, k)].dtype)
+      for k in names
+    }
 
   @jax.custom_vjp
   def run(matrices, consts, carry, xs):
@@ -153,8 +158,10 @@ def deferred_weight_scan(step: Step, matrices: dict, consts, carry, xs):
   def run_bwd(residuals, cotangent):
     vjp_fn, lhs, mats = residuals
     d_consts, d_carry, d_xs, d_products = vjp_fn(cotangent)
-    d_matrices = {k: _weight_grad(lhs[aliases.get(k, k)], d_products[k], w) if k in d_products
-                  else jnp.zeros_like(w) for k, w in mats.items()}
+    d_matrices = {
+      k: _weight_grad(lhs[aliases.get(k, k)], d_products[k], w) if k in d_products else jnp.zeros_like(w)
+      for k, w in mats.items()
+    }
     return d_matrices, d_consts, d_carry, d_xs
 
   run.defvjp(run_fwd, run_bwd)

@@ -5,6 +5,7 @@ sentence and respects its length, so a padded sentence gets exactly the annotati
 sentence unpadded (padding does not leak into the backward direction); annotations at padding are 0.
 Letters: B batch, S source positions, E embedding size, H annotation size.
 """
+
 from __future__ import annotations
 
 import jax
@@ -19,21 +20,27 @@ class Encoder(nn.Module):
   cfg: ModelConfig
 
   @nn.compact
-  def __call__(self, src_BxS: jax.Array, src_len_B: jax.Array, train: bool = False
-               ) -> tuple[jax.Array, rnn.Carry]:
+  def __call__(self, src_BxS: jax.Array, src_len_B: jax.Array, train: bool = False) -> tuple[jax.Array, rnn.Carry]:
     """Returns the annotations (B x S x H) and the top layer's final carry, each part [fwd ; bwd]."""
     cfg = self.cfg
     dtype = jnp.dtype(cfg.dtype)
-    embed_VxE = self.param('embed', nn.initializers.variance_scaling(1.0, 'fan_in', 'normal', out_axis=0),
-                           (cfg.source_vocab_size, cfg.embed_size), jnp.float32)
+    embed_VxE = self.param(
+      'embed',
+      nn.initializers.variance_scaling(1.0, 'fan_in', 'normal', out_axis=0),
+      (cfg.source_vocab_size, cfg.embed_size),
+      jnp.float32,
+    )
     x_BxSxI = jnp.take(embed_VxE, src_BxS, axis=0).astype(dtype)
     x_BxSxI = nn.Dropout(cfg.dropout, deterministic=not train)(x_BxSxI)
     directions = (False, True) if cfg.bidirectional else (False,)
     final = None
     for layer in range(cfg.encoder_layers):
-      params = tuple(rnn.RNNLayerParams(cfg.cell, x_BxSxI.shape[-1], cfg.encoder_hidden_size,
-                                        name=f'layer{layer}_{"bwd" if reverse else "fwd"}')()
-                     for reverse in directions)
+      params = tuple(
+        rnn.RNNLayerParams(
+          cfg.cell, x_BxSxI.shape[-1], cfg.encoder_hidden_size, name=f'layer{layer}_{"bwd" if reverse else "fwd"}'
+        )()
+        for reverse in directions
+      )
       outputs, finals = rnn.run_directions(cfg.cell, params, directions, x_BxSxI, src_len_B)
       x_BxSxI = jnp.concatenate(outputs, axis=-1)
       final = tuple(jnp.concatenate(parts, axis=-1) for parts in zip(*finals))

@@ -1,4 +1,5 @@
 """Evaluation: translate batches, score with sacrebleu (BLEU, chrF), loss and perplexity, BLEU by length."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -11,7 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 import sacrebleu
 
-from attnmt import decoding, parallel, training
+from attnmt import decoding, parallel, train_step
 from attnmt.config import ModelConfig
 
 # Source-length buckets (words) for BLEU by sentence length, as in Bahdanau et al. (2015), Fig. 2.
@@ -20,10 +21,10 @@ LENGTH_BUCKETS = (0, 10, 20, 30, 40, 50, 60, 1000)
 
 @dataclasses.dataclass
 class Translation:
-  index: int                     # example index in its split (points into data.raw_texts)
-  ids: list                      # output ids up to and including EOS
+  index: int  # example index in its split (points into data.raw_texts)
+  ids: list  # output ids up to and including EOS
   text: str
-  attention: Optional[np.ndarray] = None   # len(ids) x source length (incl. EOS)
+  attention: Optional[np.ndarray] = None  # len(ids) x source length (incl. EOS)
   score: float = 0.0
 
 
@@ -46,9 +47,17 @@ def _on_devices(batch: dict, keys, mesh) -> dict:
   return parallel.shard_batch(mesh, batch)
 
 
-def translate(cfg: ModelConfig, params, batches: Iterable[dict], tgt_tokenizer, beam_size: int = 0,
-              alpha: float = 0.6, factor: float = 1.5, keep_attention: bool = False,
-              mesh: Optional[jax.sharding.Mesh] = None) -> list[Translation]:
+def translate(
+  cfg: ModelConfig,
+  params,
+  batches: Iterable[dict],
+  tgt_tokenizer,
+  beam_size: int = 0,
+  alpha: float = 0.6,
+  factor: float = 1.5,
+  keep_attention: bool = False,
+  mesh: Optional[jax.sharding.Mesh] = None,
+) -> list[Translation]:
   """Translates every batch (greedy when beam_size is 0), returned sorted by example index.
 
   With a `mesh` every batch is split over its devices (params replicated); rows whose index is -1 are
@@ -60,30 +69,32 @@ def translate(cfg: ModelConfig, params, batches: Iterable[dict], tgt_tokenizer, 
     src, src_len = on['src'], on['src_len']
     max_len = decode_length(src.shape[1], factor)
     if beam_size:
-      d = decoding.beam_search(cfg, params, src, src_len, beam_size=beam_size, max_len=max_len, alpha=alpha,
-                               keep_attention=keep_attention)
-      d = decoding.Decoded(*(x[:, 0] for x in d))   # the best hypothesis
+      d = decoding.beam_search(
+        cfg, params, src, src_len, beam_size=beam_size, max_len=max_len, alpha=alpha, keep_attention=keep_attention
+      )
+      d = decoding.Decoded(*(x[:, 0] for x in d))  # the best hypothesis
     else:
       d = decoding.greedy(cfg, params, src, src_len, max_len=max_len, keep_attention=keep_attention)
     tokens, lengths, scores = (parallel.to_numpy(x) for x in (d.tokens, d.lengths, d.scores))
     weights = parallel.to_numpy(d.weights) if keep_attention else None
     for row, index in enumerate(np.asarray(batch['index'])):
-      if index < 0:    # an empty row that pads the batch
+      if index < 0:  # an empty row that pads the batch
         continue
-      ids = tokens[row, :lengths[row]].tolist()
-      att = weights[row, :lengths[row], :int(batch['src_len'][row])] if keep_attention else None
+      ids = tokens[row, : lengths[row]].tolist()
+      att = weights[row, : lengths[row], : int(batch['src_len'][row])] if keep_attention else None
       out.append(Translation(int(index), ids, tgt_tokenizer.decode(ids), att, float(scores[row])))
   return sorted(out, key=lambda t: t.index)
 
 
 @functools.partial(jax.jit, static_argnames=('cfg',))
 def _batch_loss(cfg: ModelConfig, params, batch):
-  _, (total, count) = training.loss_fn(cfg, params, batch, None, False)
+  _, (total, count) = train_step.loss_fn(cfg, params, batch, None, False)
   return total, count
 
 
-def loss_and_perplexity(cfg: ModelConfig, params, batches: Iterable[dict],
-                        mesh: Optional[jax.sharding.Mesh] = None) -> dict:
+def loss_and_perplexity(
+  cfg: ModelConfig, params, batches: Iterable[dict], mesh: Optional[jax.sharding.Mesh] = None
+) -> dict:
   """Token-level cross-entropy over all batches and its perplexity exp(loss) (data-parallel on `mesh`)."""
   total = count = 0.0
   for batch in batches:
@@ -116,20 +127,23 @@ def length_buckets(words: np.ndarray, buckets=LENGTH_BUCKETS, min_sentences: int
   `min_sentences` sentences merged into its neighbour (the previous one for the last bucket, else the
   next), so that no point of a BLEU-by-length curve rests on a handful of sentences."""
   edges = list(buckets)
+
   def counts():
     return [len(in_bucket(words, lo, hi)) for lo, hi in zip(edges[:-1], edges[1:])]
+
   while len(edges) > 2:
     c = counts()
     small = [k for k, n in enumerate(c) if 0 < n < min_sentences]
     if not small:
       break
     k = small[0]
-    del edges[k if k == len(c) - 1 else k + 1]   # merge interval k with the previous (if last) or next one
+    del edges[k if k == len(c) - 1 else k + 1]  # merge interval k with the previous (if last) or next one
   return [(lo, hi) for (lo, hi), n in zip(zip(edges[:-1], edges[1:]), counts()) if n]
 
 
-def bleu_by_length(hypotheses: list[str], references: list[str], sources: list[str],
-                   buckets=LENGTH_BUCKETS, min_sentences: int = 20) -> list[dict]:
+def bleu_by_length(
+  hypotheses: list[str], references: list[str], sources: list[str], buckets=LENGTH_BUCKETS, min_sentences: int = 20
+) -> list[dict]:
   """BLEU of the sentences whose source has lo < words <= hi, for each bucket of `length_buckets`."""
   words = source_words(sources)
   rows = []

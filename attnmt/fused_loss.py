@@ -21,6 +21,7 @@ sum over the shards follows after it.
 
 Letters: N rows (batch x target positions), O output-layer size, V vocabulary.
 """
+
 from __future__ import annotations
 
 import functools
@@ -30,8 +31,9 @@ import jax.numpy as jnp
 
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(4,))
-def projected_nll(hidden_NxO: jax.Array, w_OxV: jax.Array, b_V: jax.Array, labels_N: jax.Array,
-                  label_smoothing: float = 0.0) -> jax.Array:
+def projected_nll(
+  hidden_NxO: jax.Array, w_OxV: jax.Array, b_V: jax.Array, labels_N: jax.Array, label_smoothing: float = 0.0
+) -> jax.Array:
   """Per-row cross-entropy of softmax(h W + b) against the labels (float32, N)."""
   return _forward(hidden_NxO, w_OxV, b_V, labels_N, label_smoothing)[0]
 
@@ -45,7 +47,7 @@ def _forward(hidden_NxO, w_OxV, b_V, labels_N, label_smoothing):
   label_logit_N = jnp.take_along_axis(dot_NxV, labels_N[:, None], axis=-1)[:, 0] + b_V.astype(jnp.float32)[labels_N]
   nll_N = lse_N - label_logit_N
   eps, vocab = label_smoothing, w_OxV.shape[-1]
-  if eps:                            # mean_v log p(v) = mean_v logits_v - logsumexp
+  if eps:  # mean_v log p(v) = mean_v logits_v - logsumexp
     nll_N = (1.0 - eps) * nll_N - eps * (jnp.mean(logits(), axis=-1) - lse_N)
   # d nll / d logits = softmax - target, target = (1 - eps) one_hot(y) + eps / V.
   is_label_NxV = jnp.arange(vocab) == labels_N[:, None]

@@ -1,4 +1,5 @@
 """Run guards: a graceful stop on SIGTERM / Ctrl-C, and non-finite losses caught without a host sync per step."""
+
 from __future__ import annotations
 
 import signal
@@ -26,19 +27,19 @@ class StopSignals:
   SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
   def __init__(self):
-    self.requested = None   # the signal number once one arrived
+    self.requested = None  # the signal number once one arrived
     self._previous = {}
 
   def _handle(self, signum, frame):
     if self.requested is not None and signum == signal.SIGINT:
-      raise KeyboardInterrupt   # a second Ctrl-C stops at once
+      raise KeyboardInterrupt  # a second Ctrl-C stops at once
     self.requested = signum
 
   def __enter__(self):
     for s in self.SIGNALS:
       try:
         self._previous[s] = signal.signal(s, self._handle)
-      except ValueError:       # not the main thread: leave signals alone
+      except ValueError:  # not the main thread: leave signals alone
         pass
     return self
 
@@ -59,13 +60,17 @@ def guard_step(step_fn, skip_nonfinite: bool):
   norm and the updated parameters are all finite (a finite loss can still give NaN parameters, e.g. with a
   NaN learning rate); with `skip_nonfinite` such an update is dropped (parameters and optimiser state kept,
   step and RNG advanced so the data stay in step)."""
+
   def guarded(state, batch):
     new, metrics = step_fn(state, batch)
     finite = jnp.isfinite(metrics['loss']) & jnp.isfinite(metrics['grad_norm']) & all_finite(new.params)
     if skip_nonfinite:
-      new = new.replace(params=jax.tree.map(lambda n, o: jnp.where(finite, n, o), new.params, state.params),
-                        opt_state=jax.tree.map(lambda n, o: jnp.where(finite, n, o), new.opt_state, state.opt_state))
+      new = new.replace(
+        params=jax.tree.map(lambda n, o: jnp.where(finite, n, o), new.params, state.params),
+        opt_state=jax.tree.map(lambda n, o: jnp.where(finite, n, o), new.opt_state, state.opt_state),
+      )
     return new, {**metrics, 'finite': finite}
+
   return guarded
 
 

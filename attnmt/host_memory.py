@@ -11,10 +11,11 @@ tcmalloc keeps freed spans and hands them to the next allocation of that size, s
 no page faults, and XLA's compiler, which allocates from many threads, compiles no slower (faster,
 if anything). `launch.sh` installs it (Debian: libtcmalloc-minimal4) and starts every Python
 command with it in LD_PRELOAD; ATTNMT_TCMALLOC=0 turns that off. A process started without it uses
-the system malloc and runs the same, only slower. What was tried before settling on this is in
-benchmarks/README.md: glibc's own settings (one arena, no `mmap`: no faults, but compiling 25 %
-slower and a larger heap), transparent huge pages for glibc's `mmap`s, and jemalloc (faults remain).
+the system malloc and runs the same, only slower. benchmarks/README.md, "Host memory", compares it
+with glibc's own settings (one arena, no `mmap`: no faults, but compiling 25 % slower and a larger
+heap), transparent huge pages for glibc's `mmap`s, and jemalloc (faults remain).
 """
+
 from __future__ import annotations
 
 import ctypes.util
@@ -35,4 +36,3 @@ def allocator() -> str:
 def tcmalloc_library() -> str | None:
   """The tcmalloc shared library's name as the dynamic loader finds it (for LD_PRELOAD), or None."""
   return ctypes.util.find_library(LIBRARY)
-

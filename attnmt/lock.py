@@ -9,6 +9,7 @@ lock left by a process that died (SIGKILL, power loss) on this host is taken ove
 printed. A lock from another host cannot be checked from here: it is refused, and the message says to
 delete the file if that process is gone. Readers (analysis, translation) take no lock.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -36,7 +37,7 @@ def _alive(pid: int) -> bool:
     os.kill(pid, 0)
   except ProcessLookupError:
     return False
-  except PermissionError:   # it exists, owned by someone else
+  except PermissionError:  # it exists, owned by someone else
     return True
   return True
 
@@ -47,7 +48,7 @@ def _read(path: str) -> dict:
       holder = json.load(f)
     return holder if isinstance(holder, dict) else {}
   except (OSError, ValueError):
-    return {}   # half-written by a process killed while creating it, or garbled: no live holder named
+    return {}  # half-written by a process killed while creating it, or garbled: no live holder named
 
 
 def acquire(workdir: str, kind: str = 'train') -> str:
@@ -56,8 +57,7 @@ def acquire(workdir: str, kind: str = 'train') -> str:
   if kind not in KINDS:
     raise ValueError(f'unknown lock kind {kind!r}; valid: {", ".join(KINDS)}')
   if os.path.exists(workdir) and not os.path.isdir(workdir):
-    raise WorkdirUnusable(f'workdir {workdir} is a file, not a directory; pass a directory (it is created if '
-                          'missing)')
+    raise WorkdirUnusable(f'workdir {workdir} is a file, not a directory; pass a directory (it is created if missing)')
   path, host = lock_path(workdir, kind), socket.gethostname()
   payload = json.dumps({'pid': os.getpid(), 'host': host, 'kind': kind}).encode()
   for _ in range(3):
@@ -68,11 +68,15 @@ def acquire(workdir: str, kind: str = 'train') -> str:
       holder = _read(path)
       pid, their_host = holder.get('pid'), holder.get('host')
       if isinstance(pid, int) and their_host == host and pid != os.getpid() and _alive(pid):
-        raise LockHeld(f'{workdir} is in use: a {kind} run holds it (PID {pid} on host {host}); wait for it '
-                       f'to end or stop it, or use another --workdir') from None
+        raise LockHeld(
+          f'{workdir} is in use: a {kind} run holds it (PID {pid} on host {host}); wait for it '
+          f'to end or stop it, or use another --workdir'
+        ) from None
       if isinstance(pid, int) and their_host and their_host != host:
-        raise LockHeld(f'{workdir} is in use: a {kind} run holds it (PID {pid} on host {their_host}); if that '
-                       f'process is gone, delete {path}') from None
+        raise LockHeld(
+          f'{workdir} is in use: a {kind} run holds it (PID {pid} on host {their_host}); if that '
+          f'process is gone, delete {path}'
+        ) from None
       try:
         os.remove(path)
       except FileNotFoundError:
@@ -81,8 +85,9 @@ def acquire(workdir: str, kind: str = 'train') -> str:
       print(f'Took over the stale {kind} lock of {workdir} ({who}; that process is gone)', flush=True)
       continue
     except OSError as e:
-      raise WorkdirUnusable(f'cannot write to workdir {workdir} ({e.strerror}); pass a directory you can '
-                            'write to') from None
+      raise WorkdirUnusable(
+        f'cannot write to workdir {workdir} ({e.strerror}); pass a directory you can write to'
+      ) from None
     with os.fdopen(fd, 'wb') as f:
       f.write(payload)
     return path
@@ -110,6 +115,6 @@ def hold(workdir: str, kind: str = 'train', enabled: bool = True):
     yield path
   finally:
     release(path)
-    if created:   # a run that wrote nothing leaves no empty directory behind
+    if created:  # a run that wrote nothing leaves no empty directory behind
       with contextlib.suppress(OSError):
         os.rmdir(workdir)

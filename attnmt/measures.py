@@ -4,6 +4,7 @@ Pure functions on NumPy arrays and strings. Attention matrices are output tokens
 one row per output token (a distribution over the source), as `evaluation.Translation.attention` holds
 them; each function says which rows and columns it expects.
 """
+
 from __future__ import annotations
 
 import collections
@@ -26,7 +27,7 @@ def average_ranks(x) -> np.ndarray:
   first = np.flatnonzero(starts_group)
   past_last = np.r_[first[1:], len(x)]
   ranks = np.empty(len(x), float)
-  ranks[order] = ((first + 1 + past_last) / 2.0)[group]   # mean of the 1-based ranks first+1..past_last
+  ranks[order] = ((first + 1 + past_last) / 2.0)[group]  # mean of the 1-based ranks first+1..past_last
   return ranks
 
 
@@ -64,8 +65,12 @@ def attention_monotonicity(attentions: Sequence[np.ndarray], min_tokens: int = 3
       undefined += 1
       rho = 0.0
     values.append(rho)
-  return {'monotonicity': float(np.mean(values)) if values else None, 'sentences': len(values),
-          'undefined': undefined, 'skipped': skipped}
+  return {
+    'monotonicity': float(np.mean(values)) if values else None,
+    'sentences': len(values),
+    'undefined': undefined,
+    'skipped': skipped,
+  }
 
 
 def attention_entropy(attentions: Sequence[np.ndarray], source_lengths: Optional[Sequence[int]] = None) -> dict:
@@ -87,13 +92,16 @@ def attention_entropy(attentions: Sequence[np.ndarray], source_lengths: Optional
     entropies.extend(h.tolist())
     if valid > 1:
       normalized.extend((h / np.log(valid)).tolist())
-  return {'entropy': float(np.mean(entropies)) if entropies else None,
-          'normalized': float(np.mean(normalized)) if normalized else None, 'tokens': len(entropies)}
+  return {
+    'entropy': float(np.mean(entropies)) if entropies else None,
+    'normalized': float(np.mean(normalized)) if normalized else None,
+    'tokens': len(entropies),
+  }
 
 
 def has_repeated_ngram(tokens: Sequence[str], n: int = 4, min_count: int = 3) -> bool:
   """Whether some n-gram occurs at least min_count times in tokens (occurrences may overlap)."""
-  counts = collections.Counter(tuple(tokens[i:i + n]) for i in range(len(tokens) - n + 1))
+  counts = collections.Counter(tuple(tokens[i : i + n]) for i in range(len(tokens) - n + 1))
   return any(c >= min_count for c in counts.values())
 
 
@@ -117,8 +125,13 @@ def _environment(name: str, value: str):
       os.environ[name] = old
 
 
-def paired_bootstrap(systems: dict[str, Sequence[str]], references: Sequence[str], baseline: Optional[str] = None,
-                     n_samples: int = 1000, seed: int = 12345) -> dict:
+def paired_bootstrap(
+  systems: dict[str, Sequence[str]],
+  references: Sequence[str],
+  baseline: Optional[str] = None,
+  n_samples: int = 1000,
+  seed: int = 12345,
+) -> dict:
   """sacrebleu's paired bootstrap resampling (Koehn 2004) of corpus BLEU for every system.
 
   Returns {'systems': {name: {'bleu', 'mean', 'ci', 'p_value'}}, 'signature': str}: each system's
@@ -142,16 +155,25 @@ def paired_bootstrap(systems: dict[str, Sequence[str]], references: Sequence[str
     if len(systems[name]) != len(references):
       raise ValueError(f'{name} has {len(systems[name])} hypotheses for {len(references)} references')
   with _environment('SACREBLEU_SEED', str(seed)):
-    test = PairedTest([(n, list(systems[n])) for n in names], {'BLEU': sacrebleu.BLEU()}, [list(references)],
-                      test_type='bs', n_samples=n_samples)
+    test = PairedTest(
+      [(n, list(systems[n])) for n in names],
+      {'BLEU': sacrebleu.BLEU()},
+      [list(references)],
+      test_type='bs',
+      n_samples=n_samples,
+    )
     signatures, scores = test()
-  (metric, signature), = signatures.items()
+  ((metric, signature),) = signatures.items()
   out = {'systems': {}, 'signature': str(signature)}
   pivot = scores[metric][0].score
   for name, r in zip(scores['System'], scores[metric]):
     p = r.p_value if baseline is not None and name != baseline else None
     if p is not None and r.score == pivot:
       p = 1.0
-    out['systems'][name] = {'bleu': float(r.score), 'mean': float(r.mean), 'ci': float(r.ci),
-                            'p_value': None if p is None else float(p)}
+    out['systems'][name] = {
+      'bleu': float(r.score),
+      'mean': float(r.mean),
+      'ci': float(r.ci),
+      'p_value': None if p is None else float(p),
+    }
   return out

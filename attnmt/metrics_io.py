@@ -1,4 +1,5 @@
 """Metrics as JSON lines and TensorBoard event files (tensorboardX: no TensorFlow), and a progress line."""
+
 from __future__ import annotations
 
 import json
@@ -19,6 +20,7 @@ class MetricsWriter:
     os.makedirs(workdir, exist_ok=True)
     self._file = open(os.path.join(workdir, 'metrics.jsonl'), 'a')
     from tensorboardX import SummaryWriter  # imported here: only the writing process needs it
+
     self._tb = SummaryWriter(os.path.join(workdir, 'tensorboard'))
 
   def write(self, step: int, split: str, scalars: dict) -> None:
@@ -50,7 +52,7 @@ class Progress:
   """A one-line progress bar with steps/s and tokens/s (redrawn on a terminal, one line per update otherwise)."""
 
   def __init__(self, total: int, start: int = 0, stream=sys.stderr, enabled: bool = True):
-    self.total, self.stream = total, stream if enabled else open(os.devnull, 'w')   # only process 0 prints
+    self.total, self.stream = total, stream if enabled else open(os.devnull, 'w')  # only process 0 prints
     self.tty = hasattr(stream, 'isatty') and stream.isatty()
     self._t, self._step = time.perf_counter(), start
 
@@ -62,8 +64,10 @@ class Progress:
     width = 24
     filled = int(width * step / max(self.total, 1))
     parts = ' | '.join(f'{k} {v:.4g}' for k, v in scalars.items())
-    line = (f'[{"#" * filled}{"." * (width - filled)}] {step}/{self.total} | {parts} | '
-            f'{rates["steps_per_s"]:.2f} steps/s | {rates["tokens_per_s"]:.0f} tok/s')
+    line = (
+      f'[{"#" * filled}{"." * (width - filled)}] {step}/{self.total} | {parts} | '
+      f'{rates["steps_per_s"]:.2f} steps/s | {rates["tokens_per_s"]:.0f} tok/s'
+    )
     self.stream.write(('\r' + line) if self.tty else line + '\n')
     self.stream.flush()
     return rates

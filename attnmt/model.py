@@ -8,6 +8,7 @@
 
 Token conventions (fixed for the project): 0 = PAD, 1 = BOS, 2 = EOS, 3 = UNK.
 """
+
 from __future__ import annotations
 
 import jax
@@ -51,6 +52,7 @@ class Seq2Seq(nn.Module):
 def init_params(cfg: ModelConfig, rng: jax.Array, batch: int = 2, src_len: int = 8, tgt_len: int = 8):
   """Parameters of a fresh model (shapes do not depend on batch or lengths)."""
   import jax.numpy as jnp
+
   src = jnp.full((batch, src_len), 4, jnp.int32)
   lengths = jnp.full((batch,), src_len, jnp.int32)
   tgt = jnp.full((batch, tgt_len), 4, jnp.int32)

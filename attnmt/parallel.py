@@ -17,6 +17,7 @@ then runs the same program; each builds only the rows of a global batch that its
 (a contiguous block: the mesh orders devices by process) and `jax.make_array_from_process_local_data`
 assembles the global array.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -32,8 +33,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 DATA_AXIS = 'data'
 
 
-def initialize(coordinator_address: str = '', num_processes: int = 0, process_id: int = -1,
-               auto: bool = False) -> bool:
+def initialize(coordinator_address: str = '', num_processes: int = 0, process_id: int = -1, auto: bool = False) -> bool:
   """Starts JAX's distributed runtime when asked to; returns whether it did.
 
   Explicit arguments win; otherwise JAX_COORDINATOR_ADDRESS, JAX_NUM_PROCESSES and JAX_PROCESS_ID are
@@ -46,12 +46,14 @@ def initialize(coordinator_address: str = '', num_processes: int = 0, process_id
   if not (address or auto):
     return False
   if address and (num <= 0 or pid < 0):
-    raise ValueError(f'multi-host training at {address} needs the number of processes and this process id: '
-                     'pass --num_processes and --process_id (or set JAX_NUM_PROCESSES and JAX_PROCESS_ID)')
+    raise ValueError(
+      f'multi-host training at {address} needs the number of processes and this process id: '
+      'pass --num_processes and --process_id (or set JAX_NUM_PROCESSES and JAX_PROCESS_ID)'
+    )
   if address:
     jax.distributed.initialize(coordinator_address=address, num_processes=num, process_id=pid)
   else:
-    jax.distributed.initialize()   # cluster auto-detection
+    jax.distributed.initialize()  # cluster auto-detection
   return True
 
 
@@ -61,12 +63,16 @@ def make_mesh(num_devices: int = 0) -> Mesh:
   # that the data iterator builds for it (BatchIterator's `shard`).
   devices = sorted(jax.devices(), key=lambda d: (d.process_index, d.id))
   if num_devices < 0 or num_devices > len(devices):
-    raise ValueError(f'train.num_devices={num_devices}, but {len(devices)} device(s) are visible; '
-                     f'use 0 (all) or a number from 1 to {len(devices)}')
+    raise ValueError(
+      f'train.num_devices={num_devices}, but {len(devices)} device(s) are visible; '
+      f'use 0 (all) or a number from 1 to {len(devices)}'
+    )
   if num_devices and jax.process_count() > 1 and num_devices != len(devices):
-    raise ValueError(f'train.num_devices={num_devices} with {jax.process_count()} processes: multi-host runs '
-                     'use every device; set train.num_devices=0')
-  return Mesh(np.asarray(devices[:num_devices or len(devices)]), (DATA_AXIS,))
+    raise ValueError(
+      f'train.num_devices={num_devices} with {jax.process_count()} processes: multi-host runs '
+      'use every device; set train.num_devices=0'
+    )
+  return Mesh(np.asarray(devices[: num_devices or len(devices)]), (DATA_AXIS,))
 
 
 def replicated(mesh: Mesh) -> NamedSharding:
@@ -102,10 +108,12 @@ def pad_rows(batch: dict, multiple: int, row_axis: int = 0) -> dict:
   extra = -rows % multiple
   if not extra:
     return batch
+
   def pad(k, x):
     widths = [(0, 0)] * np.ndim(x)
     widths[row_axis] = (0, extra)
     return np.pad(np.asarray(x), widths, constant_values=-1 if k == 'index' else 0)
+
   return {k: pad(k, v) for k, v in batch.items()}
 
 
@@ -121,8 +129,10 @@ def shard_batch(mesh: Mesh, batch: dict, row_axis: int = 0, local: bool = False)
   batch = pad_rows(batch, num_shards(mesh), row_axis)
   if jax.process_count() == 1:
     return {k: jax.device_put(np.asarray(v), sharding) for k, v in batch.items()}
-  return {k: jax.make_array_from_callback(np.shape(v), sharding, lambda idx, v=v: np.asarray(v)[idx])
-          for k, v in batch.items()}
+  return {
+    k: jax.make_array_from_callback(np.shape(v), sharding, lambda idx, v=v: np.asarray(v)[idx])
+    for k, v in batch.items()
+  }
 
 
 def replicate(mesh: Mesh, tree: Any) -> Any:
@@ -132,10 +142,12 @@ def replicate(mesh: Mesh, tree: Any) -> Any:
   committed array onto devices of other processes only on some runtimes.
   """
   sharding = replicated(mesh)
+
   def put(x):
     if jnp.issubdtype(x.dtype, jax.dtypes.prng_key):
       return jax.random.wrap_key_data(put(jax.random.key_data(x)), impl=jax.random.key_impl(x))
     return jax.device_put(np.asarray(x) if jax.process_count() > 1 else x, sharding)
+
   return jax.tree.map(put, tree)
 
 
@@ -163,8 +175,10 @@ def describe(mesh: Optional[Mesh] = None) -> str:
   """One line on where the program runs, for the start of a training log."""
   devices = jax.devices()
   kinds = sorted({d.device_kind for d in devices})
-  text = (f'{len(devices)} device(s) ({", ".join(kinds)}) in {jax.process_count()} process(es), '
-          f'{jax.local_device_count()} local')
+  text = (
+    f'{len(devices)} device(s) ({", ".join(kinds)}) in {jax.process_count()} process(es), '
+    f'{jax.local_device_count()} local'
+  )
   if mesh is not None:
     text += f'; data-parallel over {num_shards(mesh)}'
   return text

@@ -1,4 +1,5 @@
 """The figures researchers read: attention heatmaps, BLEU by sentence length, a results bar chart (PNG)."""
+
 from __future__ import annotations
 
 import os
@@ -11,8 +12,9 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 
-def attention_heatmap(weights_TxS: np.ndarray, source_tokens: list[str], output_tokens: list[str], path: str,
-                      title: str = '') -> str:
+def attention_heatmap(
+  weights_TxS: np.ndarray, source_tokens: list[str], output_tokens: list[str], path: str, title: str = ''
+) -> str:
   """Output tokens down the rows, source tokens across the columns (Bahdanau Fig. 3).
 
   The colour scale is fixed to [0, 1] (white = no weight, black = all of it) so heatmaps compare
@@ -35,16 +37,27 @@ def attention_heatmap(weights_TxS: np.ndarray, source_tokens: list[str], output_
   return _save(fig, path)
 
 
-def bleu_by_length(curves: dict[str, list[dict]], path: str, title: str = 'BLEU by source sentence length',
-                   errors: dict[str, list[float]] | None = None) -> str:
+def bleu_by_length(
+  curves: dict[str, list[dict]],
+  path: str,
+  title: str = 'BLEU by source sentence length',
+  errors: dict[str, list[float]] | None = None,
+) -> str:
   """One line per variant: BLEU of each source-length bucket (rows from evaluation.bleu_by_length), with
   error bars where `errors` gives a half-width per bucket (a 95% bootstrap interval); the x labels give
   each bucket's sentence count."""
   fig, ax = plt.subplots(figsize=(7.5, 4.4))
   for name, rows in curves.items():
     x = [f"{r['bucket']}\n({r['sentences']})" for r in rows]
-    ax.errorbar(x, [r['bleu'] for r in rows], yerr=(errors or {}).get(name), marker='o', capsize=3, label=name,
-                linestyle='--' if name.startswith('none') else '-')
+    ax.errorbar(
+      x,
+      [r['bleu'] for r in rows],
+      yerr=(errors or {}).get(name),
+      marker='o',
+      capsize=3,
+      label=name,
+      linestyle='--' if name.startswith('none') else '-',
+    )
   ax.set_xlabel('source sentence length in words (sentences)')
   ax.set_ylabel('BLEU')
   ax.set_title(title)

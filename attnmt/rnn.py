@@ -8,6 +8,7 @@ after the backward scan as one product (`deferred_scan`). All directions of a la
 Cell functions accept any leading batch shape.
 Letters: B batch, S positions, I input size, H hidden size, G gates.
 """
+
 from __future__ import annotations
 
 import jax
@@ -25,6 +26,7 @@ def num_gates(cell: str) -> int:
 
 class RNNLayerParams(nn.Module):
   """Declares one RNN layer's fused parameters and returns them as a dict."""
+
   cell: str
   input_size: int
   hidden_size: int
@@ -33,11 +35,11 @@ class RNNLayerParams(nn.Module):
   def __call__(self) -> dict:
     g, h = num_gates(self.cell), self.hidden_size
     p = {
-        'W_ih': self.param('W_ih', nn.initializers.lecun_normal(), (self.input_size, g * h), jnp.float32),
-        'W_hh': self.param('W_hh', nn.initializers.orthogonal(column_axis=-1), (h, g * h), jnp.float32),
+      'W_ih': self.param('W_ih', nn.initializers.lecun_normal(), (self.input_size, g * h), jnp.float32),
+      'W_hh': self.param('W_hh', nn.initializers.orthogonal(column_axis=-1), (h, g * h), jnp.float32),
     }
-    if self.cell == 'lstm':   # forget-gate bias 1 (Jozefowicz et al. 2015)
-      p['b'] = self.param('b', lambda k, s, d: jnp.zeros(s, d).at[h:2 * h].set(1.0), (g * h,), jnp.float32)
+    if self.cell == 'lstm':  # forget-gate bias 1 (Jozefowicz et al. 2015)
+      p['b'] = self.param('b', lambda k, s, d: jnp.zeros(s, d).at[h : 2 * h].set(1.0), (g * h,), jnp.float32)
     else:
       p['b'] = self.param('b', nn.initializers.zeros, (g * h,), jnp.float32)
       p['b_hn'] = self.param('b_hn', nn.initializers.zeros, (h,), jnp.float32)
@@ -59,13 +61,9 @@ def input_projection(p: dict, x_SxI: jax.Array) -> jax.Array:
   return x_SxI @ p['W_ih'].astype(x_SxI.dtype) + p['b'].astype(x_SxI.dtype)
 
 
-def cell_step(cell: str, p: dict, carry: Carry, xproj_G: jax.Array) -> Carry:
-  """One step of the recurrence given the hoisted input projection xproj = x W_ih + b."""
-  return cell_update(cell, p, carry, xproj_G, carry[0] @ p['W_hh'].astype(carry[0].dtype))
-
-
-def cell_update(cell: str, p: dict, carry: Carry, xproj_G: jax.Array, hproj_G: jax.Array,
-                valid: jax.Array | None = None) -> Carry:
+def cell_update(
+  cell: str, p: dict, carry: Carry, xproj_G: jax.Array, hproj_G: jax.Array, valid: jax.Array | None = None
+) -> Carry:
   """The gate arithmetic of one step, given both products xproj = x W_ih + b and hproj = h W_hh.
 
   Rows where `valid` (the carry's leading shape) is false keep their carry: padding.
@@ -112,8 +110,15 @@ def _lstm_gates_bwd(residuals, cotangents):
   k = keep[..., None]
   dh_new = jnp.where(k, dh, 0.0)
   dc_new = jnp.where(k, dc, 0.0) + dh_new * o * (1.0 - tanh_c * tanh_c)
-  dz_G = jnp.concatenate([dc_new * g * i * (1.0 - i), dc_new * c_H * f * (1.0 - f),   # sigmoid' = s (1 - s)
-                          dc_new * i * (1.0 - g * g), dh_new * tanh_c * o * (1.0 - o)], axis=-1)  # tanh' = 1 - t^2
+  dz_G = jnp.concatenate(
+    [
+      dc_new * g * i * (1.0 - i),
+      dc_new * c_H * f * (1.0 - f),  # sigmoid' = s (1 - s)
+      dc_new * i * (1.0 - g * g),
+      dh_new * tanh_c * o * (1.0 - o),
+    ],
+    axis=-1,
+  )  # tanh' = 1 - t^2
   dc_prev = dc_new * f + jnp.where(k, 0.0, dc)
   dh_prev = jnp.where(k, 0.0, dh)
   return dz_G.astype(act_G.dtype), dc_prev.astype(c_H.dtype), dh_prev.astype(c_H.dtype), None
@@ -128,15 +133,9 @@ def reverse_within_length(x_S: jax.Array, length: jax.Array) -> jax.Array:
   return x_S[jnp.where(pos < length, length - 1 - pos, pos)]
 
 
-def run_layer(cell: str, p: dict, x_SxI: jax.Array, length: jax.Array, reverse: bool = False
-              ) -> tuple[jax.Array, Carry]:
-  """Runs one direction over one sentence: `run_directions` on a batch of one."""
-  out, finals = run_directions(cell, (p,), (reverse,), x_SxI[None], jnp.asarray(length)[None])
-  return out[0][0], jax.tree.map(lambda x: x[0], finals[0])
-
-
-def run_directions(cell: str, params: tuple, reverses: tuple, x_BxSxI: jax.Array, length_B: jax.Array
-                   ) -> tuple[list, list]:
+def run_directions(
+  cell: str, params: tuple, reverses: tuple, x_BxSxI: jax.Array, length_B: jax.Array
+) -> tuple[list, list]:
   """Runs one layer's directions over a batch in a single scan; padding neither updates nor leaks.
 
   Each direction (its parameters in `params`, `reverses[k]` true for right to left) gets its input
@@ -149,20 +148,22 @@ def run_directions(cell: str, params: tuple, reverses: tuple, x_BxSxI: jax.Array
   xproj, carries, matrices = [], [], {}
   for k, (p, reverse) in enumerate(zip(params, reverses)):
     x = jax.vmap(reverse_within_length)(x_BxSxI, length_B) if reverse else x_BxSxI
-    xproj.append(jnp.swapaxes(input_projection(p, x), 0, 1))               # S x B x G, time-major
+    xproj.append(jnp.swapaxes(input_projection(p, x), 0, 1))  # S x B x G, time-major
     carries.append(zero_carry(cell, x_BxSxI.shape[:1], p['W_hh'].shape[0], dtype))
     matrices[f'hh{k}'] = p['W_hh']
 
   def step(mm, ps, carries, inputs):
     xproj_G, valid_B = inputs
-    new = [cell_update(cell, p, carry, xp, mm(f'hh{k}', carry[0]), valid_B)
-           for k, (p, carry, xp) in enumerate(zip(ps, carries, xproj_G))]
+    new = [
+      cell_update(cell, p, carry, xp, mm(f'hh{k}', carry[0]), valid_B)
+      for k, (p, carry, xp) in enumerate(zip(ps, carries, xproj_G))
+    ]
     return new, [carry[0] for carry in new]
 
-  gate_params = tuple({'b_hn': p['b_hn']} if 'b_hn' in p else {} for p in params)   # all cell_update reads
+  gate_params = tuple({'b_hn': p['b_hn']} if 'b_hn' in p else {} for p in params)  # all cell_update reads
   finals, outs_SxBxH = deferred_scan.deferred_weight_scan(step, matrices, gate_params, carries, (xproj, valid_SxB))
   outs = []
   for out_SxBxH, reverse in zip(outs_SxBxH, reverses):
-    out_BxSxH = jnp.swapaxes(jnp.where(valid_SxB[..., None], out_SxBxH, 0), 0, 1)   # zero at padding
+    out_BxSxH = jnp.swapaxes(jnp.where(valid_SxB[..., None], out_SxBxH, 0), 0, 1)  # zero at padding
     outs.append(jax.vmap(reverse_within_length)(out_BxSxH, length_B) if reverse else out_BxSxH)
   return outs, finals

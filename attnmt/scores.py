@@ -21,6 +21,7 @@ Built-in scores register under their name (`@register`). A score of one's own ne
 attnmt: define a `Score` subclass in any importable module and select it with its import path,
 `--config.model.score=my_pkg.scores:Cosine` (README, "A new attention score").
 """
+
 from __future__ import annotations
 
 import importlib
@@ -45,6 +46,7 @@ def matmul_flops(m: int, n: int, k: int) -> int:
 
 class Score:
   """Base of every attention score; subclasses override what differs from the defaults below."""
+
   name: ClassVar[str] = ''
 
   def __init__(self, cfg):
@@ -67,8 +69,10 @@ class Score:
 
   def flops(self, src_len: int) -> tuple[int, int]:
     """(FLOPs of `keys` for one sentence, FLOPs of `query` + `scores` for one query): required."""
-    raise NotImplementedError(f'score {type(self).__name__} must define flops(src_len): the benchmark\'s '
-                              'FLOP count and fraction of peak need it')
+    raise NotImplementedError(
+      f'score {type(self).__name__} must define flops(src_len): the benchmark\'s '
+      'FLOP count and fraction of peak need it'
+    )
 
 
 _REGISTRY: dict[str, type[Score]] = {}
@@ -92,18 +96,23 @@ def resolve(name: str, base: type, registry: dict, kind: str) -> type:
   if name in registry:
     return registry[name]
   if ':' not in str(name):
-    raise ConfigError(f"unknown model.{kind} '{name}'; valid: {', '.join(registry)}, or an import path "
-                      f"such as my_pkg.{kind}s:Mine to a {base.__name__} subclass")
+    raise ConfigError(
+      f"unknown model.{kind} '{name}'; valid: {', '.join(registry)}, or an import path "
+      f"such as my_pkg.{kind}s:Mine to a {base.__name__} subclass"
+    )
   module_name, _, attr = name.partition(':')
   try:
     module = importlib.import_module(module_name)
   except ImportError as e:
-    raise ConfigError(f"model.{kind} '{name}': cannot import module '{module_name}' ({e}); check the path "
-                      'and that its package is on PYTHONPATH') from None
+    raise ConfigError(
+      f"model.{kind} '{name}': cannot import module '{module_name}' ({e}); check the path "
+      'and that its package is on PYTHONPATH'
+    ) from None
   cls = getattr(module, attr, None)
   if not (isinstance(cls, type) and issubclass(cls, base)):
-    raise ConfigError(f"model.{kind} '{name}': '{attr}' in {module_name} is not a {base.__module__}."
-                      f'{base.__name__} subclass')
+    raise ConfigError(
+      f"model.{kind} '{name}': '{attr}' in {module_name} is not a {base.__module__}.{base.__name__} subclass"
+    )
   return cls
 
 
@@ -136,7 +145,7 @@ def _additive_fwd(query_A, keys_SxA, v_A):
 def _additive_bwd(residuals, de_S):
   query_A, keys_SxA, v_A = residuals
   t_SxA = jnp.tanh(keys_SxA + query_A)
-  dpre_SxA = de_S[:, None] * v_A * (1.0 - t_SxA * t_SxA)          # tanh' = 1 - tanh^2
+  dpre_SxA = de_S[:, None] * v_A * (1.0 - t_SxA * t_SxA)  # tanh' = 1 - tanh^2
   # dv as a product de . t, not sum(de * t): the same YNNPACK multiply-reduce as in the forward pass.
   return jnp.sum(dpre_SxA, axis=0), dpre_SxA, jnp.einsum('s,sa->a', de_S, t_SxA)
 
@@ -158,6 +167,7 @@ def additive_scores(query_A: jax.Array, keys_SxA: jax.Array, v_A: jax.Array) -> 
 class NoScore(Score):
   """RNNencdec (Bahdanau et al. 2015, Sec. 4.2's baseline): no attention, the mean annotation as a
   fixed summary. Equal scores give every valid position the weight 1 / length."""
+
   name = 'none'
 
   def scores(self, p, half, keys_SxK):
@@ -174,12 +184,17 @@ class NoScore(Score):
 @register
 class Additive(Score):
   """Bahdanau et al. 2015, Eq. 6: e_i = v . tanh(W q + U h_i + b). The bias rides with the keys."""
+
   name = 'additive'
 
   def params(self, param):
     q, h, a = self.cfg.decoder_hidden_size, self.cfg.annotation_size, self.cfg.attention_size
-    return {'W': param('W', (q, a)), 'U': param('U', (h, a)), 'b': param('b', (a,), nn.initializers.zeros),
-            'v': _v(param, a)}
+    return {
+      'W': param('W', (q, a)),
+      'U': param('U', (h, a)),
+      'b': param('b', (a,), nn.initializers.zeros),
+      'v': _v(param, a),
+    }
 
   def keys(self, p, annotations_SxH):
     return annotations_SxH @ p['U'] + p['b']
@@ -198,10 +213,11 @@ class Additive(Score):
 @register
 class NormedAdditive(Additive):
   """Additive with a weight-normalised v (Salimans & Kingma 2016): e_i = g v/|v| . tanh(W q + U h_i + b)."""
+
   name = 'normed_additive'
 
   def params(self, param):
-    return {**super().params(param), 'g': param('g', (), nn.initializers.constant(self.cfg.attention_size ** -0.5))}
+    return {**super().params(param), 'g': param('g', (), nn.initializers.constant(self.cfg.attention_size**-0.5))}
 
   def scores(self, p, half_A, keys_SxA):
     v = p['g'] * p['v'] * jax.lax.rsqrt(jnp.sum(jnp.square(p['v'])))
@@ -211,6 +227,7 @@ class NormedAdditive(Additive):
 @register
 class Dot(Score):
   """Luong et al. 2015, Eq. 8 "dot": e_i = q . h_i."""
+
   name = 'dot'
 
   def keys(self, p, annotations_SxH):
@@ -223,9 +240,10 @@ class Dot(Score):
     cfg = self.cfg
     if cfg.decoder_hidden_size != cfg.annotation_size:
       raise ConfigError(
-          f"score '{self.name}' needs the query size (decoder_hidden_size={cfg.decoder_hidden_size}) to equal "
-          f'the annotation size ({cfg.annotation_size} = encoder_hidden_size x {2 if cfg.bidirectional else 1} '
-          f"directions); change one of them or use score 'general'")
+        f"score '{self.name}' needs the query size (decoder_hidden_size={cfg.decoder_hidden_size}) to equal "
+        f'the annotation size ({cfg.annotation_size} = encoder_hidden_size x {2 if cfg.bidirectional else 1} '
+        f"directions); change one of them or use score 'general'"
+      )
 
   def flops(self, src_len):
     return 0, matmul_flops(src_len, 1, self.cfg.decoder_hidden_size)
@@ -234,6 +252,7 @@ class Dot(Score):
 @register
 class ScaledDot(Dot):
   """Dot scaled by 1/sqrt(Q) (Vaswani et al. 2017): e_i = q . h_i / sqrt(Q)."""
+
   name = 'scaled_dot'
 
   def scores(self, p, query_Q, keys_SxH):
@@ -243,6 +262,7 @@ class ScaledDot(Dot):
 @register
 class General(Score):
   """Luong et al. 2015, Eq. 8 "general": e_i = q . W h_i, with W h_i computed once per sentence."""
+
   name = 'general'
 
   def params(self, param):
@@ -262,6 +282,7 @@ class General(Score):
 @register
 class Concat(Score):
   """Luong et al. 2015, Eq. 8 "concat": e_i = v . tanh(W [q ; h_i]) = v . tanh(W_q q + W_h h_i), no bias."""
+
   name = 'concat'
 
   def params(self, param):
@@ -286,6 +307,7 @@ class Concat(Score):
 class Location(Score):
   """Luong et al. 2015, Eq. 9 "location": a_t = softmax(W_a q), from the query alone; W_a has one output
   per source position up to model.max_source_length."""
+
   name = 'location'
 
   def params(self, param):
@@ -297,8 +319,10 @@ class Location(Score):
   def scores(self, p, half_L, keys_SxK):
     num_positions, max_len = keys_SxK.shape[0], half_L.shape[-1]
     if num_positions > max_len:
-      raise ConfigError(f"score 'location' addresses at most model.max_source_length={max_len} positions but "
-                        f'the batch has {num_positions}; raise max_source_length or filter longer sources')
+      raise ConfigError(
+        f"score 'location' addresses at most model.max_source_length={max_len} positions but "
+        f'the batch has {num_positions}; raise max_source_length or filter longer sources'
+      )
     return half_L[:num_positions]
 
   def flops(self, src_len):

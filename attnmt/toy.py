@@ -4,6 +4,7 @@ Attention should learn to look at the mirrored source position, which makes the 
 that a model learns and that its attention means something. Strings are split into a training half
 and a held-out half by a checksum, so held-out strings are never seen in training.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -20,8 +21,9 @@ def _held_out(strings: np.ndarray, lengths: np.ndarray) -> np.ndarray:
   return (masked * weights).sum(1) % 5 == 0
 
 
-def reverse_batch(rng: np.random.Generator, batch: int, num_symbols: int, length_probs: np.ndarray,
-                  held_out: bool = False) -> dict:
+def reverse_batch(
+  rng: np.random.Generator, batch: int, num_symbols: int, length_probs: np.ndarray, held_out: bool = False
+) -> dict:
   """A batch of the task; `length_probs[i]` is the probability of length i + 1.
 
   Source rows are `x_1 .. x_L EOS`; targets `x_L .. x_1 EOS` with BOS-shifted decoder inputs.
@@ -48,5 +50,10 @@ def encode_pairs(strings: np.ndarray, lengths: np.ndarray) -> dict:
     tgt_out[i, :n], tgt_out[i, n] = s[:n][::-1], EOS
   tgt_in = np.concatenate([np.full((b, 1), BOS, np.int32), tgt_out[:, :-1]], axis=1)
   tgt_in[tgt_in == EOS] = PAD
-  return dict(src=src, src_len=(lengths + 1).astype(np.int32), tgt_in=tgt_in, tgt_out=tgt_out,
-              tgt_len=(lengths + 1).astype(np.int32))
+  return dict(
+    src=src,
+    src_len=(lengths + 1).astype(np.int32),
+    tgt_in=tgt_in,
+    tgt_out=tgt_out,
+    tgt_len=(lengths + 1).astype(np.int32),
+  )

@@ -3,6 +3,7 @@ anything; each failure is one ConfigError naming the key and its valid range.
 
 The model's values and their combinations are checked by attnmt.config.ModelConfig.validate.
 """
+
 from __future__ import annotations
 
 import math
@@ -15,31 +16,61 @@ from attnmt.config import ConfigError
 # (key, kind, lowest, highest): kinds 'int', 'float', 'bool', 'str'; a bound of None is open. Intervals
 # written as text in the messages: [lo, hi] inclusive; floats marked `>` exclude their lowest value.
 TRAIN = (
-    ('num_steps', 'int', 1, None), ('time_budget_minutes', 'float', 0.0, None),
-    ('learning_rate', 'float', '>0', None), ('warmup_steps', 'int', 0, None),
-    ('clip_norm', 'float', 0.0, None), ('label_smoothing', 'float', 0.0, '<1'),
-    ('log_every', 'int', 1, None), ('eval_every', 'int', 0, None), ('eval_beam_size', 'int', 0, None),
-    ('eval_max_sentences', 'int', 0, None), ('checkpoint_every', 'int', 1, None),
-    ('beam_alpha', 'float', 0.0, None), ('max_decode_factor', 'float', '>0', None), ('num_devices', 'int', 0, None),
-    ('seeds', 'str', None, None), ('schedule', 'str', None, None), ('nonfinite', 'str', None, None),
+  ('num_steps', 'int', 1, None),
+  ('time_budget_minutes', 'float', 0.0, None),
+  ('learning_rate', 'float', '>0', None),
+  ('warmup_steps', 'int', 0, None),
+  ('clip_norm', 'float', 0.0, None),
+  ('label_smoothing', 'float', 0.0, '<1'),
+  ('log_every', 'int', 1, None),
+  ('eval_every', 'int', 0, None),
+  ('eval_beam_size', 'int', 0, None),
+  ('eval_max_sentences', 'int', 0, None),
+  ('checkpoint_every', 'int', 1, None),
+  ('beam_alpha', 'float', 0.0, None),
+  ('max_decode_factor', 'float', '>0', None),
+  ('num_devices', 'int', 0, None),
+  ('seeds', 'str', None, None),
+  ('schedule', 'str', None, None),
+  ('nonfinite', 'str', None, None),
 )
 TRAIN_CHOICES = {'schedule': ('constant', 'cosine', 'rsqrt'), 'nonfinite': ('stop', 'skip')}
 
 DATA = (
-    ('name', 'str', None, None), ('data_dir', 'str', None, None), ('source_lang', 'str', None, None),
-    ('target_lang', 'str', None, None), ('books', 'str', None, None), ('sword_path', 'str', None, None),
-    ('tsv_path', 'str', None, None), ('skip_bad_lines', 'bool', None, None),
-    ('validation_fraction', 'float', 0.0, '<1'), ('test_fraction', 'float', 0.0, '<1'),
-    ('synthetic_size', 'int', 1, None), ('synthetic_eval_size', 'int', 1, None),
-    ('synthetic_min_numbers', 'int', 1, None), ('synthetic_max_numbers', 'int', 1, None),
-    ('synthetic_max_digits', 'int', 1, 3), ('seed', 'int', None, None),
-    ('tokenizer', 'str', None, None), ('sp_model_type', 'str', None, None), ('vocab_size', 'int', 5, None),
-    ('max_source_length', 'int', 0, None), ('max_target_length', 'int', 0, None),
-    ('eval_max_source_length', 'int', 0, None), ('eval_max_target_length', 'int', 0, None),
-    ('batch_size', 'int', 1, None), ('batch_tokens', 'int', 0, None), ('bucket', 'bool', None, None),
-    ('bucket_window', 'int', 1, None), ('pad_to_multiple', 'int', 1, None), ('eval_pad_to_multiple', 'int', 0, None),
-    ('fixed_source_length', 'int', 0, None), ('fixed_target_length', 'int', 0, None),
-    ('drop_remainder', 'bool', None, None), ('num_epochs', 'int', 0, None), ('shuffle_seed', 'int', None, None),
+  ('name', 'str', None, None),
+  ('data_dir', 'str', None, None),
+  ('source_lang', 'str', None, None),
+  ('target_lang', 'str', None, None),
+  ('books', 'str', None, None),
+  ('sword_path', 'str', None, None),
+  ('tsv_path', 'str', None, None),
+  ('skip_bad_lines', 'bool', None, None),
+  ('validation_fraction', 'float', 0.0, '<1'),
+  ('test_fraction', 'float', 0.0, '<1'),
+  ('synthetic_size', 'int', 1, None),
+  ('synthetic_eval_size', 'int', 1, None),
+  ('synthetic_min_numbers', 'int', 1, None),
+  ('synthetic_max_numbers', 'int', 1, None),
+  ('synthetic_max_digits', 'int', 1, 3),
+  ('seed', 'int', None, None),
+  ('tokenizer', 'str', None, None),
+  ('sp_model_type', 'str', None, None),
+  ('vocab_size', 'int', 5, None),
+  ('max_source_length', 'int', 0, None),
+  ('max_target_length', 'int', 0, None),
+  ('eval_max_source_length', 'int', 0, None),
+  ('eval_max_target_length', 'int', 0, None),
+  ('batch_size', 'int', 1, None),
+  ('batch_tokens', 'int', 0, None),
+  ('bucket', 'bool', None, None),
+  ('bucket_window', 'int', 1, None),
+  ('pad_to_multiple', 'int', 1, None),
+  ('eval_pad_to_multiple', 'int', 0, None),
+  ('fixed_source_length', 'int', 0, None),
+  ('fixed_target_length', 'int', 0, None),
+  ('drop_remainder', 'bool', None, None),
+  ('num_epochs', 'int', 0, None),
+  ('shuffle_seed', 'int', None, None),
 )
 DATA_CHOICES = {'tokenizer': ('sentencepiece', 'word'), 'sp_model_type': ('unigram', 'bpe')}
 
@@ -69,8 +100,9 @@ def _check(section: str, key: str, value, kind: str, lo, hi) -> None:
     if not isinstance(value, str):
       raise ConfigError(f'{name} must be a string, got {value!r}')
     return
-  if isinstance(value, bool) or not isinstance(value, numbers.Real) or (
-      kind == 'int' and not float(value).is_integer()):
+  if (
+    isinstance(value, bool) or not isinstance(value, numbers.Real) or (kind == 'int' and not float(value).is_integer())
+  ):
     raise ConfigError(f'{name} must be {_range_text(kind, lo, hi)}, got {value!r}')
   v = float(value)
   bad = not math.isfinite(v)
@@ -110,11 +142,15 @@ def validate_data(d) -> None:
   if d.get('name') == 'tsv_pairs' and not d.get('tsv_path'):
     raise ConfigError('data.name=tsv_pairs needs data.tsv_path, the sentence-pair file')
   if d.get('validation_fraction', 0) + d.get('test_fraction', 0) >= 1:
-    raise ConfigError(f'data.validation_fraction + data.test_fraction must be < 1 (the rest trains), got '
-                      f"{d.validation_fraction} + {d.test_fraction}")
+    raise ConfigError(
+      f'data.validation_fraction + data.test_fraction must be < 1 (the rest trains), got '
+      f"{d.validation_fraction} + {d.test_fraction}"
+    )
   if d.get('synthetic_max_numbers', 1) < d.get('synthetic_min_numbers', 1):
-    raise ConfigError(f'data.synthetic_max_numbers ({d.synthetic_max_numbers}) must be >= '
-                      f'data.synthetic_min_numbers ({d.synthetic_min_numbers})')
+    raise ConfigError(
+      f'data.synthetic_max_numbers ({d.synthetic_max_numbers}) must be >= '
+      f'data.synthetic_min_numbers ({d.synthetic_min_numbers})'
+    )
 
 
 def validate_model_types(m) -> None:

@@ -11,6 +11,7 @@ import path 'my_pkg.windows:Mine':
     check()                               constraints on the rest of the config (ConfigError)
     flops()                               the FLOPs of one query's `centre` (required)
 """
+
 from __future__ import annotations
 
 from typing import ClassVar
@@ -18,7 +19,7 @@ from typing import ClassVar
 import jax
 import jax.numpy as jnp
 
-from attnmt.config import ConfigError   # noqa: F401  (for windows' check())
+from attnmt.config import ConfigError  # noqa: F401  (for windows' check())
 from attnmt.scores import Declare, Params, matmul_flops, resolve
 
 
@@ -38,6 +39,7 @@ def masked_softmax(e_S: jax.Array, mask_S: jax.Array) -> jax.Array:
 
 class Window:
   """Base of every window: the defaults are the global one (every valid position, no centre)."""
+
   name: ClassVar[str] = ''
 
   def __init__(self, cfg):
@@ -82,6 +84,7 @@ def build(cfg) -> Window:
 @register
 class Global(Window):
   """Every valid source position (Luong's global attention; Bahdanau's)."""
+
   name = 'global'
 
   def flops(self):
@@ -91,6 +94,7 @@ class Global(Window):
 @register
 class LocalM(Window):
   """local-m: monotonic alignment p_t = t; positions |s - p_t| <= D (model.window_size)."""
+
   name = 'local_m'
 
   def centre(self, p, query_BxQ, length_B, t):
@@ -107,6 +111,7 @@ class LocalM(Window):
 class LocalP(Window):
   """local-p (Luong Eq. 9, 10): predicted centre p_t = S sigmoid(v_p . tanh(W_p q)), S the true source
   length; positions |s - p_t| <= D, weights times a Gaussian exp(-(s - p_t)^2 / (2 sigma^2)), sigma = D/2."""
+
   name = 'local_p'
 
   def params(self, param):
@@ -121,7 +126,7 @@ class LocalP(Window):
     distance_S = positions_S.astype(jnp.float32) - centre
     sigma = half_width / 2.0
     inside = masked_softmax(e_S, mask_S & (jnp.abs(distance_S) <= half_width))
-    return inside * jnp.exp(-jnp.square(distance_S) / (2.0 * sigma ** 2))
+    return inside * jnp.exp(-jnp.square(distance_S) / (2.0 * sigma**2))
 
   def flops(self):
     q, a = self.cfg.decoder_hidden_size, self.cfg.attention_size

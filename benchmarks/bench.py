@@ -11,6 +11,7 @@ tokens/s, model GFLOP/s, fraction of peak); greedy and beam-5 decoding of 64 sen
 program; every other score function and the `luong` query timing. Prints a table and writes JSON
 (`--out`, default `benchmarks/results/bench_<host>.json`).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -29,9 +30,13 @@ _ONLY = flags.DEFINE_list('only', list(SECTIONS), f'sections to run, from {",".j
 _DTYPE = flags.DEFINE_enum('dtype', 'float32', ['float32', 'bfloat16'], 'compute dtype (parameters stay float32)')
 _OUT = flags.DEFINE_string('out', None, 'JSON output path; default benchmarks/results/bench_<host>.json')
 _STEPS = flags.DEFINE_integer('steps', None, 'timed calls per figure (default 10, or 3 with --quick)')
-_MODEL = flags.DEFINE_enum('model', 'bench', ['bench', 'main'],
-                           "'bench': the bench config (docs/design.md); 'main': the main job's model, batch and length "
-                           '(experiments/configs/main_ablation.py)')
+_MODEL = flags.DEFINE_enum(
+  'model',
+  'bench',
+  ['bench', 'main'],
+  "'bench': the bench config (docs/design.md); 'main': the main job's model, batch and length "
+  '(experiments/configs/main_ablation.py)',
+)
 
 
 def main_job_model():
@@ -40,10 +45,12 @@ def main_job_model():
   from attnmt.config import ModelConfig
   from benchmarks.cases import Sizes
   from experiments.configs import main_ablation
+
   config = main_ablation.get_config()
   d = config.data
-  cfg = ModelConfig.from_dict({**config.model.to_dict(), 'source_vocab_size': d.vocab_size,
-                               'target_vocab_size': d.vocab_size})
+  cfg = ModelConfig.from_dict(
+    {**config.model.to_dict(), 'source_vocab_size': d.vocab_size, 'target_vocab_size': d.vocab_size}
+  )
   return cfg, Sizes(batch=d.batch_size, src_len=32, tgt_len=32)
 
 
@@ -51,6 +58,7 @@ def machine() -> dict:
   """What the figures were measured on."""
   import jax
   from attnmt import host_memory
+
   cpu = platform.processor() or ''
   try:
     for line in Path('/proc/cpuinfo').read_text().splitlines():
@@ -59,20 +67,32 @@ def machine() -> dict:
         break
   except OSError:
     pass
-  return {'host': socket.gethostname(), 'cpu': cpu, 'cpu_cores': os.cpu_count(), 'jax': jax.__version__,
-          'backend': jax.default_backend(), 'devices': [str(d) for d in jax.devices()],
-          'xla_flags': os.environ.get('XLA_FLAGS', ''), 'malloc': host_memory.allocator()}
+  return {
+    'host': socket.gethostname(),
+    'cpu': cpu,
+    'cpu_cores': os.cpu_count(),
+    'jax': jax.__version__,
+    'backend': jax.default_backend(),
+    'devices': [str(d) for d in jax.devices()],
+    'xla_flags': os.environ.get('XLA_FLAGS', ''),
+    'malloc': host_memory.allocator(),
+  }
 
 
 def run(cfg, sizes, sections=SECTIONS, peak_sizes=(1024, 2048), peak_repeats=10, log=print) -> dict:
   """Runs the chosen sections on model `cfg` at `sizes`; returns the results as one JSON-able dict."""
   from benchmarks import cases
   from benchmarks.timing import PeakProbe, matmul_peak
+
   unknown = set(sections) - set(SECTIONS)
   if unknown:
     raise ValueError(f'unknown section(s) {sorted(unknown)}; valid: {", ".join(SECTIONS)}')
-  result = {'machine': machine(), 'model': dataclasses.asdict(cfg), 'sizes': dataclasses.asdict(sizes),
-            'loadavg_start': os.getloadavg()}
+  result = {
+    'machine': machine(),
+    'model': dataclasses.asdict(cfg),
+    'sizes': dataclasses.asdict(sizes),
+    'loadavg_start': os.getloadavg(),
+  }
   peak_start = matmul_peak(peak_sizes, peak_repeats, cfg.dtype)
   log(f'matmul peak: {peak_start["gflops"]:.1f} GFLOP/s ({cfg.dtype})')
   peak = peak_start['gflops']
@@ -99,38 +119,62 @@ def run(cfg, sizes, sections=SECTIONS, peak_sizes=(1024, 2048), peak_repeats=10,
       result['scores'][name] = checked(cases.train_case(variant, sizes, probe, peak, breakdown=False))
       log(f'score {name}: {result["scores"][name]["step_s"]:.3f} s/step')
   peak_end = matmul_peak(peak_sizes, peak_repeats, cfg.dtype)
-  result['peak'] = {'gflops': peak, 'start': peak_start, 'end': peak_end, 'probe_n': probe.n,
-                    'loadavg_end': os.getloadavg(),
-                    'note': 'fraction_of_peak: median over timed calls of each call\'s rate against the '
-                            'mean of the n x n products timed right before and after it (peak_gflops is '
-                            'their median); fraction_of_start_peak uses the start measurement. A case whose '
-                            'peak_gflops is below 0.9 x start ran under a changed load (marked * in the table)'}
+  result['peak'] = {
+    'gflops': peak,
+    'start': peak_start,
+    'end': peak_end,
+    'probe_n': probe.n,
+    'loadavg_end': os.getloadavg(),
+    'note': 'fraction_of_peak: median over timed calls of each call\'s rate against the '
+    'mean of the n x n products timed right before and after it (peak_gflops is '
+    'their median); fraction_of_start_peak uses the start measurement. A case whose '
+    'peak_gflops is below 0.9 x start ran under a changed load (marked * in the table)',
+  }
   return result
 
 
 def table(result: dict) -> str:
   """The results as a Markdown table, one row per measured program."""
-  rows = [('program', 'time (s)', 'rate', 'GFLOP', 'GFLOP/s', 'peak then', 'of peak', 'of start peak',
-           'compile (s)')]
+  rows = [('program', 'time (s)', 'rate', 'GFLOP', 'GFLOP/s', 'peak then', 'of peak', 'of start peak', 'compile (s)')]
 
   def add(name, seconds, rate, r):
     mark = '*' if r.get('load_changed') else ''
-    rows.append((name, f'{seconds:.3f}', rate, f'{r["gflop"]:.1f}', f'{r["gflops"]:.1f}', f'{r["peak_gflops"]:.1f}',
-                 f'{100 * r["fraction_of_peak"]:.0f}%{mark}', f'{100 * r["fraction_of_start_peak"]:.0f}%',
-                 f'{r["compile_s"]:.1f}'))
+    rows.append(
+      (
+        name,
+        f'{seconds:.3f}',
+        rate,
+        f'{r["gflop"]:.1f}',
+        f'{r["gflops"]:.1f}',
+        f'{r["peak_gflops"]:.1f}',
+        f'{100 * r["fraction_of_peak"]:.0f}%{mark}',
+        f'{100 * r["fraction_of_start_peak"]:.0f}%',
+        f'{r["compile_s"]:.1f}',
+      )
+    )
+
   if 'train' in result:
     t = result['train']
     add('train step (additive, bahdanau)', t['step_s'], f'{t["target_tokens_per_s"]:.0f} tok/s', t)
   for key in ('greedy', 'beam'):
     if key in result:
       d = result[key]
-      add(f'{key} decode, {result["sizes"]["batch"]} x {result["sizes"]["tgt_len"]}' + (f', beam {d["beam"]}' if key == 'beam' else ''),
-          d['call_s'], f'{d["sentences_per_s"]:.1f} sent/s', d)
+      add(
+        f'{key} decode, {result["sizes"]["batch"]} x {result["sizes"]["tgt_len"]}'
+        + (f', beam {d["beam"]}' if key == 'beam' else ''),
+        d['call_s'],
+        f'{d["sentences_per_s"]:.1f} sent/s',
+        d,
+      )
   base = None
   for s in result.get('seeds', []):
     base = base or s['tokens_per_s_per_seed']
-    add(f'{s["seeds"]} seed(s), vmapped', s['step_s'],
-        f'{s["tokens_per_s_per_seed"]:.0f} tok/s/seed ({s["tokens_per_s_per_seed"] / base:.2f}x)', s)
+    add(
+      f'{s["seeds"]} seed(s), vmapped',
+      s['step_s'],
+      f'{s["tokens_per_s_per_seed"]:.0f} tok/s/seed ({s["tokens_per_s_per_seed"] / base:.2f}x)',
+      s,
+    )
   for name, t in result.get('scores', {}).items():
     add(f'train step, {name}', t['step_s'], f'{t["target_tokens_per_s"]:.0f} tok/s', t)
   widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
@@ -139,22 +183,29 @@ def table(result: dict) -> str:
   p = result['peak']
   if any('*' in row[6] for row in rows):
     lines.append('* the peak probed during this row was below 0.9 x the start: the machine\'s load changed')
-  lines.append(f'\n"peak then": the median of {p["probe_n"]}^3 products timed between the calls; "of peak" is '
-               'the median over calls of each call\'s rate against the products right before and after it.')
-  lines.append(f'matmul peak at the start {p["gflops"]:.1f} GFLOP/s {p["start"]["dtype"]} (end of run: {p["end"]["gflops"]:.1f}); '
-               f'{result["machine"]["cpu"]}, {result["machine"]["cpu_cores"]} cores, jax {result["machine"]["jax"]}, '
-               f'{result["machine"].get("malloc", "system malloc")}')
+  lines.append(
+    f'\n"peak then": the median of {p["probe_n"]}^3 products timed between the calls; "of peak" is '
+    'the median over calls of each call\'s rate against the products right before and after it.'
+  )
+  lines.append(
+    f'matmul peak at the start {p["gflops"]:.1f} GFLOP/s {p["start"]["dtype"]} (end of run: {p["end"]["gflops"]:.1f}); '
+    f'{result["machine"]["cpu"]}, {result["machine"]["cpu_cores"]} cores, jax {result["machine"]["jax"]}, '
+    f'{result["machine"].get("malloc", "system malloc")}'
+  )
   if 'train' in result and 'forward_s' in result['train']:
     t = result['train']
-    lines.append(f'train step parts: forward {t["forward_s"]:.3f} s ({100 * t["forward_fraction_of_peak"]:.0f}% of peak), '
-                 f'backward {t["forward_backward_s"] - t["forward_s"]:.3f} s ({100 * t["backward_fraction_of_peak"]:.0f}%), '
-                 f'optimiser and rest {t["step_s"] - t["forward_backward_s"]:.3f} s')
+    lines.append(
+      f'train step parts: forward {t["forward_s"]:.3f} s ({100 * t["forward_fraction_of_peak"]:.0f}% of peak), '
+      f'backward {t["forward_backward_s"] - t["forward_s"]:.3f} s ({100 * t["backward_fraction_of_peak"]:.0f}%), '
+      f'optimiser and rest {t["step_s"] - t["forward_backward_s"]:.3f} s'
+    )
   return '\n'.join(lines)
 
 
 def main(argv):
   del argv
   from benchmarks.cases import BENCH_MODEL, Sizes
+
   cfg, sizes = main_job_model() if _MODEL.value == 'main' else (BENCH_MODEL, Sizes())
   cfg = dataclasses.replace(cfg, dtype=_DTYPE.value)
   steps = _STEPS.value or (3 if _QUICK.value else 10)

@@ -4,9 +4,10 @@ Each case returns a flat dict of figures (seconds, tokens or sentences per secon
 GFLOP/s and the fraction of the matmul peak). The peak is probed between the timed calls
 (`timing.timed_with_peak`): `fraction_of_peak` is the median over calls of each call's rate against
 the peak of its own moment; `fraction_of_start_peak` divides by the peak measured at the start of
-the run instead, as the benchmark did before session 5. `Sizes` holds the bench
-config of DESIGN.md (batch 64, source and target length 32, no padding); tests pass tiny sizes.
+the run instead. `Sizes` holds the bench config's sizes (docs/design.md, "Bench config": batch 64,
+source and target length 32, no padding); tests pass tiny sizes.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -16,14 +17,36 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from attnmt import decoding, scores, training
+from attnmt import decoding, scores, train_step
 from attnmt.config import ModelConfig
 from attnmt.model import BOS, EOS
 from benchmarks import flops
 from benchmarks.timing import PeakProbe, Timed, compile_timed, median_seconds, paired_fractions, timed_with_peak
 
-# DESIGN.md, Bench config: the ModelConfig defaults are that model.
-BENCH_MODEL = ModelConfig()
+# docs/design.md, "Bench config": the model every speed figure refers to, written out in full so that
+# no change of a library default moves it.
+BENCH_MODEL = ModelConfig(
+  source_vocab_size=8000,
+  target_vocab_size=8000,
+  embed_size=256,
+  cell='lstm',
+  encoder_hidden_size=256,
+  encoder_layers=1,
+  bidirectional=True,
+  decoder_hidden_size=512,
+  decoder_layers=1,
+  dropout=0.0,
+  score='additive',
+  attention_size=512,
+  window='global',
+  window_size=10,
+  query_timing='bahdanau',
+  input_feeding=True,
+  output_size=512,
+  init_state='bridge',
+  max_source_length=128,
+  dtype='float32',
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -32,7 +55,7 @@ class Sizes:
   src_len: int = 32
   tgt_len: int = 32
   beam: int = 5
-  steps: int = 10         # timed calls per figure (medians)
+  steps: int = 10  # timed calls per figure (medians)
   warmup: int = 2
 
 
@@ -42,27 +65,37 @@ def random_batch(cfg: ModelConfig, sizes: Sizes, seed: int = 0) -> dict:
   b, s, t = sizes.batch, sizes.src_len, sizes.tgt_len
   tgt_out = rng.integers(4, cfg.target_vocab_size, size=(b, t)).astype(np.int32)
   tgt_in = np.concatenate([np.full((b, 1), BOS, np.int32), tgt_out[:, :-1]], axis=1)
-  return dict(src=jnp.asarray(rng.integers(4, cfg.source_vocab_size, size=(b, s)), jnp.int32),
-              src_len=jnp.full((b,), s, jnp.int32), tgt_in=jnp.asarray(tgt_in), tgt_out=jnp.asarray(tgt_out),
-              tgt_len=jnp.full((b,), t, jnp.int32))
+  return dict(
+    src=jnp.asarray(rng.integers(4, cfg.source_vocab_size, size=(b, s)), jnp.int32),
+    src_len=jnp.full((b,), s, jnp.int32),
+    tgt_in=jnp.asarray(tgt_in),
+    tgt_out=jnp.asarray(tgt_out),
+    tgt_len=jnp.full((b,), t, jnp.int32),
+  )
 
 
 def _rates(gflop: float, timed: Timed, start_peak_gflops: float) -> dict:
   achieved = gflop / timed.median_s
-  return {'gflop': gflop, 'gflops': achieved, **paired_fractions(gflop, timed),
-          'fraction_of_start_peak': achieved / start_peak_gflops, 'peaks_gflops_all': timed.peaks_gflops}
+  return {
+    'gflop': gflop,
+    'gflops': achieved,
+    **paired_fractions(gflop, timed),
+    'fraction_of_start_peak': achieved / start_peak_gflops,
+    'peaks_gflops_all': timed.peaks_gflops,
+  }
 
 
 def train_program(cfg: ModelConfig, sizes: Sizes):
   """What every training-step figure times: the jitted, state-donating `train_step` (Adam with
   clipping), a fresh state and a random batch of the given sizes. Returns (jitted, state, batch)."""
-  opt = training.make_optimizer(1e-3)
-  jitted = jax.jit(functools.partial(training.train_step, cfg, opt), donate_argnums=0)
-  return jitted, training.init_train_state(cfg, opt, 0), random_batch(cfg, sizes)
+  opt = train_step.make_optimizer(1e-3)
+  jitted = jax.jit(functools.partial(train_step.train_step, cfg, opt), donate_argnums=0)
+  return jitted, train_step.init_train_state(cfg, opt, 0), random_batch(cfg, sizes)
 
 
-def train_case(cfg: ModelConfig, sizes: Sizes, probe: PeakProbe, start_peak_gflops: float,
-               breakdown: bool = True) -> dict:
+def train_case(
+  cfg: ModelConfig, sizes: Sizes, probe: PeakProbe, start_peak_gflops: float, breakdown: bool = True
+) -> dict:
   """One jitted, state-donating `train_step`: compile time, median step, tokens/s, fraction of peak.
 
   With `breakdown`, also the forward pass alone and forward + backward without the optimiser, so
@@ -75,21 +108,28 @@ def train_case(cfg: ModelConfig, sizes: Sizes, probe: PeakProbe, start_peak_gflo
   def run_once():
     holder['state'], metrics = step(holder['state'], batch)
     return metrics
+
   timed = timed_with_peak(run_once, sizes.steps, sizes.warmup, probe)
   gflop = flops.train_step_flops(cfg, sizes.batch, sizes.src_len, sizes.tgt_len) / 1e9
-  out = {'compile_s': compile_s, 'step_s': timed.median_s, 'step_s_all': timed.seconds,
-         'target_tokens_per_s': sizes.batch * sizes.tgt_len / timed.median_s,
-         **_rates(gflop, timed, start_peak_gflops)}
-  if breakdown:          # against the case's median peak: these parts are not probed call by call
+  out = {
+    'compile_s': compile_s,
+    'step_s': timed.median_s,
+    'step_s_all': timed.seconds,
+    'target_tokens_per_s': sizes.batch * sizes.tgt_len / timed.median_s,
+    **_rates(gflop, timed, start_peak_gflops),
+  }
+  if breakdown:  # against the case's median peak: these parts are not probed call by call
     peak_gflops = out['peak_gflops']
     params = holder['state'].params
-    fwd = jax.jit(lambda p, b: training.loss_fn(cfg, p, b, jax.random.key(0), True)[0])
-    grad = jax.jit(jax.grad(lambda p, b: training.loss_fn(cfg, p, b, jax.random.key(0), True)[0]))
+    fwd = jax.jit(lambda p, b: train_step.loss_fn(cfg, p, b, jax.random.key(0), True)[0])
+    grad = jax.jit(jax.grad(lambda p, b: train_step.loss_fn(cfg, p, b, jax.random.key(0), True)[0]))
     out['forward_s'] = median_seconds(lambda: fwd(params, batch), sizes.steps, sizes.warmup)[0]
     out['forward_backward_s'] = median_seconds(lambda: grad(params, batch), sizes.steps, sizes.warmup)[0]
     fwd_gflop = flops.forward_flops(cfg, sizes.batch, sizes.src_len, sizes.tgt_len) / 1e9
     out['forward_fraction_of_peak'] = fwd_gflop / out['forward_s'] / peak_gflops
-    out['backward_fraction_of_peak'] = 2 * fwd_gflop / max(out['forward_backward_s'] - out['forward_s'], 1e-9) / peak_gflops
+    out['backward_fraction_of_peak'] = (
+      2 * fwd_gflop / max(out['forward_backward_s'] - out['forward_s'], 1e-9) / peak_gflops
+    )
   return out
 
 
@@ -102,39 +142,52 @@ def never_ending_params(params):
 
 def decode_case(cfg: ModelConfig, sizes: Sizes, probe: PeakProbe, start_peak_gflops: float, beam: int = 1) -> dict:
   """Greedy (beam = 1) or beam search of a batch to exactly `tgt_len` tokens: sentences/s, fraction of peak."""
-  params = never_ending_params(training.init_train_state(cfg, training.make_optimizer(1e-3), 0).params)
+  params = never_ending_params(train_step.init_train_state(cfg, train_step.make_optimizer(1e-3), 0).params)
   batch = random_batch(cfg, sizes)
   src, src_len = batch['src'], batch['src_len']
   if beam == 1:
     run, compile_s = compile_timed(decoding.greedy, cfg, params, src, src_len, max_len=sizes.tgt_len)
   else:
-    run, compile_s = compile_timed(decoding.beam_search, cfg, params, src, src_len, beam_size=beam,
-                                   max_len=sizes.tgt_len)
+    run, compile_s = compile_timed(
+      decoding.beam_search, cfg, params, src, src_len, beam_size=beam, max_len=sizes.tgt_len
+    )
   timed = timed_with_peak(lambda: run(params, src, src_len), sizes.steps, sizes.warmup, probe)
   out_len = np.asarray(run(params, src, src_len).lengths)
   assert np.all(out_len == sizes.tgt_len), 'decoding stopped early; the EOS bias did not hold'
   gflop = flops.decode_flops(cfg, sizes.batch, sizes.src_len, sizes.tgt_len, beam) / 1e9
-  return {'beam': beam, 'compile_s': compile_s, 'call_s': timed.median_s, 'call_s_all': timed.seconds,
-          'sentences_per_s': sizes.batch / timed.median_s, **_rates(gflop, timed, start_peak_gflops)}
+  return {
+    'beam': beam,
+    'compile_s': compile_s,
+    'call_s': timed.median_s,
+    'call_s_all': timed.seconds,
+    'sentences_per_s': sizes.batch / timed.median_s,
+    **_rates(gflop, timed, start_peak_gflops),
+  }
 
 
 def seeds_case(cfg: ModelConfig, sizes: Sizes, probe: PeakProbe, start_peak_gflops: float, num_seeds: int) -> dict:
   """K seeds trained by one vmapped program, each on its own batch: tokens/s per seed."""
-  opt = training.make_optimizer(1e-3)
-  states = training.init_train_states(cfg, opt, list(range(num_seeds)))
+  opt = train_step.make_optimizer(1e-3)
+  states = train_step.init_train_states(cfg, opt, list(range(num_seeds)))
   batches = jax.tree.map(lambda *xs: jnp.stack(xs), *[random_batch(cfg, sizes, seed=k) for k in range(num_seeds)])
-  jitted = jax.jit(functools.partial(training.vmapped_train_step, cfg, opt), donate_argnums=0)
+  jitted = jax.jit(functools.partial(train_step.vmapped_train_step, cfg, opt), donate_argnums=0)
   step, compile_s = compile_timed(jitted, states, batches)
   holder = {'states': states}
 
   def run_once():
     holder['states'], metrics = step(holder['states'], batches)
     return metrics
+
   timed = timed_with_peak(run_once, sizes.steps, sizes.warmup, probe)
   gflop = num_seeds * flops.train_step_flops(cfg, sizes.batch, sizes.src_len, sizes.tgt_len) / 1e9
-  return {'seeds': num_seeds, 'compile_s': compile_s, 'step_s': timed.median_s, 'step_s_all': timed.seconds,
-          'tokens_per_s_per_seed': sizes.batch * sizes.tgt_len / timed.median_s,
-          **_rates(gflop, timed, start_peak_gflops)}
+  return {
+    'seeds': num_seeds,
+    'compile_s': compile_s,
+    'step_s': timed.median_s,
+    'step_s_all': timed.seconds,
+    'tokens_per_s_per_seed': sizes.batch * sizes.tgt_len / timed.median_s,
+    **_rates(gflop, timed, start_peak_gflops),
+  }
 
 
 def score_variants(cfg: ModelConfig) -> dict[str, ModelConfig]:

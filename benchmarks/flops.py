@@ -9,6 +9,7 @@ These are *model* FLOPs (what the math needs), the numerator of every "fraction 
 Letters: B batch, S source positions, T target steps, E embedding, h encoder size per direction,
 H annotation size, D decoder size, A attention size, V vocabulary, G gates.
 """
+
 from __future__ import annotations
 
 from attnmt import scores, windows
@@ -40,29 +41,36 @@ def memory_flops(cfg: ModelConfig, batch: int, src_len: int) -> int:
 def attention_step_flops(cfg: ModelConfig, rows: int, src_len: int) -> int:
   """One decoder step's attention for `rows` queries: the score's query half and scores, the window's
   centre (each definition counts its own: attnmt/scores.py, attnmt/windows.py), and the context."""
-  context = _mm(rows * src_len, 1, cfg.annotation_size)     # c = sum_i a_i h_i
+  context = _mm(rows * src_len, 1, cfg.annotation_size)  # c = sum_i a_i h_i
   return context + rows * (scores.build(cfg).flops(src_len)[1] + windows.build(cfg).flops())
 
 
 def decoder_flops(cfg: ModelConfig, rows: int, src_len: int, steps: int) -> int:
   """`steps` decoder steps for `rows` hypotheses: recurrence, attention and output layer."""
-  g, d, e, hsz, v = num_gates(cfg.cell), cfg.decoder_hidden_size, cfg.embed_size, cfg.annotation_size, cfg.target_vocab_size
+  g, d, e, hsz, v = (
+    num_gates(cfg.cell),
+    cfg.decoder_hidden_size,
+    cfg.embed_size,
+    cfg.annotation_size,
+    cfg.target_vocab_size,
+  )
   r = rows * steps
   feed = hsz if cfg.query_timing == 'bahdanau' else (d if cfg.input_feeding else 0)
-  total = _mm(r, g * d, e + feed) + _mm(r, g * d, d)         # layer 0: [E y ; feed] W_ih, s W_hh
+  total = _mm(r, g * d, e + feed) + _mm(r, g * d, d)  # layer 0: [E y ; feed] W_ih, s W_hh
   total += (cfg.decoder_layers - 1) * (_mm(r, g * d, d) + _mm(r, g * d, d))
   total += steps * attention_step_flops(cfg, rows, src_len)
-  if cfg.query_timing == 'bahdanau':                         # W_o tanh(W_g [s ; c ; E y])
+  if cfg.query_timing == 'bahdanau':  # W_o tanh(W_g [s ; c ; E y])
     total += _mm(r, cfg.output_size, d + hsz + e) + _mm(r, v, cfg.output_size)
-  else:                                                      # W_s tanh(W_c [c ; s])
+  else:  # W_s tanh(W_c [c ; s])
     total += _mm(r, d, hsz + d) + _mm(r, v, d)
   return total
 
 
 def forward_flops(cfg: ModelConfig, batch: int, src_len: int, tgt_len: int) -> int:
   """One teacher-forced forward pass over a batch."""
-  return (encoder_flops(cfg, batch, src_len) + memory_flops(cfg, batch, src_len)
-          + decoder_flops(cfg, batch, src_len, tgt_len))
+  return (
+    encoder_flops(cfg, batch, src_len) + memory_flops(cfg, batch, src_len) + decoder_flops(cfg, batch, src_len, tgt_len)
+  )
 
 
 def train_step_flops(cfg: ModelConfig, batch: int, src_len: int, tgt_len: int) -> int:
@@ -72,5 +80,8 @@ def train_step_flops(cfg: ModelConfig, batch: int, src_len: int, tgt_len: int) -
 
 def decode_flops(cfg: ModelConfig, batch: int, src_len: int, steps: int, beam: int = 1) -> int:
   """Encoding a batch once, then `steps` decoder steps for batch × beam hypotheses."""
-  return (encoder_flops(cfg, batch, src_len) + memory_flops(cfg, batch, src_len)
-          + decoder_flops(cfg, batch * beam, src_len, steps))
+  return (
+    encoder_flops(cfg, batch, src_len)
+    + memory_flops(cfg, batch, src_len)
+    + decoder_flops(cfg, batch * beam, src_len, steps)
+  )

@@ -6,9 +6,10 @@
 The global batch stays 64 sentences (docs/design.md, "Bench config") and is split over the devices, so this is
 strong scaling: ideal is step time / n. On CPU the "devices" come from
 XLA_FLAGS=--xla_force_host_platform_device_count and share the same cores, so the figures show the
-cost of partitioning and collectives, not a speed-up. The step is `train_lib.seed_functions` (the one
+cost of partitioning and collectives, not a speed-up. The step is `trainer.seed_functions` (the one
 training uses: jit with NamedSharding, state donated) with one seed. Writes JSON (--out).
 """
+
 from __future__ import annotations
 
 import json
@@ -32,26 +33,38 @@ def measure(n: int, steps: int, batch: int, dtype: str) -> dict:
   """The training step on a mesh of the first n devices: median seconds and target tokens/s."""
   import dataclasses
   import jax
-  from attnmt import parallel, train_lib, training
+  from attnmt import parallel, trainer, train_step
   from benchmarks import cases, flops
   from benchmarks.timing import compile_timed, median_seconds
+
   cfg = dataclasses.replace(cases.BENCH_MODEL, dtype=dtype)
   sizes = cases.Sizes(batch=batch, steps=steps)
   mesh = parallel.make_mesh(n)
-  init, step = train_lib.seed_functions(cfg, training.make_optimizer(1e-3), mesh=mesh)
+  init, step = trainer.seed_functions(cfg, train_step.make_optimizer(1e-3), mesh=mesh)
   state = init([0])
-  batch_K = parallel.shard_batch(mesh, {k: jax.numpy.asarray(v)[None] for k, v in
-                                        cases.random_batch(cfg, sizes).items()}, row_axis=1)
+  batch_K = parallel.shard_batch(
+    mesh, {k: jax.numpy.asarray(v)[None] for k, v in cases.random_batch(cfg, sizes).items()}, row_axis=1
+  )
   compiled, compile_s = compile_timed(step, state, batch_K)
   holder = {'state': state}
+
   def once():
     holder['state'], metrics = compiled(holder['state'], batch_K)
     return metrics['loss']
+
   seconds, all_s = median_seconds(once, steps)
   gflop = flops.train_step_flops(cfg, batch, sizes.src_len, sizes.tgt_len) / 1e9
-  return {'devices': n, 'platform': jax.devices()[0].platform, 'device_kind': jax.devices()[0].device_kind,
-          'compile_s': compile_s, 'step_s': seconds, 'step_s_all': all_s,
-          'tokens_per_s': batch * sizes.tgt_len / seconds, 'gflops': gflop / seconds, 'dtype': dtype}
+  return {
+    'devices': n,
+    'platform': jax.devices()[0].platform,
+    'device_kind': jax.devices()[0].device_kind,
+    'compile_s': compile_s,
+    'step_s': seconds,
+    'step_s_all': all_s,
+    'tokens_per_s': batch * sizes.tgt_len / seconds,
+    'gflops': gflop / seconds,
+    'dtype': dtype,
+  }
 
 
 def main(argv):
@@ -66,18 +79,29 @@ def main(argv):
     if not FLAGS.real:
       env['XLA_FLAGS'] = (env.get('XLA_FLAGS', '') + f' --xla_force_host_platform_device_count={n}').strip()
       env['JAX_PLATFORMS'] = 'cpu'
-    cmd = [sys.executable, '-m', 'benchmarks.scaling', f'--one={n}', f'--steps={FLAGS.steps}',
-           f'--batch={FLAGS.batch}', f'--dtype={FLAGS.dtype}']
+    cmd = [
+      sys.executable,
+      '-m',
+      'benchmarks.scaling',
+      f'--one={n}',
+      f'--steps={FLAGS.steps}',
+      f'--batch={FLAGS.batch}',
+      f'--dtype={FLAGS.dtype}',
+    ]
     out = subprocess.run(cmd, env=env, capture_output=True, text=True)
     lines = [l for l in out.stdout.splitlines() if l.startswith('RESULT ')]
     if out.returncode or not lines:
       raise SystemExit(f'scaling: {n} device(s) failed:\n{out.stderr[-3000:]}')
-    rows.append(json.loads(lines[-1][len('RESULT '):]))
+    rows.append(json.loads(lines[-1][len('RESULT ') :]))
     r = rows[-1]
-    print(f"{n} device(s): step {r['step_s']:.3f} s, {r['tokens_per_s']:,.0f} tok/s, compile {r['compile_s']:.1f} s",
-          flush=True)
+    print(
+      f"{n} device(s): step {r['step_s']:.3f} s, {r['tokens_per_s']:,.0f} tok/s, compile {r['compile_s']:.1f} s",
+      flush=True,
+    )
   base = rows[0]['step_s'] * rows[0]['devices']
-  print(f"\n| devices | step (s) | target tok/s | speed-up vs {rows[0]['devices']} | efficiency |\n|---|---|---|---|---|")
+  print(
+    f"\n| devices | step (s) | target tok/s | speed-up vs {rows[0]['devices']} | efficiency |\n|---|---|---|---|---|"
+  )
   for r in rows:
     speedup = rows[0]['step_s'] / r['step_s']
     r['speedup'], r['efficiency'] = speedup, base / (r['step_s'] * r['devices'])

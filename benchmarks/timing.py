@@ -8,6 +8,7 @@ of a peak measured at another moment mixes the machine's drift into the figure. 
 therefore times square products right before and right after every timed call, and a call's
 fraction of peak is taken against the mean rate of its two neighbours (`paired_fractions`).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -55,7 +56,7 @@ def matmul_peak(sizes: tuple[int, ...] = (1024, 2048), repeats: int = 10, dtype:
   by_size = {}
   for n in sizes:
     seconds, _ = median_seconds(PeakProbe(n, dtype).product, repeats, warmup=2)
-    by_size[str(n)] = 2 * n ** 3 / seconds / 1e9
+    by_size[str(n)] = 2 * n**3 / seconds / 1e9
   return {'gflops': max(by_size.values()), 'gflops_by_size': by_size, 'dtype': dtype, 'repeats': repeats}
 
 
@@ -73,7 +74,7 @@ class PeakProbe:
     self._a = jax.random.normal(key_a, (n, n), dtype)
     self._b = jax.random.normal(key_b, (n, n), dtype)
     self._dot = jax.jit(jnp.dot)
-    block(self.product())                       # compiles it
+    block(self.product())  # compiles it
 
   def product(self) -> jax.Array:
     """One n x n product, dispatched (not waited for)."""
@@ -81,13 +82,14 @@ class PeakProbe:
 
   def gflops(self) -> float:
     best = min(seconds_of(self.product) for _ in range(self.calls))
-    return 2 * self.n ** 3 / best / 1e9
+    return 2 * self.n**3 / best / 1e9
 
 
 @dataclasses.dataclass
 class Timed:
   """`steps` call times and the peak measured around them: peaks_gflops[i], peaks_gflops[i + 1]
   were measured right before and right after call i."""
+
   seconds: list[float]
   peaks_gflops: list[float]
 
@@ -114,9 +116,12 @@ def paired_fractions(gflop: float, timed: Timed) -> dict:
   per-call peaks, and the lowest and highest fraction over the calls.
   """
   if len(timed.peaks_gflops) != len(timed.seconds) + 1 or not timed.seconds:
-    raise ValueError(f'need n >= 1 calls and n + 1 peak probes, got {len(timed.seconds)} and '
-                     f'{len(timed.peaks_gflops)}')
+    raise ValueError(f'need n >= 1 calls and n + 1 peak probes, got {len(timed.seconds)} and {len(timed.peaks_gflops)}')
   peaks = [(a + b) / 2 for a, b in zip(timed.peaks_gflops, timed.peaks_gflops[1:])]
   fractions = [gflop / s / p for s, p in zip(timed.seconds, peaks)]
-  return {'fraction_of_peak': statistics.median(fractions), 'peak_gflops': statistics.median(peaks),
-          'fraction_min': min(fractions), 'fraction_max': max(fractions)}
+  return {
+    'fraction_of_peak': statistics.median(fractions),
+    'peak_gflops': statistics.median(peaks),
+    'fraction_min': min(fractions),
+    'fraction_max': max(fractions),
+  }

@@ -4,6 +4,7 @@ source length with a plot comparing the runs, attention heatmaps, alignment erro
     python -m experiments.analyze --runs=runs/main/none,runs/main/additive --out=runs/main/analysis \
         --beam_size=5 --num_heatmaps=3 [--sentences=4,17] [--pharaoh=gold.test.align]
 """
+
 from absl import app, flags
 
 from experiments import common
@@ -28,7 +29,8 @@ def main(argv):
 
 def _analyze():
   import os
-  from attnmt import analyze_lib
+  from attnmt import report
+
   try:
     sentences = [int(s) for s in FLAGS.sentences]
   except ValueError:
@@ -38,10 +40,17 @@ def _analyze():
   out = FLAGS.out or os.path.join(os.path.dirname(os.path.abspath(FLAGS.runs[0])), 'analysis')
   if os.path.exists(out) and not os.path.isdir(out):
     raise ValueError(f'--out {out} is a file; pass a directory for the analysis (created if missing)')
-  results = analyze_lib.analyze_runs(FLAGS.runs, out, FLAGS.which, beam_size=FLAGS.beam_size,
-                                     heatmap_sentences=sentences, num_heatmaps=FLAGS.num_heatmaps,
-                                     heatmap_seed=FLAGS.heatmap_seed, pharaoh=FLAGS.pharaoh,
-                                     heatmap_min_words=FLAGS.heatmap_min_words)
+  results = report.analyze_runs(
+    FLAGS.runs,
+    out,
+    FLAGS.which,
+    beam_size=FLAGS.beam_size,
+    heatmap_sentences=sentences,
+    num_heatmaps=FLAGS.num_heatmaps,
+    heatmap_seed=FLAGS.heatmap_seed,
+    pharaoh=FLAGS.pharaoh,
+    heatmap_min_words=FLAGS.heatmap_min_words,
+  )
   print(common.analysis_table(results))
   print(common.attention_verdict(results))
   print(f'\nWrote translations, heatmaps and analysis.json per run, and bleu_by_length.png, under {out}')

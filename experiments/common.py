@@ -1,4 +1,5 @@
 """What the entry points share: one-line errors for bad input, and result formatting."""
+
 import os
 import sys
 
@@ -8,20 +9,24 @@ import numpy as np
 def define_distributed_flags():
   """Flags of a multi-host run; each falls back to JAX's own environment variable."""
   from absl import flags
+
   flags.DEFINE_string('coordinator_address', '', 'Multi-host: host:port of process 0 (else $JAX_COORDINATOR_ADDRESS).')
   flags.DEFINE_integer('num_processes', 0, 'Multi-host: number of processes (else $JAX_NUM_PROCESSES).')
   flags.DEFINE_integer('process_id', -1, 'Multi-host: this process, 0..num_processes-1 (else $JAX_PROCESS_ID).')
-  flags.DEFINE_bool('distributed', False, 'Multi-host with cluster auto-detection (TPU pod slices, SLURM, '
-                    'Open MPI): no address needed.')
+  flags.DEFINE_bool(
+    'distributed', False, 'Multi-host with cluster auto-detection (TPU pod slices, SLURM, Open MPI): no address needed.'
+  )
 
 
 def initialize_distributed():
   """jax.distributed.initialize when the flags or environment ask for it; prints where the run is."""
   from absl import flags
   from attnmt import parallel
+
   f = flags.FLAGS
   if parallel.initialize(f.coordinator_address, f.num_processes, f.process_id, auto=f.distributed):
     import jax
+
     print(f'process {jax.process_index()} of {jax.process_count()}: {parallel.describe()}', flush=True)
 
 
@@ -29,6 +34,7 @@ def parse_flags(argv):
   """absl's flag parsing (usage errors as absl prints them), with a --config file that cannot be loaded
   (ml_collections raises OSError while applying --config.x overrides) reported as one line, status 2."""
   from absl import app
+
   try:
     return app.parse_flags_with_usage(argv)
   except OSError as e:
@@ -51,8 +57,9 @@ def run_guarded(fn):
   from attnmt.config import ConfigError
   from attnmt.guards import NonFiniteError, TrainingStopped
   from attnmt.lock import LockHeld
+
   if logging.get_verbosity() == logging.INFO and '--verbosity' not in ' '.join(sys.argv):
-    logging.set_verbosity(logging.WARNING)   # Orbax logs every file it writes at INFO
+    logging.set_verbosity(logging.WARNING)  # Orbax logs every file it writes at INFO
   try:
     return fn()
   except TrainingStopped as e:
@@ -68,15 +75,22 @@ def run_guarded(fn):
 def describe_os_error(e: OSError) -> str:
   """One line for an OSError: the --config file that failed to load, or the path and what is wrong."""
   import re
+
   text = str(e)
   if 'Configuration is not available' in text or 'Failed loading config file' in text:
     from absl import flags
+
     reason = re.search(r'\[Errno \d+\] ([^:\n]+)', text)
     attempted = re.search(r'Attempted \[[^\]]*\]:\s*\n\s*(\S+)', text)
-    path = attempted.group(1) if attempted else (
-        getattr(flags.FLAGS['config'], 'config_filename', None) if 'config' in flags.FLAGS else None)
-    return (f'cannot load the --config file {path or ""} ({reason.group(1) if reason else text.splitlines()[0]}); '
-            'pass a config file such as experiments/configs/default.py')
+    path = (
+      attempted.group(1)
+      if attempted
+      else (getattr(flags.FLAGS['config'], 'config_filename', None) if 'config' in flags.FLAGS else None)
+    )
+    return (
+      f'cannot load the --config file {path or ""} ({reason.group(1) if reason else text.splitlines()[0]}); '
+      'pass a config file such as experiments/configs/default.py'
+    )
   if e.filename is not None and e.strerror:
     return f'{e.filename}: {e.strerror}; check the path and its permissions'
   return ' '.join(text.split())
@@ -106,9 +120,11 @@ def mean_std(values) -> str:
 
 
 def format_summary(s: dict) -> str:
-  return (f"{s['variant']}: test BLEU {mean_std(s['test_bleu'])}, chrF {mean_std(s['test_chrf'])}, "
-          f"perplexity {mean_std(s['test_perplexity'])} over seeds {s['seeds']} "
-          f"(best step {s['best_step']}, {s['parameters']:,} parameters)")
+  return (
+    f"{s['variant']}: test BLEU {mean_std(s['test_bleu'])}, chrF {mean_std(s['test_chrf'])}, "
+    f"perplexity {mean_std(s['test_perplexity'])} over seeds {s['seeds']} "
+    f"(best step {s['best_step']}, {s['parameters']:,} parameters)"
+  )
 
 
 def analysis_table(results: list[dict]) -> str:
@@ -147,15 +163,19 @@ def _legend(results, has_ci, baseline, many_seeds) -> str:
   notes = []
   if has_ci:
     n = results[0]['significance']['n_samples']
-    notes.append(f'BLEU ± half-width of its 95% interval over {n} paired bootstrap resamples of the test '
-                 'sentences (sacrebleu; greedy, first seed)' + (
-                     f'; p: paired bootstrap against {baseline}; * p < 0.05 against it' if baseline else ''))
+    notes.append(
+      f'BLEU ± half-width of its 95% interval over {n} paired bootstrap resamples of the test '
+      'sentences (sacrebleu; greedy, first seed)'
+      + (f'; p: paired bootstrap against {baseline}; * p < 0.05 against it' if baseline else '')
+    )
   if many_seeds:
     notes.append('seeds, chrF, beam BLEU, repetition, AER: mean ± sd over seeds')
   if any('attention' in r for r in results):
-    notes.append('monotonicity: mean over sentences of the Spearman correlation of output position and '
-                 'attention peak (1 diagonal, -1 reversed; "k/n const.": sentences with one peak position, '
-                 'counted 0); entropy: attention entropy in nats (divided by log source length: 1 uniform)')
+    notes.append(
+      'monotonicity: mean over sentences of the Spearman correlation of output position and '
+      'attention peak (1 diagonal, -1 reversed; "k/n const.": sentences with one peak position, '
+      'counted 0); entropy: attention entropy in nats (divided by log source length: 1 uniform)'
+    )
   if all('greedy_repetition' in r for r in results):
     notes.append('repetition: greedy outputs in which some 4-gram occurs 3 or more times')
   return ''.join(f'\n\n{n}.' if i == 0 else f'\n{n}.' for i, n in enumerate(notes))
@@ -229,8 +249,11 @@ def results_table(rows: list[dict]) -> str:
 
 
 def results_csv(rows: list[dict]) -> str:
-  head = ['variant', 'seeds'] + [f'{k}_{s}' for _, k in RESULT_COLUMNS for s in ('mean', 'std')] + [
-      'parameters', 'tokens_per_s_per_seed', 'train_seconds']
+  head = (
+    ['variant', 'seeds']
+    + [f'{k}_{s}' for _, k in RESULT_COLUMNS for s in ('mean', 'std')]
+    + ['parameters', 'tokens_per_s_per_seed', 'train_seconds']
+  )
   out = [','.join(head)]
   for r in rows:
     cells = [r['variant'], ' '.join(map(str, r['seeds']))]
@@ -268,9 +291,13 @@ def attention_verdict(results: list[dict]) -> str:
       continue
     groups = {'beat it (p < 0.05)': [], 'within the uncertainty': [], 'below it (p < 0.05)': []}
     for name, s in sorted(scores.items(), key=lambda kv: -kv[1]['bleu']):
-      label = ('within the uncertainty' if s['p_value'] >= 0.05 else
-               'beat it (p < 0.05)' if s['bleu'] > base_score['bleu'] else 'below it (p < 0.05)')
+      label = (
+        'within the uncertainty'
+        if s['p_value'] >= 0.05
+        else 'beat it (p < 0.05)'
+        if s['bleu'] > base_score['bleu']
+        else 'below it (p < 0.05)'
+      )
       groups[label].append(f"{name} {_bleu_ci(s)} (p {_format_p(s['p_value'])})")
-    lines.append(head + ''.join(f'; {label}: ' + ', '.join(names) for label, names in groups.items() if names)
-                 + '.')
+    lines.append(head + ''.join(f'; {label}: ' + ', '.join(names) for label, names in groups.items() if names) + '.')
   return '\nLongest sentences, greedy BLEU of the first seed against none:\n' + '\n'.join(lines)

@@ -6,6 +6,7 @@ time excluded) as one PNG, and a Markdown table of validation BLEU at fixed minu
 
 Each run directory needs validation records (train.eval_every > 0) in its metrics.jsonl.
 """
+
 import json
 import os
 
@@ -29,6 +30,7 @@ def main(argv):
 
 def _curves():
   from attnmt import curves as curves_lib, plots
+
   if not FLAGS.runs:
     raise ValueError('no runs given; pass --runs=DIR1,DIR2')
   labels = FLAGS.labels or [os.path.basename(os.path.normpath(r)) for r in FLAGS.runs]
@@ -50,7 +52,7 @@ def _curves():
   if FLAGS.out:
     os.makedirs(os.path.dirname(os.path.abspath(FLAGS.out)), exist_ok=True)
     plots.learning_curves(curves, FLAGS.out, FLAGS.title)
-    with open(FLAGS.out[:-len('.png')] + '.md', 'w') as f:
+    with open(FLAGS.out[: -len('.png')] + '.md', 'w') as f:
       f.write(table + '\n')
     print(f'wrote {FLAGS.out}')
 

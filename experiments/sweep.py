@@ -13,6 +13,7 @@ named by its values. Re-running with the same --workdir reuses a variant only if
 the requested one, resumes an unfinished one, and refuses one whose settings changed (naming them)
 before anything trains.
 """
+
 import copy
 import itertools
 import json
@@ -24,15 +25,21 @@ from ml_collections import config_flags
 from experiments import common
 
 FLAGS = flags.FLAGS
-config_flags.DEFINE_config_file('config', 'experiments/configs/main_ablation.py', 'Config file with a sweep section.',
-                                lock_config=True)
-flags.DEFINE_string('workdir', None, 'Root directory of this sweep (required): one run directory per variant, '
-                    'tables, plots.')
+config_flags.DEFINE_config_file(
+  'config', 'experiments/configs/main_ablation.py', 'Config file with a sweep section.', lock_config=True
+)
+flags.DEFINE_string(
+  'workdir', None, 'Root directory of this sweep (required): one run directory per variant, tables, plots.'
+)
 common.define_distributed_flags()
 
 # The shorthands, in the order their values make up a run's name (score-timing-window[-feed]).
-SHORTHANDS = (('scores', 'model.score'), ('query_timings', 'model.query_timing'), ('windows', 'model.window'),
-              ('input_feeding', 'model.input_feeding'))
+SHORTHANDS = (
+  ('scores', 'model.score'),
+  ('query_timings', 'model.query_timing'),
+  ('windows', 'model.window'),
+  ('input_feeding', 'model.input_feeding'),
+)
 
 
 def _get(config, key):
@@ -47,6 +54,7 @@ def _get(config, key):
 def _typed(key: str, text: str, like):
   """`text` as the type of the config value it replaces; booleans only from true/false (1/0, yes/no)."""
   from attnmt.config import ConfigError
+
   text = text.strip()
   if isinstance(like, bool):
     low = text.lower()
@@ -61,8 +69,9 @@ def _typed(key: str, text: str, like):
     if isinstance(like, float):
       return float(text)
   except ValueError:
-    raise ConfigError(f"sweep value '{text}' for {key} is not {'an integer' if isinstance(like, int) else 'a number'}"
-                      ) from None
+    raise ConfigError(
+      f"sweep value '{text}' for {key} is not {'an integer' if isinstance(like, int) else 'a number'}"
+    ) from None
   return text
 
 
@@ -70,13 +79,16 @@ def axes(config) -> list[tuple[str, list]]:
   """The swept keys and their typed values: the shorthands, then `sweep.axes` (which overrides a
   shorthand of the same key)."""
   from attnmt.config import ConfigError
+
   s = config.sweep
   out = {key: getattr(s, short) for short, key in SHORTHANDS}
   for part in filter(None, (p.strip() for p in str(s.get('axes', '')).split(';'))):
     key, eq, values = part.partition('=')
     if not eq or not values.strip():
-      raise ConfigError(f"sweep.axes entry '{part}' is not key=value1,value2; e.g. "
-                        "sweep.axes='model.score=none,additive;model.window_size=4,8'")
+      raise ConfigError(
+        f"sweep.axes entry '{part}' is not key=value1,value2; e.g. "
+        "sweep.axes='model.score=none,additive;model.window_size=4,8'"
+      )
     out[key.strip()] = values
   typed = []
   for key, values in out.items():
@@ -85,8 +97,10 @@ def axes(config) -> list[tuple[str, list]]:
     try:
       like = _get(config, key)
     except KeyError:
-      raise ConfigError(f"sweep axis '{key}' names no config setting; valid keys are those of the config's "
-                        'model, data and train sections (e.g. model.window_size, train.learning_rate)') from None
+      raise ConfigError(
+        f"sweep axis '{key}' names no config setting; valid keys are those of the config's "
+        'model, data and train sections (e.g. model.window_size, train.learning_rate)'
+      ) from None
     vals = [_typed(key, v, like) for v in str(values).split(',') if v.strip()]
     if not vals:
       raise ConfigError(f'sweep axis {key} has no values')
@@ -115,8 +129,9 @@ def variants(config):
   with a local window, `dot` with unequal sizes) are skipped and reported. Input feeding exists only in
   the luong timing, so bahdanau variants differing only in it are one variant.
   """
-  from attnmt import train_lib
+  from attnmt import trainer
   from attnmt.config import ConfigError, ModelConfig
+
   swept = axes(config)
   extra = [(k, v) for k, v in swept if k not in dict((key, 0) for _, key in SHORTHANDS)]
   leaves = [k.split('.')[-1] for k, _ in extra]
@@ -136,9 +151,10 @@ def variants(config):
           raise
         refused.append((dict(zip((k for k, _ in swept), combo)), str(e)))
         continue
-      suffix = [f'{k if leaves.count(k.split(".")[-1]) > 1 else k.split(".")[-1]}={_short(_get(run, k))}'
-                for k, _ in extra]
-      name = '/'.join([train_lib.variant_name(run)] + suffix)
+      suffix = [
+        f'{k if leaves.count(k.split(".")[-1]) > 1 else k.split(".")[-1]}={_short(_get(run, k))}' for k, _ in extra
+      ]
+      name = '/'.join([trainer.variant_name(run)] + suffix)
       if extra:
         run.variant = name
     frozen = json.dumps(run.to_dict(), sort_keys=True, default=str)
@@ -156,45 +172,52 @@ def main(argv):
 
 
 def _sweep():
-  from attnmt import analyze_lib, curves as curves_lib, lock, parallel, plots, train_lib
+  from attnmt import report, curves as curves_lib, lock, parallel, plots, trainer
   from attnmt.config import ConfigError
+
   common.initialize_distributed()
   config, root = FLAGS.config, FLAGS.workdir
   if 'sweep' not in config:
-    raise ConfigError(f'{FLAGS["config"].value} has no sweep section; use a sweep config such as '
-                      'experiments/configs/main_ablation.py, or experiments/train.py for one run')
+    raise ConfigError(
+      f'{FLAGS["config"].value} has no sweep section; use a sweep config such as '
+      'experiments/configs/main_ablation.py, or experiments/train.py for one run'
+    )
   keep, refused = variants(config)
   for over, why in refused:
     print(f'skipping {over}: {why}')
   if not keep:
-    raise ConfigError(f'no valid variant among the swept values ({len(refused)} combination(s) refused, see above); '
-                      'nothing was trained or written')
+    raise ConfigError(
+      f'no valid variant among the swept values ({len(refused)} combination(s) refused, see above); '
+      'nothing was trained or written'
+    )
   print(f'{len(keep)} variant(s) x seeds {config.train.seeds}; {len(refused)} combination(s) skipped')
   runs = [(name, os.path.join(root, name.replace('/', '-')), run) for name, run in keep]
   done = {}
-  for _, workdir, run in runs:    # a variant whose settings changed is refused before anything trains
+  for _, workdir, run in runs:  # a variant whose settings changed is refused before anything trains
     done[workdir] = _finished(workdir, run)
     if done[workdir] is None:
-      train_lib.check_config(run)
+      trainer.check_config(run)
       try:
-        train_lib._check_workdir(workdir, run)
+        trainer._check_workdir(workdir, run)
       except ConfigError as e:
-        raise ConfigError(str(e).split('; use another')[0] + '; use another --workdir for this sweep, or move '
-                          'that variant directory aside') from None
+        raise ConfigError(
+          str(e).split('; use another')[0] + '; use another --workdir for this sweep, or move '
+          'that variant directory aside'
+        ) from None
   with lock.hold(root, 'sweep', enabled=parallel.is_main_process()):
     rows, dirs = [], []
     for name, workdir, run in runs:
       print(f'\n=== {name} -> {workdir}', flush=True)
       if done[workdir] is not None:
         print(f'(finished earlier with this config: reusing {workdir}/results.json)')
-      rows.append(done[workdir] or train_lib.train_and_evaluate(run, workdir))
+      rows.append(done[workdir] or trainer.train_and_evaluate(run, workdir))
       dirs.append(workdir)
     if not parallel.is_main_process():
-      return   # process 0 writes the tables and plots and runs the analysis
-    _report(config, root, rows, dirs, analyze_lib, curves_lib, plots)
+      return  # process 0 writes the tables and plots and runs the analysis
+    _report(config, root, rows, dirs, report, curves_lib, plots)
 
 
-def _report(config, root, rows, dirs, analyze_lib, curves_lib, plots):
+def _report(config, root, rows, dirs, report, curves_lib, plots):
   table = common.results_table(rows)
   _write(os.path.join(root, 'results.md'), table + '\n')
   _write(os.path.join(root, 'results.csv'), common.results_csv(rows))
@@ -203,19 +226,29 @@ def _report(config, root, rows, dirs, analyze_lib, curves_lib, plots):
   outputs = [os.path.join(root, 'results.md'), os.path.join(root, 'results.csv'), chart]
   curves = {r['variant']: curves_lib.validation_records(d) for r, d in zip(rows, dirs)}
   if all(curves.values()):
-    outputs.append(plots.learning_curves(curves, os.path.join(root, 'results_curves.png'),
-                                         'Validation during training (mean over seeds)'))
+    outputs.append(
+      plots.learning_curves(
+        curves, os.path.join(root, 'results_curves.png'), 'Validation during training (mean over seeds)'
+      )
+    )
   if config.sweep.analyze:
     out = os.path.join(root, 'analysis')
-    results = analyze_lib.analyze_runs(dirs, out, beam_size=config.sweep.beam_size,
-                                       num_heatmaps=config.sweep.num_heatmaps,
-                                       heatmap_min_words=config.sweep.heatmap_min_words)
+    results = report.analyze_runs(
+      dirs,
+      out,
+      beam_size=config.sweep.beam_size,
+      num_heatmaps=config.sweep.num_heatmaps,
+      heatmap_min_words=config.sweep.heatmap_min_words,
+    )
     analysis_md = common.analysis_table(results)
     _write(os.path.join(out, 'analysis.md'), analysis_md + '\n')
     print('\nAnalysis of the test split (first seed for the length buckets):\n' + analysis_md)
     print(common.attention_verdict(results))
-    outputs += [os.path.join(out, 'analysis.md'), os.path.join(out, 'bleu_by_length.png'),
-                os.path.join(out, '<variant>/heatmap_<i>.png')]
+    outputs += [
+      os.path.join(out, 'analysis.md'),
+      os.path.join(out, 'bleu_by_length.png'),
+      os.path.join(out, '<variant>/heatmap_<i>.png'),
+    ]
   print('\nWrote:\n  ' + '\n  '.join(outputs))
 
 
@@ -223,6 +256,7 @@ def _finished(workdir, run_config):
   """The results of a finished run of exactly this config, or None (train_and_evaluate then resumes a run
   whose config differs only in resumable settings, such as more steps, and refuses any other)."""
   from attnmt import checkpoints
+
   path = os.path.join(workdir, 'results.json')
   if not os.path.exists(path) or not os.path.exists(os.path.join(workdir, checkpoints.CONFIG_FILE)):
     return None

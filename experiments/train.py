@@ -7,6 +7,7 @@ Restarting with the same --workdir resumes from the latest checkpoint; SIGTERM o
 exits (status 128 + signal) saying how to resume; a NaN/inf loss stops the run (status 3) before any checkpoint
 is written after it.
 """
+
 from absl import app, flags
 from ml_collections import config_flags
 
@@ -28,15 +29,16 @@ def main(argv):
 def _train():
   import os
   import time
-  from attnmt import parallel, train_lib
+  from attnmt import parallel, trainer
+
   common.initialize_distributed()
-  train_lib.check_config(FLAGS.config)   # before --fresh moves anything
+  trainer.check_config(FLAGS.config)  # before --fresh moves anything
   if FLAGS.fresh and os.path.exists(FLAGS.workdir) and parallel.is_main_process():
     aside = f'{FLAGS.workdir.rstrip("/")}.old-{time.strftime("%Y%m%d-%H%M%S")}'
     os.rename(FLAGS.workdir, aside)
     print(f'Moved the previous run to {aside}')
-  parallel.barrier('attnmt-fresh')   # no process looks at the workdir before process 0 moved it
-  summary = train_lib.train_and_evaluate(FLAGS.config, FLAGS.workdir)
+  parallel.barrier('attnmt-fresh')  # no process looks at the workdir before process 0 moved it
+  summary = trainer.train_and_evaluate(FLAGS.config, FLAGS.workdir)
   print(common.format_summary(summary))
 
 

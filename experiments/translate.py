@@ -6,6 +6,7 @@
 With --show_attention every output word gets a row of bars over the source tokens (one column per source
 token, darker block = more weight) and the source token it attends to most.
 """
+
 import sys
 
 from absl import app, flags
@@ -29,8 +30,9 @@ def attention_rows(weights, src_pieces, out_pieces) -> list[str]:
   width = max(len(p) for p in out_pieces)
   lines = ['  ' + ' ' * width + ' | ' + ' '.join(src_pieces)]
   for row, piece in zip(weights, out_pieces):
-    cells = [BLOCKS[min(int(round(w * (len(BLOCKS) - 1))), len(BLOCKS) - 1)] * max(len(p), 1)
-             for w, p in zip(row, src_pieces)]
+    cells = [
+      BLOCKS[min(int(round(w * (len(BLOCKS) - 1))), len(BLOCKS) - 1)] * max(len(p), 1) for w, p in zip(row, src_pieces)
+    ]
     top = int(row.argmax())
     lines.append(f'  {piece:>{width}} | ' + ' '.join(cells) + f'   <- {src_pieces[top]} ({row[top]:.2f})')
   return lines
@@ -43,26 +45,30 @@ def main(argv):
 
 
 def _translate():
-  import jax
   import jax.numpy as jnp
   import numpy as np
-  from attnmt import analysis, data, decoding, evaluation
+  from attnmt import inspection, data, decoding, evaluation
+
   if FLAGS.beam_size < 0 or FLAGS.max_source_tokens < 0:
-    raise ValueError(f'--beam_size ({FLAGS.beam_size}) and --max_source_tokens ({FLAGS.max_source_tokens}) must be '
-                     '>= 0 (0: greedy; 0: no limit)')
+    raise ValueError(
+      f'--beam_size ({FLAGS.beam_size}) and --max_source_tokens ({FLAGS.max_source_tokens}) must be '
+      '>= 0 (0: greedy; 0: no limit)'
+    )
   if FLAGS.input == '-':
     stream = sys.stdin
-  else:   # opened before the run loads: a wrong path fails at once
+  else:  # opened before the run loads: a wrong path fails at once
     try:
-      stream = open(FLAGS.input, encoding='utf-8-sig')   # a byte-order mark is dropped
+      stream = open(FLAGS.input, encoding='utf-8-sig')  # a byte-order mark is dropped
     except OSError as e:
-      raise ValueError(f'cannot read --input {FLAGS.input} ({e.strerror}); pass a text file with one sentence '
-                       "per line, or '-' for stdin") from None
-  run = analysis.load_run(FLAGS.run, FLAGS.which)
+      raise ValueError(
+        f'cannot read --input {FLAGS.input} ({e.strerror}); pass a text file with one sentence '
+        "per line, or '-' for stdin"
+      ) from None
+  run = inspection.load_model(FLAGS.run, FLAGS.which)  # the run directory alone: no corpus is read
   if not 0 <= FLAGS.seed_index < len(run.seeds):
     raise ValueError(f'--seed_index={FLAGS.seed_index} but the run has {len(run.seeds)} seed(s)')
   params = evaluation.seed_params(run.params, FLAGS.seed_index)
-  src_tok, tgt_tok = run.prepared.src_tokenizer, run.prepared.tgt_tokenizer
+  src_tok, tgt_tok = run.src_tokenizer, run.tgt_tokenizer
   limit = FLAGS.max_source_tokens or (run.cfg.max_source_length if run.cfg.score == 'location' else 0)
   for lineno, line in enumerate(stream, 1):
     text = line.lstrip('\ufeff').strip() if lineno == 1 else line.strip()
@@ -70,14 +76,24 @@ def _translate():
       raise ValueError(f'input line {lineno} is empty; give one non-empty sentence per line')
     ids = src_tok.encode(text) + [data.EOS_ID]
     if limit and len(ids) > limit:
-      raise ValueError(f'input line {lineno} has {len(ids)} tokens (with EOS), more than the limit {limit}; '
-                       'split the sentence or raise --max_source_tokens')
+      raise ValueError(
+        f'input line {lineno} has {len(ids)} tokens (with EOS), more than the limit {limit}; '
+        'split the sentence or raise --max_source_tokens'
+      )
     src = jnp.asarray([ids], jnp.int32)
     src_len = jnp.asarray([len(ids)], jnp.int32)
     max_len = evaluation.decode_length(len(ids), run.config.train.max_decode_factor)
     if FLAGS.beam_size:
-      out = decoding.beam_search(run.cfg, params, src, src_len, beam_size=FLAGS.beam_size, max_len=max_len,
-                                 alpha=run.config.train.beam_alpha, keep_attention=FLAGS.show_attention)
+      out = decoding.beam_search(
+        run.cfg,
+        params,
+        src,
+        src_len,
+        beam_size=FLAGS.beam_size,
+        max_len=max_len,
+        alpha=run.config.train.beam_alpha,
+        keep_attention=FLAGS.show_attention,
+      )
       out = decoding.Decoded(*(x[:, 0] for x in out))
     else:
       out = decoding.greedy(run.cfg, params, src, src_len, max_len=max_len, keep_attention=FLAGS.show_attention)
@@ -87,7 +103,7 @@ def _translate():
     if FLAGS.show_attention:
       src_pieces = [src_tok.id_to_piece(i) for i in ids[:-1]] + ['</s>']
       out_pieces = [tgt_tok.id_to_piece(i) if i != data.EOS_ID else '</s>' for i in out_ids]
-      print('\n'.join(attention_rows(np.asarray(out.weights[0, :n, :len(ids)]), src_pieces, out_pieces)))
+      print('\n'.join(attention_rows(np.asarray(out.weights[0, :n, : len(ids)]), src_pieces, out_pieces)))
 
 
 if __name__ == '__main__':

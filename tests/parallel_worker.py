@@ -3,10 +3,11 @@
     python tests/parallel_worker.py DEVICES train WORKDIR DATA_DIR NUM_DEVICES NUM_STEPS [COORDINATOR NPROC PID]
     python tests/parallel_worker.py DEVICES restore WORKDIR OUT.npz
 
-`train` runs attnmt.train_lib.train_and_evaluate on the test config below (multi-host when a coordinator
+`train` runs attnmt.trainer.train_and_evaluate on the test config below (multi-host when a coordinator
 is given) and dumps the latest parameters; `restore` restores the latest checkpoint of WORKDIR replicated
 over all local devices, both as parameters and as a full resumable train state, and dumps them.
 """
+
 import os
 import sys
 
@@ -17,20 +18,20 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import jax  # noqa: E402
 import numpy as np  # noqa: E402
 
-from attnmt import checkpoints, parallel, train_lib, training  # noqa: E402
+from attnmt import checkpoints, parallel, trainer, train_step  # noqa: E402
 from experiments.configs import tiny  # noqa: E402
 
 
 def config(data_dir: str, num_devices: int, num_steps: int):
   c = tiny.get_config()
   c.data.data_dir = data_dir
-  c.data.synthetic_size = 610        # 38 full batches of 16 and a last one of 2: the uneven batch, at step 39
-  c.data.synthetic_eval_size = 42    # evaluation batches 16, 16, 10: the last one padded to divide
+  c.data.synthetic_size = 610  # 38 full batches of 16 and a last one of 2: the uneven batch, at step 39
+  c.data.synthetic_eval_size = 42  # evaluation batches 16, 16, 10: the last one padded to divide
   c.data.bucket = False
   c.train.seeds = '0,1'
   c.train.num_devices = num_devices
   c.train.num_steps = num_steps
-  c.train.log_every = 1              # a loss per step, to compare curves
+  c.train.log_every = 1  # a loss per step, to compare curves
   c.train.eval_every = 20
   c.train.checkpoint_every = 20
   return c
@@ -47,7 +48,7 @@ def main(argv):
     if len(argv) > 7:
       parallel.initialize(argv[7], int(argv[8]), int(argv[9]))
     cfg = config(data_dir, num_devices, num_steps)
-    summary = train_lib.train_and_evaluate(cfg, workdir)
+    summary = trainer.train_and_evaluate(cfg, workdir)
     params, _, step = checkpoints.restore_params(workdir, 'latest')
     if parallel.is_main_process():
       np.savez(os.path.join(workdir, f'params_{step}.npz'), **flat(params))
@@ -59,15 +60,21 @@ def main(argv):
     # The resume path: a fresh state placed on this mesh, then the checkpoint restored into it.
     c = checkpoints.load_config(workdir)
     from attnmt import data
+
     prepared = data.prepare(c.data)
-    cfg = train_lib.model_config(c, prepared)
-    optimizer = training.make_optimizer(train_lib.learning_rate_schedule(c.train), c.train.clip_norm)
-    init, _ = train_lib.seed_functions(cfg, optimizer, mesh=mesh)
-    state, _ = checkpoints.RunCheckpoints(workdir).restore(init(train_lib.parse_seeds(c.train.seeds)))
+    cfg = trainer.model_config(c, prepared)
+    optimizer = train_step.make_optimizer(trainer.learning_rate_schedule(c.train), c.train.clip_norm)
+    init, _ = trainer.seed_functions(cfg, optimizer, mesh=mesh)
+    state, _ = checkpoints.RunCheckpoints(workdir).restore(init(trainer.parse_seeds(c.train.seeds)))
     shardings = {str(x.sharding.num_devices) for x in jax.tree.leaves(state)}
-    np.savez(out, step=step, devices=len(jax.devices()), state_devices=','.join(sorted(shardings)),
-             **{'params' + k: v for k, v in flat(params).items()},
-             **{'state' + k: v for k, v in flat(state.params).items()})
+    np.savez(
+      out,
+      step=step,
+      devices=len(jax.devices()),
+      state_devices=','.join(sorted(shardings)),
+      **{'params' + k: v for k, v in flat(params).items()},
+      **{'state' + k: v for k, v in flat(state.params).items()},
+    )
   else:
     raise SystemExit(f'unknown mode {mode}')
 
@@ -75,4 +82,4 @@ def main(argv):
 if __name__ == '__main__':
   main(sys.argv)
   sys.stdout.flush()
-  os._exit(0)   # Orbax background threads would otherwise delay the exit
+  os._exit(0)  # Orbax background threads would otherwise delay the exit

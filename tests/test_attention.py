@@ -1,4 +1,5 @@
 """Attention math against independent NumPy references and hand-worked examples."""
+
 import functools
 
 import jax
@@ -19,7 +20,7 @@ def score_of(cfg, p, query_Q, annotations_SxH):
 
 
 def np_scores(score, p, q, h):
-  """The score table of DESIGN.md, written directly in NumPy from the raw parameters."""
+  """The score table of docs/design.md ("Model"), written directly in NumPy from the raw parameters."""
   if score == 'additive':
     return np.array([p['v'] @ np.tanh(p['W'].T @ q + p['U'].T @ hi + p['b']) for hi in h])
   if score == 'normed_additive':
@@ -32,10 +33,10 @@ def np_scores(score, p, q, h):
   if score == 'general':
     return np.array([q @ (p['W'].T @ hi) for hi in h])
   if score == 'concat':
-    w = np.concatenate([p['W_q'], p['W_h']], 0)   # W [q ; h_i] with W = [W_q ; W_h]
+    w = np.concatenate([p['W_q'], p['W_h']], 0)  # W [q ; h_i] with W = [W_q ; W_h]
     return np.array([p['v'] @ np.tanh(w.T @ np.concatenate([q, hi])) for hi in h])
   if score == 'location':
-    return (p['W'].T @ q)[:len(h)]
+    return (p['W'].T @ q)[: len(h)]
   raise ValueError(score)
 
 
@@ -48,8 +49,14 @@ def np_masked_softmax(e, length):
 
 
 def random_params(score, q_size, h_size, a_size, max_len, seed):
-  cfg = ModelConfig(score=score, decoder_hidden_size=q_size, encoder_hidden_size=h_size // 2,
-                    attention_size=a_size, max_source_length=max_len)
+  cfg = ModelConfig(
+    dropout=0.0,
+    score=score,
+    decoder_hidden_size=q_size,
+    encoder_hidden_size=h_size // 2,
+    attention_size=a_size,
+    max_source_length=max_len,
+  )
   p = attention.AttentionParams(cfg).init(jax.random.key(seed)).get('params', {})
   p = attention.AttentionParams(cfg).apply({'params': p})
   return cfg, p
@@ -62,7 +69,7 @@ def test_scores_match_numpy(score, shape, use_jit):
   """Every score, batched with vmap, equals the per-position NumPy formula."""
   num_positions, q_size, h_size, a_size = shape
   if score == 'general':
-    h_size = q_size + 2      # general works with unequal sizes
+    h_size = q_size + 2  # general works with unequal sizes
   cfg, p = random_params(score, q_size, h_size, a_size, 20, seed=num_positions)
   rng = np.random.default_rng(num_positions)
   q_BxQ = rng.normal(size=(3, q_size)).astype(np.float32)
@@ -70,6 +77,7 @@ def test_scores_match_numpy(score, shape, use_jit):
 
   def f(p, q, h):
     return score_of(cfg, p, q, h)
+
   f = jax.vmap(f, in_axes=(None, 0, 0))
   got = (jax.jit(f) if use_jit else f)(p, q_BxQ, h_BxSxH)
   pn = jax.tree.map(np.asarray, p)
@@ -78,8 +86,9 @@ def test_scores_match_numpy(score, shape, use_jit):
 
 
 # 'none' takes no window: that combination is a ConfigError (tests/test_model.py).
-@pytest.mark.parametrize('score,window', [(s, w) for s in SCORED for w in ('global', 'local_m', 'local_p')]
-                         + [('none', 'global')])
+@pytest.mark.parametrize(
+  'score,window', [(s, w) for s in SCORED for w in ('global', 'local_m', 'local_p')] + [('none', 'global')]
+)
 def test_attend_matches_numpy(score, window):
   """Scores, window, masked softmax and context together, for one query at target position t."""
   q_size = h_size = 6
@@ -93,7 +102,8 @@ def test_attend_matches_numpy(score, window):
   length, t = 7, 5
   h[length:] = 0.0
   ctx, w = jax.jit(functools.partial(attention.attend, cfg, p))(
-      q, attention.precompute_keys(cfg, p, h), h, jnp.int32(length), jnp.int32(t))
+    q, attention.precompute_keys(cfg, p, h), h, jnp.int32(length), jnp.int32(t)
+  )
   pn = jax.tree.map(np.asarray, p)
   pos = np.arange(9)
   if score == 'none':
@@ -108,7 +118,7 @@ def test_attend_matches_numpy(score, window):
       z = np.where(inside, np.exp(e - e[inside].max()), 0.0)
       want = z / z.sum()
       if window == 'local_p':
-        want = want * np.exp(-(pos - centre) ** 2 / (2 * 1.0 ** 2))
+        want = want * np.exp(-((pos - centre) ** 2) / (2 * 1.0**2))
   np.testing.assert_allclose(w, want, rtol=1e-5, atol=1e-6)
   np.testing.assert_allclose(ctx, want @ h, rtol=1e-5, atol=1e-6)
   assert np.all(np.asarray(w)[length:] == 0.0)
@@ -118,8 +128,8 @@ def test_additive_hand_worked_example():
   """README, 'Attention by hand': q = (1, 0), h = ((1, 0), (0, 1)), W = U = I, b = 0, v = (1, 1)."""
   p = {'W': jnp.eye(2), 'U': jnp.eye(2), 'b': jnp.zeros(2), 'v': jnp.ones(2)}
   h = jnp.array([[1.0, 0.0], [0.0, 1.0]])
-  e = score_of(ModelConfig(score='additive'), p, jnp.array([1.0, 0.0]), h)
-  np.testing.assert_allclose(e, [0.9640, 1.5232], atol=1e-4)     # tanh(2)+tanh(0), tanh(1)+tanh(1)
+  e = score_of(ModelConfig(dropout=0.0, score='additive'), p, jnp.array([1.0, 0.0]), h)
+  np.testing.assert_allclose(e, [0.9640, 1.5232], atol=1e-4)  # tanh(2)+tanh(0), tanh(1)+tanh(1)
   a = attention.masked_softmax(e, jnp.array([True, True]))
   np.testing.assert_allclose(a, [0.3637, 0.6363], atol=1e-4)
   np.testing.assert_allclose(attention.context_vector(a, h), [0.3637, 0.6363], atol=1e-4)
@@ -128,12 +138,12 @@ def test_additive_hand_worked_example():
 def test_dot_hand_worked_example():
   """README, 'Attention by hand': q = (1, 2), h = ((1, 0), (0, 1), (1, 1)); the last position is padding."""
   h = jnp.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
-  e = score_of(ModelConfig(score='dot', decoder_hidden_size=512), {}, jnp.array([1.0, 2.0]), h)
+  e = score_of(ModelConfig(score='dot', encoder_hidden_size=1, decoder_hidden_size=2), {}, jnp.array([1.0, 2.0]), h)
   np.testing.assert_allclose(e, [1.0, 2.0, 3.0])
   a = attention.masked_softmax(e, jnp.array([True, True, True]))
   np.testing.assert_allclose(a, [0.0900, 0.2447, 0.6652], atol=1e-4)
   np.testing.assert_allclose(attention.context_vector(a, h), [0.7553, 0.9100], atol=1e-4)
-  a_masked = attention.masked_softmax(e, jnp.array([True, True, False]))   # softmax(1, 2) = (0.2689, 0.7311)
+  a_masked = attention.masked_softmax(e, jnp.array([True, True, False]))  # softmax(1, 2) = (0.2689, 0.7311)
   np.testing.assert_allclose(a_masked, [0.2689, 0.7311, 0.0], atol=1e-4)
 
 
@@ -158,7 +168,9 @@ def test_masked_softmax_all_padding_row_is_zero_without_nan():
   grad = jax.grad(lambda e: jnp.sum(attention.masked_softmax(e, mask) ** 2))(e)
   assert np.all(np.isfinite(grad)) and np.all(np.asarray(grad) == 0.0)
   # A local_m window past the end of the source is such a row too.
-  cfg = ModelConfig(score='dot', window='local_m', window_size=1, decoder_hidden_size=4, encoder_hidden_size=2)
+  cfg = ModelConfig(
+    dropout=0.0, score='dot', window='local_m', window_size=1, decoder_hidden_size=4, encoder_hidden_size=2
+  )
   h = jnp.ones((6, 4))
   ctx, w = attention.attend(cfg, {}, jnp.ones(4), h, h, jnp.int32(2), jnp.int32(5))
   assert np.all(np.asarray(w) == 0.0) and np.all(np.isfinite(ctx))
@@ -172,6 +184,7 @@ def test_padding_gets_zero_gradient_through_the_whole_attention():
 
   def loss(h):
     ctx, _ = attention.attend(cfg, p, q, attention.precompute_keys(cfg, p, h), h, jnp.int32(4), jnp.int32(0))
-    return jnp.sum(ctx ** 2)
+    return jnp.sum(ctx**2)
+
   g = np.asarray(jax.grad(loss)(h))
   assert np.all(g[4:] == 0.0) and np.all(g[:4] != 0.0)

@@ -1,6 +1,7 @@
 """Bad input and faults, one case per test: a one-line error naming the problem and the fix, a non-zero exit,
 and nothing written or overwritten. Each kind runs the real entry point in a subprocess at least once; the
 other cases of a kind check the same error in-process. The cases are listed in docs/troubleshooting.md."""
+
 import json
 import os
 import subprocess
@@ -9,7 +10,7 @@ import sys
 import ml_collections
 import pytest
 
-from attnmt import checkpoints, data, decoding, lock, train_lib
+from attnmt import checkpoints, data, decoding, lock, trainer
 from attnmt.config import ConfigError, ModelConfig
 from attnmt.data import tokenizers, tsv_pairs
 from experiments.configs import tiny
@@ -27,18 +28,30 @@ def trained(tmp_path_factory):
   config.data.data_dir = data_dir
   config.train.num_steps = 10
   config.train.checkpoint_every = 10
-  train_lib.train_and_evaluate(config, workdir)
+  trainer.train_and_evaluate(config, workdir)
   return workdir, data_dir
 
 
 def run(module, *args, env=None):
-  return subprocess.run([sys.executable, '-m', f'experiments.{module}', *args], cwd=ROOT, env={**ENV, **(env or {})},
-                        capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
+  return subprocess.run(
+    [sys.executable, '-m', f'experiments.{module}', *args],
+    cwd=ROOT,
+    env={**ENV, **(env or {})},
+    capture_output=True,
+    text=True,
+    timeout=300,
+    stdin=subprocess.DEVNULL,
+  )
 
 
 def train_args(tmp_path, data_dir, *extra):
-  return ['--config=experiments/configs/tiny.py', f'--workdir={tmp_path / "w"}',
-          f'--config.data.data_dir={data_dir}', '--config.train.num_steps=2', *extra]
+  return [
+    '--config=experiments/configs/tiny.py',
+    f'--workdir={tmp_path / "w"}',
+    f'--config.data.data_dir={data_dir}',
+    '--config.train.num_steps=2',
+    *extra,
+  ]
 
 
 def last_line(res):
@@ -52,33 +65,48 @@ def write(path, text):
 
 
 CASES = {
-    'unknown score': (['--config.model.score=bilinear'],
-                      "error: unknown model.score 'bilinear'; valid: none, additive, normed_additive, dot"),
-    'unknown query timing': (['--config.model.query_timing=late'], "unknown model.query_timing 'late'; valid: bahdanau"),
-    'unknown window': (['--config.model.window=local'], "unknown model.window 'local'; valid: global, local_m"),
-    'unknown dataset': (['--config.data.name=klingon_bible'], "unknown dataset 'klingon_bible'; valid:"),
-    'dot with unequal sizes': (['--config.model.score=dot', '--config.model.decoder_hidden_size=48'],
-                               "score 'dot' needs the query size (decoder_hidden_size=48) to equal the annotation size"),
-    'unknown schedule': (['--config.train.schedule=linear'], "unknown train.schedule 'linear'; valid: constant"),
-    'bad seeds': (['--config.train.seeds=0,zero'], 'train.seeds must be comma-separated integers'),
-    'config key that does not exist': (['--config.model.scroe=dot'], 'scroe'),
-    'flag that does not exist': (['--learning_rate=0.1'], 'Unknown command line flag'),
-    'more devices than exist': (['--config.train.num_devices=5'],
-                                'error: train.num_devices=5, but 1 device(s) are visible; use 0 (all)'),
-    'coordinator without process count': (['--coordinator_address=localhost:1'],
-                                          'needs the number of processes and this process id: pass --num_processes'),
-    'log_every zero': (['--config.train.log_every=0'], 'error: train.log_every must be an integer >= 1, got 0'),
-    'negative batch size': (['--config.data.batch_size=-4'], 'error: data.batch_size must be an integer >= 1, got -4'),
-    'negative eval beam size': (['--config.train.eval_beam_size=-1'],
-                                'error: train.eval_beam_size must be an integer >= 0, got -1'),
-    'length limit no sentence meets': (['--config.data.max_source_length=1'],
-                                       'error: no train sentence fits the length limits (data.max_source_length=1'),
-    'num_epochs shorter than num_steps': (['--config.data.num_epochs=1', '--config.train.num_steps=1000'],
-                                          'error: data.num_epochs=1 gives 38 training batches, fewer than '
-                                          'train.num_steps=1000'),
-    'config file typo': (['--config=experiments/configs/tinyy.py'],
-                         'error: cannot load the --config file experiments/configs/tinyy.py (No such file or '
-                         'directory); pass a config file such as experiments/configs/default.py'),
+  'unknown score': (
+    ['--config.model.score=bilinear'],
+    "error: unknown model.score 'bilinear'; valid: none, additive, normed_additive, dot",
+  ),
+  'unknown query timing': (['--config.model.query_timing=late'], "unknown model.query_timing 'late'; valid: bahdanau"),
+  'unknown window': (['--config.model.window=local'], "unknown model.window 'local'; valid: global, local_m"),
+  'unknown dataset': (['--config.data.name=klingon_bible'], "unknown dataset 'klingon_bible'; valid:"),
+  'dot with unequal sizes': (
+    ['--config.model.score=dot', '--config.model.decoder_hidden_size=48'],
+    "score 'dot' needs the query size (decoder_hidden_size=48) to equal the annotation size",
+  ),
+  'unknown schedule': (['--config.train.schedule=linear'], "unknown train.schedule 'linear'; valid: constant"),
+  'bad seeds': (['--config.train.seeds=0,zero'], 'train.seeds must be comma-separated integers'),
+  'config key that does not exist': (['--config.model.scroe=dot'], 'scroe'),
+  'flag that does not exist': (['--learning_rate=0.1'], 'Unknown command line flag'),
+  'more devices than exist': (
+    ['--config.train.num_devices=5'],
+    'error: train.num_devices=5, but 1 device(s) are visible; use 0 (all)',
+  ),
+  'coordinator without process count': (
+    ['--coordinator_address=localhost:1'],
+    'needs the number of processes and this process id: pass --num_processes',
+  ),
+  'log_every zero': (['--config.train.log_every=0'], 'error: train.log_every must be an integer >= 1, got 0'),
+  'negative batch size': (['--config.data.batch_size=-4'], 'error: data.batch_size must be an integer >= 1, got -4'),
+  'negative eval beam size': (
+    ['--config.train.eval_beam_size=-1'],
+    'error: train.eval_beam_size must be an integer >= 0, got -1',
+  ),
+  'length limit no sentence meets': (
+    ['--config.data.max_source_length=1'],
+    'error: no train sentence fits the length limits (data.max_source_length=1',
+  ),
+  'num_epochs shorter than num_steps': (
+    ['--config.data.num_epochs=1', '--config.train.num_steps=1000'],
+    'error: data.num_epochs=1 gives 38 training batches, fewer than train.num_steps=1000',
+  ),
+  'config file typo': (
+    ['--config=experiments/configs/tinyy.py'],
+    'error: cannot load the --config file experiments/configs/tinyy.py (No such file or '
+    'directory); pass a config file such as experiments/configs/default.py',
+  ),
 }
 
 
@@ -88,41 +116,54 @@ def test_bad_training_settings(case, tmp_path, trained):
   res = run('train', *train_args(tmp_path, trained[1], *extra))
   assert res.returncode != 0
   assert message in res.stderr, res.stderr[-2000:]
-  if message.startswith('error: '):   # ours (absl's own flag errors print usage text)
+  if message.startswith('error: '):  # ours (absl's own flag errors print usage text)
     assert res.returncode == 2 and last_line(res).startswith(message), res.stderr[-2000:]
-  assert not (tmp_path / 'w').exists()     # nothing was trained or written, no config.json left behind
+  assert not (tmp_path / 'w').exists()  # nothing was trained or written, no config.json left behind
 
 
-@pytest.mark.parametrize('content,message', [
+@pytest.mark.parametrize(
+  'content,message',
+  [
     ('', 'no sentence pairs'),
     ('hello\thola\tCC-BY\nonly one column\n', ':2: '),
     ('a\tb\tc\td\n', ':1: '),
-])
+  ],
+)
 def test_bad_pair_files(content, message, tmp_path, trained):
   path = write(tmp_path / 'pairs.tsv', content)
-  res = run('train', *train_args(tmp_path, trained[1], '--config.data.name=tsv_pairs', f'--config.data.tsv_path={path}'))
+  res = run(
+    'train', *train_args(tmp_path, trained[1], '--config.data.name=tsv_pairs', f'--config.data.tsv_path={path}')
+  )
   assert res.returncode == 2 and message in last_line(res) and path in last_line(res), res.stderr[-2000:]
 
 
 def test_unreadable_pair_file(tmp_path, trained):
-  res = run('train', *train_args(tmp_path, trained[1], '--config.data.name=tsv_pairs',
-                                 f'--config.data.tsv_path={tmp_path}/missing.tsv'))
+  res = run(
+    'train',
+    *train_args(tmp_path, trained[1], '--config.data.name=tsv_pairs', f'--config.data.tsv_path={tmp_path}/missing.tsv'),
+  )
   assert res.returncode == 2 and 'missing.tsv' in last_line(res)
 
 
 def test_workdir_with_a_different_run_is_refused_then_moved_aside_with_fresh(tmp_path, trained):
   workdir, data_dir = trained
   before = open(os.path.join(workdir, 'config.json')).read()
-  args = ['--config=experiments/configs/tiny.py', f'--workdir={workdir}', f'--config.data.data_dir={data_dir}',
-          '--config.model.score=general']
+  args = [
+    '--config=experiments/configs/tiny.py',
+    f'--workdir={workdir}',
+    f'--config.data.data_dir={data_dir}',
+    '--config.model.score=general',
+  ]
   res = run('train', *args)
   assert res.returncode == 2
   assert 'holds a run with a different config (differs in model.score)' in last_line(res)
   assert '--fresh' in last_line(res)
-  assert open(os.path.join(workdir, 'config.json')).read() == before     # nothing overwritten
+  assert open(os.path.join(workdir, 'config.json')).read() == before  # nothing overwritten
 
 
-@pytest.mark.parametrize('setup,message', [
+@pytest.mark.parametrize(
+  'setup,message',
+  [
     ('missing', 'does not exist'),
     ('empty', 'is not an attnmt run directory'),
     ('not a run', 'is not an attnmt run directory'),
@@ -130,7 +171,8 @@ def test_workdir_with_a_different_run_is_refused_then_moved_aside_with_fresh(tmp
     ('future version', 'has format version 99'),
     ('no checkpoint', 'holds no checkpoint yet'),
     ('corrupted checkpoint', 'is corrupted or unreadable'),
-])
+  ],
+)
 def test_bad_checkpoint_directories(setup, message, tmp_path, trained):
   workdir, _ = trained
   d = tmp_path / 'run'
@@ -146,6 +188,7 @@ def test_bad_checkpoint_directories(setup, message, tmp_path, trained):
     write(d / 'config.json', json.dumps(payload))
   if setup == 'corrupted checkpoint':
     import shutil
+
     shutil.copytree(os.path.join(workdir, 'checkpoints'), d / 'checkpoints')
     for root, _, files in os.walk(d / 'checkpoints'):
       for f in files:
@@ -160,7 +203,9 @@ def test_translate_refuses_an_empty_line_and_a_too_long_sentence(tmp_path, train
   workdir, _ = trained
   with_empty_line = write(tmp_path / 'a.txt', '1 2\n\n3\n')
   empty = run('translate', f'--run={workdir}', f'--input={with_empty_line}', '--beam_size=0')
-  assert empty.returncode == 2 and last_line(empty) == 'error: input line 2 is empty; give one non-empty sentence per line'
+  assert (
+    empty.returncode == 2 and last_line(empty) == 'error: input line 2 is empty; give one non-empty sentence per line'
+  )
   too_long = write(tmp_path / 'b.txt', '1 2 3 4 5 6\n')
   long = run('translate', f'--run={workdir}', f'--input={too_long}', '--max_source_tokens=4')
   assert long.returncode == 2 and 'has 7 tokens (with EOS), more than the limit 4' in last_line(long)
@@ -169,6 +214,7 @@ def test_translate_refuses_an_empty_line_and_a_too_long_sentence(tmp_path, train
 # The entry point's one-line path for each kind is covered by a subprocess case above; the cases below
 # check the same errors in-process (cheap): settings, data filters, files, locks, workdirs.
 
+
 def with_value(config, section, key, value):
   """`config` with section.key = value, whatever its type (a ConfigDict refuses another type in place)."""
   config[section] = ml_collections.ConfigDict({**config[section].to_dict(), key: value})
@@ -176,43 +222,100 @@ def with_value(config, section, key, value):
 
 
 SETTINGS = {
-    'train.checkpoint_every=0': ('train', 'checkpoint_every', 0, 'train.checkpoint_every must be an integer >= 1, got 0'),
-    'train.num_steps=0': ('train', 'num_steps', 0, 'train.num_steps must be an integer >= 1, got 0'),
-    'train.eval_every=-1': ('train', 'eval_every', -1, 'train.eval_every must be an integer >= 0, got -1'),
-    'train.eval_max_sentences=-1': ('train', 'eval_max_sentences', -1, 'train.eval_max_sentences must be an integer >= 0'),
-    'train.learning_rate=nan': ('train', 'learning_rate', float('nan'), 'train.learning_rate must be a finite number > 0'),
-    'train.learning_rate=0': ('train', 'learning_rate', 0.0, 'train.learning_rate must be a finite number > 0, got 0.0'),
-    'train.clip_norm=-1': ('train', 'clip_norm', -1.0, 'train.clip_norm must be a finite number >= 0.0, got -1.0'),
-    'train.label_smoothing=1': ('train', 'label_smoothing', 1.0, 'train.label_smoothing must be a finite number >= 0.0 and < 1'),
-    'train.warmup_steps=-5': ('train', 'warmup_steps', -5, 'train.warmup_steps must be an integer >= 0, got -5'),
-    'train.max_decode_factor=0': ('train', 'max_decode_factor', 0.0, 'train.max_decode_factor must be a finite number > 0'),
-    'train.beam_alpha=-0.5': ('train', 'beam_alpha', -0.5, 'train.beam_alpha must be a finite number >= 0.0'),
-    'train.num_devices=-1': ('train', 'num_devices', -1, 'train.num_devices must be an integer >= 0, got -1'),
-    'train.time_budget_minutes=inf': ('train', 'time_budget_minutes', float('inf'), 'train.time_budget_minutes must be a finite'),
-    'train.nonfinite=ignore': ('train', 'nonfinite', 'ignore', "unknown train.nonfinite 'ignore'; valid: stop, skip"),
-    'train.seeds duplicated': ('train', 'seeds', '0,0', "train.seeds must list distinct integers, got '0,0'"),
-    'train.num_steps=2.5': ('train', 'num_steps', 2.5, 'train.num_steps must be an integer >= 1, got 2.5'),
-    'data.batch_size=0': ('data', 'batch_size', 0, 'data.batch_size must be an integer >= 1, got 0'),
-    'data.batch_tokens=-1': ('data', 'batch_tokens', -1, 'data.batch_tokens must be an integer >= 0, got -1'),
-    'data.vocab_size=2': ('data', 'vocab_size', 2, 'data.vocab_size must be an integer >= 5, got 2'),
-    'data.max_source_length=-1': ('data', 'max_source_length', -1, 'data.max_source_length must be an integer >= 0'),
-    'data.num_epochs=-1': ('data', 'num_epochs', -1, 'data.num_epochs must be an integer >= 0, got -1'),
-    'data.bucket_window=0': ('data', 'bucket_window', 0, 'data.bucket_window must be an integer >= 1, got 0'),
-    'data.skip_bad_lines=ture': ('data', 'skip_bad_lines', 'ture', "data.skip_bad_lines must be true or false, got 'ture'"),
-    'data.bucket=1': ('data', 'bucket', 1, 'data.bucket must be true or false, got 1'),
-    'data.tokenizer=bpe': ('data', 'tokenizer', 'bpe', "unknown data.tokenizer 'bpe'; valid: sentencepiece, word"),
-    'data.sp_model_type=char': ('data', 'sp_model_type', 'char', "unknown data.sp_model_type 'char'; valid: unigram, bpe"),
-    'data.validation_fraction=1': ('data', 'validation_fraction', 1.0, 'data.validation_fraction must be a finite number'),
-    'data.test_fraction=0.6 (sum >= 1)': ('data', 'test_fraction', 0.96, 'data.validation_fraction + data.test_fraction '
-                                                                         'must be < 1'),
-    'data.synthetic_max_digits=5': ('data', 'synthetic_max_digits', 5, 'data.synthetic_max_digits must be an integer >= 1 '
-                                                                       'and <= 3, got 5'),
-    'data.synthetic_max_numbers < min': ('data', 'synthetic_min_numbers', 9, 'data.synthetic_max_numbers (4) must be >= '
-                                                                            'data.synthetic_min_numbers (9)'),
-    'data.name empty': ('data', 'name', '', 'data.name is empty; name a dataset'),
-    'data.name=tsv_pairs without a path': ('data', 'name', 'tsv_pairs', 'data.name=tsv_pairs needs data.tsv_path'),
-    'model.input_feeding=ture': ('model', 'input_feeding', 'ture', "model.input_feeding must be true or false, got 'ture'"),
-    'model.embed_size=16.5': ('model', 'embed_size', 16.5, 'model.embed_size must be an integer, got 16.5'),
+  'train.checkpoint_every=0': ('train', 'checkpoint_every', 0, 'train.checkpoint_every must be an integer >= 1, got 0'),
+  'train.num_steps=0': ('train', 'num_steps', 0, 'train.num_steps must be an integer >= 1, got 0'),
+  'train.eval_every=-1': ('train', 'eval_every', -1, 'train.eval_every must be an integer >= 0, got -1'),
+  'train.eval_max_sentences=-1': (
+    'train',
+    'eval_max_sentences',
+    -1,
+    'train.eval_max_sentences must be an integer >= 0',
+  ),
+  'train.learning_rate=nan': (
+    'train',
+    'learning_rate',
+    float('nan'),
+    'train.learning_rate must be a finite number > 0',
+  ),
+  'train.learning_rate=0': ('train', 'learning_rate', 0.0, 'train.learning_rate must be a finite number > 0, got 0.0'),
+  'train.clip_norm=-1': ('train', 'clip_norm', -1.0, 'train.clip_norm must be a finite number >= 0.0, got -1.0'),
+  'train.label_smoothing=1': (
+    'train',
+    'label_smoothing',
+    1.0,
+    'train.label_smoothing must be a finite number >= 0.0 and < 1',
+  ),
+  'train.warmup_steps=-5': ('train', 'warmup_steps', -5, 'train.warmup_steps must be an integer >= 0, got -5'),
+  'train.max_decode_factor=0': (
+    'train',
+    'max_decode_factor',
+    0.0,
+    'train.max_decode_factor must be a finite number > 0',
+  ),
+  'train.beam_alpha=-0.5': ('train', 'beam_alpha', -0.5, 'train.beam_alpha must be a finite number >= 0.0'),
+  'train.num_devices=-1': ('train', 'num_devices', -1, 'train.num_devices must be an integer >= 0, got -1'),
+  'train.time_budget_minutes=inf': (
+    'train',
+    'time_budget_minutes',
+    float('inf'),
+    'train.time_budget_minutes must be a finite',
+  ),
+  'train.nonfinite=ignore': ('train', 'nonfinite', 'ignore', "unknown train.nonfinite 'ignore'; valid: stop, skip"),
+  'train.seeds duplicated': ('train', 'seeds', '0,0', "train.seeds must list distinct integers, got '0,0'"),
+  'train.num_steps=2.5': ('train', 'num_steps', 2.5, 'train.num_steps must be an integer >= 1, got 2.5'),
+  'data.batch_size=0': ('data', 'batch_size', 0, 'data.batch_size must be an integer >= 1, got 0'),
+  'data.batch_tokens=-1': ('data', 'batch_tokens', -1, 'data.batch_tokens must be an integer >= 0, got -1'),
+  'data.vocab_size=2': ('data', 'vocab_size', 2, 'data.vocab_size must be an integer >= 5, got 2'),
+  'data.max_source_length=-1': ('data', 'max_source_length', -1, 'data.max_source_length must be an integer >= 0'),
+  'data.num_epochs=-1': ('data', 'num_epochs', -1, 'data.num_epochs must be an integer >= 0, got -1'),
+  'data.bucket_window=0': ('data', 'bucket_window', 0, 'data.bucket_window must be an integer >= 1, got 0'),
+  'data.skip_bad_lines=ture': (
+    'data',
+    'skip_bad_lines',
+    'ture',
+    "data.skip_bad_lines must be true or false, got 'ture'",
+  ),
+  'data.bucket=1': ('data', 'bucket', 1, 'data.bucket must be true or false, got 1'),
+  'data.tokenizer=bpe': ('data', 'tokenizer', 'bpe', "unknown data.tokenizer 'bpe'; valid: sentencepiece, word"),
+  'data.sp_model_type=char': (
+    'data',
+    'sp_model_type',
+    'char',
+    "unknown data.sp_model_type 'char'; valid: unigram, bpe",
+  ),
+  'data.validation_fraction=1': (
+    'data',
+    'validation_fraction',
+    1.0,
+    'data.validation_fraction must be a finite number',
+  ),
+  'data.test_fraction=0.6 (sum >= 1)': (
+    'data',
+    'test_fraction',
+    0.96,
+    'data.validation_fraction + data.test_fraction must be < 1',
+  ),
+  'data.synthetic_max_digits=5': (
+    'data',
+    'synthetic_max_digits',
+    5,
+    'data.synthetic_max_digits must be an integer >= 1 and <= 3, got 5',
+  ),
+  'data.synthetic_max_numbers < min': (
+    'data',
+    'synthetic_min_numbers',
+    9,
+    'data.synthetic_max_numbers (4) must be >= data.synthetic_min_numbers (9)',
+  ),
+  'data.name empty': ('data', 'name', '', 'data.name is empty; name a dataset'),
+  'data.name=tsv_pairs without a path': ('data', 'name', 'tsv_pairs', 'data.name=tsv_pairs needs data.tsv_path'),
+  'model.input_feeding=ture': (
+    'model',
+    'input_feeding',
+    'ture',
+    "model.input_feeding must be true or false, got 'ture'",
+  ),
+  'model.embed_size=16.5': ('model', 'embed_size', 16.5, 'model.embed_size must be an integer, got 16.5'),
 }
 
 
@@ -221,7 +324,7 @@ def test_bad_settings_in_process(case, tmp_path):
   section, key, value, message = SETTINGS[case]
   config = with_value(tiny.get_config(), section, key, value)
   with pytest.raises(ConfigError) as e:
-    train_lib.train_and_evaluate(config, str(tmp_path / 'w'))
+    trainer.train_and_evaluate(config, str(tmp_path / 'w'))
   assert message in str(e.value) and '\n' not in str(e.value)
   assert not (tmp_path / 'w').exists()
 
@@ -233,13 +336,23 @@ def prepared(trained):
   return data.prepare(config.data), config.data
 
 
-@pytest.mark.parametrize('key,value,message', [
-    ('max_target_length', 1, 'no train sentence fits the length limits (data.max_source_length=16, '
-                             'data.max_target_length=1, data.fixed_source_length=16'),
+@pytest.mark.parametrize(
+  'key,value,message',
+  [
+    (
+      'max_target_length',
+      1,
+      'no train sentence fits the length limits (data.max_source_length=16, '
+      'data.max_target_length=1, data.fixed_source_length=16',
+    ),
     ('eval_max_source_length', 2, 'no validation sentence fits the length limits (data.eval_max_source_length=2'),
-    ('batch_size', 1000, 'data.drop_remainder=True drops every training batch: 600 sentences are fewer than '
-                         'data.batch_size=1000'),
-])
+    (
+      'batch_size',
+      1000,
+      'data.drop_remainder=True drops every training batch: 600 sentences are fewer than data.batch_size=1000',
+    ),
+  ],
+)
 def test_data_filters_that_remove_everything_are_named(key, value, message, prepared):
   prep, cfg = prepared
   cfg = ml_collections.ConfigDict({**cfg.to_dict(), key: value, 'drop_remainder': key == 'batch_size'})
@@ -249,18 +362,28 @@ def test_data_filters_that_remove_everything_are_named(key, value, message, prep
 
 
 def test_sentencepiece_vocabulary_too_small():
-  with pytest.raises(ValueError, match=r'sentencepiece cannot train a vocabulary of data.vocab_size=6 on this corpus '
-                                       r'\(Vocabulary size is smaller than required_chars. 6 vs \d+\); raise '
-                                       r'data.vocab_size to at least \d+'):
+  with pytest.raises(
+    ValueError,
+    match=r'sentencepiece cannot train a vocabulary of data.vocab_size=6 on this corpus '
+    r'\(Vocabulary size is smaller than required_chars. 6 vs \d+\); raise '
+    r'data.vocab_size to at least \d+',
+  ):
     tokenizers.train_tokenizer('sentencepiece', ['the quick brown fox jumps over the lazy dog'], 6)
 
 
-@pytest.mark.parametrize('lines,message', [
-    (['a\tuno', 'a\tuna', 'b\tdos'], 'pairs.tsv: 2 distinct source sentence(s); training, validation and test need at '
-                                     'least one each'),
-    (['a\tuno', '"b\tc"\tdos', 'd\ttres'], 'pairs.tsv:2: a double quote opens field 1 and closes in a later one: the '
-                                           'file is plain TSV'),
-])
+@pytest.mark.parametrize(
+  'lines,message',
+  [
+    (
+      ['a\tuno', 'a\tuna', 'b\tdos'],
+      'pairs.tsv: 2 distinct source sentence(s); training, validation and test need at least one each',
+    ),
+    (
+      ['a\tuno', '"b\tc"\tdos', 'd\ttres'],
+      'pairs.tsv:2: a double quote opens field 1 and closes in a later one: the file is plain TSV',
+    ),
+  ],
+)
 def test_tsv_files_that_cannot_split(lines, message, tmp_path):
   path = write(tmp_path / 'pairs.tsv', '\n'.join(lines) + '\n')
   with pytest.raises(tsv_pairs.TsvFormatError) as e:
@@ -281,8 +404,11 @@ def test_tsv_path_that_is_a_directory(tmp_path):
 
 
 def test_offline_catalogue_dataset_fails_fast(tmp_path, trained):
-  res = run('train', *train_args(tmp_path, str(tmp_path / 'data'), '--config.data.name=ted_hrlr_translate/pt_to_en'),
-            env={'ATTNMT_OFFLINE': '1'})
+  res = run(
+    'train',
+    *train_args(tmp_path, str(tmp_path / 'data'), '--config.data.name=ted_hrlr_translate/pt_to_en'),
+    env={'ATTNMT_OFFLINE': '1'},
+  )
   assert res.returncode == 2, res.stderr[-2000:]
   assert last_line(res).startswith('error: TFDS dataset ted_hrlr_translate/pt_to_en is not prepared in ')
   assert 'the network is unreachable; prepare it on a machine with network access' in last_line(res)
@@ -290,17 +416,27 @@ def test_offline_catalogue_dataset_fails_fast(tmp_path, trained):
 
 def test_workdir_that_is_a_file(tmp_path, trained):
   path = write(tmp_path / 'notadir', 'x')
-  res = run('train', '--config=experiments/configs/tiny.py', f'--workdir={path}',
-            f'--config.data.data_dir={trained[1]}', '--config.train.num_steps=2')
+  res = run(
+    'train',
+    '--config=experiments/configs/tiny.py',
+    f'--workdir={path}',
+    f'--config.data.data_dir={trained[1]}',
+    '--config.train.num_steps=2',
+  )
   assert res.returncode == 2
-  assert last_line(res) == f'error: workdir {path} is a file, not a directory; pass a directory (it is created if missing)'
+  assert (
+    last_line(res) == f'error: workdir {path} is a file, not a directory; pass a directory (it is created if missing)'
+  )
   assert open(path).read() == 'x'
 
 
 def test_workdir_below_a_file_cannot_be_written(tmp_path):
   write(tmp_path / 'file', 'x')
-  with pytest.raises(lock.WorkdirUnusable, match=r'cannot write to workdir .*/file/run \(Not a directory\); pass a '
-                                                 'directory you can write to'):
+  with pytest.raises(
+    lock.WorkdirUnusable,
+    match=r'cannot write to workdir .*/file/run \(Not a directory\); pass a '
+    'directory you can write to',
+  ):
     lock.acquire(str(tmp_path / 'file' / 'run'))
 
 
@@ -330,30 +466,39 @@ def plant_lock(workdir, pid, host):
 
 def test_second_training_on_a_workdir_is_refused(tmp_path, trained, other_process):
   import socket
+
   plant_lock(tmp_path / 'w', other_process.pid, socket.gethostname())
   res = run('train', *train_args(tmp_path, trained[1]))
   assert res.returncode == 2
-  assert last_line(res) == (f'error: {tmp_path / "w"} is in use: a train run holds it (PID {other_process.pid} on host '
-                            f'{socket.gethostname()}); wait for it to end or stop it, or use another --workdir')
+  assert last_line(res) == (
+    f'error: {tmp_path / "w"} is in use: a train run holds it (PID {other_process.pid} on host '
+    f'{socket.gethostname()}); wait for it to end or stop it, or use another --workdir'
+  )
   assert sorted(os.listdir(tmp_path / 'w')) == ['.lock-train']
 
 
 def test_stale_lock_is_taken_over_and_said(tmp_path, capsys):
   import socket
+
   dead = subprocess.Popen([sys.executable, '-c', 'pass'])
   dead.wait()
   plant_lock(tmp_path, dead.pid, socket.gethostname())
   with lock.hold(str(tmp_path), 'train') as path:
     assert json.load(open(path))['pid'] == os.getpid()
   assert not os.path.exists(path)
-  assert (f'Took over the stale train lock of {tmp_path} (PID {dead.pid} on host {socket.gethostname()}; that '
-          'process is gone)') in capsys.readouterr().out
+  assert (
+    f'Took over the stale train lock of {tmp_path} (PID {dead.pid} on host {socket.gethostname()}; that '
+    'process is gone)'
+  ) in capsys.readouterr().out
 
 
 def test_lock_of_another_host_is_refused_with_the_file_to_delete(tmp_path):
   plant_lock(tmp_path, 12345, 'elsewhere.example')
-  with pytest.raises(lock.LockHeld, match=r'a train run holds it \(PID 12345 on host elsewhere.example\); if that '
-                                          r'process is gone, delete .*\.lock-train'):
+  with pytest.raises(
+    lock.LockHeld,
+    match=r'a train run holds it \(PID 12345 on host elsewhere.example\); if that '
+    r'process is gone, delete .*\.lock-train',
+  ):
     lock.acquire(str(tmp_path), 'train')
 
 
@@ -365,8 +510,14 @@ def test_sweep_and_train_locks_are_separate(tmp_path):
 
 def test_fresh_with_a_bad_setting_moves_nothing(tmp_path, trained):
   workdir, data_dir = trained
-  res = run('train', '--config=experiments/configs/tiny.py', f'--workdir={workdir}', f'--config.data.data_dir={data_dir}',
-            '--fresh', '--config.train.checkpoint_every=0')
+  res = run(
+    'train',
+    '--config=experiments/configs/tiny.py',
+    f'--workdir={workdir}',
+    f'--config.data.data_dir={data_dir}',
+    '--fresh',
+    '--config.train.checkpoint_every=0',
+  )
   assert res.returncode == 2 and 'train.checkpoint_every must be an integer >= 1' in last_line(res)
   assert os.path.exists(os.path.join(workdir, 'config.json'))
   assert not [p for p in os.listdir(os.path.dirname(workdir)) if '.old-' in p]
@@ -377,31 +528,36 @@ def test_config_without_a_checkpoint_does_not_block_the_corrected_command(tmp_pa
   workdir.mkdir()
   config = tiny.get_config()
   config.model.score = 'general'
-  checkpoints.save_config(str(workdir), config)         # left by a run that stopped before its first checkpoint
+  checkpoints.save_config(str(workdir), config)  # left by a run that stopped before its first checkpoint
   corrected = tiny.get_config()
-  train_lib._check_workdir(str(workdir), corrected)     # no refusal
+  trainer._check_workdir(str(workdir), corrected)  # no refusal
   os.makedirs(workdir / 'checkpoints' / '10')
   with pytest.raises(ConfigError, match=r'differs in model.score'):
-    train_lib._check_workdir(str(workdir), corrected)
+    trainer._check_workdir(str(workdir), corrected)
 
 
 def test_translate_and_analyze_paths(tmp_path, trained):
   workdir, _ = trained
   as_dir = run('translate', f'--run={workdir}', f'--input={tmp_path}', '--beam_size=0')
   assert as_dir.returncode == 2 and last_line(as_dir) == (
-      f"error: cannot read --input {tmp_path} (Is a directory); pass a text file with one sentence per line, or '-' "
-      'for stdin')
+    f"error: cannot read --input {tmp_path} (Is a directory); pass a text file with one sentence per line, or '-' "
+    'for stdin'
+  )
   out = write(tmp_path / 'out.txt', 'keep')
   analyze = run('analyze', f'--runs={workdir}', f'--out={out}')
   assert analyze.returncode == 2 and last_line(analyze) == (
-      f'error: --out {out} is a file; pass a directory for the analysis (created if missing)')
+    f'error: --out {out} is a file; pass a directory for the analysis (created if missing)'
+  )
   assert open(out).read() == 'keep'
 
 
-@pytest.mark.parametrize('module,flag,message', [
+@pytest.mark.parametrize(
+  'module,flag,message',
+  [
     ('translate', '--beam_size=-1', 'error: --beam_size (-1) and --max_source_tokens (0) must be >= 0'),
     ('analyze', '--beam_size=-2', 'error: --beam_size, --num_heatmaps and --heatmap_min_words must be >= 0'),
-])
+  ],
+)
 def test_negative_beam_sizes_at_the_entry_points(module, flag, message, tmp_path):
   res = run(module, f'--{"run" if module == "translate" else "runs"}={tmp_path}', flag)
   assert res.returncode == 2 and last_line(res).startswith(message), res.stderr[-2000:]
@@ -413,13 +569,23 @@ def test_a_10000_word_sentence_decodes_in_bounded_memory():
   import jax
   import jax.numpy as jnp
   from attnmt.model import init_params
-  cfg = ModelConfig(source_vocab_size=64, target_vocab_size=64, embed_size=16, encoder_hidden_size=16,
-                    decoder_hidden_size=32, attention_size=16, output_size=16)
+
+  cfg = ModelConfig(
+    dropout=0.0,
+    source_vocab_size=64,
+    target_vocab_size=64,
+    embed_size=16,
+    encoder_hidden_size=16,
+    decoder_hidden_size=32,
+    attention_size=16,
+    output_size=16,
+  )
   params = init_params(cfg, jax.random.key(0))
   src, lengths = jax.ShapeDtypeStruct((16, 10001), jnp.int32), jax.ShapeDtypeStruct((16,), jnp.int32)
 
   def footprint(keep):
     m = decoding.greedy.lower(cfg, params, src, lengths, max_len=15016, keep_attention=keep).compile().memory_analysis()
     return m.temp_size_in_bytes + m.output_size_in_bytes
+
   assert footprint(False) < 0.5e9
   assert footprint(True) > 9e9

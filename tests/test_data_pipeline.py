@@ -5,167 +5,187 @@ import json
 import numpy as np
 import pytest
 
-from attnmt.data import (BOS_ID, EOS_ID, PAD_ID, batches, batching, get_data_config, pipeline,
-                         prepare, removed_by_length)
+from attnmt.data import BOS_ID, EOS_ID, PAD_ID, batches, batching, get_data_config, pipeline, prepare, removed_by_length
 
 
 def _split(lengths_src, lengths_tgt, seed=0) -> pipeline.TokenizedSplit:
-    """A tokenized split with random ids >= 4 and the given lengths (without EOS)."""
-    rng = np.random.default_rng(seed)
-    src = [list(rng.integers(4, 100, n)) for n in lengths_src]
-    tgt = [list(rng.integers(4, 100, n)) for n in lengths_tgt]
-    return pipeline.TokenizedSplit(*pipeline._flatten(src), *pipeline._flatten(tgt))
+  """A tokenized split with random ids >= 4 and the given lengths (without EOS)."""
+  rng = np.random.default_rng(seed)
+  src = [list(rng.integers(4, 100, n)) for n in lengths_src]
+  tgt = [list(rng.integers(4, 100, n)) for n in lengths_tgt]
+  return pipeline.TokenizedSplit(*pipeline._flatten(src), *pipeline._flatten(tgt))
 
 
 @pytest.fixture(scope='module')
 def data():
-    rng = np.random.default_rng(1)
-    src = rng.integers(1, 60, 1000)  # target lengths follow source lengths, as in real data
-    return _split(src, np.clip(src + rng.integers(-5, 6, 1000), 1, None))
+  rng = np.random.default_rng(1)
+  src = rng.integers(1, 60, 1000)  # target lengths follow source lengths, as in real data
+  return _split(src, np.clip(src + rng.integers(-5, 6, 1000), 1, None))
 
 
 def _iterator(data, state=None, num_epochs=3, seed=7, **options):
-    opts = batching.BatchOptions(**{'batch_size': 32, **options})
-    keep = pipeline.length_filter(data, 50, 50)
-    return pipeline.BatchIterator(data, keep, opts, seed, num_epochs, True, 'train', state)
+  opts = batching.BatchOptions(**{'batch_size': 32, **options})
+  keep = pipeline.length_filter(data, 50, 50)
+  return pipeline.BatchIterator(data, keep, opts, seed, num_epochs, True, 'train', state)
 
 
 def test_batch_format(data):
-    batch = next(_iterator(data))
-    assert set(batch) == {'src', 'src_len', 'tgt_in', 'tgt_out', 'tgt_len', 'index'}
-    assert all(v.dtype == np.int32 for v in batch.values())
-    b, s = batch['src'].shape
-    assert batch['tgt_in'].shape == batch['tgt_out'].shape and s % 8 == 0
-    for row in range(b):
-        i, n, m = batch['index'][row], batch['src_len'][row], batch['tgt_len'][row]
-        np.testing.assert_array_equal(batch['src'][row, :n - 1], data.src(i))
-        assert batch['src'][row, n - 1] == EOS_ID and not batch['src'][row, n:].any()
-        assert batch['tgt_in'][row, 0] == BOS_ID
-        np.testing.assert_array_equal(batch['tgt_in'][row, 1:m], data.tgt(i))
-        assert not batch['tgt_in'][row, m:].any()
-        np.testing.assert_array_equal(batch['tgt_out'][row, :m - 1], data.tgt(i))
-        assert batch['tgt_out'][row, m - 1] == EOS_ID and not batch['tgt_out'][row, m:].any()
-        assert (batch['src'][row] != PAD_ID).sum() == n
-        assert (batch['tgt_out'][row] != PAD_ID).sum() == m
+  batch = next(_iterator(data))
+  assert set(batch) == {'src', 'src_len', 'tgt_in', 'tgt_out', 'tgt_len', 'index'}
+  assert all(v.dtype == np.int32 for v in batch.values())
+  b, s = batch['src'].shape
+  assert batch['tgt_in'].shape == batch['tgt_out'].shape and s % 8 == 0
+  for row in range(b):
+    i, n, m = batch['index'][row], batch['src_len'][row], batch['tgt_len'][row]
+    np.testing.assert_array_equal(batch['src'][row, : n - 1], data.src(i))
+    assert batch['src'][row, n - 1] == EOS_ID and not batch['src'][row, n:].any()
+    assert batch['tgt_in'][row, 0] == BOS_ID
+    np.testing.assert_array_equal(batch['tgt_in'][row, 1:m], data.tgt(i))
+    assert not batch['tgt_in'][row, m:].any()
+    np.testing.assert_array_equal(batch['tgt_out'][row, : m - 1], data.tgt(i))
+    assert batch['tgt_out'][row, m - 1] == EOS_ID and not batch['tgt_out'][row, m:].any()
+    assert (batch['src'][row] != PAD_ID).sum() == n
+    assert (batch['tgt_out'][row] != PAD_ID).sum() == m
 
 
 def test_epoch_covers_each_kept_example_once_and_keeps_the_remainder(data):
-    keep = pipeline.length_filter(data, 50, 50)
-    assert 0 < len(data) - len(keep) < len(data)
-    assert (data.src_len[keep] <= 50).all() and (data.tgt_len[keep] <= 50).all()
-    for bucket in (False, True):
-        plan = _iterator(data, bucket=bucket).epoch_plan(0)
-        seen = np.concatenate(plan)
-        np.testing.assert_array_equal(np.sort(seen), keep)
-        sizes = sorted(len(b) for b in plan)
-        assert sizes[0] == len(keep) % 32 and sizes[1] == 32  # one smaller batch, kept
-        dropped = _iterator(data, bucket=bucket, drop_remainder=True).epoch_plan(0)
-        assert all(len(b) == 32 for b in dropped) and len(dropped) == len(keep) // 32
+  keep = pipeline.length_filter(data, 50, 50)
+  assert 0 < len(data) - len(keep) < len(data)
+  assert (data.src_len[keep] <= 50).all() and (data.tgt_len[keep] <= 50).all()
+  for bucket in (False, True):
+    plan = _iterator(data, bucket=bucket).epoch_plan(0)
+    seen = np.concatenate(plan)
+    np.testing.assert_array_equal(np.sort(seen), keep)
+    sizes = sorted(len(b) for b in plan)
+    assert sizes[0] == len(keep) % 32 and sizes[1] == 32  # one smaller batch, kept
+    dropped = _iterator(data, bucket=bucket, drop_remainder=True).epoch_plan(0)
+    assert all(len(b) == 32 for b in dropped) and len(dropped) == len(keep) // 32
 
 
 def test_bucketing_lowers_padding(data):
-    keep = pipeline.length_filter(data, 50, 50)
-    src_len, tgt_len = data.src_len[keep], data.tgt_len[keep]
-    fractions = {}
-    for bucket in (False, True):
-        opts = batching.BatchOptions(batch_size=32, bucket=bucket, bucket_window=10)
-        plan = batching.plan_epoch(src_len, tgt_len, opts, 0, 0, shuffle=True)
-        fractions[bucket] = batching.padding_fraction(plan, src_len, tgt_len, opts)
-    assert fractions[True] < 0.5 * fractions[False]
+  keep = pipeline.length_filter(data, 50, 50)
+  src_len, tgt_len = data.src_len[keep], data.tgt_len[keep]
+  fractions = {}
+  for bucket in (False, True):
+    opts = batching.BatchOptions(batch_size=32, bucket=bucket, bucket_window=10)
+    plan = batching.plan_epoch(src_len, tgt_len, opts, 0, 0, shuffle=True)
+    fractions[bucket] = batching.padding_fraction(plan, src_len, tgt_len, opts)
+  assert fractions[True] < 0.5 * fractions[False]
 
 
 def test_shuffling_is_deterministic_by_seed_and_differs_by_epoch(data):
-    a = [b['index'] for b in _iterator(data, num_epochs=2)]
-    b = [b['index'] for b in _iterator(data, num_epochs=2)]
-    c = [b['index'] for b in _iterator(data, num_epochs=2, seed=8)]
-    assert all((x == y).all() for x, y in zip(a, b)) and len(a) == len(b)
-    assert any(len(x) != len(y) or (x != y).any() for x, y in zip(a, c))
-    half = len(a) // 2
-    assert any(len(x) != len(y) or (x != y).any() for x, y in zip(a[:half], a[half:]))
+  a = [b['index'] for b in _iterator(data, num_epochs=2)]
+  b = [b['index'] for b in _iterator(data, num_epochs=2)]
+  c = [b['index'] for b in _iterator(data, num_epochs=2, seed=8)]
+  assert all((x == y).all() for x, y in zip(a, b)) and len(a) == len(b)
+  assert any(len(x) != len(y) or (x != y).any() for x, y in zip(a, c))
+  half = len(a) // 2
+  assert any(len(x) != len(y) or (x != y).any() for x, y in zip(a[:half], a[half:]))
 
 
 @pytest.mark.parametrize('where', ['start', 'early', 'epoch_end', 'next_epoch', 'last', 'end'])
 def test_saved_state_resumes_with_identical_batches(data, where):
-    reference = list(_iterator(data))
-    per_epoch = len(_iterator(data).epoch_plan(0))
-    stop_after = {'start': 0, 'early': 5, 'epoch_end': per_epoch, 'next_epoch': per_epoch + 1,
-                  'last': len(reference) - 1, 'end': len(reference)}[where]
-    it = _iterator(data)
-    for _ in range(stop_after):
-        next(it)
-    state = json.loads(json.dumps(it.state()))
-    resumed = list(_iterator(data, state=state))
-    assert len(resumed) == len(reference) - stop_after
-    for got, want in zip(resumed, reference[stop_after:]):
-        for key in want:
-            np.testing.assert_array_equal(got[key], want[key])
+  reference = list(_iterator(data))
+  per_epoch = len(_iterator(data).epoch_plan(0))
+  stop_after = {
+    'start': 0,
+    'early': 5,
+    'epoch_end': per_epoch,
+    'next_epoch': per_epoch + 1,
+    'last': len(reference) - 1,
+    'end': len(reference),
+  }[where]
+  it = _iterator(data)
+  for _ in range(stop_after):
+    next(it)
+  state = json.loads(json.dumps(it.state()))
+  resumed = list(_iterator(data, state=state))
+  assert len(resumed) == len(reference) - stop_after
+  for got, want in zip(resumed, reference[stop_after:]):
+    for key in want:
+      np.testing.assert_array_equal(got[key], want[key])
 
 
 def test_state_for_other_data_is_refused(data):
-    state = _iterator(data).state()
-    with pytest.raises(ValueError, match='seed'):
-        _iterator(data, state={**state, 'seed': 99})
+  state = _iterator(data).state()
+  with pytest.raises(ValueError, match='seed'):
+    _iterator(data, state={**state, 'seed': 99})
 
 
 def test_token_budget_and_fixed_lengths(data):
-    for batch in _iterator(data, num_epochs=1, batch_tokens=1024):
-        width = max(batch['src'].shape[1], batch['tgt_in'].shape[1])
-        assert batch['src'].shape[0] * width <= 1024
-    for batch in _iterator(data, num_epochs=1, fixed_source_length=56, fixed_target_length=64):
-        assert batch['src'].shape[1] == 56 and batch['tgt_in'].shape[1] == 64
+  for batch in _iterator(data, num_epochs=1, batch_tokens=1024):
+    width = max(batch['src'].shape[1], batch['tgt_in'].shape[1])
+    assert batch['src'].shape[0] * width <= 1024
+  for batch in _iterator(data, num_epochs=1, fixed_source_length=56, fixed_target_length=64):
+    assert batch['src'].shape[1] == 56 and batch['tgt_in'].shape[1] == 64
 
 
 @pytest.fixture(scope='module')
 def numbers(tmp_path_factory):
-    cfg = get_data_config()
-    cfg.name, cfg.data_dir = 'synthetic_numbers', str(tmp_path_factory.mktemp('n'))
-    cfg.synthetic_size, cfg.synthetic_eval_size, cfg.vocab_size = 500, 50, 60
-    cfg.max_source_length, cfg.max_target_length = 12, 30
-    cfg.batch_size, cfg.num_epochs = 16, 2
-    return cfg, prepare(cfg)
+  cfg = get_data_config()
+  cfg.name, cfg.data_dir = 'synthetic_numbers', str(tmp_path_factory.mktemp('n'))
+  cfg.synthetic_size, cfg.synthetic_eval_size, cfg.vocab_size = 500, 50, 60
+  cfg.max_source_length, cfg.max_target_length = 12, 30
+  cfg.batch_size, cfg.num_epochs = 16, 2
+  return cfg, prepare(cfg)
 
 
 def test_entry_point_batches_and_reports(numbers):
-    cfg, prepared = numbers
-    removed = removed_by_length(prepared, 'train', cfg)
-    assert prepared.stats['train_length_filter']['removed'] == removed > 0
-    train = list(batches(prepared, 'train', cfg))
-    assert sum(len(b['index']) for b in train) == 2 * (500 - removed)
-    assert max(b['src_len'].max() for b in train) <= 12
-    test = list(batches(prepared, 'test', cfg))  # eval: every sentence, once, no filter
-    assert sorted(np.concatenate([b['index'] for b in test])) == list(range(50))
-    assert 'alignment' in test[0]
-    state = {'split': 'train', 'seed': 0, 'num_examples': 500 - removed, 'epoch': 1, 'batch': 3}
-    resumed = next(batches(prepared, 'train', cfg, state=state))
-    np.testing.assert_array_equal(resumed['src'], train[len(train) // 2 + 3]['src'])
+  cfg, prepared = numbers
+  removed = removed_by_length(prepared, 'train', cfg)
+  assert prepared.stats['train_length_filter']['removed'] == removed > 0
+  train = list(batches(prepared, 'train', cfg))
+  assert sum(len(b['index']) for b in train) == 2 * (500 - removed)
+  assert max(b['src_len'].max() for b in train) <= 12
+  test = list(batches(prepared, 'test', cfg))  # eval: every sentence, once, no filter
+  assert sorted(np.concatenate([b['index'] for b in test])) == list(range(50))
+  assert 'alignment' in test[0]
+  state = {'split': 'train', 'seed': 0, 'num_examples': 500 - removed, 'epoch': 1, 'batch': 3}
+  resumed = next(batches(prepared, 'train', cfg, state=state))
+  np.testing.assert_array_equal(resumed['src'], train[len(train) // 2 + 3]['src'])
 
 
 def test_evaluation_subset_spreads_over_lengths_and_pads_to_its_own_multiple(numbers):
-    cfg, prepared = numbers
-    cfg = cfg.copy_and_resolve_references()
-    cfg.pad_to_multiple, cfg.eval_pad_to_multiple = 8, 24
-    lengths = prepared.tokenized['test'].src_len
-    subset = list(batches(prepared, 'test', cfg, max_examples=10))
-    index = np.concatenate([b['index'] for b in subset])
-    assert len(index) == len(set(index)) == 10
-    chosen = np.sort(lengths[index])   # from the shortest to the longest source, evenly by rank
-    assert chosen[0] == lengths.min() and chosen[-1] == lengths.max()
-    np.testing.assert_array_equal(chosen, np.sort(lengths)[np.linspace(0, 49, 10).round().astype(int)])
-    assert all(b['src'].shape[1] % 24 == 0 for b in subset)
-    assert all(b['src'].shape[1] % 8 == 0 and b['src'].shape[1] <= 16 for b in batches(prepared, 'train', cfg))
+  cfg, prepared = numbers
+  cfg = cfg.copy_and_resolve_references()
+  cfg.pad_to_multiple, cfg.eval_pad_to_multiple = 8, 24
+  lengths = prepared.tokenized['test'].src_len
+  subset = list(batches(prepared, 'test', cfg, max_examples=10))
+  index = np.concatenate([b['index'] for b in subset])
+  assert len(index) == len(set(index)) == 10
+  chosen = np.sort(lengths[index])  # from the shortest to the longest source, evenly by rank
+  assert chosen[0] == lengths.min() and chosen[-1] == lengths.max()
+  np.testing.assert_array_equal(chosen, np.sort(lengths)[np.linspace(0, 49, 10).round().astype(int)])
+  assert all(b['src'].shape[1] % 24 == 0 for b in subset)
+  assert all(b['src'].shape[1] % 8 == 0 and b['src'].shape[1] <= 16 for b in batches(prepared, 'train', cfg))
 
 
 def test_config_has_every_field_and_unknown_names_fail(numbers, tmp_path):
-    cfg = get_data_config()
-    for field in ('name', 'data_dir', 'books', 'tsv_path', 'source_lang', 'target_lang',
-                  'skip_bad_lines', 'synthetic_size', 'seed', 'tokenizer', 'sp_model_type',
-                  'vocab_size', 'max_source_length', 'max_target_length', 'batch_size',
-                  'bucket', 'shuffle_seed'):
-        assert field in cfg
-    cfg.name, cfg.data_dir = 'no_such_corpus', str(tmp_path)
-    with pytest.raises(ValueError) as error:
-        prepare(cfg)
-    message = str(error.value)
-    assert '\n' not in message and 'bible_en_es, tsv_pairs, synthetic_numbers' in message
-    with pytest.raises(ValueError, match='unknown split'):
-        batches(numbers[1], 'dev', numbers[0])
+  cfg = get_data_config()
+  for field in (
+    'name',
+    'data_dir',
+    'books',
+    'tsv_path',
+    'source_lang',
+    'target_lang',
+    'skip_bad_lines',
+    'synthetic_size',
+    'seed',
+    'tokenizer',
+    'sp_model_type',
+    'vocab_size',
+    'max_source_length',
+    'max_target_length',
+    'batch_size',
+    'bucket',
+    'shuffle_seed',
+  ):
+    assert field in cfg
+  cfg.name, cfg.data_dir = 'no_such_corpus', str(tmp_path)
+  with pytest.raises(ValueError) as error:
+    prepare(cfg)
+  message = str(error.value)
+  assert '\n' not in message and 'bible_en_es, tsv_pairs, synthetic_numbers' in message
+  with pytest.raises(ValueError, match='unknown split'):
+    batches(numbers[1], 'dev', numbers[0])

@@ -8,73 +8,72 @@ ATTRIBUTION = 'CC-BY 2.0 (France) Attribution: tatoeba.org #538123 (CM) & #43173
 
 
 def _write(path, lines):
-    path.write_text(''.join(line + '\n' for line in lines), encoding='utf-8')
-    return str(path)
+  path.write_text(''.join(line + '\n' for line in lines), encoding='utf-8')
+  return str(path)
 
 
 def _good_lines(n=60):
-    return [f'Sentence number {i}.\tFrase número {i}.\t{ATTRIBUTION}' for i in range(n)]
+  return [f'Sentence number {i}.\tFrase número {i}.\t{ATTRIBUTION}' for i in range(n)]
 
 
 def _cfg(data_dir, path, skip=False):
-    cfg = get_data_config()
-    cfg.name, cfg.data_dir, cfg.tsv_path = 'tsv_pairs', str(data_dir), path
-    cfg.skip_bad_lines = skip
-    cfg.source_lang, cfg.target_lang = 'en', 'es'
-    cfg.tokenizer, cfg.vocab_size = 'word', 100
-    return cfg
+  cfg = get_data_config()
+  cfg.name, cfg.data_dir, cfg.tsv_path = 'tsv_pairs', str(data_dir), path
+  cfg.skip_bad_lines = skip
+  cfg.source_lang, cfg.target_lang = 'en', 'es'
+  cfg.tokenizer, cfg.vocab_size = 'word', 100
+  return cfg
 
 
 def test_malformed_line_names_file_and_line(tmp_path):
-    path = _write(tmp_path / 'pairs.tsv', _good_lines(3) + ['no tab here'] + _good_lines(2))
-    with pytest.raises(tsv_pairs.TsvFormatError) as error:
-        prepare(_cfg(tmp_path / 'data', path))
-    message = str(error.value)
-    assert message.startswith(f'{path}:4: expected 2 or 3 tab-separated fields')
-    assert 'found 1' in message and '\n' not in message
+  path = _write(tmp_path / 'pairs.tsv', _good_lines(3) + ['no tab here'] + _good_lines(2))
+  with pytest.raises(tsv_pairs.TsvFormatError) as error:
+    prepare(_cfg(tmp_path / 'data', path))
+  message = str(error.value)
+  assert message.startswith(f'{path}:4: expected 2 or 3 tab-separated fields')
+  assert 'found 1' in message and '\n' not in message
 
 
 def test_too_many_fields_and_empty_side_are_malformed(tmp_path):
-    path = _write(tmp_path / 'a.tsv', ['a\tb\tc\td'])
-    with pytest.raises(tsv_pairs.TsvFormatError, match=r'a\.tsv:1: .*found 4'):
-        tsv_pairs.read_pairs(path)
-    path = _write(tmp_path / 'b.tsv', ['ok\tbien', '\tvacío'])
-    with pytest.raises(tsv_pairs.TsvFormatError, match=r'b\.tsv:2: empty source or target'):
-        tsv_pairs.read_pairs(path)
+  path = _write(tmp_path / 'a.tsv', ['a\tb\tc\td'])
+  with pytest.raises(tsv_pairs.TsvFormatError, match=r'a\.tsv:1: .*found 4'):
+    tsv_pairs.read_pairs(path)
+  path = _write(tmp_path / 'b.tsv', ['ok\tbien', '\tvacío'])
+  with pytest.raises(tsv_pairs.TsvFormatError, match=r'b\.tsv:2: empty source or target'):
+    tsv_pairs.read_pairs(path)
 
 
 def test_skip_bad_lines_reports_the_count(tmp_path):
-    lines = _good_lines(30) + ['bad', 'a\tb\tc\td', ''] + _good_lines(30)[::-1]
-    path = _write(tmp_path / 'pairs.tsv', lines[:30] + lines[30:33] + [
-        f'Other {i}.\tOtra {i}.' for i in range(30)])
-    prepared = prepare(_cfg(tmp_path / 'data', path, skip=True))
-    report = prepared.stats['build_report']
-    assert report['skipped_lines'] == 2
-    assert report['first_skipped_lines'] == [31, 32]
-    assert report['blank_lines'] == 1
-    assert sum(s['pairs'] for s in prepared.stats['splits'].values()) == 60
-    assert prepared.source_lang == 'en' and prepared.target_lang == 'es'
+  lines = _good_lines(30) + ['bad', 'a\tb\tc\td', ''] + _good_lines(30)[::-1]
+  path = _write(tmp_path / 'pairs.tsv', lines[:30] + lines[30:33] + [f'Other {i}.\tOtra {i}.' for i in range(30)])
+  prepared = prepare(_cfg(tmp_path / 'data', path, skip=True))
+  report = prepared.stats['build_report']
+  assert report['skipped_lines'] == 2
+  assert report['first_skipped_lines'] == [31, 32]
+  assert report['blank_lines'] == 1
+  assert sum(s['pairs'] for s in prepared.stats['splits'].values()) == 60
+  assert prepared.source_lang == 'en' and prepared.target_lang == 'es'
 
 
 def test_empty_and_unreadable_files(tmp_path):
-    empty = _write(tmp_path / 'empty.tsv', [])
-    with pytest.raises(tsv_pairs.TsvFormatError, match='no sentence pairs'):
-        prepare(_cfg(tmp_path / 'data', empty))
-    missing = str(tmp_path / 'missing.tsv')
-    with pytest.raises(tsv_pairs.TsvFormatError, match='cannot read sentence-pair file'):
-        prepare(_cfg(tmp_path / 'data', missing))
-    latin1 = tmp_path / 'latin1.tsv'
-    latin1.write_bytes('ok\tbien\nniño\tchild\n'.encode('latin-1'))
-    with pytest.raises(tsv_pairs.TsvFormatError, match=r'latin1\.tsv:2: not valid UTF-8'):
-        tsv_pairs.read_pairs(str(latin1))
+  empty = _write(tmp_path / 'empty.tsv', [])
+  with pytest.raises(tsv_pairs.TsvFormatError, match='no sentence pairs'):
+    prepare(_cfg(tmp_path / 'data', empty))
+  missing = str(tmp_path / 'missing.tsv')
+  with pytest.raises(tsv_pairs.TsvFormatError, match='cannot read sentence-pair file'):
+    prepare(_cfg(tmp_path / 'data', missing))
+  latin1 = tmp_path / 'latin1.tsv'
+  latin1.write_bytes('ok\tbien\nniño\tchild\n'.encode('latin-1'))
+  with pytest.raises(tsv_pairs.TsvFormatError, match=r'latin1\.tsv:2: not valid UTF-8'):
+    tsv_pairs.read_pairs(str(latin1))
 
 
 def test_a_source_with_several_translations_stays_in_one_split(tmp_path):
-    lines = [f'Hello {i % 40}.\tHola {i}.' for i in range(200)]
-    prepared = prepare(_cfg(tmp_path / 'data', _write(tmp_path / 'p.tsv', lines)))
-    sources = {s: set(raw.source) for s, raw in prepared.corpus.splits.items()}
-    assert not sources['train'] & sources['test']
-    assert not sources['train'] & sources['validation']
-    assert all(sources.values())
-    lines_of = prepared.corpus.splits['test'].ids
-    assert all(lines[int(n) - 1].split('\t')[0] in sources['test'] for n in lines_of)
+  lines = [f'Hello {i % 40}.\tHola {i}.' for i in range(200)]
+  prepared = prepare(_cfg(tmp_path / 'data', _write(tmp_path / 'p.tsv', lines)))
+  sources = {s: set(raw.source) for s, raw in prepared.corpus.splits.items()}
+  assert not sources['train'] & sources['test']
+  assert not sources['train'] & sources['validation']
+  assert all(sources.values())
+  lines_of = prepared.corpus.splits['test'].ids
+  assert all(lines[int(n) - 1].split('\t')[0] in sources['test'] for n in lines_of)

@@ -1,4 +1,5 @@
 """Greedy and beam search: agreement, scores equal to recomputed log-probabilities, attention history."""
+
 import functools
 
 import jax
@@ -6,23 +7,31 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from attnmt import decoding, toy, training
+from attnmt import decoding, toy, train_step
 from attnmt.config import ModelConfig
 from attnmt.model import BOS, EOS, PAD, Seq2Seq
 
 # A model trained briefly on the reverse task: uncertain enough that beams and lengths genuinely differ
 # (random weights give degenerate outputs: every hypothesis ends at once or never).
-CFG = ModelConfig(source_vocab_size=14, target_vocab_size=14, embed_size=16, encoder_hidden_size=16,
-                  decoder_hidden_size=32, attention_size=16, output_size=16)
+CFG = ModelConfig(
+  dropout=0.0,
+  source_vocab_size=14,
+  target_vocab_size=14,
+  embed_size=16,
+  encoder_hidden_size=16,
+  decoder_hidden_size=32,
+  attention_size=16,
+  output_size=16,
+)
 _BATCH = toy.reverse_batch(np.random.default_rng(9), 4, 10, np.ones(8) / 8, held_out=True)
 SRC, SRC_LEN = jnp.asarray(_BATCH['src']), jnp.asarray(_BATCH['src_len'])
 
 
 @pytest.fixture(scope='module')
 def params():
-  opt = training.make_optimizer(3e-3)
-  state = training.init_train_state(CFG, opt, 0)
-  step = jax.jit(functools.partial(training.train_step, CFG, opt))
+  opt = train_step.make_optimizer(3e-3)
+  state = train_step.init_train_state(CFG, opt, 0)
+  step = jax.jit(functools.partial(train_step.train_step, CFG, opt))
   rng = np.random.default_rng(0)
   for _ in range(120):
     state, _ = step(state, toy.reverse_batch(rng, 32, 10, np.ones(8) / 8))
@@ -44,7 +53,7 @@ def test_greedy_matches_teacher_forcing_and_stops_at_eos(params):
   for b in range(len(lengths)):
     n = lengths[b]
     if n < 10:
-      assert tokens[b, n - 1] == EOS and EOS not in tokens[b, :n - 1]
+      assert tokens[b, n - 1] == EOS and EOS not in tokens[b, : n - 1]
     assert np.all(tokens[b, n:] == PAD)
     np.testing.assert_allclose(out.scores[b], logp[b, :n].sum(), rtol=1e-5)
     np.testing.assert_allclose(out.weights[b, :n], weights[b, :n], rtol=1e-5, atol=1e-6)
@@ -65,7 +74,7 @@ def test_beam_scores_equal_recomputed_log_probabilities(params, alpha):
   """Every returned hypothesis: score = sum log p / lp(len), best first, attention = teacher-forced."""
   out = decoding.beam_search(CFG, params, SRC, SRC_LEN, beam_size=4, max_len=12, alpha=alpha)
   scores = np.asarray(out.scores)
-  assert np.all(np.diff(scores, axis=1) <= 1e-6)            # best first, non-increasing
+  assert np.all(np.diff(scores, axis=1) <= 1e-6)  # best first, non-increasing
   for k in range(4):
     tokens = out.tokens[:, k]
     logp, weights = teacher_forced(params, SRC, SRC_LEN, tokens)

@@ -1,4 +1,5 @@
 """The experiment entry points as a user runs them: train, kill, resume, analyse; a sweep; vmapped seeds."""
+
 import json
 import os
 import signal
@@ -11,7 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from attnmt import checkpoints, toy, train_lib, training
+from attnmt import checkpoints, toy, trainer, train_step
 from attnmt.config import ModelConfig
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -21,8 +22,9 @@ TINY = 'experiments/configs/tiny.py'
 def run_module(module, *flags, timeout=300):
   """Runs `python -m module flags` from the repository root; returns the completed process."""
   env = dict(os.environ, JAX_PLATFORMS='cpu', PYTHONPATH=ROOT)
-  return subprocess.run([sys.executable, '-m', module, *flags], cwd=ROOT, env=env, capture_output=True,
-                        text=True, timeout=timeout)
+  return subprocess.run(
+    [sys.executable, '-m', module, *flags], cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout
+  )
 
 
 @pytest.fixture(scope='module')
@@ -31,8 +33,14 @@ def data_dir(tmp_path_factory):
 
 
 def train_flags(workdir, data_dir, steps=120):
-  return [f'--config={TINY}', f'--workdir={workdir}', f'--config.data.data_dir={data_dir}',
-          f'--config.train.num_steps={steps}', '--config.train.checkpoint_every=10', '--config.train.eval_every=60']
+  return [
+    f'--config={TINY}',
+    f'--workdir={workdir}',
+    f'--config.data.data_dir={data_dir}',
+    f'--config.train.num_steps={steps}',
+    '--config.train.checkpoint_every=10',
+    '--config.train.eval_every=60',
+  ]
 
 
 def test_train_is_killed_resumes_and_reloads_for_analysis(tmp_path, data_dir):
@@ -42,22 +50,33 @@ def test_train_is_killed_resumes_and_reloads_for_analysis(tmp_path, data_dir):
   assert 'test BLEU' in ref.stdout
   # Its validation records carry the training time, and experiments.curves draws them.
   from attnmt import curves
+
   records = curves.validation_records(str(tmp_path / 'ref'))
   assert [r['step'] for r in records] == [60, 120]
   assert 0 < records[0]['train_seconds'] < records[1]['train_seconds']
   assert curves.bleu_at(records, records[0]['train_seconds'] / 60) == pytest.approx(records[0]['bleu'][0])
   assert np.isnan(curves.bleu_at(records, records[0]['train_seconds'] / 120))
-  drawn = run_module('experiments.curves', f'--runs={tmp_path / "ref"}', '--labels=tiny', '--minutes=100',
-                     f'--out={tmp_path / "curves.png"}')
+  drawn = run_module(
+    'experiments.curves',
+    f'--runs={tmp_path / "ref"}',
+    '--labels=tiny',
+    '--minutes=100',
+    f'--out={tmp_path / "curves.png"}',
+  )
   assert drawn.returncode == 0, drawn.stderr[-3000:]
   assert (tmp_path / 'curves.png').stat().st_size > 10000
   row = next(line for line in drawn.stdout.splitlines() if line.startswith('| tiny'))
-  assert row.split(' | ')[1:3] == [f"{records[1]['bleu'][0]:.2f}", '120']   # BLEU at 100 min, last step
+  assert row.split(' | ')[1:3] == [f"{records[1]['bleu'][0]:.2f}", '120']  # BLEU at 100 min, last step
   # The same run, killed (SIGKILL) once a checkpoint exists, then restarted on its workdir.
   workdir = tmp_path / 'run'
   env = dict(os.environ, JAX_PLATFORMS='cpu', PYTHONPATH=ROOT)
-  proc = subprocess.Popen([sys.executable, '-m', 'experiments.train', *train_flags(workdir, data_dir)], cwd=ROOT,
-                          env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+  proc = subprocess.Popen(
+    [sys.executable, '-m', 'experiments.train', *train_flags(workdir, data_dir)],
+    cwd=ROOT,
+    env=env,
+    stdout=subprocess.PIPE,
+    stderr=subprocess.STDOUT,
+  )
   deadline = time.time() + 240
   while not (workdir / 'checkpoints' / '20').exists():
     assert proc.poll() is None and time.time() < deadline, 'no checkpoint appeared before the run ended'
@@ -88,8 +107,8 @@ def test_train_is_killed_resumes_and_reloads_for_analysis(tmp_path, data_dir):
   assert (out / 'bleu_by_length.png').exists()
   result = json.loads((run_out / 'analysis.json').read_text())
   assert len(result['greedy_bleu']) == 1 and len(result['beam_bleu']) == 1
-  assert 0.0 <= result['aer'][0] <= 1.0       # the synthetic task has gold alignments
-  significance = result['significance']         # one run: intervals, no baseline to test against
+  assert 'aer' in result and result['aer'][0] < 1.0  # the synthetic task has gold alignments; some links found
+  significance = result['significance']  # one run: intervals, no baseline to test against
   assert significance['baseline'] is None and significance['corpus']['sentences'] == 40
   assert significance['corpus']['bleu'] == pytest.approx(result['greedy_bleu'][0])
   assert significance['corpus']['p_value'] is None and significance['corpus']['ci'] >= 0.0
@@ -100,7 +119,7 @@ def test_train_is_killed_resumes_and_reloads_for_analysis(tmp_path, data_dir):
   assert 'monotonicity' in an.stdout and 'greedy BLEU ± 95% CI' in an.stdout
   assert json.loads((out / 'analysis.json').read_text())[0]['significance'] == significance
   lines = (run_out / 'translations.greedy.txt').read_text().splitlines()
-  assert len(lines) == 40                     # every test sentence translated (synthetic_eval_size)
+  assert len(lines) == 40  # every test sentence translated (synthetic_eval_size)
   # Translate from a file, with attention bars; an empty line is refused with a one-line error.
   (tmp_path / 'in.txt').write_text('4 2\n1 0 7\n')
   tr = run_module('experiments.translate', f'--run={workdir}', f'--input={tmp_path / "in.txt"}', '--show_attention')
@@ -113,9 +132,16 @@ def test_train_is_killed_resumes_and_reloads_for_analysis(tmp_path, data_dir):
 
 
 def test_sweep_of_two_variants_and_two_seeds_writes_its_table_and_never_reuses_stale_results(tmp_path, data_dir):
-  flags = [f'--config={TINY}', f'--workdir={tmp_path}', f'--config.data.data_dir={data_dir}',
-           '--config.train.num_steps=20', '--config.train.seeds=0,1', '--config.sweep.scores=none,dot',
-           '--config.sweep.analyze=false', '--config.model.decoder_hidden_size=32']
+  flags = [
+    f'--config={TINY}',
+    f'--workdir={tmp_path}',
+    f'--config.data.data_dir={data_dir}',
+    '--config.train.num_steps=20',
+    '--config.train.seeds=0,1',
+    '--config.sweep.scores=none,dot',
+    '--config.sweep.analyze=false',
+    '--config.model.decoder_hidden_size=32',
+  ]
   res = run_module('experiments.sweep', *flags)
   assert res.returncode == 0, res.stderr[-3000:]
   table = (tmp_path / 'results.md').read_text().splitlines()
@@ -140,18 +166,24 @@ def test_sweep_of_two_variants_and_two_seeds_writes_its_table_and_never_reuses_s
   assert (tmp_path / 'results.md').read_text() == before
 
 
-@pytest.mark.parametrize('extra,message', [
+@pytest.mark.parametrize(
+  'extra,message',
+  [
     (['--config.sweep.scores=addtive'], "unknown model.score 'addtive'; valid: none, additive"),
     (['--config.sweep.scores=none', '--config.sweep.windows=local_m'], 'no valid variant among the swept values'),
-    (['--config.sweep.input_feeding=ture', '--config.sweep.query_timings=luong'],
-     "sweep value 'ture' for model.input_feeding is not a boolean; use true or false"),
+    (
+      ['--config.sweep.input_feeding=ture', '--config.sweep.query_timings=luong'],
+      "sweep value 'ture' for model.input_feeding is not a boolean; use true or false",
+    ),
     (['--config.sweep.axes=model.window_siz=2,4'], "sweep axis 'model.window_siz' names no config setting"),
     (['--config.sweep.axes=model.window_size'], "sweep.axes entry 'model.window_size' is not key=value1,value2"),
-])
+  ],
+)
 def test_sweeps_that_cannot_run_write_nothing(extra, message, tmp_path, data_dir):
   (tmp_path / 'results.md').write_text('an earlier table\n')
-  res = run_module('experiments.sweep', f'--config={TINY}', f'--workdir={tmp_path}',
-                   f'--config.data.data_dir={data_dir}', *extra)
+  res = run_module(
+    'experiments.sweep', f'--config={TINY}', f'--workdir={tmp_path}', f'--config.data.data_dir={data_dir}', *extra
+  )
   assert res.returncode == 2 and message in res.stderr.strip().splitlines()[-1], res.stderr[-2000:]
   assert os.listdir(tmp_path) == ['results.md'] and (tmp_path / 'results.md').read_text() == 'an earlier table\n'
 
@@ -164,10 +196,11 @@ def test_sweep_needs_a_workdir(data_dir):
 def test_sweep_reports_the_combinations_it_skips():
   from experiments import sweep
   from experiments.configs import tiny
+
   config = tiny.get_config()
   config.sweep.scores = 'none,dot'
   config.sweep.windows = 'global,local_m'
-  config.model.decoder_hidden_size = 48        # dot needs 32 (= 2 x 16): refused with the reason
+  config.model.decoder_hidden_size = 48  # dot needs 32 (= 2 x 16): refused with the reason
   keep, refused = sweep.variants(config)
   assert [name for name, _ in keep] == ['none/bahdanau/global']
   reasons = ' '.join(why for _, why in refused)
@@ -177,6 +210,7 @@ def test_sweep_reports_the_combinations_it_skips():
 def test_sweep_axes_over_any_key_name_every_run_by_its_values():
   from experiments import sweep
   from experiments.configs import tiny
+
   config = tiny.get_config()
   config.sweep.scores = 'additive,general'
   config.sweep.query_timings = 'bahdanau,luong'
@@ -191,7 +225,7 @@ def test_sweep_axes_over_any_key_name_every_run_by_its_values():
   run = dict(keep)['general/luong/global/window_size=4/learning_rate=0.001']
   assert run.model.window_size == 4 and run.model.input_feeding is False and run.train.learning_rate == 1e-3
   assert run.variant == 'general/luong/global/window_size=4/learning_rate=0.001' and 'sweep' not in run
-  assert train_lib.variant_name(run) == run.variant
+  assert trainer.variant_name(run) == run.variant
   config.sweep.axes = 'model.window_size=2,two'
   with pytest.raises(ValueError, match="sweep value 'two' for model.window_size is not an integer"):
     sweep.variants(config)
@@ -201,17 +235,26 @@ def test_sweep_axes_over_any_key_name_every_run_by_its_values():
 
 
 def test_vmapped_seeds_give_the_losses_of_seeds_run_one_by_one():
-  cfg = ModelConfig(source_vocab_size=14, target_vocab_size=14, embed_size=16, encoder_hidden_size=16,
-                    decoder_hidden_size=32, attention_size=16, output_size=16, dropout=0.1)
-  init, step = train_lib.seed_functions(cfg, training.make_optimizer(3e-3))
+  cfg = ModelConfig(
+    source_vocab_size=14,
+    target_vocab_size=14,
+    embed_size=16,
+    encoder_hidden_size=16,
+    decoder_hidden_size=32,
+    attention_size=16,
+    output_size=16,
+    dropout=0.1,
+  )
+  init, step = trainer.seed_functions(cfg, train_step.make_optimizer(3e-3))
   seeds = [3, 7]
   rng = {s: np.random.default_rng(s) for s in seeds}
   batches = [[toy.reverse_batch(rng[s], 8, 10, np.ones(6) / 6) for _ in range(5)] for s in seeds]
   together = init(seeds)
   losses_together = []
   for i in range(5):
-    together, m = step(together, {k: jnp.asarray(v) for k, v in
-                                  train_lib.stack_batches([batches[0][i], batches[1][i]]).items()})
+    together, m = step(
+      together, {k: jnp.asarray(v) for k, v in trainer.stack_batches([batches[0][i], batches[1][i]]).items()}
+    )
     losses_together.append(np.asarray(m['loss']))
   for j, s in enumerate(seeds):
     alone = init([s])
@@ -221,15 +264,52 @@ def test_vmapped_seeds_give_the_losses_of_seeds_run_one_by_one():
     # Parameters agree to float tolerance as Adam sees it: its near-sign update (about lr per step) turns
     # last-bit differences of a near-zero gradient (batched and unbatched reductions are ordered
     # differently) into ~1e-5 absolute after 5 steps of lr 3e-3.
-    jax.tree.map(lambda a, b: np.testing.assert_allclose(a[0], b[j], rtol=1e-4, atol=5e-5),
-                 alone.params, together.params)
-  assert not np.allclose(losses_together[-1][0], losses_together[-1][1])   # the seeds really differ
+    jax.tree.map(
+      lambda a, b: np.testing.assert_allclose(a[0], b[j], rtol=1e-4, atol=5e-5), alone.params, together.params
+    )
+  assert not np.allclose(losses_together[-1][0], losses_together[-1][1])  # the seeds really differ
 
 
 def test_stack_batches_pads_widths_and_rows():
   a = toy.encode_pairs(np.array([[4, 5, 6]]), np.array([3]))
   b = toy.encode_pairs(np.array([[4, 5, 6, 7, 8], [5, 5, 5, 5, 5]]), np.array([5, 2]))
-  s = train_lib.stack_batches([a, b])
+  s = trainer.stack_batches([a, b])
   assert s['src'].shape == (2, 2, 6) and s['tgt_in'].shape == (2, 2, 6)
-  np.testing.assert_array_equal(s['src_len'][0], [4, 0])     # the padded row counts for nothing
+  np.testing.assert_array_equal(s['src_len'][0], [4, 0])  # the padded row counts for nothing
   np.testing.assert_array_equal(s['src'][0, 0], [4, 5, 6, 2, 0, 0])
+
+
+def test_a_run_loads_and_translates_from_its_directory_alone(tmp_path):
+  """config.json holds the complete model config (vocabulary sizes included) and <workdir>/vocab the
+  tokenizers: with the corpus deleted, load_model and translate.py still work, and build nothing."""
+  import shutil
+  from attnmt import inspection
+  from experiments.configs import tiny
+
+  config = tiny.get_config()
+  config.data.data_dir = str(tmp_path / 'data')
+  config.train.num_steps = 10
+  workdir = str(tmp_path / 'run')
+  trainer.train_and_evaluate(config, workdir)
+  saved = json.loads((tmp_path / 'run' / 'config.json').read_text())['model']
+  shutil.rmtree(tmp_path / 'data')
+  run = inspection.load_model(workdir)
+  assert saved['target_vocab_size'] == run.cfg.target_vocab_size == run.tgt_tokenizer.vocab_size
+  assert run.cfg == ModelConfig.from_dict(saved) and run.step == 10
+  (tmp_path / 'in.txt').write_text('4 2 7\n')
+  res = run_module('experiments.translate', f'--run={workdir}', f'--input={tmp_path / "in.txt"}', '--beam_size=2')
+  assert res.returncode == 0 and len(res.stdout.strip().splitlines()) == 1, res.stderr[-2000:]
+  assert not (tmp_path / 'data').exists()
+
+
+def test_alignment_error_rate_hand_worked():
+  """Och & Ney 2003: AER = 1 - (|A & S| + |A & P|) / (|A| + |S|), summed over the corpus."""
+  from attnmt.inspection import alignment_error_rate
+
+  sure = [{(0, 0), (1, 1)}, {(0, 0)}]
+  possible = [{(0, 0), (1, 1), (2, 1)}, {(0, 0), (1, 0)}]
+  predicted = [{(0, 0), (2, 1)}, {(1, 0), (1, 1)}]
+  # A & S: 1 + 0 = 1; A & P: 2 + 1 = 3; |A| + |S| = 4 + 3 = 7  ->  1 - 4/7
+  assert alignment_error_rate(predicted, sure, possible) == pytest.approx(3 / 7)
+  assert alignment_error_rate(sure, sure) == 0.0
+  assert alignment_error_rate([{(5, 5)}], [{(0, 0)}]) == 1.0

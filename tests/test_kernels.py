@@ -1,4 +1,5 @@
 """The CPU attention kernels (attnmt/kernels) against NumPy and against the JAX paths they replace."""
+
 import functools
 import logging
 import os
@@ -9,7 +10,7 @@ import numpy as np
 import pytest
 from jax.sharding import AbstractMesh
 
-from attnmt import attention, deferred_scan, kernels, model, training
+from attnmt import attention, deferred_scan, kernels, model, train_step
 from attnmt.config import ModelConfig
 
 if os.environ.get('ATTNMT_KERNELS') == '0':
@@ -58,7 +59,7 @@ def test_kernel_equals_jax_path_jitted_and_unbatched():
   q, k, v, de = random_case(6, 11, 24, seed=1)
   for fn in (lambda *a: a, jax.jit(lambda *a: a)):
     args = fn(q, k, v)
-    ours = jax.vjp(kernels.additive_scores, args[0][2], args[1][2], args[2])    # one sentence: q A, k S x A
+    ours = jax.vjp(kernels.additive_scores, args[0][2], args[1][2], args[2])  # one sentence: q A, k S x A
     ref = jax.vjp(attention.additive_scores_jax, args[0][2], args[1][2], args[2])
     np.testing.assert_allclose(ours[0], ref[0], rtol=1e-5, atol=1e-6)
     for a, b in zip(ours[1](jnp.asarray(de[2])), ref[1](jnp.asarray(de[2]))):
@@ -112,7 +113,7 @@ def test_context_and_its_gradients_equal_numpy(lead):
 def test_context_under_vmap_with_shared_annotations():
   rng = np.random.default_rng(6)
   w = rng.random(size=(4, 3, 6)).astype(np.float32)
-  m = rng.normal(size=(3, 6, 8)).astype(np.float32)     # the same annotations for all 4 mapped rows
+  m = rng.normal(size=(3, 6, 8)).astype(np.float32)  # the same annotations for all 4 mapped rows
   loss = lambda fn: lambda w, m: jnp.sum(jnp.sin(jax.vmap(fn, (0, None))(w, m)))
   ours = jax.value_and_grad(loss(kernels.context), argnums=(0, 1))(w, m)
   ref = jax.value_and_grad(loss(lambda w, m: jnp.einsum('...s,...sh->...h', w, m)), argnums=(0, 1))(w, m)
@@ -126,17 +127,20 @@ def test_tanh_saturates_and_keeps_nan():
   k = np.array([[[30.0, -30.0, np.inf, -np.inf], [np.nan, 0.0, 0.0, 0.0], [1e-5, 0.0, 0.0, 0.0]]], np.float32)
   v = np.array([1.0, 10.0, 100.0, 1000.0], np.float32)
   e = np.asarray(jax.vmap(kernels.additive_scores, (0, 0, None))(q, k, v))
-  assert e[0, 0] == 1.0 - 10.0 + 100.0 - 1000.0    # tanh = +-1 exactly once saturated, also at +-inf
-  assert np.isnan(e[0, 1])                          # a NaN key is not clamped into a finite score
-  assert e[0, 2] == np.float32(1e-5)                # tanh(x) = x for tiny x
+  assert e[0, 0] == 1.0 - 10.0 + 100.0 - 1000.0  # tanh = +-1 exactly once saturated, also at +-inf
+  assert np.isnan(e[0, 1])  # a NaN key is not clamped into a finite score
+  assert e[0, 2] == np.float32(1e-5)  # tanh(x) = x for tiny x
 
 
 def test_platforms_and_meshes_choose_the_path():
   q, k, v = jnp.ones((4, 8)), jnp.ones((4, 3, 8)), jnp.ones((8,))
-  grad = jax.jit(jax.grad(lambda q, k, v: jnp.sum(jax.vmap(attention.additive_scores, (0, 0, None))(q, k, v) ** 2),
-                          argnums=(0, 1, 2)))
+  grad = jax.jit(
+    jax.grad(
+      lambda q, k, v: jnp.sum(jax.vmap(attention.additive_scores, (0, 0, None))(q, k, v) ** 2), argnums=(0, 1, 2)
+    )
+  )
   lowered = lambda platforms: grad.trace(q, k, v).lower(lowering_platforms=platforms).as_text()
-  assert lowered(('cpu',)).count('attnmt_additive') == 2         # forward and backward kernels
+  assert lowered(('cpu',)).count('attnmt_additive') == 2  # forward and backward kernels
   assert 'attnmt_additive' not in lowered(('cuda',))
   assert 'attnmt_additive' not in lowered(('tpu',))
   context = jax.jit(jax.grad(lambda w, m: jnp.sum(deferred_scan.product(w, m) ** 2), argnums=(0, 1)))
@@ -145,24 +149,41 @@ def test_platforms_and_meshes_choose_the_path():
   assert 'attnmt_context' not in lowered(('cuda',))
   with kernels.disabled():
     assert not kernels.available()
-  with jax.sharding.use_abstract_mesh(AbstractMesh((2,), ('data',))):   # a data-parallel program
+  with jax.sharding.use_abstract_mesh(AbstractMesh((2,), ('data',))):  # a data-parallel program
     assert not kernels.available()
   with jax.sharding.use_abstract_mesh(AbstractMesh((1,), ('data',))):
     assert kernels.available()
-  bf16 = jax.jit(lambda q, k, v: attention.additive_scores(q, k, v)).trace(
-      q[0].astype(jnp.bfloat16), k[0].astype(jnp.bfloat16), v.astype(jnp.bfloat16)).lower().as_text()
-  assert 'attnmt_additive' not in bf16                            # float32 only
+  bf16 = (
+    jax.jit(lambda q, k, v: attention.additive_scores(q, k, v))
+    .trace(q[0].astype(jnp.bfloat16), k[0].astype(jnp.bfloat16), v.astype(jnp.bfloat16))
+    .lower()
+    .as_text()
+  )
+  assert 'attnmt_additive' not in bf16  # float32 only
 
 
 def test_training_step_with_kernel_equals_jax_path():
-  cfg = ModelConfig(source_vocab_size=11, target_vocab_size=13, embed_size=8, encoder_hidden_size=6,
-                    decoder_hidden_size=10, attention_size=12, output_size=9, score='additive')
+  cfg = ModelConfig(
+    dropout=0.0,
+    source_vocab_size=11,
+    target_vocab_size=13,
+    embed_size=8,
+    encoder_hidden_size=6,
+    decoder_hidden_size=10,
+    attention_size=12,
+    output_size=9,
+    score='additive',
+  )
   params = model.init_params(cfg, jax.random.PRNGKey(0))
   rng = np.random.default_rng(3)
-  batch = {'src': rng.integers(3, 11, (5, 7)), 'src_len': np.array([7, 6, 3, 1, 5]),
-           'tgt_in': rng.integers(3, 13, (5, 6)), 'tgt_out': rng.integers(3, 13, (5, 6)),
-           'tgt_len': np.array([6, 2, 5, 4, 1])}
-  loss = lambda p: training.loss_fn(cfg, p, batch, None, False)[0]
+  batch = {
+    'src': rng.integers(3, 11, (5, 7)),
+    'src_len': np.array([7, 6, 3, 1, 5]),
+    'tgt_in': rng.integers(3, 13, (5, 6)),
+    'tgt_out': rng.integers(3, 13, (5, 6)),
+    'tgt_len': np.array([6, 2, 5, 4, 1]),
+  }
+  loss = lambda p: train_step.loss_fn(cfg, p, batch, None, False)[0]
   step = jax.jit(jax.value_and_grad(loss))
   text = step.lower(params).as_text()
   assert 'attnmt_additive' in text and 'attnmt_context' in text
@@ -185,7 +206,7 @@ def test_missing_compiler_falls_back_with_a_warning(tmp_path, monkeypatch, caplo
   with caplog.at_level(logging.WARNING):
     assert kernels._load.__wrapped__() is False
   assert 'CPU attention kernel unavailable' in caplog.text and 'JAX path' in caplog.text
-  assert not (tmp_path / 'cache').exists() or not any((tmp_path / 'cache').iterdir())   # nothing half-written
+  assert not (tmp_path / 'cache').exists() or not any((tmp_path / 'cache').iterdir())  # nothing half-written
 
 
 def test_library_is_cached_by_source_and_machine(tmp_path, monkeypatch):

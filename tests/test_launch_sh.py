@@ -1,4 +1,5 @@
 """launch.sh: the shell functions that decide how Python runs."""
+
 import os
 import subprocess
 
@@ -21,5 +22,5 @@ echo "$found"
   res = subprocess.run(['bash', '-c', script], cwd=ROOT, capture_output=True, text=True, timeout=120)
   assert res.returncode == 0, res.stdout + res.stderr
   library = host_memory.tcmalloc_library()
-  expected = os.path.basename(library) if library else ''     # find_library gives the soname
+  expected = os.path.basename(library) if library else ''  # find_library gives the soname
   assert os.path.basename(res.stdout.strip()) == expected

@@ -1,4 +1,5 @@
 """attnmt.measures against NumPy, scipy and hand-worked values; significance and the analysis table."""
+
 import os
 import warnings
 
@@ -7,7 +8,7 @@ import pytest
 import sacrebleu
 import scipy.stats
 
-from attnmt import analyze_lib, data, evaluation, measures
+from attnmt import report, data, evaluation, measures
 from experiments import common
 
 
@@ -36,7 +37,7 @@ def test_spearman_hand_worked():
   assert measures.spearman([1, 2, 3, 4, 5], [2, 1, 4, 3, 5]) == pytest.approx(0.8)
   # Ties: y ranks (1.5, 1.5, 3, 4); Pearson of the ranks = 4.5 / sqrt(5 * 4.5) = sqrt(0.9).
   assert measures.spearman([1, 2, 3, 4], [7, 7, 8, 9]) == pytest.approx(np.sqrt(0.9))
-  assert np.isnan(measures.spearman([1, 2, 3], [4, 4, 4]))      # a constant ranking: undefined
+  assert np.isnan(measures.spearman([1, 2, 3], [4, 4, 4]))  # a constant ranking: undefined
   assert np.isnan(measures.spearman([1], [2]))
 
 
@@ -63,18 +64,18 @@ def test_attention_measures_leave_out_the_eos_row_and_the_source_eos_column():
   a[:4, 4] = 0.6
   a[4, 0] = 1.0
   x = evaluation.Translation(0, [5, 6, 7, 8, data.EOS_ID], 'a b c d', a)
-  got = analyze_lib.attention_measures([x])
+  got = report.attention_measures([x])
   assert got['monotonicity'] == 1.0 and got['tokens'] == 4
   h = -(0.4 * np.log(0.4) + 0.6 * np.log(0.6))
   assert got['entropy'] == pytest.approx(h) and got['normalized'] == pytest.approx(h / np.log(5))
   # Without a final EOS (the decoding budget ran out) every row is an output token.
   unfinished = evaluation.Translation(0, [5, 6, 7, 8, 9], 'a b c d e', a)
-  assert analyze_lib.attention_measures([unfinished])['tokens'] == 5
+  assert report.attention_measures([unfinished])['tokens'] == 5
 
 
 def test_entropy_of_uniform_one_hot_and_padded_attention():
   with warnings.catch_warnings():
-    warnings.simplefilter('error')      # zero weights: no log(0) warning, no NaN
+    warnings.simplefilter('error')  # zero weights: no log(0) warning, no NaN
     uniform = measures.attention_entropy([np.full((3, 8), 1 / 8)])
     assert uniform['entropy'] == pytest.approx(np.log(8)) and uniform['normalized'] == pytest.approx(1.0)
     one_hot = measures.attention_entropy([np.eye(4)])
@@ -92,8 +93,8 @@ def test_entropy_of_uniform_one_hot_and_padded_attention():
 
 def test_repetition_rate_on_hand_made_strings():
   assert measures.has_repeated_ngram('a b c d a b c d a b c d'.split())
-  assert not measures.has_repeated_ngram('a b c d a b c d'.split())          # twice only
-  assert measures.has_repeated_ngram('x x x x x x'.split())                  # overlapping: at 0, 1 and 2
+  assert not measures.has_repeated_ngram('a b c d a b c d'.split())  # twice only
+  assert measures.has_repeated_ngram('x x x x x x'.split())  # overlapping: at 0, 1 and 2
   assert not measures.has_repeated_ngram('x x x x x'.split())
   assert not measures.has_repeated_ngram([])
   texts = ['y no se a sus y no se a sus y no se a sus', 'the cat sat', 'x x x x x x', 'a b c d a b c d']
@@ -113,8 +114,11 @@ def _corpus(n=60, seed=0):
   dot = list(none)
   dot[0] = references[0]
   additive = [' '.join(r.split()[1:]) for r in references]
-  return sources, references, {'none/bahdanau/global': none, 'dot/bahdanau/global': dot,
-                               'additive/bahdanau/global': additive}
+  return (
+    sources,
+    references,
+    {'none/bahdanau/global': none, 'dot/bahdanau/global': dot, 'additive/bahdanau/global': additive},
+  )
 
 
 def test_paired_bootstrap_identical_better_and_deterministic():
@@ -130,7 +134,7 @@ def test_paired_bootstrap_identical_better_and_deterministic():
   assert good['bleu'] == pytest.approx(sacrebleu.corpus_bleu(systems['additive/bahdanau/global'], [refs]).score)
   assert good['ci'] > 0 and 'bs:1000' in better['signature']
   assert measures.paired_bootstrap({'base': none, 'good': systems['additive/bahdanau/global']}, refs, 'base') == better
-  assert os.environ.get('SACREBLEU_SEED') == before                         # the seed was set only while it ran
+  assert os.environ.get('SACREBLEU_SEED') == before  # the seed was set only while it ran
   no_baseline = measures.paired_bootstrap({'base': none, 'good': systems['additive/bahdanau/global']}, refs)
   assert all(s['p_value'] is None for s in no_baseline['systems'].values())
   with pytest.raises(ValueError, match='positive seed'):
@@ -146,10 +150,17 @@ def _results(sources, references, systems):
   results = []
   for name, hyps in systems.items():
     scores = evaluation.bleu_chrf(hyps, references)
-    results.append({'variant': name, 'seeds': [0], 'greedy_bleu': [scores['bleu']], 'greedy_chrf': [scores['chrf']],
-                    'greedy_repetition': [measures.repetition_rate(hyps)],
-                    'greedy_bleu_by_length': evaluation.bleu_by_length(hyps, references, sources),
-                    'attention': _attention(np.full((4, 4), 0.25) if name.startswith('none/') else np.eye(4))})
+    results.append(
+      {
+        'variant': name,
+        'seeds': [0],
+        'greedy_bleu': [scores['bleu']],
+        'greedy_chrf': [scores['chrf']],
+        'greedy_repetition': [measures.repetition_rate(hyps)],
+        'greedy_bleu_by_length': evaluation.bleu_by_length(hyps, references, sources),
+        'attention': _attention(np.full((4, 4), 0.25) if name.startswith('none/') else np.eye(4)),
+      }
+    )
   greedy = [{'hypotheses': h, 'references': references, 'sources': sources} for h in systems.values()]
   return results, greedy
 
@@ -157,7 +168,7 @@ def _results(sources, references, systems):
 def test_significance_per_run_and_per_length_bucket():
   sources, references, systems = _corpus()
   results, greedy = _results(sources, references, systems)
-  analyze_lib.add_significance(results, greedy, n_samples=200)
+  report.add_significance(results, greedy, n_samples=200)
   by_name = {r['variant']: r['significance'] for r in results}
   assert all(s['baseline'] == 'none/bahdanau/global' for s in by_name.values())
   assert by_name['none/bahdanau/global']['corpus']['p_value'] is None
@@ -166,31 +177,40 @@ def test_significance_per_run_and_per_length_bucket():
   for r in results:
     s = r['significance']
     assert s['corpus']['bleu'] == pytest.approx(r['greedy_bleu'][0]) and s['corpus']['sentences'] == 60
-    assert [b['bucket'] for b in s['by_length']] == ['1-20', '>60']   # 1-10 has fewer than 20 sentences
+    assert [b['bucket'] for b in s['by_length']] == ['1-20', '>60']  # 1-10 has fewer than 20 sentences
     for bucket, row in zip(s['by_length'], r['greedy_bleu_by_length']):
       assert bucket['bleu'] == pytest.approx(row['bleu']) and bucket['sentences'] == row['sentences']
   # A run that translated other sentences is compared with no baseline.
   _, other_refs, _ = _corpus(seed=1)
   results2, greedy2 = _results(sources, references, {'none/bahdanau/global': systems['none/bahdanau/global']})
   extra, extra_greedy = _results(sources, other_refs, {'dot/bahdanau/global': systems['dot/bahdanau/global']})
-  analyze_lib.add_significance(results2 + extra, greedy2 + extra_greedy, n_samples=50)
+  report.add_significance(results2 + extra, greedy2 + extra_greedy, n_samples=50)
   assert extra[0]['significance']['baseline'] is None and extra[0]['significance']['corpus']['p_value'] is None
 
 
 def test_analysis_table_and_verdict():
   sources, references, systems = _corpus()
   results, greedy = _results(sources, references, systems)
-  legacy = common.analysis_table(results)      # no significance yet: BLEUs without intervals
+  legacy = common.analysis_table(results)  # no significance yet: BLEUs without intervals
   assert legacy.splitlines()[0].startswith('| variant | greedy BLEU | chrF |') and ' ± ' not in legacy.split('\n\n')[0]
   assert 'the attention variants' in common.attention_verdict(results)
-  analyze_lib.add_significance(results, greedy)
+  report.add_significance(results, greedy)
   table = common.analysis_table(results)
   print(table)
   print(common.attention_verdict(results))
   lines = table.split('\n\n')[0].splitlines()
   head = [c.strip() for c in lines[0].strip('|').split('|')]
-  assert head == ['variant', 'greedy BLEU ± 95% CI', 'p vs none', 'chrF', 'BLEU, sources 1-20 words',
-                  'BLEU, sources >60 words', 'monotonicity', 'entropy (norm.)', 'repetition %']
+  assert head == [
+    'variant',
+    'greedy BLEU ± 95% CI',
+    'p vs none',
+    'chrF',
+    'BLEU, sources 1-20 words',
+    'BLEU, sources >60 words',
+    'monotonicity',
+    'entropy (norm.)',
+    'repetition %',
+  ]
   rows = {line.split('|')[1].strip(): [c.strip() for c in line.strip('|').split('|')] for line in lines[2:]}
   assert rows['none/bahdanau/global'][2] == 'baseline' and rows['additive/bahdanau/global'][2] == '< 0.001'
   assert ' ± ' in rows['dot/bahdanau/global'][1] and rows['additive/bahdanau/global'][5].endswith(' *')

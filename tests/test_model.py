@@ -1,4 +1,5 @@
 """The encoder and decoder: padding, teacher forcing against step-by-step decoding, config errors."""
+
 import itertools
 
 import jax
@@ -11,10 +12,23 @@ from attnmt.config import QUERY_TIMINGS, ConfigError, ModelConfig
 from attnmt.encoder import Encoder
 from attnmt.model import Seq2Seq, init_params
 
-SMALL = dict(source_vocab_size=20, target_vocab_size=23, embed_size=8, encoder_hidden_size=6,
-             decoder_hidden_size=12, attention_size=5, output_size=7, window_size=2, max_source_length=10)
-COMBINATIONS = [(s, q, w) for s, q, w in itertools.product(scores.names(), QUERY_TIMINGS, windows.names())
-                if not (s == 'none' and w != 'global')]
+SMALL = dict(
+  dropout=0.0,
+  source_vocab_size=20,
+  target_vocab_size=23,
+  embed_size=8,
+  encoder_hidden_size=6,
+  decoder_hidden_size=12,
+  attention_size=5,
+  output_size=7,
+  window_size=2,
+  max_source_length=10,
+)
+COMBINATIONS = [
+  (s, q, w)
+  for s, q, w in itertools.product(scores.names(), QUERY_TIMINGS, windows.names())
+  if not (s == 'none' and w != 'global')
+]
 
 
 def test_reverse_within_length_is_an_involution_that_keeps_padding():
@@ -56,8 +70,9 @@ def test_backward_direction_reads_right_to_left():
     p = jax.tree.map(lambda x: x, params)
     p['params']['embed'] = embed
     return jnp.sum(enc.apply(p, src, jnp.array([5]))[0][0, i, h:])
+
   embed = params['params']['embed']
-  g = jax.grad(bwd_at)(embed, 2)            # depends on tokens 7, 8, 9 only, not 5, 6 or padding 0
+  g = jax.grad(bwd_at)(embed, 2)  # depends on tokens 7, 8, 9 only, not 5, 6 or padding 0
   touched = np.abs(np.asarray(g)).sum(1) > 0
   assert touched[7] and touched[8] and touched[9]
   assert not touched[5] and not touched[6] and not touched[0]
@@ -66,9 +81,16 @@ def test_backward_direction_reads_right_to_left():
 @pytest.mark.parametrize('score,timing,window', COMBINATIONS)
 def test_teacher_forced_logits_equal_step_by_step(score, timing, window):
   """For every score x query timing x window: one scan over the target = feeding it token by token."""
-  cfg = ModelConfig(**{**SMALL, 'score': score, 'query_timing': timing, 'window': window,
-                       'decoder_layers': 2 if score == 'general' else 1,
-                       'init_state': 'last' if score == 'dot' else 'bridge'})
+  cfg = ModelConfig(
+    **{
+      **SMALL,
+      'score': score,
+      'query_timing': timing,
+      'window': window,
+      'decoder_layers': 2 if score == 'general' else 1,
+      'init_state': 'last' if score == 'dot' else 'bridge',
+    }
+  )
   params = {'params': init_params(cfg, jax.random.key(0))}
   model = Seq2Seq(cfg)
   rng = np.random.default_rng(1)
@@ -84,7 +106,7 @@ def test_teacher_forced_logits_equal_step_by_step(score, timing, window):
     np.testing.assert_allclose(step_weights, weights[:, t], rtol=1e-5, atol=1e-6)
   w = np.asarray(weights)
   for b, n in enumerate(np.asarray(lengths)):
-    assert np.all(w[b, :, n:] == 0.0)                  # no weight on padding
+    assert np.all(w[b, :, n:] == 0.0)  # no weight on padding
   if window == 'global':
     np.testing.assert_allclose(w.sum(-1), 1.0, rtol=1e-5)
   assert np.all(np.isfinite(np.asarray(logits)))
@@ -100,7 +122,7 @@ def test_initial_states(init_state, cell):
   h0 = np.asarray(state.rnn[0][0])
   if init_state == 'zero':
     assert np.all(h0 == 0.0)
-  elif init_state == 'last':     # [fwd final at the last valid position ; bwd final at position 0]
+  elif init_state == 'last':  # [fwd final at the last valid position ; bwd final at position 0]
     ann, d = np.asarray(memory.annotations[0]), cfg.encoder_hidden_size
     np.testing.assert_allclose(h0[0], np.concatenate([ann[3, :d], ann[0, d:]]), rtol=1e-6)
   else:
@@ -122,7 +144,9 @@ def test_dropout_changes_training_outputs_only():
   assert not np.allclose(train1, train2) and not np.allclose(train1, eval1)
 
 
-@pytest.mark.parametrize('overrides,message', [
+@pytest.mark.parametrize(
+  'overrides,message',
+  [
     (dict(score='bilinear'), "unknown model.score 'bilinear'; valid: none, additive"),
     (dict(window='local'), "unknown model.window 'local'; valid: global, local_m, local_p"),
     (dict(query_timing='late'), "unknown model.query_timing 'late'"),
@@ -131,7 +155,8 @@ def test_dropout_changes_training_outputs_only():
     (dict(init_state='last', decoder_hidden_size=100), "init_state 'last' copies the final encoder states"),
     (dict(dropout=1.0), 'model.dropout must be in [0, 1)'),
     (dict(embed_size=0), 'model.embed_size must be at least 1'),
-])
+  ],
+)
 def test_config_errors_name_the_fix(overrides, message):
   with pytest.raises(ConfigError, match=None) as err:
     ModelConfig.from_dict({**SMALL, **overrides})

@@ -1,6 +1,7 @@
 """Preemption and faults: exact resume after SIGKILL at five points (real subprocesses of experiments/train.py),
 after a kill between the best and the latest checkpoint of one step, a deleted or damaged newest step
 (in-process), graceful SIGTERM, non-finite losses and parameters, clip_norm=0, determinism; tiny config."""
+
 import glob
 import os
 import signal
@@ -13,7 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from attnmt import checkpoints, guards, train_lib, training
+from attnmt import checkpoints, guards, trainer, train_step
 from experiments.configs import tiny
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -27,19 +28,35 @@ def data_dir(tmp_path_factory):
 
 
 def flags(workdir, data_dir):
-  return ['-m', 'experiments.train', '--config=experiments/configs/tiny.py', f'--workdir={workdir}',
-          f'--config.data.data_dir={data_dir}', f'--config.train.num_steps={STEPS}', '--config.train.seeds=0,1',
-          '--config.train.checkpoint_every=10', '--config.train.eval_every=40', '--config.train.log_every=10']
+  return [
+    '-m',
+    'experiments.train',
+    '--config=experiments/configs/tiny.py',
+    f'--workdir={workdir}',
+    f'--config.data.data_dir={data_dir}',
+    f'--config.train.num_steps={STEPS}',
+    '--config.train.seeds=0,1',
+    '--config.train.checkpoint_every=10',
+    '--config.train.eval_every=40',
+    '--config.train.log_every=10',
+  ]
 
 
 def start(workdir, data_dir):
-  return subprocess.Popen([sys.executable, *flags(workdir, data_dir)], cwd=ROOT, env=ENV, stdout=subprocess.PIPE,
-                          stderr=subprocess.STDOUT, text=True)
+  return subprocess.Popen(
+    [sys.executable, *flags(workdir, data_dir)],
+    cwd=ROOT,
+    env=ENV,
+    stdout=subprocess.PIPE,
+    stderr=subprocess.STDOUT,
+    text=True,
+  )
 
 
 def run_to_end(workdir, data_dir):
-  res = subprocess.run([sys.executable, *flags(workdir, data_dir)], cwd=ROOT, env=ENV, capture_output=True,
-                       text=True, timeout=600)
+  res = subprocess.run(
+    [sys.executable, *flags(workdir, data_dir)], cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=600
+  )
   assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-3000:]
   return res
 
@@ -87,18 +104,21 @@ def test_sigkill_at_five_points_then_resume_equals_uninterrupted(tmp_path, data_
   workdir = tmp_path / 'run'
   ckpts = workdir / 'checkpoints'
   kills = {
-      # 1. during training steps, shortly after the first checkpoint
-      'mid-step': lambda p: (wait_for(p, lambda: (ckpts / '10').exists(), 'checkpoint 10'), time.sleep(0.3)),
-      # 2. while a checkpoint is being written (Orbax's temporary directory exists)
-      'mid-save': lambda p: wait_for(p, lambda: bool(glob.glob(str(ckpts / '*.orbax-checkpoint-tmp*'))),
-                                     'a checkpoint write'),
-      # 3. right after resuming, before any step
-      'just-resumed': lambda p: wait_for_line(p, 'Resumed'),
-      # 4. during validation (it starts right after the step-40 progress line)
-      'mid-eval': lambda p: wait_for_line(p, f'{2 * 40}/{STEPS}'),
-      # 5. during the final test evaluation, after the last checkpoint
-      'final-eval': lambda p: (wait_for_line(p, f'step {STEPS} validation'),
-                               wait_for(p, lambda: (ckpts / str(STEPS)).exists(), 'the last checkpoint')),
+    # 1. during training steps, shortly after the first checkpoint
+    'mid-step': lambda p: (wait_for(p, lambda: (ckpts / '10').exists(), 'checkpoint 10'), time.sleep(0.3)),
+    # 2. while a checkpoint is being written (Orbax's temporary directory exists)
+    'mid-save': lambda p: wait_for(
+      p, lambda: bool(glob.glob(str(ckpts / '*.orbax-checkpoint-tmp*'))), 'a checkpoint write'
+    ),
+    # 3. right after resuming, before any step
+    'just-resumed': lambda p: wait_for_line(p, 'Resumed'),
+    # 4. during validation (it starts right after the step-40 progress line)
+    'mid-eval': lambda p: wait_for_line(p, f'{2 * 40}/{STEPS}'),
+    # 5. during the final test evaluation, after the last checkpoint
+    'final-eval': lambda p: (
+      wait_for_line(p, f'step {STEPS} validation'),
+      wait_for(p, lambda: (ckpts / str(STEPS)).exists(), 'the last checkpoint'),
+    ),
   }
   caught_mid_save = False
   for name, trigger in kills.items():
@@ -133,13 +153,14 @@ def test_sigterm_saves_a_checkpoint_and_says_how_to_resume(tmp_path, data_dir, r
 
 def poisoned_train_step(bad_step):
   """train_step whose loss and gradients turn NaN at one step (fault injection for the guards)."""
-  real = training.train_step
+  real = train_step.train_step
 
   def step(cfg, optimizer, state, batch, label_smoothing=0.0):
     new, metrics = real(cfg, optimizer, state, batch, label_smoothing)
     poison = jnp.where(state.step + 1 == bad_step, jnp.nan, 0.0)
     new = new.replace(params=jax.tree.map(lambda p: p + poison, new.params))
     return new, {**metrics, 'loss': metrics['loss'] + poison, 'grad_norm': metrics['grad_norm'] + poison}
+
   return step
 
 
@@ -151,27 +172,34 @@ def tiny_config(data_dir, **train):
 
 
 def test_nonfinite_loss_stops_before_any_checkpoint_after_it(tmp_path, data_dir, monkeypatch):
-  monkeypatch.setattr(training, 'train_step', poisoned_train_step(23))
-  with pytest.raises(guards.NonFiniteError, match=r'non-finite loss, gradient or parameters at step 23; stopped '
-                                                  r'without saving \(last good checkpoint: step 20\)'):
-    train_lib.train_and_evaluate(tiny_config(data_dir), str(tmp_path))
+  monkeypatch.setattr(train_step, 'train_step', poisoned_train_step(23))
+  with pytest.raises(
+    guards.NonFiniteError,
+    match=r'non-finite loss, gradient or parameters at step 23; stopped '
+    r'without saving \(last good checkpoint: step 20\)',
+  ):
+    trainer.train_and_evaluate(tiny_config(data_dir), str(tmp_path))
   params, _, step = checkpoints.restore_params(str(tmp_path), 'latest')
   assert step == 20 and all(np.all(np.isfinite(x)) for x in jax.tree.leaves(params))
 
 
 def test_nonfinite_updates_can_be_skipped_and_counted(tmp_path, data_dir, monkeypatch):
-  monkeypatch.setattr(training, 'train_step', poisoned_train_step(23))
-  summary = train_lib.train_and_evaluate(tiny_config(data_dir, nonfinite='skip'), str(tmp_path))
+  monkeypatch.setattr(train_step, 'train_step', poisoned_train_step(23))
+  summary = trainer.train_and_evaluate(tiny_config(data_dir, nonfinite='skip'), str(tmp_path))
   assert summary['skipped_updates'] == 1
   params, _, step = checkpoints.restore_params(str(tmp_path), 'latest')
   assert step == 40 and all(np.all(np.isfinite(x)) for x in jax.tree.leaves(params))
 
 
 def test_guard_step_keeps_parameters_on_a_skipped_update():
-  state = training.TrainState(jnp.int32(0), {'w': jnp.ones(3)}, {'m': jnp.zeros(3)}, jax.random.key(0))
+  state = train_step.TrainState(jnp.int32(0), {'w': jnp.ones(3)}, {'m': jnp.zeros(3)}, jax.random.key(0))
+
   def bad(state, batch):
-    return state.replace(step=state.step + 1, params={'w': state.params['w'] * jnp.nan}), \
-        {'loss': jnp.float32(jnp.nan), 'grad_norm': jnp.float32(1.0)}
+    return state.replace(step=state.step + 1, params={'w': state.params['w'] * jnp.nan}), {
+      'loss': jnp.float32(jnp.nan),
+      'grad_norm': jnp.float32(1.0),
+    }
+
   new, metrics = guards.guard_step(bad, skip_nonfinite=True)(state, None)
   assert not bool(metrics['finite']) and int(new.step) == 1
   np.testing.assert_array_equal(new.params['w'], np.ones(3))
@@ -182,6 +210,7 @@ def test_guard_step_keeps_parameters_on_a_skipped_update():
 # Checkpoint faults, in-process: a run "killed" at an exact point (an exception raised there, after the
 # checkpoint writes so far have finished, as a SIGKILL would leave the disk) or whose newest step is
 # deleted or damaged, then resumed; each ends bitwise equal to an uninterrupted run.
+
 
 class Killed(BaseException):
   """Stands for SIGKILL: nothing after it runs, nothing catches it."""
@@ -196,7 +225,7 @@ def fault_config(data_dir):
 @pytest.fixture(scope='module')
 def uninterrupted(tmp_path_factory, data_dir):
   workdir = str(tmp_path_factory.mktemp('uninterrupted') / 'run')
-  train_lib.train_and_evaluate(fault_config(data_dir), workdir)
+  trainer.train_and_evaluate(fault_config(data_dir), workdir)
   return checkpoints.restore_params(workdir, 'latest')[0]
 
 
@@ -210,12 +239,13 @@ def kill_at(monkeypatch, step, best):
     if (s, best) == _when:
       self.wait()
       raise Killed
+
   monkeypatch.setattr(checkpoints.RunCheckpoints, 'save', save)
 
 
 def resume(monkeypatch, data_dir, workdir):
   monkeypatch.undo()
-  train_lib.train_and_evaluate(fault_config(data_dir), workdir)
+  trainer.train_and_evaluate(fault_config(data_dir), workdir)
   return checkpoints.restore_params(workdir, 'latest')[0]
 
 
@@ -231,30 +261,31 @@ def damage(step_dir):
           fh.truncate(7)
 
 
-def test_killed_between_best_and_latest_of_one_step_then_newest_step_deleted(tmp_path, data_dir, uninterrupted,
-                                                                            monkeypatch, capsys):
+def test_killed_between_best_and_latest_of_one_step_then_newest_step_deleted(
+  tmp_path, data_dir, uninterrupted, monkeypatch, capsys
+):
   workdir = str(tmp_path / 'run')
-  kill_at(monkeypatch, 20, best=True)                  # best/20 written, checkpoints/20 not
+  kill_at(monkeypatch, 20, best=True)  # best/20 written, checkpoints/20 not
   with pytest.raises(Killed):
-    train_lib.train_and_evaluate(fault_config(data_dir), workdir)
+    trainer.train_and_evaluate(fault_config(data_dir), workdir)
   assert steps(workdir, 'best') == [20] and steps(workdir, 'checkpoints') == [10]
-  kill_at(monkeypatch, 30, best=False)                 # resumed from 10, saved best/20 again, killed at 30
+  kill_at(monkeypatch, 30, best=False)  # resumed from 10, saved best/20 again, killed at 30
   with pytest.raises(Killed):
-    train_lib.train_and_evaluate(fault_config(data_dir), workdir)
+    trainer.train_and_evaluate(fault_config(data_dir), workdir)
   assert steps(workdir, 'best') == [20] and steps(workdir, 'checkpoints') == [20, 30]
   import shutil
-  shutil.rmtree(os.path.join(workdir, 'checkpoints', '30'))   # the README's advice for a bad checkpoint
+
+  shutil.rmtree(os.path.join(workdir, 'checkpoints', '30'))  # the README's advice for a bad checkpoint
   capsys.readouterr()
   assert_bitwise_equal(resume(monkeypatch, data_dir, workdir), uninterrupted)
   assert f'Resumed {workdir} at step 20' in capsys.readouterr().out
 
 
-def test_damaged_newest_step_is_moved_aside_and_the_run_resumes(tmp_path, data_dir, uninterrupted, monkeypatch,
-                                                                capfd):
+def test_damaged_newest_step_is_moved_aside_and_the_run_resumes(tmp_path, data_dir, uninterrupted, monkeypatch, capfd):
   workdir = str(tmp_path / 'run')
   kill_at(monkeypatch, 30, best=False)
   with pytest.raises(Killed):
-    train_lib.train_and_evaluate(fault_config(data_dir), workdir)
+    trainer.train_and_evaluate(fault_config(data_dir), workdir)
   damage(os.path.join(workdir, 'checkpoints', '30'))
   capfd.readouterr()
   assert_bitwise_equal(resume(monkeypatch, data_dir, workdir), uninterrupted)
@@ -268,16 +299,20 @@ def test_damaged_newest_step_is_moved_aside_and_the_run_resumes(tmp_path, data_d
 
 def test_nonfinite_parameters_with_a_finite_loss_are_a_bad_step(tmp_path, data_dir, monkeypatch):
   """A NaN learning rate: the loss and gradient of the step are finite, the updated parameters are not."""
-  real = training.train_step
+  real = train_step.train_step
 
   def nan_update(cfg, optimizer, state, batch, label_smoothing=0.0):
     new, metrics = real(cfg, optimizer, state, batch, label_smoothing)
     poison = jnp.where(state.step + 1 == 13, jnp.nan, 0.0)
     return new.replace(params=jax.tree.map(lambda p: p + poison, new.params)), metrics
-  monkeypatch.setattr(training, 'train_step', nan_update)
-  with pytest.raises(guards.NonFiniteError, match=r'non-finite loss, gradient or parameters at step 13; stopped '
-                                                  r'without saving \(last good checkpoint: step 10\)'):
-    train_lib.train_and_evaluate(tiny_config(data_dir), str(tmp_path))
+
+  monkeypatch.setattr(train_step, 'train_step', nan_update)
+  with pytest.raises(
+    guards.NonFiniteError,
+    match=r'non-finite loss, gradient or parameters at step 13; stopped '
+    r'without saving \(last good checkpoint: step 10\)',
+  ):
+    trainer.train_and_evaluate(tiny_config(data_dir), str(tmp_path))
   params, _, step = checkpoints.restore_params(str(tmp_path), 'latest')
   assert step == 10 and all(np.all(np.isfinite(x)) for x in jax.tree.leaves(params))
 
@@ -285,18 +320,19 @@ def test_nonfinite_parameters_with_a_finite_loss_are_a_bad_step(tmp_path, data_d
 def test_clip_norm_zero_means_no_clipping():
   grads = {'w': jnp.full(4, 100.0)}
   params = {'w': jnp.zeros(4)}
-  unclipped = training.make_optimizer(0.1, clip_norm=0.0)
+  unclipped = train_step.make_optimizer(0.1, clip_norm=0.0)
   updates, _ = unclipped.update(grads, unclipped.init(params), params)
   plain = optax_adam_updates(grads, params)
   np.testing.assert_array_equal(np.asarray(updates['w']), np.asarray(plain['w']))
   assert np.all(np.asarray(updates['w']) != 0)
-  clipped = training.make_optimizer(0.1, clip_norm=1.0)
-  g, _ = training.clip_by_global_norm(1.0).update(grads, None)
+  clipped = train_step.make_optimizer(0.1, clip_norm=1.0)
+  g, _ = train_step.clip_by_global_norm(1.0).update(grads, None)
   assert float(jnp.linalg.norm(g['w'])) == pytest.approx(1.0)
   assert jax.tree.structure(clipped.init(params)) == jax.tree.structure(unclipped.init(params))
 
 
 def optax_adam_updates(grads, params):
   import optax
+
   adam = optax.adam(0.1)
   return adam.update(grads, adam.init(params), params)[0]

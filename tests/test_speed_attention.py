@@ -1,4 +1,5 @@
 """The additive score's hand-written gradient equals autodiff of the plain formula."""
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -17,12 +18,18 @@ def test_additive_scores_and_gradient_equal_autodiff():
   v_A = jax.random.normal(k[2], (8,))
   w_BxS = jax.random.normal(k[3], (3, 5))
 
-  def loss(fn, q, keys, v):   # vmapped over the batch, as the decoder uses it
+  def loss(fn, q, keys, v):  # vmapped over the batch, as the decoder uses it
     return jnp.sum(jax.vmap(fn, in_axes=(0, 0, None))(q, keys, v) * w_BxS)
 
-  np.testing.assert_allclose(jax.vmap(attention.additive_scores, in_axes=(0, 0, None))(query_BxA, keys_BxSxA, v_A),
-                             jax.vmap(_plain, in_axes=(0, 0, None))(query_BxA, keys_BxSxA, v_A), rtol=1e-5, atol=1e-6)
-  fast = jax.jit(jax.grad(lambda *a: loss(attention.additive_scores, *a), argnums=(0, 1, 2)))(query_BxA, keys_BxSxA, v_A)
+  np.testing.assert_allclose(
+    jax.vmap(attention.additive_scores, in_axes=(0, 0, None))(query_BxA, keys_BxSxA, v_A),
+    jax.vmap(_plain, in_axes=(0, 0, None))(query_BxA, keys_BxSxA, v_A),
+    rtol=1e-5,
+    atol=1e-6,
+  )
+  fast = jax.jit(jax.grad(lambda *a: loss(attention.additive_scores, *a), argnums=(0, 1, 2)))(
+    query_BxA, keys_BxSxA, v_A
+  )
   slow = jax.grad(lambda *a: loss(_plain, *a), argnums=(0, 1, 2))(query_BxA, keys_BxSxA, v_A)
   for a, b in zip(fast, slow):
     np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)

@@ -2,14 +2,24 @@
 
 No timing is asserted here: speed is measured by `python -m benchmarks.bench`, not by tests.
 """
+
 import json
 
 from attnmt.config import ModelConfig
 from benchmarks import bench, flops
 from benchmarks.cases import BENCH_MODEL, Sizes
 
-TINY = ModelConfig(source_vocab_size=30, target_vocab_size=31, embed_size=8, encoder_hidden_size=8,
-                   decoder_hidden_size=16, attention_size=8, output_size=8, max_source_length=16)
+TINY = ModelConfig(
+  dropout=0.0,
+  source_vocab_size=30,
+  target_vocab_size=31,
+  embed_size=8,
+  encoder_hidden_size=8,
+  decoder_hidden_size=16,
+  attention_size=8,
+  output_size=8,
+  max_source_length=16,
+)
 
 
 def _positive(d: dict, keys) -> None:
@@ -20,20 +30,40 @@ def _positive(d: dict, keys) -> None:
 def test_bench_runs_every_section_on_a_tiny_model(tmp_path):
   sizes = Sizes(batch=4, src_len=5, tgt_len=6, beam=2, steps=2, warmup=1)
   result = bench.run(TINY, sizes, bench.SECTIONS, peak_sizes=(64,), peak_repeats=2, log=lambda _: None)
-  result = json.loads(json.dumps(result))                  # what --out writes
+  result = json.loads(json.dumps(result))  # what --out writes
   assert set(result) >= {'machine', 'model', 'sizes', 'peak', 'train', 'greedy', 'beam', 'seeds', 'scores'}
   _positive(result['peak'], ['gflops'])
-  _positive(result['train'], ['compile_s', 'step_s', 'target_tokens_per_s', 'gflop', 'gflops',
-                              'fraction_of_peak', 'fraction_of_start_peak', 'peak_gflops', 'forward_s',
-                              'forward_backward_s'])
-  assert len(result['train']['peaks_gflops_all']) == sizes.steps + 1    # a probe before and after each call
+  _positive(
+    result['train'],
+    [
+      'compile_s',
+      'step_s',
+      'target_tokens_per_s',
+      'gflop',
+      'gflops',
+      'fraction_of_peak',
+      'fraction_of_start_peak',
+      'peak_gflops',
+      'forward_s',
+      'forward_backward_s',
+    ],
+  )
+  assert len(result['train']['peaks_gflops_all']) == sizes.steps + 1  # a probe before and after each call
   for key in ('greedy', 'beam'):
     _positive(result[key], ['compile_s', 'call_s', 'sentences_per_s', 'gflop', 'fraction_of_peak'])
   assert [s['seeds'] for s in result['seeds']] == [1, 2, 4]
   for s in result['seeds']:
     _positive(s, ['step_s', 'tokens_per_s_per_seed', 'fraction_of_peak'])
-  assert set(result['scores']) == {'none', 'normed_additive', 'dot', 'scaled_dot', 'general', 'concat',
-                                   'location', 'luong'}
+  assert set(result['scores']) == {
+    'none',
+    'normed_additive',
+    'dot',
+    'scaled_dot',
+    'general',
+    'concat',
+    'location',
+    'luong',
+  }
   for r in result['scores'].values():
     _positive(r, ['step_s', 'target_tokens_per_s', 'fraction_of_peak'])
   table = bench.table(result)
@@ -52,6 +82,7 @@ def test_flop_count_of_the_bench_config():
 
 def test_timed_with_peak_probes_before_and_after_every_timed_call():
   from benchmarks.timing import timed_with_peak
+
   log = []
 
   class Probe:
@@ -69,13 +100,14 @@ def test_paired_fractions_by_hand():
   each call's peak is the mean of its neighbours, 200, so the fractions are 0.5, 0.25, 1.0."""
   import pytest
   from benchmarks.timing import Timed, paired_fractions
+
   f = paired_fractions(10.0, Timed([0.1, 0.2, 0.05], [100.0, 300.0, 100.0, 300.0]))
   assert f['fraction_of_peak'] == pytest.approx(0.5)
   assert f['peak_gflops'] == pytest.approx(200.0)
   assert (f['fraction_min'], f['fraction_max']) == (pytest.approx(0.25), pytest.approx(1.0))
   # The median of per-call fractions is not the median rate over the median peak: a slow call in a
   # slow phase and a fast call in a fast phase are each judged against their own moment.
-  g = paired_fractions(10.0, Timed([0.1, 0.05], [100.0, 100.0, 200.0]))   # peaks 100, 150
+  g = paired_fractions(10.0, Timed([0.1, 0.05], [100.0, 100.0, 200.0]))  # peaks 100, 150
   assert g['fraction_of_peak'] == pytest.approx((1.0 + 200.0 / 150.0) / 2)
   with pytest.raises(ValueError, match='n \\+ 1 peak probes'):
     paired_fractions(10.0, Timed([0.1], [100.0]))
@@ -84,6 +116,7 @@ def test_paired_fractions_by_hand():
 def test_main_job_model_is_the_main_configs():
   from benchmarks import bench
   from experiments.configs import main_ablation
+
   config = main_ablation.get_config()
   cfg, sizes = bench.main_job_model()
   assert cfg.decoder_hidden_size == config.model.decoder_hidden_size and cfg.score == config.model.score

@@ -1,4 +1,5 @@
 """The fused vocabulary projection + cross-entropy equals autodiff of logits + masked_cross_entropy."""
+
 import jax
 import jax.extend.core
 import jax.numpy as jnp
@@ -6,7 +7,7 @@ import numpy as np
 import optax
 import pytest
 
-from attnmt import fused_loss, training
+from attnmt import fused_loss, train_step
 from attnmt.config import ModelConfig
 from attnmt.model import Seq2Seq
 
@@ -22,6 +23,7 @@ def test_projected_nll_and_gradients_equal_autodiff(label_smoothing):
     logp = jax.nn.log_softmax(h @ w + b)
     nll = -jnp.take_along_axis(logp, labels[:, None], -1)[:, 0]
     return (1 - label_smoothing) * nll - label_smoothing * jnp.mean(logp, -1)
+
   fused = lambda h, w, b: fused_loss.projected_nll(h, w, b, labels, label_smoothing)
   np.testing.assert_allclose(fused(h, w, b), reference(h, w, b), rtol=1e-5, atol=1e-6)
   got = jax.grad(lambda *a: jnp.sum(g * fused(*a)), argnums=(0, 1, 2))(h, w, b)
@@ -30,21 +32,38 @@ def test_projected_nll_and_gradients_equal_autodiff(label_smoothing):
 
 
 def test_loss_fn_equals_masked_cross_entropy_of_the_logits():
-  cfg = ModelConfig(source_vocab_size=20, target_vocab_size=23, embed_size=8, encoder_hidden_size=6,
-                    decoder_hidden_size=12, attention_size=5, output_size=7)
+  cfg = ModelConfig(
+    dropout=0.0,
+    source_vocab_size=20,
+    target_vocab_size=23,
+    embed_size=8,
+    encoder_hidden_size=6,
+    decoder_hidden_size=12,
+    attention_size=5,
+    output_size=7,
+  )
   rng = np.random.default_rng(1)
-  batch = dict(src=rng.integers(4, 20, (3, 7)), src_len=np.array([7, 3, 5]), tgt_in=rng.integers(4, 23, (3, 6)),
-               tgt_out=rng.integers(4, 23, (3, 6)), tgt_len=np.array([6, 2, 4]))
-  params = training.init_train_state(cfg, training.make_optimizer(1e-3), 0).params
+  batch = dict(
+    src=rng.integers(4, 20, (3, 7)),
+    src_len=np.array([7, 3, 5]),
+    tgt_in=rng.integers(4, 23, (3, 6)),
+    tgt_out=rng.integers(4, 23, (3, 6)),
+    tgt_len=np.array([6, 2, 4]),
+  )
+  params = train_step.init_train_state(cfg, train_step.make_optimizer(1e-3), 0).params
 
   def reference(p):
     logits, _ = Seq2Seq(cfg).apply({'params': p}, batch['src'], batch['src_len'], batch['tgt_in'])
-    total, count = training.masked_cross_entropy(logits, batch['tgt_out'], batch['tgt_len'], 0.1)
+    total, count = train_step.masked_cross_entropy(logits, batch['tgt_out'], batch['tgt_len'], 0.1)
     return total / count
-  fast = lambda p: training.loss_fn(cfg, p, batch, jax.random.key(0), False, 0.1)[0]
+
+  fast = lambda p: train_step.loss_fn(cfg, p, batch, jax.random.key(0), False, 0.1)[0]
   np.testing.assert_allclose(fast(params), reference(params), rtol=1e-6)
-  jax.tree.map(lambda x, y: np.testing.assert_allclose(x, y, rtol=1e-4, atol=1e-7),
-               jax.grad(fast)(params), jax.grad(reference)(params))
+  jax.tree.map(
+    lambda x, y: np.testing.assert_allclose(x, y, rtol=1e-4, atol=1e-7),
+    jax.grad(fast)(params),
+    jax.grad(reference)(params),
+  )
 
 
 def test_after_rows_returns_x_unchanged_whatever_y_holds():
@@ -89,18 +108,18 @@ def test_vocabulary_backward_forms_the_input_gradient_before_the_weight_gradient
 
 
 def test_clip_by_global_norm_scales_by_one_factor_like_optax():
-  clip = training.clip_by_global_norm(1.0)
+  clip = train_step.clip_by_global_norm(1.0)
   # Hand-worked: ||(3, 4)|| = 5 > 1, so every gradient is scaled by 1/5.
   grads = {'a': jnp.asarray([3.0, 0.0]), 'b': jnp.asarray([[4.0]])}
   clipped, state = clip.update(grads, clip.init(grads))
   np.testing.assert_allclose(clipped['a'], [0.6, 0.0], rtol=1e-6)
   np.testing.assert_allclose(clipped['b'], [[0.8]], rtol=1e-6)
-  assert state == optax.clip_by_global_norm(1.0).init(grads)     # checkpoints keep their structure
+  assert state == optax.clip_by_global_norm(1.0).init(grads)  # checkpoints keep their structure
   # Below the norm the gradients pass unchanged (bit for bit); above it they match optax's division.
   rng = np.random.default_rng(3)
   tree = {'w': jnp.asarray(rng.normal(size=(6, 5)), jnp.float32), 'v': jnp.asarray(rng.normal(size=7), jnp.float32)}
   for max_norm in (100.0, 0.5):
-    ours, _ = training.clip_by_global_norm(max_norm).update(tree, optax.EmptyState())
+    ours, _ = train_step.clip_by_global_norm(max_norm).update(tree, optax.EmptyState())
     want, _ = optax.clip_by_global_norm(max_norm).update(tree, optax.EmptyState())
     for k in tree:
       if max_norm == 100.0:

@@ -1,4 +1,5 @@
 """The fast path: a scan with weight gradients formed after the backward scan equals plain autodiff."""
+
 import functools
 
 import jax
@@ -6,11 +7,21 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from attnmt import deferred_scan, rnn, training
+from attnmt import deferred_scan, rnn, train_step
 from attnmt.config import ModelConfig
 
-SMALL = dict(source_vocab_size=20, target_vocab_size=23, embed_size=8, encoder_hidden_size=6,
-             decoder_hidden_size=12, attention_size=5, output_size=7, window_size=2, max_source_length=10)
+SMALL = dict(
+  dropout=0.0,
+  source_vocab_size=20,
+  target_vocab_size=23,
+  embed_size=8,
+  encoder_hidden_size=6,
+  decoder_hidden_size=12,
+  attention_size=5,
+  output_size=7,
+  window_size=2,
+  max_source_length=10,
+)
 
 
 def _toy_step(mm, consts, carry, x):
@@ -27,8 +38,13 @@ def _toy_step(mm, consts, carry, x):
 def _toy_problem(seed=0, batch=3, steps=5, hidden=4, positions=6):
   rng = np.random.default_rng(seed)
   normal = lambda *shape: jnp.asarray(rng.normal(size=shape), jnp.float32)
-  matrices = {'query': normal(hidden, positions), 'memory': normal(batch, positions, hidden),
-              'hh': normal(hidden, hidden), 'ctx': normal(hidden, hidden), 'unused': normal(2, 2)}
+  matrices = {
+    'query': normal(hidden, positions),
+    'memory': normal(batch, positions, hidden),
+    'hh': normal(hidden, hidden),
+    'ctx': normal(hidden, hidden),
+    'unused': normal(2, 2),
+  }
   carry = (normal(batch, hidden), jnp.int32(0))
   xs = (normal(steps, batch, hidden), jnp.asarray(rng.random((steps, batch)) > 0.3))
   return matrices, {'b': normal(hidden)}, carry, xs
@@ -36,7 +52,7 @@ def _toy_problem(seed=0, batch=3, steps=5, hidden=4, positions=6):
 
 def _loss(scan, matrices, consts, carry, xs):
   (h, t), (hs, a) = scan(_toy_step, matrices, consts, carry, xs)
-  return jnp.sum(h ** 2) + jnp.sum(jnp.sin(hs)) + jnp.sum(a * jnp.arange(a.shape[-1])) + t
+  return jnp.sum(h**2) + jnp.sum(jnp.sin(hs)) + jnp.sum(a * jnp.arange(a.shape[-1])) + t
 
 
 @pytest.mark.parametrize('use_jit', [False, True])
@@ -57,36 +73,48 @@ def test_deferred_scan_equals_autodiff(use_jit):
 
 
 def test_deferred_scan_under_vmap_over_seeds():
-  """Matrices with a leading seed axis (as in training.vmapped_train_step) get per-seed gradients."""
+  """Matrices with a leading seed axis (as in train_step.vmapped_train_step) get per-seed gradients."""
   matrices, consts, carry, xs = _toy_problem()
   stacked = jax.tree.map(lambda w: jnp.stack([w, 0.5 * w]), matrices)
   grad = lambda scan: jax.vmap(jax.grad(lambda m: _loss(scan, m, consts, carry, xs)))(stacked)
-  jax.tree.map(lambda g, w: np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5),
-               jax.jit(lambda: grad(deferred_scan.deferred_weight_scan))(), grad(deferred_scan.reference_scan))
+  jax.tree.map(
+    lambda g, w: np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5),
+    jax.jit(lambda: grad(deferred_scan.deferred_weight_scan))(),
+    grad(deferred_scan.reference_scan),
+  )
 
 
 def test_a_matrix_used_twice_in_a_step_is_refused():
   def step(mm, consts, h, x):
     return mm('hh', mm('hh', h)), h
+
   with pytest.raises(ValueError, match="multiplied twice"):
     deferred_scan.deferred_weight_scan(step, {'hh': jnp.eye(2)}, (), jnp.ones((1, 2)), jnp.zeros((3,)))
 
 
-@pytest.mark.parametrize('overrides', [
+@pytest.mark.parametrize(
+  'overrides',
+  [
     dict(),
     dict(query_timing='luong', window='local_p', score='concat', decoder_layers=2, dropout=0.2),
     dict(cell='gru', encoder_layers=2, score='general', query_timing='luong', input_feeding=False),
     dict(score='dot', init_state='last', window='local_m'),
     dict(score='location', bidirectional=False, decoder_hidden_size=6),
-])
+  ],
+)
 def test_model_gradients_equal_plain_autodiff(overrides, monkeypatch):
   """The whole training loss: the fast scans give the gradients autodiff gives the plain scans."""
   cfg = ModelConfig(**{**SMALL, **overrides})
   rng = np.random.default_rng(0)
-  batch = dict(src=rng.integers(4, 20, (3, 7)), src_len=np.array([7, 3, 5]), tgt_in=rng.integers(4, 23, (3, 6)),
-               tgt_out=rng.integers(4, 23, (3, 6)), tgt_len=np.array([6, 2, 4]))
-  params = training.init_train_state(cfg, training.make_optimizer(1e-3), 0).params
-  grad = jax.grad(lambda p: training.loss_fn(cfg, p, batch, jax.random.key(1), True, 0.1)[0])
+  batch = dict(
+    src=rng.integers(4, 20, (3, 7)),
+    src_len=np.array([7, 3, 5]),
+    tgt_in=rng.integers(4, 23, (3, 6)),
+    tgt_out=rng.integers(4, 23, (3, 6)),
+    tgt_len=np.array([6, 2, 4]),
+  )
+  params = train_step.init_train_state(cfg, train_step.make_optimizer(1e-3), 0).params
+  grad = jax.grad(lambda p: train_step.loss_fn(cfg, p, batch, jax.random.key(1), True, 0.1)[0])
   fast = jax.jit(grad)(params)
   monkeypatch.setattr(deferred_scan, 'deferred_weight_scan', deferred_scan.reference_scan)
   slow = jax.jit(grad)(params)
@@ -105,20 +133,23 @@ def test_lstm_gates_gradient_equals_autodiff():
     c_new = jax.nn.sigmoid(f) * c + jax.nn.sigmoid(i) * jnp.tanh(g)
     h_new = jax.nn.sigmoid(o) * jnp.tanh(c_new)
     return jnp.where(keep[:, None], h_new, h), jnp.where(keep[:, None], c_new, c)
+
   loss = lambda cell: lambda *a: jnp.sum(jnp.sin(cell(*a)[0]) * wh + cell(*a)[1] ** 2 * wc)
   fast = lambda z, c, h: rnn.lstm_gates(z, c, h, keep)
   jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-6), fast(z, c, h), plain(z, c, h))
-  jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6),
-               jax.grad(loss(fast), argnums=(0, 1, 2))(z, c, h), jax.grad(loss(plain), argnums=(0, 1, 2))(z, c, h))
-
+  jax.tree.map(
+    lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6),
+    jax.grad(loss(fast), argnums=(0, 1, 2))(z, c, h),
+    jax.grad(loss(plain), argnums=(0, 1, 2))(z, c, h),
+  )
 
 
 def _sub_jaxprs(params: dict):
   for v in params.values():
-    for item in (v if isinstance(v, (tuple, list)) else (v,)):
-      if hasattr(item, 'jaxpr') and hasattr(item, 'consts'):     # a ClosedJaxpr
+    for item in v if isinstance(v, (tuple, list)) else (v,):
+      if hasattr(item, 'jaxpr') and hasattr(item, 'consts'):  # a ClosedJaxpr
         yield item.jaxpr
-      elif hasattr(item, 'eqns'):                                 # a Jaxpr
+      elif hasattr(item, 'eqns'):  # a Jaxpr
         yield item
 
 
@@ -149,14 +180,14 @@ def test_backward_scan_multiplies_by_stored_transposes():
 
   def loss(scan, m, c):
     (h, _), hs = scan(step, m, c, carry, xs)
-    return jnp.sum(h ** 2) + jnp.sum(jnp.sin(hs))
+    return jnp.sum(h**2) + jnp.sum(jnp.sin(hs))
 
   fast = jax.grad(functools.partial(loss, deferred_scan.deferred_weight_scan), argnums=(0, 1))
   dots = _scan_dot_generals(jax.make_jaxpr(fast)(matrices, consts).jaxpr)
   rhs = [(tuple(e.invars[1].aval.shape), tuple(e.params['dimension_numbers'][0][1])) for e in dots]
-  assert ((4, 5), (0,)) in rhs                # forward: h @ W, W (I x N) contracted on its first axis
-  assert ((5, 4), (0,)) in rhs                # backward: dy @ W_t, the stored N x I transpose
-  assert ((4, 5), (1,)) not in rhs            # never dy @ Wᵀ as W contracted on its second axis
+  assert ((4, 5), (0,)) in rhs  # forward: h @ W, W (I x N) contracted on its first axis
+  assert ((5, 4), (0,)) in rhs  # backward: dy @ W_t, the stored N x I transpose
+  assert ((4, 5), (1,)) not in rhs  # never dy @ Wᵀ as W contracted on its second axis
   slow = jax.grad(functools.partial(loss, deferred_scan.reference_scan), argnums=(0, 1))
   for got, want in zip(jax.tree.leaves(fast(matrices, consts)), jax.tree.leaves(slow(matrices, consts))):
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)

@@ -3,6 +3,7 @@
 No timing is asserted: what is pinned is the tools' bookkeeping (variants, pairing, FLOPs per part,
 which op belongs to which part) and that each runs end to end.
 """
+
 import contextlib
 import math
 import sys
@@ -15,8 +16,17 @@ from attnmt.config import ModelConfig
 from benchmarks import cases, flops
 from tools import ab_step, profile_step, variants
 
-TINY = ModelConfig(source_vocab_size=30, target_vocab_size=31, embed_size=8, encoder_hidden_size=8,
-                   decoder_hidden_size=16, attention_size=8, output_size=8, max_source_length=16)
+TINY = ModelConfig(
+  dropout=0.0,
+  source_vocab_size=30,
+  target_vocab_size=31,
+  embed_size=8,
+  encoder_hidden_size=8,
+  decoder_hidden_size=16,
+  attention_size=8,
+  output_size=8,
+  max_source_length=16,
+)
 SIZES = cases.Sizes(batch=4, src_len=5, tgt_len=6)
 
 EVENTS = []
@@ -40,19 +50,27 @@ def recording_patch():
 
 
 def test_variants_parse_every_key_and_refuse_what_cannot_work():
-  parsed = variants.parse('{"vw": {"xla": {"xla_cpu_prefer_vector_width": 512}}, "small": {"model": '
-                          '{"attention_size": 6}}, "mine": {"patch": "tools_test_patches:recording_patch"}}')
-  assert parsed == {'vw': variants.Variant(xla={'xla_cpu_prefer_vector_width': 512}),
-                    'small': variants.Variant(model={'attention_size': 6}),
-                    'mine': variants.Variant(patch=PATCH)}
+  parsed = variants.parse(
+    '{"vw": {"xla": {"xla_cpu_prefer_vector_width": 512}}, "small": {"model": '
+    '{"attention_size": 6}}, "mine": {"patch": "tools_test_patches:recording_patch"}}'
+  )
+  assert parsed == {
+    'vw': variants.Variant(xla={'xla_cpu_prefer_vector_width': 512}),
+    'small': variants.Variant(model={'attention_size': 6}),
+    'mine': variants.Variant(patch=PATCH),
+  }
   assert list(variants.with_controls(parsed)) == ['base', 'base_again', 'vw', 'small', 'mine']
-  for text, message in [('{"a": ', 'not valid JSON'), ('[1]', 'expected an object'),
-                        ('{"base": {}}', 'control'), ('{"a": 1}', "variant 'a': expected an object"),
-                        ('{"a": {"flags": {}}}', r"unknown key\(s\) \['flags'\]"),
-                        ('{"a": {"model": 3}}', "'model' must be an object"),
-                        ('{"a": {"patch": "no_colon"}}', 'expected "module:attribute"'),
-                        ('{"a": {"patch": "no_such_module_here:f"}}', "cannot import 'no_such_module_here'"),
-                        ('{"a": {"patch": "tools_test_patches:TINY_NOT_HERE"}}', 'has no callable')]:
+  for text, message in [
+    ('{"a": ', 'not valid JSON'),
+    ('[1]', 'expected an object'),
+    ('{"base": {}}', 'control'),
+    ('{"a": 1}', "variant 'a': expected an object"),
+    ('{"a": {"flags": {}}}', r"unknown key\(s\) \['flags'\]"),
+    ('{"a": {"model": 3}}', "'model' must be an object"),
+    ('{"a": {"patch": "no_colon"}}', 'expected "module:attribute"'),
+    ('{"a": {"patch": "no_such_module_here:f"}}', "cannot import 'no_such_module_here'"),
+    ('{"a": {"patch": "tools_test_patches:TINY_NOT_HERE"}}', 'has no callable'),
+  ]:
     with pytest.raises(ValueError, match=message):
       variants.parse(text)
 
@@ -72,7 +90,7 @@ def test_a_variant_compiles_under_its_patch_and_with_its_model():
   compiled, state, batch = variants.compile_step(variant, TINY, SIZES)
   assert EVENTS == ['enter', 'exit']
   base_sizes = {np.shape(x) for x in jax.tree.leaves(variants.compile_step(variants.Variant(), TINY, SIZES)[1])}
-  assert {np.shape(x) for x in jax.tree.leaves(state)} != base_sizes      # attention_size 6, not 8
+  assert {np.shape(x) for x in jax.tree.leaves(state)} != base_sizes  # attention_size 6, not 8
   _, metrics = compiled(state, batch)
   assert all(math.isfinite(float(v)) for v in jax.tree.leaves(metrics))
 
@@ -80,9 +98,9 @@ def test_a_variant_compiles_under_its_patch_and_with_its_model():
 def test_paired_summary_by_hand():
   """Differences (other - base) pair by pair: 0.1, -0.1, 0.3, 0.5 (hand-worked)."""
   s = ab_step.paired_summary([1.0, 2.0, 1.5, 1.0], [1.1, 1.9, 1.8, 1.5])
-  assert s['median'] == pytest.approx(0.2)                 # middle of -0.1, 0.1, 0.3, 0.5
+  assert s['median'] == pytest.approx(0.2)  # middle of -0.1, 0.1, 0.3, 0.5
   assert s['mean'] == pytest.approx(0.2)
-  assert s['q1'] == pytest.approx(0.05) and s['q3'] == pytest.approx(0.35)   # inclusive quartiles
+  assert s['q1'] == pytest.approx(0.05) and s['q3'] == pytest.approx(0.35)  # inclusive quartiles
   # deviations from the mean -0.1, -0.3, 0.1, 0.3: sample standard deviation sqrt(0.2 / 3)
   assert s['mean_se'] == pytest.approx((0.2 / 3) ** 0.5 / 2)
   with pytest.raises(ValueError, match='equally long'):
@@ -103,14 +121,17 @@ def test_parts_add_up_to_the_train_step_flops():
   assert sum(parts.values()) == pytest.approx(flops.train_step_flops(cfg, 64, 32, 32) / 1e9)
 
 
-@pytest.mark.parametrize('op_name, part', [
+@pytest.mark.parametrize(
+  'op_name, part',
+  [
     ('jit(train_step)/jvp(Seq2Seq.features)/Seq2Seq.encode/encoder/while', 'encoder fwd'),
     ('jit(train_step)/transpose(jvp(Seq2Seq.features))/decoder/transpose(jvp())/dot_general', 'decoder bwd'),
     ('jit(train_step)/jvp(Seq2Seq.features)/decoder/decoder._output_features/tanh', 'output layer fwd'),
     ('jit(train_step)/transpose(jvp())/dot_general', 'vocab + loss bwd'),
     ('jit(train_step)/mul', 'optimiser'),
     ('', 'no op_name (XLA copies, zero fills)'),
-])
+  ],
+)
 def test_op_names_map_to_parts(op_name, part):
   assert profile_step.part_of(op_name) == part
 
@@ -138,14 +159,20 @@ def test_instructions_read_from_a_hand_encoded_module_proto():
   loop = _field(1, 'while.1') + _field(2, 'while') + _field(8, 'x' * 200)
   computation = _field(1, 'main') + _field(2, dot) + _field(2, loop) + _varint(5 << 3 | 1) + bytes(8)
   module = _field(1, 'jit_f') + _field(3, computation) + _field(6, 42)
-  assert profile_step.instructions(module) == {'dot.3': ('dot', 'jit(f)/decoder/dot_general'),
-                                               'while.1': ('while', '')}
+  assert profile_step.instructions(module) == {'dot.3': ('dot', 'jit(f)/decoder/dot_general'), 'while.1': ('while', '')}
 
 
 def test_profile_assigns_a_tiny_step_to_its_parts():
   result = profile_step.profile(TINY, SIZES, steps=2, peak_sizes=(64,))
   assert set(result['parts']) == set(profile_step.PARTS) and result['step_s'] > 0
-  for part in ('encoder fwd', 'decoder fwd', 'vocab + loss fwd', 'vocab + loss bwd', 'decoder bwd',
-               'encoder bwd', 'optimiser'):
+  for part in (
+    'encoder fwd',
+    'decoder fwd',
+    'vocab + loss fwd',
+    'vocab + loss bwd',
+    'decoder bwd',
+    'encoder bwd',
+    'optimiser',
+  ):
     assert result['parts'][part]['wall_s'] > 0, part
     assert result['parts'][part]['busy_s'] >= result['parts'][part]['wall_s'] * 0.999, part

@@ -1,7 +1,6 @@
 """A researcher's own score, defined here and selected by import path without touching attnmt, through the
 checks every built-in score passes: a NumPy reference, teacher forcing = step-by-step decoding, zero weight
 and gradient on padding, greedy and beam search, FLOPs, a training run. (README, "A new attention score".)"""
-import functools
 
 import flax.linen as nn
 import jax
@@ -9,7 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from attnmt import attention, decoding, scores, train_lib
+from attnmt import attention, decoding, scores, trainer
 from attnmt.config import ConfigError, ModelConfig
 from attnmt.model import BOS, Seq2Seq, init_params
 from benchmarks import flops
@@ -20,17 +19,19 @@ class Cosine(scores.Score):
   """e_i = g cos(W q, h_i): scaled cosine similarity between the projected query and each annotation."""
 
   def params(self, param):
-    return {'W': param('W', (self.cfg.decoder_hidden_size, self.cfg.annotation_size)),
-            'g': param('g', (), nn.initializers.constant(5.0))}
+    return {
+      'W': param('W', (self.cfg.decoder_hidden_size, self.cfg.annotation_size)),
+      'g': param('g', (), nn.initializers.constant(5.0)),
+    }
 
-  def keys(self, p, annotations_SxH):          # unit annotations, once per sentence
-    return annotations_SxH * jax.lax.rsqrt(jnp.sum(annotations_SxH ** 2, -1, keepdims=True) + 1e-6)
+  def keys(self, p, annotations_SxH):  # unit annotations, once per sentence
+    return annotations_SxH * jax.lax.rsqrt(jnp.sum(annotations_SxH**2, -1, keepdims=True) + 1e-6)
 
-  def query(self, p, query_BxQ):               # W q, once per step for the whole batch
+  def query(self, p, query_BxQ):  # W q, once per step for the whole batch
     return query_BxQ @ p['W']
 
-  def scores(self, p, half_H, keys_SxH):       # g (k_i . Wq) / |Wq|
-    return p['g'] * (keys_SxH @ half_H) * jax.lax.rsqrt(jnp.sum(half_H ** 2) + 1e-6)
+  def scores(self, p, half_H, keys_SxH):  # g (k_i . Wq) / |Wq|
+    return p['g'] * (keys_SxH @ half_H) * jax.lax.rsqrt(jnp.sum(half_H**2) + 1e-6)
 
   def flops(self, src_len):
     q, h = self.cfg.decoder_hidden_size, self.cfg.annotation_size
@@ -38,8 +39,18 @@ class Cosine(scores.Score):
 
 
 NAME = f'{__name__}:Cosine'
-SMALL = dict(source_vocab_size=20, target_vocab_size=23, embed_size=8, encoder_hidden_size=6,
-             decoder_hidden_size=12, attention_size=5, output_size=7, window_size=2, max_source_length=10)
+SMALL = dict(
+  dropout=0.0,
+  source_vocab_size=20,
+  target_vocab_size=23,
+  embed_size=8,
+  encoder_hidden_size=6,
+  decoder_hidden_size=12,
+  attention_size=5,
+  output_size=7,
+  window_size=2,
+  max_source_length=10,
+)
 
 
 def np_cosine(p, q, h):
@@ -94,11 +105,12 @@ def test_teacher_forced_logits_equal_step_by_step_and_padding_gets_nothing(timin
     assert np.all(np.asarray(weights)[b, :, n:] == 0.0)
 
   # Source embeddings read only at padded positions get exactly zero gradient.
-  padded_src = jnp.where(jnp.arange(7) < lengths[:, None], src, 3)     # token 3 occurs in padding only
+  padded_src = jnp.where(jnp.arange(7) < lengths[:, None], src, 3)  # token 3 occurs in padding only
 
   def loss(embed):
     p = {'params': {**params['params'], 'encoder': {**params['params']['encoder'], 'embed': embed}}}
     return jnp.sum(model.apply(p, padded_src, lengths, tgt)[0] ** 2)
+
   g = np.asarray(jax.grad(loss)(params['params']['encoder']['embed']))
   assert np.all(g[3] == 0.0) and np.abs(g).sum() > 0
 
@@ -113,14 +125,15 @@ def test_weight_gradients_through_the_deferred_scan_equal_plain_autodiff():
   loss = lambda p: jnp.sum(Seq2Seq(cfg).apply({'params': p}, src, lengths, tgt)[0] ** 2)
   g = jax.grad(loss)(params)['decoder']['attention']
 
-  def step_by_step(p):                         # the same logits from decode steps, which never defer
+  def step_by_step(p):  # the same logits from decode steps, which never defer
     model, v = Seq2Seq(cfg), {'params': p}
     memory, state = model.apply(v, src, lengths, method=Seq2Seq.encode)
     total = 0.0
     for t in range(tgt.shape[1]):
       state, logits, _ = model.apply(v, memory, state, tgt[:, t], method=Seq2Seq.decode_step)
-      total += jnp.sum(logits ** 2)
+      total += jnp.sum(logits**2)
     return total
+
   want = jax.grad(step_by_step)(params)['decoder']['attention']
   for k in ('W', 'g'):
     np.testing.assert_allclose(g[k], want[k], rtol=2e-4, atol=1e-5)
@@ -144,19 +157,21 @@ def test_greedy_and_beam_search():
   for row in range(3):
     n = int(b3.lengths[row, 0])
     np.testing.assert_allclose(b3.scores[row, 0], logp[row, :n].sum(), rtol=1e-5, atol=1e-5)
-    assert np.all(np.asarray(b3.weights[row, 0, :, int(lengths[row]):]) == 0.0)
+    assert np.all(np.asarray(b3.weights[row, 0, :, int(lengths[row]) :]) == 0.0)
 
 
 def test_flops_come_from_the_definition():
   base = config()
   additive = ModelConfig.from_dict({**SMALL, 'score': 'additive'})
   step = flops.attention_step_flops(base, rows=4, src_len=7) - flops.attention_step_flops(
-      ModelConfig.from_dict({**SMALL, 'score': 'none'}), rows=4, src_len=7)
-  assert step == 4 * (2 * 12 * 12 + 2 * 7 * 12)     # W q and k_i . Wq per query
+    ModelConfig.from_dict({**SMALL, 'score': 'none'}), rows=4, src_len=7
+  )
+  assert step == 4 * (2 * 12 * 12 + 2 * 7 * 12)  # W q and k_i . Wq per query
   assert flops.attention_step_flops(additive, 4, 7) != flops.attention_step_flops(base, 4, 7)
 
   class NoFlops(Cosine):
     flops = scores.Score.flops
+
   with pytest.raises(NotImplementedError, match='must define flops'):
     NoFlops(base).flops(7)
 
@@ -168,6 +183,6 @@ def test_trains_through_the_experiment_code(tmp_path):
   cfg.model.score = NAME
   cfg.train.num_steps = 4
   cfg.train.checkpoint_every = 4
-  result = train_lib.train_and_evaluate(cfg, str(tmp_path / 'run'))
+  result = trainer.train_and_evaluate(cfg, str(tmp_path / 'run'))
   assert result['variant'].startswith(NAME) and np.isfinite(result['test_perplexity'][0])
   assert (tmp_path / 'run' / 'checkpoints' / '4').is_dir()

@@ -12,6 +12,7 @@ of the machine hit every variant alike. Each variant is reported as the median o
 differences against `base`. `base_again`, a second compilation of the unchanged step, is always
 included: its difference from `base` is what noise alone gives.
 """
+
 from __future__ import annotations
 
 import statistics
@@ -34,12 +35,21 @@ def paired_summary(base: list[float], other: list[float]) -> dict:
   diffs = [o - b for b, o in zip(base, other)]
   q1, _, q3 = statistics.quantiles(diffs, n=4, method='inclusive')
   mean = statistics.fmean(diffs)
-  return {'median': statistics.median(diffs), 'q1': q1, 'q3': q3, 'mean': mean,
-          'mean_se': statistics.stdev(diffs) / len(diffs) ** 0.5}
+  return {
+    'median': statistics.median(diffs),
+    'q1': q1,
+    'q3': q3,
+    'mean': mean,
+    'mean_se': statistics.stdev(diffs) / len(diffs) ** 0.5,
+  }
 
 
-def run(variants: dict[str, variants_lib.Variant], steps: int, cfg: ModelConfig = cases.BENCH_MODEL,
-        sizes: cases.Sizes = cases.Sizes()) -> dict:
+def run(
+  variants: dict[str, variants_lib.Variant],
+  steps: int,
+  cfg: ModelConfig = cases.BENCH_MODEL,
+  sizes: cases.Sizes = cases.Sizes(),
+) -> dict:
   """Compiles base, base_again and every variant, then times `steps` rounds of one step each."""
   variants = variants_lib.with_controls(variants)
   compiled, states, batches = {}, {}, {}
@@ -58,11 +68,14 @@ def run(variants: dict[str, variants_lib.Variant], steps: int, cfg: ModelConfig 
   times = {name: [] for name in variants}
   order = list(variants)
   for i in range(steps):
-    for name in (order if i % 2 == 0 else order[::-1]):
+    for name in order if i % 2 == 0 else order[::-1]:
       times[name].append(one_step(name))
-  return {'steps': steps, 'median_s': {k: statistics.median(v) for k, v in times.items()},
-          'vs_base': {k: paired_summary(times['base'], v) for k, v in times.items() if k != 'base'},
-          'times_s': times}
+  return {
+    'steps': steps,
+    'median_s': {k: statistics.median(v) for k, v in times.items()},
+    'vs_base': {k: paired_summary(times['base'], v) for k, v in times.items() if k != 'base'},
+    'times_s': times,
+  }
 
 
 def main(argv):
@@ -78,8 +91,10 @@ def main(argv):
     line = f'{name:20s} median {median:.4f} s'
     if name in result['vs_base']:
       d = {k: 1e3 * v for k, v in result['vs_base'][name].items()}
-      line += (f'   paired - base: median {d["median"]:+.1f} ms (quartiles {d["q1"]:+.1f} .. {d["q3"]:+.1f}),'
-               f' mean {d["mean"]:+.1f} ± {d["mean_se"]:.1f} ms')
+      line += (
+        f'   paired - base: median {d["median"]:+.1f} ms (quartiles {d["q1"]:+.1f} .. {d["q3"]:+.1f}),'
+        f' mean {d["mean"]:+.1f} ± {d["mean_se"]:.1f} ms'
+      )
     print(line)
   print('base_again is the unchanged program compiled a second time: its difference is the noise floor.')
 

@@ -19,6 +19,7 @@ With `--variants` (tools/variants.py) it profiles the step as it is, a second co
 (the control) and every variant in interleaved rounds, and reports each part's median paired
 difference from `base`: part times resolve changes of a few ms that whole-step timings cannot.
 """
+
 from __future__ import annotations
 
 import collections
@@ -34,8 +35,18 @@ from benchmarks import cases, flops
 from benchmarks.timing import matmul_peak
 from tools import variants as variants_lib
 
-PARTS = ('encoder fwd', 'decoder fwd', 'output layer fwd', 'vocab + loss fwd', 'vocab + loss bwd',
-         'output layer bwd', 'decoder bwd', 'encoder bwd', 'optimiser', 'no op_name (XLA copies, zero fills)')
+PARTS = (
+  'encoder fwd',
+  'decoder fwd',
+  'output layer fwd',
+  'vocab + loss fwd',
+  'vocab + loss bwd',
+  'output layer bwd',
+  'decoder bwd',
+  'encoder bwd',
+  'optimiser',
+  'no op_name (XLA copies, zero fills)',
+)
 # Ops that only run other ops (a loop, a branch, a call): their trace events contain their body's.
 _CONTAINERS = ('while', 'conditional', 'call')
 
@@ -91,10 +102,10 @@ def _proto_fields(buf: bytes):
       value = varint()
     elif wire in (1, 5):
       size = 8 if wire == 1 else 4
-      value, i = buf[i:i + size], i + size
+      value, i = buf[i : i + size], i + size
     elif wire == 2:
       size = varint()
-      value, i = buf[i:i + size], i + size
+      value, i = buf[i : i + size], i + size
     else:
       raise ValueError(f'unsupported protocol-buffer wire type {wire}')
     yield key >> 3, value
@@ -184,21 +195,38 @@ class _Program:
       return _parts_of_trace(tmp, self.module, self.ops, steps)
 
 
-def profile(cfg: ModelConfig = cases.BENCH_MODEL, sizes: cases.Sizes = cases.Sizes(), steps: int = 3,
-            peak_sizes: tuple[int, ...] = (1024, 2048)) -> dict:
+def profile(
+  cfg: ModelConfig = cases.BENCH_MODEL,
+  sizes: cases.Sizes = cases.Sizes(),
+  steps: int = 3,
+  peak_sizes: tuple[int, ...] = (1024, 2048),
+) -> dict:
   """Per part: wall, busy, model GFLOP, the time those FLOPs take at the peak, and the top 5 ops."""
   program = _Program(cfg, sizes)
   program.run(3)
   wall, busy, by_op, step_s = program.profile(steps)
   peak = matmul_peak(peak_sizes, 6)['gflops']
   ideal = ideal_gflop(cfg, sizes.batch, sizes.src_len, sizes.tgt_len)
-  parts = {p: {'wall_s': wall[p], 'busy_s': busy[p], 'gflop': ideal[p], 'ideal_s': ideal[p] / peak,
-               'top_ops': {k: v / steps / 1e9 for k, v in by_op[p].most_common(5)}} for p in PARTS}
+  parts = {
+    p: {
+      'wall_s': wall[p],
+      'busy_s': busy[p],
+      'gflop': ideal[p],
+      'ideal_s': ideal[p] / peak,
+      'top_ops': {k: v / steps / 1e9 for k, v in by_op[p].most_common(5)},
+    }
+    for p in PARTS
+  }
   return {'peak_gflops': peak, 'step_s': step_s, 'parts': parts}
 
 
-def compare(variants: dict[str, variants_lib.Variant], rounds: int, steps: int = 2,
-            cfg: ModelConfig = cases.BENCH_MODEL, sizes: cases.Sizes = cases.Sizes()) -> dict:
+def compare(
+  variants: dict[str, variants_lib.Variant],
+  rounds: int,
+  steps: int = 2,
+  cfg: ModelConfig = cases.BENCH_MODEL,
+  sizes: cases.Sizes = cases.Sizes(),
+) -> dict:
   """Part walls of the step as it is ('base'), of the control ('base_again') and of each variant.
 
   Each round profiles `steps` steps of every variant, in alternating order; returns per variant the
@@ -211,13 +239,20 @@ def compare(variants: dict[str, variants_lib.Variant], rounds: int, steps: int =
   walls = {k: [] for k in programs}
   names = list(programs)
   for i in range(rounds):
-    for name in (names if i % 2 == 0 else names[::-1]):
+    for name in names if i % 2 == 0 else names[::-1]:
       wall, _, _, step_s = programs[name].profile(steps)
       walls[name].append({**wall, 'step': step_s})
   keys = [*PARTS, 'step']
-  return {name: {k: {'median_s': statistics.median([r[k] for r in rows]),
-                     'minus_base_s': statistics.median([r[k] - b[k] for r, b in zip(rows, walls['base'])])}
-                 for k in keys} for name, rows in walls.items()}
+  return {
+    name: {
+      k: {
+        'median_s': statistics.median([r[k] for r in rows]),
+        'minus_base_s': statistics.median([r[k] - b[k] for r, b in zip(rows, walls['base'])]),
+      }
+      for k in keys
+    }
+    for name, rows in walls.items()
+  }
 
 
 _ROUNDS = flags.DEFINE_integer('rounds', 8, 'with --variants: profiled rounds of 2 steps per variant')
@@ -231,13 +266,21 @@ def main(argv):
     except ValueError as e:
       raise SystemExit(f'--variants: {e}')
     r = compare(variants, _ROUNDS.value)
-    print(f'medians over {_ROUNDS.value} interleaved rounds of 2 profiled steps (ms); in brackets: median '
-          'paired difference from base; base_again (the same program) shows the noise')
+    print(
+      f'medians over {_ROUNDS.value} interleaved rounds of 2 profiled steps (ms); in brackets: median '
+      'paired difference from base; base_again (the same program) shows the noise'
+    )
     print('| part | ' + ' | '.join(r) + ' |')
     print('|---' * (len(r) + 1) + '|')
     for k in r['base']:
-      print(f'| {k} | ' + ' | '.join(f'{1e3 * v[k]["median_s"]:.1f}' + (
-          f' ({1e3 * v[k]["minus_base_s"]:+.1f})' if name != 'base' else '') for name, v in r.items()) + ' |')
+      print(
+        f'| {k} | '
+        + ' | '.join(
+          f'{1e3 * v[k]["median_s"]:.1f}' + (f' ({1e3 * v[k]["minus_base_s"]:+.1f})' if name != 'base' else '')
+          for name, v in r.items()
+        )
+        + ' |'
+      )
     return
   r = profile()
   print(f'matmul peak {r["peak_gflops"]:.1f} GFLOP/s; profiled step {r["step_s"]:.3f} s (the profiler adds some)')
@@ -245,11 +288,15 @@ def main(argv):
   print('| --- | --- | --- | --- | --- | --- |')
   tot = collections.Counter()
   for p, v in r['parts'].items():
-    print(f'| {p} | {v["wall_s"]:.3f} | {v["busy_s"]:.3f} | {v["gflop"]:.1f} | {v["ideal_s"]:.3f} | {v["wall_s"] - v["ideal_s"]:+.3f} |')
+    print(
+      f'| {p} | {v["wall_s"]:.3f} | {v["busy_s"]:.3f} | {v["gflop"]:.1f} | {v["ideal_s"]:.3f} | {v["wall_s"] - v["ideal_s"]:+.3f} |'
+    )
     for k in ('wall_s', 'busy_s', 'gflop', 'ideal_s'):
       tot[k] += v[k]
-  print(f'| total | {tot["wall_s"]:.3f} | {tot["busy_s"]:.3f} | {tot["gflop"]:.1f} | {tot["ideal_s"]:.3f} | '
-        f'{tot["wall_s"] - tot["ideal_s"]:+.3f} |')
+  print(
+    f'| total | {tot["wall_s"]:.3f} | {tot["busy_s"]:.3f} | {tot["gflop"]:.1f} | {tot["ideal_s"]:.3f} | '
+    f'{tot["wall_s"] - tot["ideal_s"]:+.3f} |'
+  )
   for p, v in r['parts'].items():
     print(f'  {p}: ' + ', '.join(f'{k} {1e3 * t:.1f} ms' for k, t in v['top_ops'].items()))
 

@@ -12,6 +12,7 @@ code being compared (for example with `unittest.mock.patch.object`) without touc
 The tools always add `base` (the step as it is) and `base_again` (the same step compiled a second
 time): the control, whose difference from `base` is what noise alone gives.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -30,15 +31,19 @@ _KEYS = ('xla', 'model', 'patch')
 EXAMPLE = '\'{"vw512": {"xla": {"xla_cpu_prefer_vector_width": 512}}}\''
 
 # The one --variants flag of the tools (absl refuses a flag defined twice; tests import both tools).
-FLAG = flags.DEFINE_string('variants', '', 'JSON: name -> {"xla": {...}, "model": {...}, "patch": "module:attr"} '
-                           '(tools/variants.py); base and base_again, the control, are always added')
+FLAG = flags.DEFINE_string(
+  'variants',
+  '',
+  'JSON: name -> {"xla": {...}, "model": {...}, "patch": "module:attr"} '
+  '(tools/variants.py); base and base_again, the control, are always added',
+)
 
 
 @dataclasses.dataclass(frozen=True)
 class Variant:
-  xla: dict = dataclasses.field(default_factory=dict)     # compiler_options of `.compile()`
-  model: dict = dataclasses.field(default_factory=dict)   # ModelConfig fields that differ from the base
-  patch: str | None = None                                # 'module:attribute' -> a context manager factory
+  xla: dict = dataclasses.field(default_factory=dict)  # compiler_options of `.compile()`
+  model: dict = dataclasses.field(default_factory=dict)  # ModelConfig fields that differ from the base
+  patch: str | None = None  # 'module:attribute' -> a context manager factory
 
 
 def parse(text: str) -> dict[str, Variant]:

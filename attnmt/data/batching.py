@@ -16,75 +16,77 @@ import numpy as np
 
 @dataclasses.dataclass(frozen=True)
 class BatchOptions:
-    """How to batch; see get_data_config for each field."""
-    batch_size: int = 64
-    batch_tokens: int = 0
-    bucket: bool = True
-    bucket_window: int = 100
-    pad_to_multiple: int = 8
-    fixed_source_length: int = 0
-    fixed_target_length: int = 0
-    drop_remainder: bool = False
+  """How to batch; see get_data_config for each field."""
+
+  batch_size: int = 64
+  batch_tokens: int = 0
+  bucket: bool = True
+  bucket_window: int = 100
+  pad_to_multiple: int = 8
+  fixed_source_length: int = 0
+  fixed_target_length: int = 0
+  drop_remainder: bool = False
 
 
 def padded_length(max_len: int, multiple: int, fixed: int) -> int:
-    """The padded size of a batch dimension whose longest row has `max_len` tokens."""
-    if fixed:
-        return fixed
-    multiple = max(multiple, 1)
-    return max(multiple, -(-max_len // multiple) * multiple)
+  """The padded size of a batch dimension whose longest row has `max_len` tokens."""
+  if fixed:
+    return fixed
+  multiple = max(multiple, 1)
+  return max(multiple, -(-max_len // multiple) * multiple)
 
 
 def _cut(positions: np.ndarray, src_len, tgt_len, options: BatchOptions) -> list[np.ndarray]:
-    """Consecutive batches of `positions`: `batch_size` each, or as many as fit in
-    `batch_tokens` padded tokens (max of source and target width times rows)."""
-    if not options.batch_tokens:
-        return [positions[i:i + options.batch_size]
-                for i in range(0, len(positions), options.batch_size)]
-    batches, start, widest = [], 0, 0
-    for k, p in enumerate(positions):
-        width = max(padded_length(src_len[p], options.pad_to_multiple, options.fixed_source_length),
-                    padded_length(tgt_len[p], options.pad_to_multiple, options.fixed_target_length))
-        if k > start and max(widest, width) * (k - start + 1) > options.batch_tokens:
-            batches.append(positions[start:k])
-            start, widest = k, 0
-        widest = max(widest, width)
-    if start < len(positions):
-        batches.append(positions[start:])
-    return batches
+  """Consecutive batches of `positions`: `batch_size` each, or as many as fit in
+  `batch_tokens` padded tokens (max of source and target width times rows)."""
+  if not options.batch_tokens:
+    return [positions[i : i + options.batch_size] for i in range(0, len(positions), options.batch_size)]
+  batches, start, widest = [], 0, 0
+  for k, p in enumerate(positions):
+    width = max(
+      padded_length(src_len[p], options.pad_to_multiple, options.fixed_source_length),
+      padded_length(tgt_len[p], options.pad_to_multiple, options.fixed_target_length),
+    )
+    if k > start and max(widest, width) * (k - start + 1) > options.batch_tokens:
+      batches.append(positions[start:k])
+      start, widest = k, 0
+    widest = max(widest, width)
+  if start < len(positions):
+    batches.append(positions[start:])
+  return batches
 
 
-def plan_epoch(src_len: np.ndarray, tgt_len: np.ndarray, options: BatchOptions, seed: int,
-               epoch: int, shuffle: bool) -> list[np.ndarray]:
-    """The batches of one epoch as arrays of positions into `src_len` / `tgt_len`."""
-    n = len(src_len)
-    rng = np.random.default_rng([seed, epoch])
-    order = rng.permutation(n) if shuffle else np.arange(n)
-    if options.bucket:
-        chunk = options.batch_size * options.bucket_window if shuffle else max(n, 1)
-        batches = []
-        for start in range(0, n, chunk):
-            part = order[start:start + chunk]
-            part = part[np.lexsort((tgt_len[part], src_len[part]))]
-            batches.extend(_cut(part, src_len, tgt_len, options))
-        if shuffle:
-            batches = [batches[i] for i in rng.permutation(len(batches))]
-    else:
-        batches = _cut(order, src_len, tgt_len, options)
-    if options.drop_remainder and not options.batch_tokens:
-        batches = [b for b in batches if len(b) == options.batch_size]
-    return batches
+def plan_epoch(
+  src_len: np.ndarray, tgt_len: np.ndarray, options: BatchOptions, seed: int, epoch: int, shuffle: bool
+) -> list[np.ndarray]:
+  """The batches of one epoch as arrays of positions into `src_len` / `tgt_len`."""
+  n = len(src_len)
+  rng = np.random.default_rng([seed, epoch])
+  order = rng.permutation(n) if shuffle else np.arange(n)
+  if options.bucket:
+    chunk = options.batch_size * options.bucket_window if shuffle else max(n, 1)
+    batches = []
+    for start in range(0, n, chunk):
+      part = order[start : start + chunk]
+      part = part[np.lexsort((tgt_len[part], src_len[part]))]
+      batches.extend(_cut(part, src_len, tgt_len, options))
+    if shuffle:
+      batches = [batches[i] for i in rng.permutation(len(batches))]
+  else:
+    batches = _cut(order, src_len, tgt_len, options)
+  if options.drop_remainder and not options.batch_tokens:
+    batches = [b for b in batches if len(b) == options.batch_size]
+  return batches
 
 
-def padding_fraction(batches: list[np.ndarray], src_len: np.ndarray, tgt_len: np.ndarray,
-                     options: BatchOptions) -> float:
-    """Fraction of source plus target slots that are padding over `batches`."""
-    real = padded = 0
-    for b in batches:
-        s = padded_length(int(src_len[b].max()), options.pad_to_multiple,
-                          options.fixed_source_length)
-        t = padded_length(int(tgt_len[b].max()), options.pad_to_multiple,
-                          options.fixed_target_length)
-        real += int(src_len[b].sum() + tgt_len[b].sum())
-        padded += len(b) * (s + t)
-    return 1.0 - real / padded if padded else 0.0
+def padding_fraction(
+  batches: list[np.ndarray], src_len: np.ndarray, tgt_len: np.ndarray, options: BatchOptions
+) -> float:
+  """Fraction of source plus target slots that are padding over `batches`."""
+  real = padded = 0
+  for b in batches:
+    s = padded_length(int(src_len[b].max()), options.pad_to_multiple, options.fixed_source_length)
+    t = padded_length(int(tgt_len[b].max()), options.pad_to_multiple, options.fixed_target_length)
+    real += int(src_len[b].sum() + tgt_len[b].sum())
+    padded += len(b) * (s + t)
+  return 1.0 - real / padded if padded else 0.0

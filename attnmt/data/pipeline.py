@@ -22,194 +22,205 @@ from attnmt.data.tokenizers import BOS_ID, EOS_ID
 
 @dataclasses.dataclass
 class TokenizedSplit:
-    """Token ids of every example of a split, stored flat (ids + offsets) to stay compact.
+  """Token ids of every example of a split, stored flat (ids + offsets) to stay compact.
 
-    Lengths count the EOS that batches append. `links[i]` holds the example's gold
-    alignment as (source token, target token) rows, when the dataset has one.
-    """
-    src_ids: np.ndarray
-    src_offsets: np.ndarray
-    tgt_ids: np.ndarray
-    tgt_offsets: np.ndarray
-    links: Optional[list[np.ndarray]] = None
+  Lengths count the EOS that batches append. `links[i]` holds the example's gold
+  alignment as (source token, target token) rows, when the dataset has one.
+  """
 
-    @property
-    def src_len(self) -> np.ndarray:
-        return np.diff(self.src_offsets).astype(np.int32) + 1
+  src_ids: np.ndarray
+  src_offsets: np.ndarray
+  tgt_ids: np.ndarray
+  tgt_offsets: np.ndarray
+  links: Optional[list[np.ndarray]] = None
 
-    @property
-    def tgt_len(self) -> np.ndarray:
-        return np.diff(self.tgt_offsets).astype(np.int32) + 1
+  @property
+  def src_len(self) -> np.ndarray:
+    return np.diff(self.src_offsets).astype(np.int32) + 1
 
-    def __len__(self) -> int:
-        return len(self.src_offsets) - 1
+  @property
+  def tgt_len(self) -> np.ndarray:
+    return np.diff(self.tgt_offsets).astype(np.int32) + 1
 
-    def src(self, i: int) -> np.ndarray:
-        return self.src_ids[self.src_offsets[i]:self.src_offsets[i + 1]]
+  def __len__(self) -> int:
+    return len(self.src_offsets) - 1
 
-    def tgt(self, i: int) -> np.ndarray:
-        return self.tgt_ids[self.tgt_offsets[i]:self.tgt_offsets[i + 1]]
+  def src(self, i: int) -> np.ndarray:
+    return self.src_ids[self.src_offsets[i] : self.src_offsets[i + 1]]
+
+  def tgt(self, i: int) -> np.ndarray:
+    return self.tgt_ids[self.tgt_offsets[i] : self.tgt_offsets[i + 1]]
 
 
 def _flatten(sequences: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
-    offsets = np.zeros(len(sequences) + 1, np.int64)
-    np.cumsum([len(s) for s in sequences], out=offsets[1:])
-    ids = np.fromiter((i for s in sequences for i in s), np.int32, count=int(offsets[-1]))
-    return ids, offsets
+  offsets = np.zeros(len(sequences) + 1, np.int64)
+  np.cumsum([len(s) for s in sequences], out=offsets[1:])
+  ids = np.fromiter((i for s in sequences for i in s), np.int32, count=int(offsets[-1]))
+  return ids, offsets
 
 
 def _encode_words(tokenizer, text: str) -> tuple[list[int], list[int]]:
-    """Ids of `text` encoded word by word, and the word index of each token."""
-    ids, word_of = [], []
-    for w, word in enumerate(text.split()):
-        pieces = tokenizer.encode(word)
-        ids.extend(pieces)
-        word_of.extend([w] * len(pieces))
-    return ids, word_of
+  """Ids of `text` encoded word by word, and the word index of each token."""
+  ids, word_of = [], []
+  for w, word in enumerate(text.split()):
+    pieces = tokenizer.encode(word)
+    ids.extend(pieces)
+    word_of.extend([w] * len(pieces))
+  return ids, word_of
 
 
 def _token_links(pharaoh: str, src_word_of: list[int], tgt_word_of: list[int]) -> np.ndarray:
-    """Word links 'i-j' mapped to every (source token, target token) of the two words."""
-    word_links = {tuple(int(x) for x in link.split('-')) for link in pharaoh.split()}
-    rows = [(s, t) for t, tw in enumerate(tgt_word_of) for s, sw in enumerate(src_word_of)
-            if (sw, tw) in word_links]
-    return np.array(rows, np.int32).reshape(-1, 2)
+  """Word links 'i-j' mapped to every (source token, target token) of the two words."""
+  word_links = {tuple(int(x) for x in link.split('-')) for link in pharaoh.split()}
+  rows = [(s, t) for t, tw in enumerate(tgt_word_of) for s, sw in enumerate(src_word_of) if (sw, tw) in word_links]
+  return np.array(rows, np.int32).reshape(-1, 2)
 
 
 def tokenize_split(raw, src_tokenizer, tgt_tokenizer) -> TokenizedSplit:
-    """Encodes a RawSplit. With gold alignments, sentences are encoded word by word so that
-    each token knows its word (sentencepiece pieces never cross spaces, so the ids match)."""
-    if raw.alignment is None:
-        src = src_tokenizer.encode_batch(raw.source)
-        tgt = tgt_tokenizer.encode_batch(raw.target)
-        links = None
-    else:
-        src_enc = [_encode_words(src_tokenizer, s) for s in raw.source]
-        tgt_enc = [_encode_words(tgt_tokenizer, t) for t in raw.target]
-        src, tgt = [e[0] for e in src_enc], [e[0] for e in tgt_enc]
-        links = [_token_links(a, s[1], t[1])
-                 for a, s, t in zip(raw.alignment, src_enc, tgt_enc)]
-    return TokenizedSplit(*_flatten(src), *_flatten(tgt), links)
+  """Encodes a RawSplit. With gold alignments, sentences are encoded word by word so that
+  each token knows its word (sentencepiece pieces never cross spaces, so the ids match)."""
+  if raw.alignment is None:
+    src = src_tokenizer.encode_batch(raw.source)
+    tgt = tgt_tokenizer.encode_batch(raw.target)
+    links = None
+  else:
+    src_enc = [_encode_words(src_tokenizer, s) for s in raw.source]
+    tgt_enc = [_encode_words(tgt_tokenizer, t) for t in raw.target]
+    src, tgt = [e[0] for e in src_enc], [e[0] for e in tgt_enc]
+    links = [_token_links(a, s[1], t[1]) for a, s, t in zip(raw.alignment, src_enc, tgt_enc)]
+  return TokenizedSplit(*_flatten(src), *_flatten(tgt), links)
 
 
-def length_filter(data: TokenizedSplit, max_source_length: int,
-                  max_target_length: int) -> np.ndarray:
-    """Positions of the examples whose lengths (with EOS) fit; 0 means no limit."""
-    keep = np.ones(len(data), bool)
-    if max_source_length:
-        keep &= data.src_len <= max_source_length
-    if max_target_length:
-        keep &= data.tgt_len <= max_target_length
-    return np.flatnonzero(keep)
+def length_filter(data: TokenizedSplit, max_source_length: int, max_target_length: int) -> np.ndarray:
+  """Positions of the examples whose lengths (with EOS) fit; 0 means no limit."""
+  keep = np.ones(len(data), bool)
+  if max_source_length:
+    keep &= data.src_len <= max_source_length
+  if max_target_length:
+    keep &= data.tgt_len <= max_target_length
+  return np.flatnonzero(keep)
 
 
-def build_batch(data: TokenizedSplit, positions: np.ndarray,
-                options: batching.BatchOptions,
-                rows: Optional[slice] = None) -> dict[str, np.ndarray]:
-    """The numpy batch (format in the module docstring) of the examples at `positions`.
+def build_batch(
+  data: TokenizedSplit, positions: np.ndarray, options: batching.BatchOptions, rows: Optional[slice] = None
+) -> dict[str, np.ndarray]:
+  """The numpy batch (format in the module docstring) of the examples at `positions`.
 
-    A position of -1 is an empty row (lengths 0, index -1). With `rows`, only those rows are
-    built, at the widths of the whole batch: one host's share of a global batch.
-    """
-    real = positions[positions >= 0]
-    s = batching.padded_length(int(data.src_len[real].max()), options.pad_to_multiple,
-                               options.fixed_source_length)
-    t = batching.padded_length(int(data.tgt_len[real].max()), options.pad_to_multiple,
-                               options.fixed_target_length)
-    if rows is not None:
-        positions = positions[rows]
-    empty = positions < 0
-    src_len = np.where(empty, 0, data.src_len[np.maximum(positions, 0)])
-    tgt_len = np.where(empty, 0, data.tgt_len[np.maximum(positions, 0)])
-    b = len(positions)
-    batch = {'src': np.zeros((b, s), np.int32), 'tgt_in': np.zeros((b, t), np.int32),
-             'tgt_out': np.zeros((b, t), np.int32), 'src_len': src_len.astype(np.int32),
-             'tgt_len': tgt_len.astype(np.int32), 'index': positions.astype(np.int32)}
+  A position of -1 is an empty row (lengths 0, index -1). With `rows`, only those rows are
+  built, at the widths of the whole batch: one host's share of a global batch.
+  """
+  real = positions[positions >= 0]
+  s = batching.padded_length(int(data.src_len[real].max()), options.pad_to_multiple, options.fixed_source_length)
+  t = batching.padded_length(int(data.tgt_len[real].max()), options.pad_to_multiple, options.fixed_target_length)
+  if rows is not None:
+    positions = positions[rows]
+  empty = positions < 0
+  src_len = np.where(empty, 0, data.src_len[np.maximum(positions, 0)])
+  tgt_len = np.where(empty, 0, data.tgt_len[np.maximum(positions, 0)])
+  b = len(positions)
+  batch = {
+    'src': np.zeros((b, s), np.int32),
+    'tgt_in': np.zeros((b, t), np.int32),
+    'tgt_out': np.zeros((b, t), np.int32),
+    'src_len': src_len.astype(np.int32),
+    'tgt_len': tgt_len.astype(np.int32),
+    'index': positions.astype(np.int32),
+  }
+  for row, i in enumerate(positions):
+    if i < 0:
+      continue
+    src, tgt = data.src(i), data.tgt(i)
+    batch['src'][row, : len(src)] = src
+    batch['src'][row, len(src)] = EOS_ID
+    batch['tgt_in'][row, 0] = BOS_ID
+    batch['tgt_in'][row, 1 : len(tgt) + 1] = tgt
+    batch['tgt_out'][row, : len(tgt)] = tgt
+    batch['tgt_out'][row, len(tgt)] = EOS_ID
+  if data.links is not None:
+    batch['alignment'] = np.zeros((b, t, s), np.int32)
     for row, i in enumerate(positions):
-        if i < 0:
-            continue
-        src, tgt = data.src(i), data.tgt(i)
-        batch['src'][row, :len(src)] = src
-        batch['src'][row, len(src)] = EOS_ID
-        batch['tgt_in'][row, 0] = BOS_ID
-        batch['tgt_in'][row, 1:len(tgt) + 1] = tgt
-        batch['tgt_out'][row, :len(tgt)] = tgt
-        batch['tgt_out'][row, len(tgt)] = EOS_ID
-    if data.links is not None:
-        batch['alignment'] = np.zeros((b, t, s), np.int32)
-        for row, i in enumerate(positions):
-            if i < 0:
-                continue
-            links = data.links[i]
-            batch['alignment'][row, links[:, 1], links[:, 0]] = 1
-    return batch
+      if i < 0:
+        continue
+      links = data.links[i]
+      batch['alignment'][row, links[:, 1], links[:, 0]] = 1
+  return batch
 
 
 class BatchIterator:
-    """Batches of one split over epochs; `state()` is a small dict that `restore` (or
-    the `state` argument) turns back into exactly the same remaining stream.
+  """Batches of one split over epochs; `state()` is a small dict that `restore` (or
+  the `state` argument) turns back into exactly the same remaining stream.
 
-    Data parallelism: `row_multiple` pads every batch with empty rows (length 0, index -1) to a
-    multiple of the device count, and `shard=(process_index, process_count)` yields only this
-    process's block of rows of each global batch. The plan (which examples form which global
-    batch) depends on lengths and seeds only, so every process agrees on it without talking, and
-    the global batches are the same for any number of processes.
-    """
+  Data parallelism: `row_multiple` pads every batch with empty rows (length 0, index -1) to a
+  multiple of the device count, and `shard=(process_index, process_count)` yields only this
+  process's block of rows of each global batch. The plan (which examples form which global
+  batch) depends on lengths and seeds only, so every process agrees on it without talking, and
+  the global batches are the same for any number of processes.
+  """
 
-    def __init__(self, data: TokenizedSplit, keep: np.ndarray, options: batching.BatchOptions,
-                 seed: int, num_epochs: Optional[int], shuffle: bool, split: str = '',
-                 state: Optional[dict] = None, row_multiple: int = 1,
-                 shard: tuple[int, int] = (0, 1)):
-        if row_multiple % shard[1]:
-            raise ValueError(f'row_multiple {row_multiple} must be a multiple of the process count '
-                             f'{shard[1]}')
-        self._row_multiple, self._shard = row_multiple, shard
-        self._data, self._keep, self._options = data, keep, options
-        self._seed, self._num_epochs, self._shuffle, self._split = seed, num_epochs, shuffle, split
-        self._src_len, self._tgt_len = data.src_len[keep], data.tgt_len[keep]
-        self._epoch, self._batch, self._plan = 0, 0, None
-        if state is not None:
-            self.restore(state)
+  def __init__(
+    self,
+    data: TokenizedSplit,
+    keep: np.ndarray,
+    options: batching.BatchOptions,
+    seed: int,
+    num_epochs: Optional[int],
+    shuffle: bool,
+    split: str = '',
+    state: Optional[dict] = None,
+    row_multiple: int = 1,
+    shard: tuple[int, int] = (0, 1),
+  ):
+    if row_multiple % shard[1]:
+      raise ValueError(f'row_multiple {row_multiple} must be a multiple of the process count {shard[1]}')
+    self._row_multiple, self._shard = row_multiple, shard
+    self._data, self._keep, self._options = data, keep, options
+    self._seed, self._num_epochs, self._shuffle, self._split = seed, num_epochs, shuffle, split
+    self._src_len, self._tgt_len = data.src_len[keep], data.tgt_len[keep]
+    self._epoch, self._batch, self._plan = 0, 0, None
+    if state is not None:
+      self.restore(state)
 
-    def state(self) -> dict:
-        """Where the iterator stands: JSON-able, a few integers."""
-        return {'split': self._split, 'seed': self._seed, 'num_examples': int(len(self._keep)),
-                'epoch': self._epoch, 'batch': self._batch}
+  def state(self) -> dict:
+    """Where the iterator stands: JSON-able, a few integers."""
+    return {
+      'split': self._split,
+      'seed': self._seed,
+      'num_examples': int(len(self._keep)),
+      'epoch': self._epoch,
+      'batch': self._batch,
+    }
 
-    def restore(self, state: dict) -> None:
-        """Continues from `state`; refuses a state saved for other data or another seed."""
-        mine = self.state()
-        for key in ('split', 'seed', 'num_examples'):
-            if state[key] != mine[key]:
-                raise ValueError(f'iterator state was saved with {key}={state[key]!r}, this '
-                                 f'iterator has {mine[key]!r}')
-        self._epoch, self._batch, self._plan = int(state['epoch']), int(state['batch']), None
+  def restore(self, state: dict) -> None:
+    """Continues from `state`; refuses a state saved for other data or another seed."""
+    mine = self.state()
+    for key in ('split', 'seed', 'num_examples'):
+      if state[key] != mine[key]:
+        raise ValueError(f'iterator state was saved with {key}={state[key]!r}, this iterator has {mine[key]!r}')
+    self._epoch, self._batch, self._plan = int(state['epoch']), int(state['batch']), None
 
-    def epoch_plan(self, epoch: int) -> list[np.ndarray]:
-        """The batches of `epoch`, as positions into the split."""
-        plan = batching.plan_epoch(self._src_len, self._tgt_len, self._options, self._seed,
-                                   epoch, self._shuffle)
-        return [self._keep[b] for b in plan]
+  def epoch_plan(self, epoch: int) -> list[np.ndarray]:
+    """The batches of `epoch`, as positions into the split."""
+    plan = batching.plan_epoch(self._src_len, self._tgt_len, self._options, self._seed, epoch, self._shuffle)
+    return [self._keep[b] for b in plan]
 
-    def __iter__(self):
-        return self
+  def __iter__(self):
+    return self
 
-    def __next__(self) -> dict[str, np.ndarray]:
-        while True:
-            if self._num_epochs and self._epoch >= self._num_epochs:
-                raise StopIteration
-            if self._plan is None:
-                self._plan = self.epoch_plan(self._epoch)
-                if not self._plan:
-                    raise StopIteration  # Nothing survives filtering; never loop forever.
-            if self._batch < len(self._plan):
-                break
-            self._epoch, self._batch, self._plan = self._epoch + 1, 0, None
-        positions = self._plan[self._batch]
-        self._batch += 1
-        positions = np.pad(positions, (0, -len(positions) % self._row_multiple),
-                           constant_values=-1)
-        index, count = self._shard
-        share = len(positions) // count
-        rows = slice(index * share, (index + 1) * share) if count > 1 else None
-        return build_batch(self._data, positions, self._options, rows)
+  def __next__(self) -> dict[str, np.ndarray]:
+    while True:
+      if self._num_epochs and self._epoch >= self._num_epochs:
+        raise StopIteration
+      if self._plan is None:
+        self._plan = self.epoch_plan(self._epoch)
+        if not self._plan:
+          raise StopIteration  # Nothing survives filtering; never loop forever.
+      if self._batch < len(self._plan):
+        break
+      self._epoch, self._batch, self._plan = self._epoch + 1, 0, None
+    positions = self._plan[self._batch]
+    self._batch += 1
+    positions = np.pad(positions, (0, -len(positions) % self._row_multiple), constant_values=-1)
+    index, count = self._shard
+    share = len(positions) // count
+    rows = slice(index * share, (index + 1) * share) if count > 1 else None
+    return build_batch(self._data, positions, self._options, rows)

@@ -17,174 +17,209 @@ from attnmt.data import batching, pipeline, sources, stats as stats_lib, tokeniz
 
 @dataclasses.dataclass
 class PreparedData:
-    """A corpus ready to batch: raw text, token ids, tokenisers, statistics."""
-    corpus: sources.RawCorpus
-    tokenized: dict[str, pipeline.TokenizedSplit]
-    src_tokenizer: object
-    tgt_tokenizer: object
-    vocab_dir: str  # Holds source/ and target/ tokenizers: copy beside a checkpoint.
-    stats: dict
+  """A corpus ready to batch: raw text, token ids, tokenisers, statistics."""
 
-    @property
-    def source_lang(self) -> str:
-        return self.corpus.source_lang
+  corpus: sources.RawCorpus
+  tokenized: dict[str, pipeline.TokenizedSplit]
+  src_tokenizer: object
+  tgt_tokenizer: object
+  vocab_dir: str  # Holds source/ and target/ tokenizers: copy beside a checkpoint.
+  stats: dict
 
-    @property
-    def target_lang(self) -> str:
-        return self.corpus.target_lang
+  @property
+  def source_lang(self) -> str:
+    return self.corpus.source_lang
+
+  @property
+  def target_lang(self) -> str:
+    return self.corpus.target_lang
 
 
 def _vocab_dir(cfg, corpus: sources.RawCorpus) -> str:
-    kind = (f'sp_{cfg.sp_model_type}_{cfg.vocab_size}' if cfg.tokenizer == 'sentencepiece'
-            else f'{cfg.tokenizer}_{cfg.vocab_size}')
-    return os.path.join(cfg.data_dir, 'vocab', corpus.dataset_id, kind)
+  kind = (
+    f'sp_{cfg.sp_model_type}_{cfg.vocab_size}'
+    if cfg.tokenizer == 'sentencepiece'
+    else f'{cfg.tokenizer}_{cfg.vocab_size}'
+  )
+  return os.path.join(cfg.data_dir, 'vocab', corpus.dataset_id, kind)
 
 
 def _tokenizers(cfg, corpus: sources.RawCorpus, directory: str):
-    """Loads the tokenisers from `directory`, or trains them on the training split."""
-    sides = {'source': corpus.splits['train'].source, 'target': corpus.splits['train'].target}
-    out = []
-    for side, sentences in sides.items():
-        path = os.path.join(directory, side)
-        if os.path.exists(os.path.join(path, 'tokenizer.json')):
-            out.append(tokenizers.load_tokenizer(path))
-            continue
-        tokenizer = tokenizers.train_tokenizer(cfg.tokenizer, sentences, cfg.vocab_size,
-                                               cfg.sp_model_type)
-        tokenizer.save(path)
-        out.append(tokenizer)
-    return tuple(out)
+  """Loads the tokenisers from `directory`, or trains them on the training split."""
+  sides = {'source': corpus.splits['train'].source, 'target': corpus.splits['train'].target}
+  out = []
+  for side, sentences in sides.items():
+    path = os.path.join(directory, side)
+    if os.path.exists(os.path.join(path, 'tokenizer.json')):
+      out.append(tokenizers.load_tokenizer(path))
+      continue
+    tokenizer = tokenizers.train_tokenizer(cfg.tokenizer, sentences, cfg.vocab_size, cfg.sp_model_type)
+    tokenizer.save(path)
+    out.append(tokenizer)
+  return tuple(out)
 
 
 def batch_options(cfg, split: str = 'train') -> batching.BatchOptions:
-    """The BatchOptions that `cfg` (a data config) describes for `split`: validation and test
-    batches pad to `eval_pad_to_multiple` when it is set (fewer widths, fewer compilations)."""
-    pad = cfg.pad_to_multiple
-    if split != 'train' and cfg.get('eval_pad_to_multiple', 0):
-        pad = cfg.eval_pad_to_multiple
-    return batching.BatchOptions(
-        batch_size=cfg.batch_size, batch_tokens=cfg.batch_tokens, bucket=cfg.bucket,
-        bucket_window=cfg.bucket_window, pad_to_multiple=pad,
-        fixed_source_length=cfg.fixed_source_length,
-        fixed_target_length=cfg.fixed_target_length, drop_remainder=cfg.drop_remainder)
+  """The BatchOptions that `cfg` (a data config) describes for `split`: validation and test
+  batches pad to `eval_pad_to_multiple` when it is set (fewer widths, fewer compilations)."""
+  pad = cfg.pad_to_multiple
+  if split != 'train' and cfg.get('eval_pad_to_multiple', 0):
+    pad = cfg.eval_pad_to_multiple
+  return batching.BatchOptions(
+    batch_size=cfg.batch_size,
+    batch_tokens=cfg.batch_tokens,
+    bucket=cfg.bucket,
+    bucket_window=cfg.bucket_window,
+    pad_to_multiple=pad,
+    fixed_source_length=cfg.fixed_source_length,
+    fixed_target_length=cfg.fixed_target_length,
+    drop_remainder=cfg.drop_remainder,
+  )
 
 
 def length_limits(cfg, split: str) -> tuple[int, int]:
-    """(max source, max target) length for `split`; a fixed width is also a limit."""
-    if split == 'train':
-        limits = [cfg.max_source_length, cfg.max_target_length]
-    else:
-        limits = [cfg.eval_max_source_length, cfg.eval_max_target_length]
-    for k, fixed in enumerate((cfg.fixed_source_length, cfg.fixed_target_length)):
-        if fixed:
-            limits[k] = min(limits[k], fixed) if limits[k] else fixed
-    return limits[0], limits[1]
+  """(max source, max target) length for `split`; a fixed width is also a limit."""
+  if split == 'train':
+    limits = [cfg.max_source_length, cfg.max_target_length]
+  else:
+    limits = [cfg.eval_max_source_length, cfg.eval_max_target_length]
+  for k, fixed in enumerate((cfg.fixed_source_length, cfg.fixed_target_length)):
+    if fixed:
+      limits[k] = min(limits[k], fixed) if limits[k] else fixed
+  return limits[0], limits[1]
 
 
 def prepare(cfg) -> PreparedData:
-    """Builds or loads everything the data config `cfg` names (see get_data_config)."""
-    corpus = sources.load_corpus(cfg, os.path.join(cfg.data_dir, 'tfds'))
-    vocab_dir = _vocab_dir(cfg, corpus)
-    src_tok, tgt_tok = _tokenizers(cfg, corpus, vocab_dir)
-    tokenized = {s: pipeline.tokenize_split(corpus.splits[s], src_tok, tgt_tok)
-                 for s in sources.SPLITS}
-    stats = stats_lib.corpus_stats(corpus, tokenized, src_tok, tgt_tok)
-    train = tokenized['train']
-    keep = pipeline.length_filter(train, *length_limits(cfg, 'train'))
-    stats['train_length_filter'] = {
-        'limits': list(length_limits(cfg, 'train')), 'kept': int(len(keep)),
-        'removed': int(len(train) - len(keep))}
-    stats['train_padding'] = stats_lib.padding_report(
-        train.src_len[keep], train.tgt_len[keep], batch_options(cfg), cfg.shuffle_seed)
-    with open(os.path.join(vocab_dir, 'stats.json'), 'w') as f:
-        json.dump(stats, f, indent=1)
-    return PreparedData(corpus, tokenized, src_tok, tgt_tok, vocab_dir, stats)
+  """Builds or loads everything the data config `cfg` names (see get_data_config)."""
+  corpus = sources.load_corpus(cfg, os.path.join(cfg.data_dir, 'tfds'))
+  vocab_dir = _vocab_dir(cfg, corpus)
+  src_tok, tgt_tok = _tokenizers(cfg, corpus, vocab_dir)
+  tokenized = {s: pipeline.tokenize_split(corpus.splits[s], src_tok, tgt_tok) for s in sources.SPLITS}
+  stats = stats_lib.corpus_stats(corpus, tokenized, src_tok, tgt_tok)
+  train = tokenized['train']
+  keep = pipeline.length_filter(train, *length_limits(cfg, 'train'))
+  stats['train_length_filter'] = {
+    'limits': list(length_limits(cfg, 'train')),
+    'kept': int(len(keep)),
+    'removed': int(len(train) - len(keep)),
+  }
+  stats['train_padding'] = stats_lib.padding_report(
+    train.src_len[keep], train.tgt_len[keep], batch_options(cfg), cfg.shuffle_seed
+  )
+  with open(os.path.join(vocab_dir, 'stats.json'), 'w') as f:
+    json.dump(stats, f, indent=1)
+  return PreparedData(corpus, tokenized, src_tok, tgt_tok, vocab_dir, stats)
 
 
-def batches(prepared: PreparedData, split: str, cfg, seed: Optional[int] = None,
-            state: Optional[dict] = None, num_epochs: Optional[int] = None,
-            shuffle: Optional[bool] = None, row_multiple: int = 1,
-            shard: tuple[int, int] = (0, 1), max_examples: int = 0) -> pipeline.BatchIterator:
-    """Batches of `split`. Training: shuffled, `cfg.num_epochs` passes (0 = forever), seed
-    `cfg.shuffle_seed` unless given. Validation/test: one pass in a fixed order (sorted by
-    length when bucketing). `state` (from `iterator.state()`) resumes exactly.
+def batches(
+  prepared: PreparedData,
+  split: str,
+  cfg,
+  seed: Optional[int] = None,
+  state: Optional[dict] = None,
+  num_epochs: Optional[int] = None,
+  shuffle: Optional[bool] = None,
+  row_multiple: int = 1,
+  shard: tuple[int, int] = (0, 1),
+  max_examples: int = 0,
+) -> pipeline.BatchIterator:
+  """Batches of `split`. Training: shuffled, `cfg.num_epochs` passes (0 = forever), seed
+  `cfg.shuffle_seed` unless given. Validation/test: one pass in a fixed order (sorted by
+  length when bucketing). `state` (from `iterator.state()`) resumes exactly.
 
-    `row_multiple` pads each batch with empty rows (length 0, index -1) to a multiple of it (the
-    data-parallel device count); `shard=(process_index, process_count)` yields only this
-    process's rows of each global batch (see pipeline.BatchIterator). `max_examples` > 0 keeps
-    that many examples spread evenly over the split's source lengths (a validation subset that
-    is not just its shortest sentences)."""
-    if split not in prepared.tokenized:
-        raise ValueError(f'unknown split {split!r}; valid: {", ".join(prepared.tokenized)}')
-    training = split == 'train'
-    data = prepared.tokenized[split]
-    keep = pipeline.length_filter(data, *length_limits(cfg, split))
-    if 0 < max_examples < len(keep):
-        by_length = keep[np.argsort(data.src_len[keep], kind='stable')]
-        keep = np.sort(by_length[np.linspace(0, len(keep) - 1, max_examples).round().astype(int)])
-    epochs = num_epochs if num_epochs is not None else (cfg.num_epochs if training else 1)
-    return pipeline.BatchIterator(
-        data, keep, batch_options(cfg, split), cfg.shuffle_seed if seed is None else seed,
-        epochs or None, training if shuffle is None else shuffle, split, state, row_multiple,
-        shard)
+  `row_multiple` pads each batch with empty rows (length 0, index -1) to a multiple of it (the
+  data-parallel device count); `shard=(process_index, process_count)` yields only this
+  process's rows of each global batch (see pipeline.BatchIterator). `max_examples` > 0 keeps
+  that many examples spread evenly over the split's source lengths (a validation subset that
+  is not just its shortest sentences)."""
+  if split not in prepared.tokenized:
+    raise ValueError(f'unknown split {split!r}; valid: {", ".join(prepared.tokenized)}')
+  training = split == 'train'
+  data = prepared.tokenized[split]
+  keep = pipeline.length_filter(data, *length_limits(cfg, split))
+  if 0 < max_examples < len(keep):
+    by_length = keep[np.argsort(data.src_len[keep], kind='stable')]
+    keep = np.sort(by_length[np.linspace(0, len(keep) - 1, max_examples).round().astype(int)])
+  epochs = num_epochs if num_epochs is not None else (cfg.num_epochs if training else 1)
+  return pipeline.BatchIterator(
+    data,
+    keep,
+    batch_options(cfg, split),
+    cfg.shuffle_seed if seed is None else seed,
+    epochs or None,
+    training if shuffle is None else shuffle,
+    split,
+    state,
+    row_multiple,
+    shard,
+  )
 
 
 def _limits_text(cfg, split: str) -> str:
-    """The settings behind length_limits(cfg, split), as key=value."""
-    prefix = '' if split == 'train' else 'eval_'
-    keys = [f'{prefix}max_source_length', f'{prefix}max_target_length']
-    keys += [k for k in ('fixed_source_length', 'fixed_target_length') if cfg[k]]
-    return ', '.join(f'data.{k}={cfg[k]}' for k in keys)
+  """The settings behind length_limits(cfg, split), as key=value."""
+  prefix = '' if split == 'train' else 'eval_'
+  keys = [f'{prefix}max_source_length', f'{prefix}max_target_length']
+  keys += [k for k in ('fixed_source_length', 'fixed_target_length') if cfg[k]]
+  return ', '.join(f'data.{k}={cfg[k]}' for k in keys)
 
 
 def check_batches(prepared: PreparedData, cfg, num_steps: int = 0) -> None:
-    """Refuses, with a ValueError naming the filter, data settings under which a split yields no batch
-    (every sentence removed by a length limit, or by drop_remainder) or training runs out of batches
-    before `num_steps` (data.num_epochs). Cheap: batch plans only, no batches are built."""
-    for split in ('validation', 'test', 'train'):
-        data = prepared.tokenized[split]
-        if not len(data):
-            raise ValueError(f'the {split} split of {cfg.name} is empty; give the dataset more sentences or '
-                             'change data.validation_fraction / data.test_fraction')
-        keep = pipeline.length_filter(data, *length_limits(cfg, split))
-        if not len(keep):
-            raise ValueError(
-                f'no {split} sentence fits the length limits ({_limits_text(cfg, split)}): the shortest source '
-                f'has {int(data.src_len.min())} tokens and the shortest target {int(data.tgt_len.min())} (EOS '
-                'included); raise the limits (0: no limit)')
-    it = batches(prepared, 'train', cfg)
-    if not it.epoch_plan(0):
-        raise ValueError(f'data.drop_remainder=True drops every training batch: {len(keep)} sentences '
-                         f'are fewer than data.batch_size={cfg.batch_size}; lower the batch size or set '
-                         'data.drop_remainder=False')
-    if cfg.num_epochs and num_steps:
-        total = sum(len(it.epoch_plan(e)) for e in range(cfg.num_epochs))
-        if total < num_steps:
-            raise ValueError(f'data.num_epochs={cfg.num_epochs} gives {total} training batches, fewer than '
-                             f'train.num_steps={num_steps}; raise data.num_epochs, or set it to 0 (repeat '
-                             'forever)')
+  """Refuses, with a ValueError naming the filter, data settings under which a split yields no batch
+  (every sentence removed by a length limit, or by drop_remainder) or training runs out of batches
+  before `num_steps` (data.num_epochs). Cheap: batch plans only, no batches are built."""
+  for split in ('validation', 'test', 'train'):
+    data = prepared.tokenized[split]
+    if not len(data):
+      raise ValueError(
+        f'the {split} split of {cfg.name} is empty; give the dataset more sentences or '
+        'change data.validation_fraction / data.test_fraction'
+      )
+    keep = pipeline.length_filter(data, *length_limits(cfg, split))
+    if not len(keep):
+      raise ValueError(
+        f'no {split} sentence fits the length limits ({_limits_text(cfg, split)}): the shortest source '
+        f'has {int(data.src_len.min())} tokens and the shortest target {int(data.tgt_len.min())} (EOS '
+        'included); raise the limits (0: no limit)'
+      )
+  it = batches(prepared, 'train', cfg)
+  if not it.epoch_plan(0):
+    raise ValueError(
+      f'data.drop_remainder=True drops every training batch: {len(keep)} sentences '
+      f'are fewer than data.batch_size={cfg.batch_size}; lower the batch size or set '
+      'data.drop_remainder=False'
+    )
+  if cfg.num_epochs and num_steps:
+    total = sum(len(it.epoch_plan(e)) for e in range(cfg.num_epochs))
+    if total < num_steps:
+      raise ValueError(
+        f'data.num_epochs={cfg.num_epochs} gives {total} training batches, fewer than '
+        f'train.num_steps={num_steps}; raise data.num_epochs, or set it to 0 (repeat '
+        'forever)'
+      )
 
 
 def save_tokenizers(prepared: PreparedData, directory: str) -> None:
-    """Writes both tokenisers under `directory` (source/, target/), e.g. beside a checkpoint."""
-    prepared.src_tokenizer.save(os.path.join(directory, 'source'))
-    prepared.tgt_tokenizer.save(os.path.join(directory, 'target'))
+  """Writes both tokenisers under `directory` (source/, target/), e.g. beside a checkpoint."""
+  prepared.src_tokenizer.save(os.path.join(directory, 'source'))
+  prepared.tgt_tokenizer.save(os.path.join(directory, 'target'))
 
 
 def load_tokenizers(directory: str) -> tuple:
-    """(source, target) tokenisers from a directory written by save_tokenizers, or from a
-    PreparedData's `vocab_dir`."""
-    return (tokenizers.load_tokenizer(os.path.join(directory, 'source')),
-            tokenizers.load_tokenizer(os.path.join(directory, 'target')))
+  """(source, target) tokenisers from a directory written by save_tokenizers, or from a
+  PreparedData's `vocab_dir`."""
+  return (
+    tokenizers.load_tokenizer(os.path.join(directory, 'source')),
+    tokenizers.load_tokenizer(os.path.join(directory, 'target')),
+  )
 
 
 def raw_texts(prepared: PreparedData, split: str) -> tuple[list[str], list[str]]:
-    """Untokenised (sources, targets) of `split`; a batch's `index` points into them."""
-    raw = prepared.corpus.splits[split]
-    return raw.source, raw.target
+  """Untokenised (sources, targets) of `split`; a batch's `index` points into them."""
+  raw = prepared.corpus.splits[split]
+  return raw.source, raw.target
 
 
 def removed_by_length(prepared: PreparedData, split: str, cfg) -> int:
-    """How many examples of `split` the length limits of `cfg` leave out of its batches."""
-    data = prepared.tokenized[split]
-    return int(len(data) - len(pipeline.length_filter(data, *length_limits(cfg, split))))
+  """How many examples of `split` the length limits of `cfg` leave out of its batches."""
+  data = prepared.tokenized[split]
+  return int(len(data) - len(pipeline.length_filter(data, *length_limits(cfg, split))))

@@ -17,6 +17,7 @@ use their JAX path, which is also what runs on GPUs and TPUs (callers pick per p
 several devices (data-parallel ones, see `parallel.tracing`: XLA's partitioner cannot split a custom
 call) and under `disabled()`.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -43,8 +44,14 @@ SOURCE = Path(__file__).with_name('attention.cc')
 # kernel stays with 256-bit vectors: built with AVX-512 it is as fast itself, but the encoder's
 # products (XLA's) run 5-10 % slower on an AMD EPYC (benchmarks/README.md, "The attention as CPU kernels").
 _X86 = platform.machine().lower() in ('x86_64', 'amd64')
-COMPILE_FLAGS = ('-O3', *(('-march=native', '-mno-avx512f', '-mrecip') if _X86 else ('-mcpu=native',)),
-                 '-ffast-math', '-fopenmp-simd', '-std=c++17', '-fPIC')
+COMPILE_FLAGS = (
+  '-O3',
+  *(('-march=native', '-mno-avx512f', '-mrecip') if _X86 else ('-mcpu=native',)),
+  '-ffast-math',
+  '-fopenmp-simd',
+  '-std=c++17',
+  '-fPIC',
+)
 FORWARD, BACKWARD = 'attnmt_additive_forward', 'attnmt_additive_backward'
 CONTEXT, CONTEXT_GRAD = 'attnmt_context_forward', 'attnmt_context_input_grad'
 
@@ -78,8 +85,10 @@ def _compile(target: Path) -> None:
   with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
     obj, lib = Path(tmp) / 'kernel.o', Path(tmp) / target.name
     include = ['-I', jax.ffi.include_dir()]
-    for cmd in ([cxx, *COMPILE_FLAGS, *include, '-c', str(SOURCE), '-o', str(obj)],
-                [cxx, '-shared', str(obj), '-o', str(lib)]):
+    for cmd in (
+      [cxx, *COMPILE_FLAGS, *include, '-c', str(SOURCE), '-o', str(obj)],
+      [cxx, '-shared', str(obj), '-o', str(lib)],
+    ):
       done = subprocess.run(cmd, capture_output=True, text=True)
       if done.returncode != 0:
         raise RuntimeError(f'{" ".join(cmd)} failed: {done.stderr.strip().splitlines()[-1:] or done.returncode}')
@@ -97,8 +106,7 @@ def _load() -> bool:
         _compile(path)
     lib = ctypes.cdll.LoadLibrary(str(path))
   except (OSError, RuntimeError) as err:
-    logging.warning('attnmt: CPU attention kernel unavailable (%s); using the JAX path, which is slower '
-                    'on CPU', err)
+    logging.warning('attnmt: CPU attention kernel unavailable (%s); using the JAX path, which is slower on CPU', err)
     return False
   jax.ffi.register_ffi_target(FORWARD, jax.ffi.pycapsule(lib.AttnmtAdditiveForward), platform='cpu')
   jax.ffi.register_ffi_target(BACKWARD, jax.ffi.pycapsule(lib.AttnmtAdditiveBackward), platform='cpu')
@@ -141,8 +149,10 @@ def disabled():
 
 def _ffi_call(target: str, result_shapes, vmap_method: str = 'expand_dims'):
   if not _load():
-    raise RuntimeError('the CPU attention kernel is not available (see the warning logged); '
-                       'call attention.additive_scores, which falls back to the JAX path')
+    raise RuntimeError(
+      'the CPU attention kernel is not available (see the warning logged); '
+      'call attention.additive_scores, which falls back to the JAX path'
+    )
   # expand_dims: under vmap an unbatched operand (v, shared by the rows) gets a leading 1, not copies.
   return jax.ffi.ffi_call(target, result_shapes, vmap_method=vmap_method)
 
@@ -159,8 +169,11 @@ def _forward(query_A, keys_SxA, v_A):
 
 def _backward(residuals, de_S):
   query_A, keys_SxA, v_A = residuals
-  shapes = (jax.ShapeDtypeStruct(query_A.shape, jnp.float32), jax.ShapeDtypeStruct(keys_SxA.shape, jnp.float32),
-            jax.ShapeDtypeStruct(query_A.shape, jnp.float32))   # dv per query row (kernel: N x A)
+  shapes = (
+    jax.ShapeDtypeStruct(query_A.shape, jnp.float32),
+    jax.ShapeDtypeStruct(keys_SxA.shape, jnp.float32),
+    jax.ShapeDtypeStruct(query_A.shape, jnp.float32),
+  )  # dv per query row (kernel: N x A)
   dq, dk, dv = _ffi_call(BACKWARD, shapes)(query_A, keys_SxA, v_A, de_S)
   return dq, dk, dv.reshape(-1, v_A.shape[-1]).sum(0).reshape(v_A.shape) if v_A.ndim < query_A.ndim else dv
 
@@ -182,7 +195,8 @@ def _context_forward(weights_xS, annotations_xSxH):
 def _context_backward(residuals, dc_xH):
   weights_xS, annotations_xSxH = residuals
   dw = _ffi_call(CONTEXT_GRAD, jax.ShapeDtypeStruct(weights_xS.shape, jnp.float32), 'broadcast_all')(
-      dc_xH, annotations_xSxH)
+    dc_xH, annotations_xSxH
+  )
   return dw, jnp.einsum('...s,...h->...sh', weights_xS, dc_xH)
 
 

@@ -4,58 +4,48 @@ learned fastest per CPU-minute in docs/learning.md (each choice names its figure
     python -m experiments.train --config=experiments/configs/default.py --workdir=runs/additive \
         --config.model.score=additive
 
-Every field of `model` is a field of attnmt.config.ModelConfig (vocabulary sizes are filled in from the
-trained tokenizers); `data` is attnmt.data.get_data_config() (every field commented there). The model is
-twice as wide as the main job's (size.png: level with it per minute over 5 minutes, still climbing when
-the small one flattens), and 12,000 steps take about an hour on 2 CPU cores.
+The `model` section is attnmt.config.ModelConfig's defaults (every field commented there; vocabulary
+sizes are filled in from the trained tokenizers); `data` is attnmt.data.get_data_config() (every field
+commented there). The model is twice as wide as the main job's (size.png: level with it per minute over
+5 minutes, still climbing when the small one flattens), and 12,000 steps take about an hour on 2 CPU cores.
 """
+
+import dataclasses
+
 import ml_collections
 
+from attnmt.config import ModelConfig
 from attnmt.data import get_data_config
+
+VOCAB_FIELDS = ('source_vocab_size', 'target_vocab_size')
 
 
 def get_model_config() -> ml_collections.ConfigDict:
-  m = ml_collections.ConfigDict()
-  m.embed_size = 128            # source and target embedding size
-  m.cell = 'lstm'               # 'lstm' or 'gru'
-  m.encoder_hidden_size = 128   # per direction
-  m.encoder_layers = 1
-  m.bidirectional = True        # annotations [fwd ; bwd]
-  m.decoder_hidden_size = 256   # = annotation size, so 'dot' applies too
-  m.decoder_layers = 1
-  m.dropout = 0.2               # between layers, on embeddings and before the output layer
-  m.score = 'additive'          # none, additive, normed_additive, dot, scaled_dot, general, concat, location
-  m.attention_size = 128        # additive/concat hidden size; local_p predictor size
-  m.window = 'global'           # global, local_m, local_p
-  m.window_size = 10            # D: local window half-width (Gaussian sigma D/2)
-  m.query_timing = 'bahdanau'   # bahdanau (query s_{t-1}) or luong (query s_t)
-  m.input_feeding = True        # luong timing: feed h~_{t-1} to the next step
-  m.output_size = 256           # bahdanau deep-output size
-  m.init_state = 'bridge'       # bridge, last, zero
-  m.max_source_length = 128     # positions the 'location' score can address
-  m.dtype = 'float32'           # computation dtype (parameters stay float32)
-  return m
+  """attnmt.config.ModelConfig's defaults (the recipe; each field commented there), less the vocabulary
+  sizes, which come from the trained tokenizers."""
+  fields = dataclasses.asdict(ModelConfig())
+  return ml_collections.ConfigDict({k: v for k, v in fields.items() if k not in VOCAB_FIELDS})
 
 
 def get_train_config() -> ml_collections.ConfigDict:
   t = ml_collections.ConfigDict()
-  t.seeds = '0'                 # comma-separated; several seeds train together in one vmapped program
-  t.num_steps = 12000           # optimiser steps (the cosine schedule ends here)
-  t.time_budget_minutes = 0.0   # > 0: the step at which this much training time has passed becomes the last one
-  t.learning_rate = 1e-2        # peak learning rate (Adam; schedule.png, size.png)
-  t.schedule = 'cosine'         # 'constant', 'cosine' (to 0 at num_steps) or 'rsqrt' (1/sqrt(step) after warmup); schedule.png
-  t.warmup_steps = 100          # linear warm-up from 0
-  t.clip_norm = 1.0             # global-norm gradient clipping (0 = no clipping)
-  t.label_smoothing = 0.1       # 0 = plain cross-entropy (regularisation.png)
-  t.log_every = 50              # steps between progress lines and training-metric records
-  t.eval_every = 1000           # steps between validation evaluations (0 = only at the end)
-  t.eval_beam_size = 0          # 0 = greedy only at evaluation; k > 0 adds beam-search BLEU
-  t.eval_max_sentences = 0      # validate on this many sentences spread over the lengths (0 = all)
-  t.checkpoint_every = 1000     # steps between checkpoints of the latest state
-  t.beam_alpha = 0.6            # length penalty ((5 + len) / 6) ** alpha
-  t.max_decode_factor = 1.5     # decode up to factor * source width + 10 tokens
-  t.num_devices = 0             # data-parallel devices (0 = all, on every host); data.batch_size is the global batch
-  t.nonfinite = 'stop'          # on a NaN/inf loss or gradient: 'stop' (no checkpoint after it) or 'skip' the update
+  t.seeds = '0'  # comma-separated; several seeds train together in one vmapped program
+  t.num_steps = 12000  # optimiser steps (the cosine schedule ends here)
+  t.time_budget_minutes = 0.0  # > 0: the step at which this much training time has passed becomes the last one
+  t.learning_rate = 1e-2  # peak learning rate (Adam; schedule.png, size.png)
+  t.schedule = 'cosine'  # 'constant', 'cosine' (to 0 at num_steps) or 'rsqrt' (1/sqrt(step) after warmup); schedule.png
+  t.warmup_steps = 100  # linear warm-up from 0
+  t.clip_norm = 1.0  # global-norm gradient clipping (0 = no clipping)
+  t.label_smoothing = 0.1  # 0 = plain cross-entropy (regularisation.png)
+  t.log_every = 50  # steps between progress lines and training-metric records
+  t.eval_every = 1000  # steps between validation evaluations (0 = only at the end)
+  t.eval_beam_size = 0  # 0 = greedy only at evaluation; k > 0 adds beam-search BLEU
+  t.eval_max_sentences = 0  # validate on this many sentences spread over the lengths (0 = all)
+  t.checkpoint_every = 1000  # steps between checkpoints of the latest state
+  t.beam_alpha = 0.6  # length penalty ((5 + len) / 6) ** alpha
+  t.max_decode_factor = 1.5  # decode up to factor * source width + 10 tokens
+  t.num_devices = 0  # data-parallel devices (0 = all, on every host); data.batch_size is the global batch
+  t.nonfinite = 'stop'  # on a NaN/inf loss or gradient: 'stop' (no checkpoint after it) or 'skip' the update
   return t
 
 
@@ -64,13 +54,13 @@ def get_sweep_config(scores: str = 'none,additive,dot,general,concat') -> ml_col
   s = ml_collections.ConfigDict()
   s.scores = scores
   s.query_timings = 'bahdanau'  # bahdanau, luong
-  s.windows = 'global'          # global, local_m, local_p
-  s.input_feeding = 'true'      # luong timing only: 'true', 'false' or 'true,false'
-  s.axes = ''                   # any other settings: 'model.window_size=4,8;train.learning_rate=3e-3,1e-2'
-  s.analyze = True              # after training: BLEU by length, heatmaps, AER where gold alignments exist
-  s.beam_size = 0               # beam-search BLEU in the analysis (0: greedy only, faster)
-  s.num_heatmaps = 3            # random test sentences drawn as heatmaps per variant
-  s.heatmap_min_words = 0       # ... among those whose source has at least this many words
+  s.windows = 'global'  # global, local_m, local_p
+  s.input_feeding = 'true'  # luong timing only: 'true', 'false' or 'true,false'
+  s.axes = ''  # any other settings: 'model.window_size=4,8;train.learning_rate=3e-3,1e-2'
+  s.analyze = True  # after training: BLEU by length, heatmaps, AER where gold alignments exist
+  s.beam_size = 0  # beam-search BLEU in the analysis (0: greedy only, faster)
+  s.num_heatmaps = 3  # random test sentences drawn as heatmaps per variant
+  s.heatmap_min_words = 0  # ... among those whose source has at least this many words
   return s
 
 
@@ -78,7 +68,7 @@ def get_config() -> ml_collections.ConfigDict:
   config = ml_collections.ConfigDict()
   config.model = get_model_config()
   config.data = get_data_config()
-  config.data.vocab_size = 2000           # per side (vocab.png)
-  config.data.eval_pad_to_multiple = 40   # evaluation widths 40/80/120: few decoders to compile
+  config.data.vocab_size = 2000  # per side (vocab.png)
+  config.data.eval_pad_to_multiple = 40  # evaluation widths 40/80/120: few decoders to compile
   config.train = get_train_config()
   return config

@@ -8,34 +8,35 @@ source length, attention monotonicity, entropy, repetition, heatmaps. About 20 m
 Every setting below was chosen from a learning curve; docs/learning.md shows the curves, and the figure
 each comment names is in docs/curves/. The sweep section lists the axes; every combination is one variant.
 """
+
 from experiments.configs import default
 
 
 def get_config():
   config = default.get_config()
   m, d, t = config.model, config.data, config.train
-  d.vocab_size = 2000             # per side (vocab.png)
-  d.max_source_length = 64        # training pairs up to 64 tokens with EOS: 26,415 of 28,106 (length.png)
+  d.vocab_size = 2000  # per side (vocab.png)
+  d.max_source_length = 64  # training pairs up to 64 tokens with EOS: 26,415 of 28,106 (length.png)
   d.max_target_length = 64
-  d.pad_to_multiple = 8           # bucketed widths 8..64: less padding, 8 shapes to compile (length.png)
-  d.eval_pad_to_multiple = 40     # evaluation widths 40/80/120: 3 shapes to compile per decoder
-  m.embed_size = 64               # model size (size.png)
-  m.encoder_hidden_size = 64      # annotations of 128 = decoder size, so 'dot' applies too
+  d.pad_to_multiple = 8  # bucketed widths 8..64: less padding, 8 shapes to compile (length.png)
+  d.eval_pad_to_multiple = 40  # evaluation widths 40/80/120: 3 shapes to compile per decoder
+  m.embed_size = 64  # model size (size.png)
+  m.encoder_hidden_size = 64  # annotations of 128 = decoder size, so 'dot' applies too
   m.decoder_hidden_size = 128
   m.attention_size = 64
   m.output_size = 128
-  m.dropout = 0.1                 # (regularisation.png)
-  t.seeds = '0'                   # one seed per variant; uncertainty from sacrebleu's paired bootstrap
-  t.num_steps = 2200              # the same number of updates for every variant (step-matched)
+  m.dropout = 0.1  # (regularisation.png)
+  t.seeds = '0'  # one seed per variant; uncertainty from sacrebleu's paired bootstrap
+  t.num_steps = 2200  # the same number of updates for every variant (step-matched)
   t.time_budget_minutes = 0.0
-  t.learning_rate = 1e-2          # (schedule.png)
-  t.schedule = 'cosine'           # to 0 at num_steps (schedule.png)
+  t.learning_rate = 1e-2  # (schedule.png)
+  t.schedule = 'cosine'  # to 0 at num_steps (schedule.png)
   t.warmup_steps = 50
-  t.label_smoothing = 0.1         # (regularisation.png)
+  t.label_smoothing = 0.1  # (regularisation.png)
   t.log_every = 50
-  t.eval_every = 500              # validation curve of every variant (results_curves.png)
-  t.eval_max_sentences = 300      # spread over the lengths
+  t.eval_every = 500  # validation curve of every variant (results_curves.png)
+  t.eval_max_sentences = 300  # spread over the lengths
   t.checkpoint_every = 500
   config.sweep = default.get_sweep_config('none,additive,general')
-  config.sweep.heatmap_min_words = 30   # heatmaps of long sentences, where attention matters
+  config.sweep.heatmap_min_words = 30  # heatmaps of long sentences, where attention matters
   return config

@@ -8,12 +8,13 @@ measured.
 Re-running the same command resumes an interrupted run from its last checkpoint, so it can run in the
 background (nohup ... &) while other work goes on.
 """
+
 from experiments.configs import default
 
 
 def get_config():
   config = default.get_config()
   config.sweep = default.get_sweep_config('none,additive')
-  config.sweep.beam_size = 5            # beam-search BLEU beside greedy in the analysis
-  config.sweep.heatmap_min_words = 30   # heatmaps of long sentences, where attention matters
+  config.sweep.beam_size = 5  # beam-search BLEU beside greedy in the analysis
+  config.sweep.heatmap_min_words = 30  # heatmaps of long sentences, where attention matters
   return config

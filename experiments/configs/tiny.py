@@ -1,7 +1,8 @@
 """A tiny config for tests and smoke runs: the synthetic numbers task, a small model, a few steps.
 
-    python -m experiments.train --config=experiments/configs/tiny.py --workdir=/tmp/attnmt_tiny
+python -m experiments.train --config=experiments/configs/tiny.py --workdir=/tmp/attnmt_tiny
 """
+
 from experiments.configs import default
 
 
@@ -14,7 +15,7 @@ def get_config():
   d.tokenizer = 'word'
   d.vocab_size = 64
   d.batch_size = 16
-  d.fixed_source_length = 16      # one batch shape: one compilation
+  d.fixed_source_length = 16  # one batch shape: one compilation
   d.fixed_target_length = 32
   d.max_source_length = 16
   d.max_target_length = 32
@@ -26,8 +27,8 @@ def get_config():
   m.output_size = 16
   m.dropout = 0.1
   t.num_steps = 40
-  t.schedule = 'rsqrt'            # the tests' expected losses and BLEU were set on this schedule
-  t.label_smoothing = 0.0         # ... and without label smoothing
+  t.schedule = 'rsqrt'  # the tests' expected losses and BLEU were set on this schedule
+  t.label_smoothing = 0.0  # ... and without label smoothing
   t.warmup_steps = 5
   t.learning_rate = 3e-3
   t.log_every = 10

@@ -4,6 +4,7 @@ A batch is a dict of arrays: `src` (B x S), `src_len` (B), `tgt_in` (B x T, BOS 
 (B x T, EOS last, PAD after) and `tgt_len` (B). The step is a pure function of (state, batch), so
 callers `jit` it, `vmap` it over seeds, or shard it.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -18,8 +19,9 @@ from attnmt.config import ModelConfig
 from attnmt.model import Seq2Seq, init_params
 
 
-def masked_cross_entropy(logits_BxTxV: jax.Array, labels_BxT: jax.Array, length_B: jax.Array,
-                         label_smoothing: float = 0.0) -> tuple[jax.Array, jax.Array]:
+def masked_cross_entropy(
+  logits_BxTxV: jax.Array, labels_BxT: jax.Array, length_B: jax.Array, label_smoothing: float = 0.0
+) -> tuple[jax.Array, jax.Array]:
   """Summed token cross-entropy over the first `length` positions of each row, and the token count.
 
   With label smoothing eps the target is (1 - eps) on the label plus eps spread uniformly over the
@@ -31,7 +33,7 @@ def masked_cross_entropy(logits_BxTxV: jax.Array, labels_BxT: jax.Array, length_
   lse_BxT = jax.nn.logsumexp(logits_BxTxV, axis=-1)
   is_label_BxTxV = jnp.arange(logits_BxTxV.shape[-1]) == labels_BxT[..., None]
   nll_BxT = lse_BxT - jnp.sum(jnp.where(is_label_BxTxV, logits_BxTxV, 0.0), axis=-1)
-  if label_smoothing:                # mean_v log p(v) = mean_v logits_v - logsumexp(logits)
+  if label_smoothing:  # mean_v log p(v) = mean_v logits_v - logsumexp(logits)
     mean_logp_BxT = jnp.mean(logits_BxTxV, axis=-1) - lse_BxT
     nll_BxT = (1.0 - label_smoothing) * nll_BxT - label_smoothing * mean_logp_BxT
   mask_BxT = jnp.arange(labels_BxT.shape[1])[None, :] < length_B[:, None]
@@ -55,11 +57,13 @@ def clip_by_global_norm(max_norm: float) -> optax.GradientTransformation:
   instead. At the bench config that is 4 fewer passes over the 12.5 M parameters, 20.4 → 16.4 ms
   per update (benchmarks/README.md, "a clip that fuses").
   """
+
   def update(updates, state, params=None):
     del params
     norm = optax.tree.norm(updates)
     scale = jnp.where(norm < max_norm, 1.0, max_norm / norm)
     return jax.tree.map(lambda g: g * scale.astype(g.dtype), updates), state
+
   return optax.GradientTransformation(lambda params: optax.EmptyState(), update)
 
 
@@ -82,19 +86,35 @@ def loss_fn(cfg: ModelConfig, params, batch: dict, rng, train: bool, label_smoot
   Equals `masked_cross_entropy` of the model's logits; the vocabulary projection runs inside
   `fused_loss.projected_nll`, whose gradient avoids extra passes over the B x T x V logits.
   """
-  hidden_BxTxO, _ = Seq2Seq(cfg).apply({'params': params}, batch['src'], batch['src_len'], batch['tgt_in'],
-                                       train=train, rngs={'dropout': rng} if train else None,
-                                       method=Seq2Seq.features)
+  hidden_BxTxO, _ = Seq2Seq(cfg).apply(
+    {'params': params},
+    batch['src'],
+    batch['src_len'],
+    batch['tgt_in'],
+    train=train,
+    rngs={'dropout': rng} if train else None,
+    method=Seq2Seq.features,
+  )
   labels_BxT = batch['tgt_out']
-  nll_N = fused_loss.projected_nll(hidden_BxTxO.reshape(-1, hidden_BxTxO.shape[-1]), params['decoder']['W_out'],
-                                   params['decoder']['b_out'], labels_BxT.reshape(-1), label_smoothing)
+  nll_N = fused_loss.projected_nll(
+    hidden_BxTxO.reshape(-1, hidden_BxTxO.shape[-1]),
+    params['decoder']['W_out'],
+    params['decoder']['b_out'],
+    labels_BxT.reshape(-1),
+    label_smoothing,
+  )
   mask_BxT = jnp.arange(labels_BxT.shape[1])[None, :] < batch['tgt_len'][:, None]
   total, count = jnp.sum(jnp.where(mask_BxT, nll_N.reshape(labels_BxT.shape), 0.0)), jnp.sum(mask_BxT)
   return total / jnp.maximum(count, 1), (total, count)
 
 
-def train_step(cfg: ModelConfig, optimizer: optax.GradientTransformation, state: TrainState, batch: dict,
-               label_smoothing: float = 0.0) -> tuple[TrainState, dict]:
+def train_step(
+  cfg: ModelConfig,
+  optimizer: optax.GradientTransformation,
+  state: TrainState,
+  batch: dict,
+  label_smoothing: float = 0.0,
+) -> tuple[TrainState, dict]:
   """One optimiser update on one batch; returns the new state and metrics (loss, tokens, grad norm)."""
   rng, step_rng = jax.random.split(state.rng)
   grad_fn = jax.value_and_grad(loss_fn, argnums=1, has_aux=True)
@@ -117,8 +137,13 @@ def init_train_states(cfg: ModelConfig, optimizer: optax.GradientTransformation,
   return jax.tree.map(lambda *xs: jnp.stack(xs), *states)
 
 
-def vmapped_train_step(cfg: ModelConfig, optimizer: optax.GradientTransformation, states: TrainState,
-                       batches: dict, label_smoothing: float = 0.0) -> tuple[TrainState, dict]:
+def vmapped_train_step(
+  cfg: ModelConfig,
+  optimizer: optax.GradientTransformation,
+  states: TrainState,
+  batches: dict,
+  label_smoothing: float = 0.0,
+) -> tuple[TrainState, dict]:
   """K independent runs stepped as one program: `states` and `batches` carry a leading axis K.
 
   The K models share nothing but the compiled program, so K small runs fill a machine that one

@@ -7,8 +7,10 @@ state is replicated, the global batch of `data.batch_size` sentences is split ov
 each process builds only its own rows of it. A run restarted on the same workdir resumes from its
 latest checkpoint, data iterators included, on any number of devices.
 """
+
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import os
@@ -20,20 +22,34 @@ import ml_collections
 import numpy as np
 import optax
 
-from attnmt import checkpoints, data, evaluation, guards, lock, parallel, training, validation
+from attnmt import checkpoints, data, evaluation, guards, lock, parallel, train_step, validation
 from attnmt.config import ConfigError, ModelConfig
 from attnmt.metrics_io import MetricsWriter, Progress
 
 BATCH_KEYS = ('src', 'src_len', 'tgt_in', 'tgt_out', 'tgt_len')
 # Train settings a resumed run may change (e.g. train longer); any other difference is another run.
-RESUMABLE_CHANGES = ('num_steps', 'eval_every', 'log_every', 'checkpoint_every', 'nonfinite', 'eval_max_sentences',
-                     'eval_beam_size', 'time_budget_minutes', 'num_devices')
+RESUMABLE_CHANGES = (
+  'num_steps',
+  'eval_every',
+  'log_every',
+  'checkpoint_every',
+  'nonfinite',
+  'eval_max_sentences',
+  'eval_beam_size',
+  'time_budget_minutes',
+  'num_devices',
+)
 
 
 def model_config(config: ml_collections.ConfigDict, prepared: data.PreparedData) -> ModelConfig:
   """The validated ModelConfig of `config.model`, vocabulary sizes taken from the tokenizers."""
-  return ModelConfig.from_dict({**config.model.to_dict(), 'source_vocab_size': prepared.src_tokenizer.vocab_size,
-                                'target_vocab_size': prepared.tgt_tokenizer.vocab_size})
+  return ModelConfig.from_dict(
+    {
+      **config.model.to_dict(),
+      'source_vocab_size': prepared.src_tokenizer.vocab_size,
+      'target_vocab_size': prepared.tgt_tokenizer.vocab_size,
+    }
+  )
 
 
 def parse_seeds(seeds) -> list[int]:
@@ -63,37 +79,54 @@ def learning_rate_schedule(t: ml_collections.ConfigDict) -> optax.Schedule:
 def stack_batches(batches: list[dict]) -> dict:
   """Pads the seeds' batches to common widths and stacks them on a leading seed axis."""
   widths = {k: max(b[k].shape[1] for b in batches) for k in ('src', 'tgt_in', 'tgt_out')}
+
   def pad(x, k):
     return np.pad(x, ((0, 0), (0, widths[k] - x.shape[1]))) if k in widths else x
+
   rows = max(len(b['src_len']) for b in batches)
-  def pad_rows(x):   # an epoch's smaller last batch: extra rows have length 0 and count for nothing
+
+  def pad_rows(x):  # an epoch's smaller last batch: extra rows have length 0 and count for nothing
     return np.pad(x, ((0, rows - len(x)),) + ((0, 0),) * (x.ndim - 1))
+
   return {k: np.stack([pad_rows(pad(b[k], k)) for b in batches]) for k in BATCH_KEYS}
 
 
-def seed_functions(cfg: ModelConfig, optimizer: optax.GradientTransformation, label_smoothing: float = 0.0,
-                   skip_nonfinite: bool = False, mesh: jax.sharding.Mesh | None = None):
+def seed_functions(
+  cfg: ModelConfig,
+  optimizer: optax.GradientTransformation,
+  label_smoothing: float = 0.0,
+  skip_nonfinite: bool = False,
+  mesh: jax.sharding.Mesh | None = None,
+):
   """(init, step) for K seeds in one program: init(seeds) -> TrainState stacked over seeds; step(state, batch_K)
   -> (state, metrics), jitted, vmapped over the leading seed axis of state and batch, state donated.
 
   With a `mesh`, the state is replicated over its devices and the batch (K x B x ...) is split on its
   rows B: jit's SPMD partitioner turns the gradient sums into all-reduces.
   """
-  init = functools.partial(training.init_train_states, cfg, optimizer)
-  one = functools.partial(training.train_step, cfg, optimizer, label_smoothing=label_smoothing)
+  init = functools.partial(train_step.init_train_states, cfg, optimizer)
+  one = functools.partial(train_step.train_step, cfg, optimizer, label_smoothing=label_smoothing)
   vmapped = jax.vmap(guards.guard_step(one, skip_nonfinite))
   if mesh is None:
     return init, jax.jit(vmapped, donate_argnums=0)
   everywhere = parallel.replicated(mesh)
-  step = jax.jit(vmapped, in_shardings=(everywhere, parallel.batch_sharding(mesh, row_axis=1)),
-                 out_shardings=(everywhere, everywhere), donate_argnums=0)
+  step = jax.jit(
+    vmapped,
+    in_shardings=(everywhere, parallel.batch_sharding(mesh, row_axis=1)),
+    out_shardings=(everywhere, everywhere),
+    donate_argnums=0,
+  )
   return lambda seeds: parallel.replicate(mesh, init(seeds)), step
 
 
 def has_checkpoint(workdir: str) -> bool:
   """Whether `workdir` holds a finished checkpoint step (latest or best)."""
-  return any(name.isdigit() for sub in ('checkpoints', 'best') if os.path.isdir(os.path.join(workdir, sub))
-             for name in os.listdir(os.path.join(workdir, sub)))
+  return any(
+    name.isdigit()
+    for sub in ('checkpoints', 'best')
+    if os.path.isdir(os.path.join(workdir, sub))
+    for name in os.listdir(os.path.join(workdir, sub))
+  )
 
 
 def _check_workdir(workdir: str, config: ml_collections.ConfigDict) -> None:
@@ -103,31 +136,47 @@ def _check_workdir(workdir: str, config: ml_collections.ConfigDict) -> None:
     return
   old = checkpoints.load_config(workdir).to_dict()
   new = json.loads(json.dumps(config.to_dict()))
-  changed = sorted(f'{sec}.{k}' for sec in ('model', 'data', 'train') for k in set(old.get(sec, {})) | set(new[sec])
-                   if sec != 'train' or k not in RESUMABLE_CHANGES
-                   if old.get(sec, {}).get(k) != new[sec].get(k))
+  changed = sorted(
+    f'{sec}.{k}'
+    for sec in ('model', 'data', 'train')
+    for k in set(old.get(sec, {})) | set(new[sec])
+    if sec != 'train' or k not in RESUMABLE_CHANGES
+    if old.get(sec, {}).get(k) != new[sec].get(k)
+  )
   if changed:
-    raise ConfigError(f'{workdir} holds a run with a different config (differs in {", ".join(changed)}); '
-                      'use another --workdir, or pass --fresh to move the old run aside and start anew')
+    raise ConfigError(
+      f'{workdir} holds a run with a different config (differs in {", ".join(changed)}); '
+      'use another --workdir, or pass --fresh to move the old run aside and start anew'
+    )
 
 
-def evaluate(cfg: ModelConfig, config, params, prepared, split: str, num_seeds: int, max_sentences: int = 0,
-             beam_size: int = 0, mesh: jax.sharding.Mesh | None = None) -> dict:
+def evaluate(
+  cfg: ModelConfig,
+  config,
+  params,
+  prepared,
+  split: str,
+  num_seeds: int,
+  max_sentences: int = 0,
+  beam_size: int = 0,
+  mesh: jax.sharding.Mesh | None = None,
+) -> dict:
   """Loss, perplexity, BLEU and chrF of every seed on `split`, as lists over seeds (data-parallel on `mesh`)."""
   t, d = config.train, config.data
   _, references = data.raw_texts(prepared, split)
-  batches = list(data.batches(prepared, split, d, max_examples=max_sentences))   # built once, for every seed
+  batches = list(data.batches(prepared, split, d, max_examples=max_sentences))  # built once, for every seed
   out = {}
   for i in range(num_seeds):
     p = evaluation.seed_params(params, i)
     metrics = evaluation.loss_and_perplexity(cfg, p, batches, mesh=mesh)
-    trans = evaluation.translate(cfg, p, batches, prepared.tgt_tokenizer, beam_size, t.beam_alpha,
-                                 t.max_decode_factor, mesh=mesh)
+    trans = evaluation.translate(
+      cfg, p, batches, prepared.tgt_tokenizer, beam_size, t.beam_alpha, t.max_decode_factor, mesh=mesh
+    )
     metrics.update(evaluation.bleu_chrf([x.text for x in trans], [references[x.index] for x in trans]))
     for k, v in metrics.items():
       out.setdefault(k, []).append(v)
   out['bleu_signature'] = out['bleu_signature'][0]
-  out['skipped_long'] = data.removed_by_length(prepared, split, d)   # left out by data.eval_max_*_length
+  out['skipped_long'] = data.removed_by_length(prepared, split, d)  # left out by data.eval_max_*_length
   return out
 
 
@@ -158,15 +207,19 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, seeds: 
   prepared = prepare_data(config.data)
   data.check_batches(prepared, config.data, t.num_steps)
   cfg = model_config(config, prepared)
-  optimizer = training.make_optimizer(learning_rate_schedule(t), t.clip_norm)
-  init_fn, step_fn = seed_functions(cfg, optimizer, t.label_smoothing, skip_nonfinite=t.nonfinite == 'skip',
-                                    mesh=mesh)
+  optimizer = train_step.make_optimizer(learning_rate_schedule(t), t.clip_norm)
+  init_fn, step_fn = seed_functions(cfg, optimizer, t.label_smoothing, skip_nonfinite=t.nonfinite == 'skip', mesh=mesh)
   print(f'{variant_name(config)}: {len(seeds)} seed(s) on {parallel.describe(mesh)}', flush=True)
   state = init_fn(seeds)
   ckpt = checkpoints.RunCheckpoints(workdir)
   writer = MetricsWriter(workdir, enabled=jax.process_index() == 0)
-  meta = {'iterators': [None] * len(seeds), 'best_bleu': None, 'train_seconds': 0.0, 'train_tokens': 0,
-          'skipped_updates': 0}
+  meta = {
+    'iterators': [None] * len(seeds),
+    'best_bleu': None,
+    'train_seconds': 0.0,
+    'train_tokens': 0,
+    'skipped_updates': 0,
+  }
   resumed = ckpt.resume(state)
   if resumed is not None:
     state, meta, _ = resumed
@@ -177,9 +230,18 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, seeds: 
   # Rows padded to the full global batch (a multiple of the device count), so an epoch's smaller last
   # batch keeps the compiled shape; token-budget batches only pad to divide over the devices.
   row_multiple = parallel.num_shards(mesh) if config.data.batch_tokens else config.data.batch_size
-  iterators = [data.batches(prepared, 'train', config.data, seed=config.data.shuffle_seed + s, state=st,
-                            row_multiple=row_multiple, shard=(jax.process_index(), jax.process_count()))
-               for s, st in zip(seeds, meta['iterators'])]
+  iterators = [
+    data.batches(
+      prepared,
+      'train',
+      config.data,
+      seed=config.data.shuffle_seed + s,
+      state=st,
+      row_multiple=row_multiple,
+      shard=(jax.process_index(), jax.process_count()),
+    )
+    for s, st in zip(seeds, meta['iterators'])
+  ]
   start = int(parallel.to_numpy(state.step)[0])
   progress = Progress(t.num_steps, start, enabled=parallel.is_main_process())
   if start >= t.num_steps:
@@ -193,15 +255,16 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, seeds: 
     if t.nonfinite == 'stop' and int(first_bad) >= 0:
       ckpt.wait()
       raise guards.NonFiniteError(
-          f'non-finite loss, gradient or parameters at step {int(first_bad)}; stopped without saving (last good '
-          f'checkpoint: step {ckpt.latest_step()}); lower train.learning_rate or set train.nonfinite=skip to skip '
-          'such updates')
+        f'non-finite loss, gradient or parameters at step {int(first_bad)}; stopped without saving (last good '
+        f'checkpoint: step {ckpt.latest_step()}); lower train.learning_rate or set train.nonfinite=skip to skip '
+        'such updates'
+      )
 
   def save(step, best=False):
     nonlocal described
     check_finite(step)
     if not described and parallel.is_main_process():
-      checkpoints.save_config(workdir, config)
+      checkpoints.save_config(workdir, config, dataclasses.asdict(cfg))
       data.save_tokenizers(prepared, os.path.join(workdir, 'vocab'))
     described = True
     meta['iterators'] = [it.state() for it in iterators]
@@ -212,37 +275,51 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, seeds: 
   with guards.StopSignals() as stop:
     for step in range(start + 1, t.num_steps + 1):
       try:
-        batch = stack_batches([next(it) for it in iterators])   # this process's rows of each seed's batch
-      except StopIteration:   # data.check_batches refuses such settings up front
+        batch = stack_batches([next(it) for it in iterators])  # this process's rows of each seed's batch
+      except StopIteration:  # data.check_batches refuses such settings up front
         ckpt.close()
-        raise ValueError(f'the training data ran out at step {step} of train.num_steps={t.num_steps}; raise '
-                         'data.num_epochs or set it to 0 (repeat forever)') from None
+        raise ValueError(
+          f'the training data ran out at step {step} of train.num_steps={t.num_steps}; raise '
+          'data.num_epochs or set it to 0 (repeat forever)'
+        ) from None
       state, metrics = step_fn(state, parallel.shard_batch(mesh, batch, row_axis=1, local=True))
       first_bad, bad_count = guards.track_nonfinite(first_bad, bad_count, metrics['finite'], step)
-      tokens = tokens + jnp.sum(metrics['tokens'])   # global count, summed on the device: no sync per step
+      tokens = tokens + jnp.sum(metrics['tokens'])  # global count, summed on the device: no sync per step
       is_last = step == t.num_steps or (deadline is not None and time.monotonic() > deadline)
       if step % t.log_every == 0 or is_last:
-        loss = parallel.to_numpy(metrics['loss'])          # the only regular host sync in the loop
+        loss = parallel.to_numpy(metrics['loss'])  # the only regular host sync in the loop
         tokens_since_log, tokens = int(parallel.to_numpy(tokens)), jnp.int32(0)
         check_finite(step)
         rates = progress.update(step, tokens_since_log, loss=float(loss.mean()))
-        writer.write(step, 'train', {'loss': loss.tolist(), 'grad_norm': parallel.to_numpy(metrics['grad_norm']).tolist(),
-                                     **rates, 'learning_rate': float(learning_rate_schedule(t)(step)),
-                                     'skipped_updates': meta['skipped_updates']})
+        writer.write(
+          step,
+          'train',
+          {
+            'loss': loss.tolist(),
+            'grad_norm': parallel.to_numpy(metrics['grad_norm']).tolist(),
+            **rates,
+            'learning_rate': float(learning_rate_schedule(t)(step)),
+            'skipped_updates': meta['skipped_updates'],
+          },
+        )
         meta['train_seconds'] += time.perf_counter() - t0
         meta['train_tokens'] += tokens_since_log
         tokens_since_log, t0 = 0, time.perf_counter()
       if (t.eval_every and step % t.eval_every == 0) or is_last:
         check_finite(step)
         jax.block_until_ready(state)
-        meta['train_seconds'] += time.perf_counter() - t0   # training time only: evaluation is not counted
-        ev = evaluate(cfg, config, state.params, prepared, 'validation', len(seeds), t.eval_max_sentences,
-                      t.eval_beam_size, mesh)
+        meta['train_seconds'] += time.perf_counter() - t0  # training time only: evaluation is not counted
+        ev = evaluate(
+          cfg, config, state.params, prepared, 'validation', len(seeds), t.eval_max_sentences, t.eval_beam_size, mesh
+        )
         writer.write(step, 'validation', {**ev, 'train_seconds': meta['train_seconds']})
-        skipped = f'; {ev["skipped_long"]} sentence(s) longer than data.eval_max_*_length skipped' if ev[
-            'skipped_long'] else ''
-        progress.message(f'step {step} validation: BLEU {np.mean(ev["bleu"]):.2f} chrF {np.mean(ev["chrf"]):.2f} '
-                         f'ppl {np.mean(ev["perplexity"]):.2f} (mean of {len(seeds)} seed(s)){skipped}')
+        skipped = (
+          f'; {ev["skipped_long"]} sentence(s) longer than data.eval_max_*_length skipped' if ev['skipped_long'] else ''
+        )
+        progress.message(
+          f'step {step} validation: BLEU {np.mean(ev["bleu"]):.2f} chrF {np.mean(ev["chrf"]):.2f} '
+          f'ppl {np.mean(ev["perplexity"]):.2f} (mean of {len(seeds)} seed(s)){skipped}'
+        )
         if meta['best_bleu'] is None or np.mean(ev['bleu']) > meta['best_bleu']:
           meta['best_bleu'] = float(np.mean(ev['bleu']))
           save(step, best=True)
@@ -255,11 +332,15 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, seeds: 
         ckpt.close()
         writer.close()
         raise guards.TrainingStopped(
-            f'stopped by signal {stop.requested} at step {step}; checkpoint saved in {workdir}; '
-            'run the same command again to resume', stop.requested)
+          f'stopped by signal {stop.requested} at step {step}; checkpoint saved in {workdir}; '
+          'run the same command again to resume',
+          stop.requested,
+        )
   ckpt.close()
   summary = final_results(cfg, config, workdir, prepared, seeds, meta, mesh)
-  writer.write(int(parallel.to_numpy(state.step)[0]), 'test', {k: v for k, v in summary.items() if k not in ('seeds', 'variant')})
+  writer.write(
+    int(parallel.to_numpy(state.step)[0]), 'test', {k: v for k, v in summary.items() if k not in ('seeds', 'variant')}
+  )
   writer.close()
   return summary
 
@@ -269,12 +350,20 @@ def final_results(cfg, config, workdir, prepared, seeds, meta, mesh=None) -> dic
   params, _, best_step = checkpoints.restore_params(workdir, 'best', mesh=mesh)
   ev = evaluate(cfg, config, params, prepared, 'test', len(seeds), 0, 0, mesh)
   n_params = int(sum(x.size for x in jax.tree.leaves(params)) // len(seeds))
-  summary = {'variant': variant_name(config), 'seeds': seeds, 'best_step': best_step,
-             'test_bleu': ev['bleu'], 'test_chrf': ev['chrf'], 'test_perplexity': ev['perplexity'],
-             'bleu_signature': ev['bleu_signature'], 'parameters': n_params,
-             'train_seconds': meta['train_seconds'],
-             'tokens_per_s_per_seed': meta['train_tokens'] / max(meta['train_seconds'], 1e-9) / len(seeds),
-             'skipped_updates': meta.get('skipped_updates', 0), 'test_skipped_long': ev['skipped_long']}
+  summary = {
+    'variant': variant_name(config),
+    'seeds': seeds,
+    'best_step': best_step,
+    'test_bleu': ev['bleu'],
+    'test_chrf': ev['chrf'],
+    'test_perplexity': ev['perplexity'],
+    'bleu_signature': ev['bleu_signature'],
+    'parameters': n_params,
+    'train_seconds': meta['train_seconds'],
+    'tokens_per_s_per_seed': meta['train_tokens'] / max(meta['train_seconds'], 1e-9) / len(seeds),
+    'skipped_updates': meta.get('skipped_updates', 0),
+    'test_skipped_long': ev['skipped_long'],
+  }
   if parallel.is_main_process():
     with open(os.path.join(workdir, 'results.json'), 'w') as f:
       json.dump(summary, f, indent=1)
@@ -289,8 +378,10 @@ def make_mesh(config: ml_collections.ConfigDict) -> jax.sharding.Mesh:
     raise ConfigError(str(e)) from None
   n, b = parallel.num_shards(mesh), config.data.batch_size
   if not config.data.batch_tokens and b % n:
-    raise ConfigError(f'data.batch_size={b} (the global batch) does not split over {n} devices; use a multiple '
-                      f'of {n}, e.g. {max(n, b - b % n)} or {b + n - b % n}, or set train.num_devices')
+    raise ConfigError(
+      f'data.batch_size={b} (the global batch) does not split over {n} devices; use a multiple '
+      f'of {n}, e.g. {max(n, b - b % n)} or {b + n - b % n}, or set train.num_devices'
+    )
   return mesh
 
 

@@ -4,6 +4,7 @@ Alignments are read off attention Luong-style: force-decode the reference and li
 to the source word with the largest attention weight. Subword attention is pooled to words first
 (summed over a source word's pieces, averaged over a target word's pieces).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -16,7 +17,7 @@ import jax.numpy as jnp
 import ml_collections
 import numpy as np
 
-from attnmt import checkpoints, data, train_lib
+from attnmt import checkpoints, data, trainer
 from attnmt.config import ModelConfig
 from attnmt.model import Seq2Seq
 
@@ -26,14 +27,14 @@ class LoadedRun:
   workdir: str
   config: ml_collections.ConfigDict
   cfg: ModelConfig
-  params: Any          # stacked over seeds
+  params: Any  # stacked over seeds
   seeds: list
   step: int
   prepared: data.PreparedData
 
   @property
   def name(self) -> str:
-    return train_lib.variant_name(self.config)
+    return trainer.variant_name(self.config)
 
 
 def load_run(workdir: str, which: str = 'best') -> LoadedRun:
@@ -43,11 +44,46 @@ def load_run(workdir: str, which: str = 'best') -> LoadedRun:
   prepared = data.prepare(config.data)
   run_src, run_tgt = data.load_tokenizers(os.path.join(workdir, 'vocab'))
   for mine, theirs, side in ((run_src, prepared.src_tokenizer, 'source'), (run_tgt, prepared.tgt_tokenizer, 'target')):
-    if [mine.id_to_piece(i) for i in range(mine.vocab_size)] != [theirs.id_to_piece(i) for i in range(theirs.vocab_size)]:
-      raise checkpoints.CheckpointError(f'the {side} vocabulary in {config.data.data_dir} differs from the one saved in '
-                                        f'{workdir}/vocab; point --config.data.data_dir at the data the run used')
-  cfg = train_lib.model_config(config, prepared)
-  return LoadedRun(workdir, config, cfg, params, train_lib.parse_seeds(config.train.seeds), step, prepared)
+    if [mine.id_to_piece(i) for i in range(mine.vocab_size)] != [
+      theirs.id_to_piece(i) for i in range(theirs.vocab_size)
+    ]:
+      raise checkpoints.CheckpointError(
+        f'the {side} vocabulary in {config.data.data_dir} differs from the one saved in '
+        f'{workdir}/vocab; point --config.data.data_dir at the data the run used'
+      )
+  cfg = trainer.model_config(config, prepared)
+  return LoadedRun(workdir, config, cfg, params, trainer.parse_seeds(config.train.seeds), step, prepared)
+
+
+@dataclasses.dataclass
+class LoadedModel:
+  """A trained model from its run directory alone: no corpus is read or built."""
+
+  workdir: str
+  config: ml_collections.ConfigDict
+  cfg: ModelConfig
+  params: Any  # stacked over seeds
+  seeds: list
+  step: int
+  src_tokenizer: Any
+  tgt_tokenizer: Any
+
+
+def load_model(workdir: str, which: str = 'best') -> LoadedModel:
+  """The model, parameters and tokenizers of a run, read from its directory (config.json stores the
+  complete model config, vocabulary sizes included; the tokenizers are in <workdir>/vocab)."""
+  config = checkpoints.load_config(workdir)
+  fields = checkpoints.load_model_fields(workdir)
+  src_tok, tgt_tok = data.load_tokenizers(os.path.join(workdir, 'vocab'))
+  if fields is None:  # a config.json without the model section: the sizes from the saved tokenizers
+    fields = {
+      **config.model.to_dict(),
+      'source_vocab_size': src_tok.vocab_size,
+      'target_vocab_size': tgt_tok.vocab_size,
+    }
+  cfg = ModelConfig.from_dict(fields)
+  params, _, step = checkpoints.restore_params(workdir, which)
+  return LoadedModel(workdir, config, cfg, params, trainer.parse_seeds(config.train.seeds), step, src_tok, tgt_tok)
 
 
 @functools.partial(jax.jit, static_argnames=('cfg',))
@@ -108,10 +144,13 @@ def split_alignments(run: LoadedRun, seed_index: int, split: str = 'test') -> di
   src_tok, tgt_tok = run.prepared.src_tokenizer, run.prepared.tgt_tokenizer
   out = {}
   for batch in data.batches(run.prepared, split, run.config.data):
-    w = np.asarray(forced_attention(run.cfg, params, jnp.asarray(batch['src']), jnp.asarray(batch['src_len']),
-                                    jnp.asarray(batch['tgt_in'])))
+    w = np.asarray(
+      forced_attention(
+        run.cfg, params, jnp.asarray(batch['src']), jnp.asarray(batch['src_len']), jnp.asarray(batch['tgt_in'])
+      )
+    )
     for row, index in enumerate(batch['index']):
-      n_src, n_tgt = int(batch['src_len'][row]) - 1, int(batch['tgt_len'][row]) - 1   # drop EOS
+      n_src, n_tgt = int(batch['src_len'][row]) - 1, int(batch['tgt_len'][row]) - 1  # drop EOS
       src_ids, tgt_ids = batch['src'][row, :n_src].tolist(), batch['tgt_out'][row, :n_tgt].tolist()
       if n_src < 1 or n_tgt < 1:
         out[int(index)] = set()

@@ -1,5 +1,6 @@
 """analyze_runs: translations, BLEU/chrF, BLEU by length, heatmaps, AER, attention monotonicity and entropy,
 repetition, and paired-bootstrap significance against `none` for a set of run directories."""
+
 from __future__ import annotations
 
 import json
@@ -8,7 +9,7 @@ from typing import Optional
 
 import numpy as np
 
-from attnmt import analysis, data, evaluation, measures, plots
+from attnmt import inspection, data, evaluation, measures, plots
 
 
 def _write_lines(path: str, lines: list[str]) -> None:
@@ -25,19 +26,37 @@ def _write_result(out_dir: str, result: dict) -> None:
     json.dump(result, f, indent=1)
 
 
-def analyze_run(run: analysis.LoadedRun, out_dir: str, beam_size: int = 5, heatmap_sentences=(),
-                num_heatmaps: int = 3, heatmap_seed: int = 0, pharaoh: Optional[str] = None,
-                split: str = 'test', heatmap_min_words: int = 0) -> dict:
+def analyze_run(
+  run: inspection.LoadedRun,
+  out_dir: str,
+  beam_size: int = 5,
+  heatmap_sentences=(),
+  num_heatmaps: int = 3,
+  heatmap_seed: int = 0,
+  pharaoh: Optional[str] = None,
+  split: str = 'test',
+  heatmap_min_words: int = 0,
+) -> dict:
   """Every analysis of one run (all seeds for the scores and repetition, the first seed for figures and
   attention measures); written to <out_dir>/<variant>/analysis.json."""
-  result, _ = _analyze_run(run, out_dir, beam_size, heatmap_sentences, num_heatmaps, heatmap_seed, pharaoh, split,
-                           heatmap_min_words)
+  result, _ = _analyze_run(
+    run, out_dir, beam_size, heatmap_sentences, num_heatmaps, heatmap_seed, pharaoh, split, heatmap_min_words
+  )
   _write_result(out_dir, result)
   return result
 
 
-def _analyze_run(run, out_dir, beam_size=5, heatmap_sentences=(), num_heatmaps=3, heatmap_seed=0, pharaoh=None,
-                 split='test', heatmap_min_words=0):
+def _analyze_run(
+  run,
+  out_dir,
+  beam_size=5,
+  heatmap_sentences=(),
+  num_heatmaps=3,
+  heatmap_seed=0,
+  pharaoh=None,
+  split='test',
+  heatmap_min_words=0,
+):
   """analyze_run's result, and the first seed's greedy hypotheses, references and sources."""
   t = run.config.train
   sources, references = data.raw_texts(run.prepared, split)
@@ -49,8 +68,16 @@ def _analyze_run(run, out_dir, beam_size=5, heatmap_sentences=(), num_heatmaps=3
     params = evaluation.seed_params(run.params, seed_i)
     batches = list(data.batches(run.prepared, split, run.config.data))
     for mode, k in modes:
-      trans = evaluation.translate(run.cfg, params, batches, run.prepared.tgt_tokenizer, k, t.beam_alpha,
-                                   t.max_decode_factor, keep_attention=(seed_i == 0 and mode == 'greedy'))
+      trans = evaluation.translate(
+        run.cfg,
+        params,
+        batches,
+        run.prepared.tgt_tokenizer,
+        k,
+        t.beam_alpha,
+        t.max_decode_factor,
+        keep_attention=(seed_i == 0 and mode == 'greedy'),
+      )
       hyps, refs = [x.text for x in trans], [references[x.index] for x in trans]
       scores = evaluation.bleu_chrf(hyps, refs)
       for key in ('bleu', 'chrf'):
@@ -62,8 +89,9 @@ def _analyze_run(run, out_dir, beam_size=5, heatmap_sentences=(), num_heatmaps=3
         _write_lines(os.path.join(run_dir, f'translations.{mode}.txt'), hyps)
         result[f'{mode}_bleu_by_length'] = evaluation.bleu_by_length(hyps, refs, srcs)
       if seed_i == 0 and mode == 'greedy':
-        result['heatmaps'] = _heatmaps(run, trans, sources, run_dir, heatmap_sentences, num_heatmaps, heatmap_seed,
-                                       heatmap_min_words)
+        result['heatmaps'] = _heatmaps(
+          run, trans, sources, run_dir, heatmap_sentences, num_heatmaps, heatmap_seed, heatmap_min_words
+        )
         result['attention'] = attention_measures(trans)
         greedy = {'hypotheses': hyps, 'references': refs, 'sources': srcs}
   aer = _alignment_error_rates(run, split, pharaoh)
@@ -86,8 +114,10 @@ def _heatmaps(run, trans, sources, run_dir, chosen, count, seed, min_words=0) ->
   if chosen:
     missing = [i for i in chosen if i not in by_index]
     if missing:
-      raise ValueError(f'sentence indices {missing} are not in the split (it has {len(by_index)} sentences, '
-                       f'0..{max(by_index)}); pass indices from that range')
+      raise ValueError(
+        f'sentence indices {missing} are not in the split (it has {len(by_index)} sentences, '
+        f'0..{max(by_index)}); pass indices from that range'
+      )
     picks = list(chosen)
   else:
     rng = np.random.default_rng(seed)
@@ -98,11 +128,14 @@ def _heatmaps(run, trans, sources, run_dir, chosen, count, seed, min_words=0) ->
   for i in picks:
     x = by_index[i]
     src_ids = src_tok.encode(sources[i])
-    src_labels = [src_tok.id_to_piece(j) for j in src_ids][:x.attention.shape[1] - 1] + ['</s>']
+    src_labels = [src_tok.id_to_piece(j) for j in src_ids][: x.attention.shape[1] - 1] + ['</s>']
     out_labels = [tgt_tok.id_to_piece(j) if j != data.EOS_ID else '</s>' for j in x.ids]
     title = f'{run.name} | test #{i}\n{sources[i][:90]}'
-    paths.append(plots.attention_heatmap(x.attention[:, :len(src_labels)], src_labels, out_labels,
-                                         os.path.join(run_dir, f'heatmap_{i}.png'), title))
+    paths.append(
+      plots.attention_heatmap(
+        x.attention[:, : len(src_labels)], src_labels, out_labels, os.path.join(run_dir, f'heatmap_{i}.png'), title
+      )
+    )
   return paths
 
 
@@ -110,24 +143,27 @@ def _alignment_error_rates(run, split, pharaoh) -> Optional[list[float]]:
   """AER of every seed against the dataset's gold alignments or a Pharaoh file (one line per example)."""
   if pharaoh:
     with open(pharaoh) as f:
-      gold_lines = [analysis.parse_pharaoh(line) for line in f]
+      gold_lines = [inspection.parse_pharaoh(line) for line in f]
     n = len(data.raw_texts(run.prepared, split)[0])
     if len(gold_lines) != n:
-      raise ValueError(f'{pharaoh} has {len(gold_lines)} lines but the {split} split has {n} sentences; '
-                       'give one Pharaoh line per sentence, in split order')
+      raise ValueError(
+        f'{pharaoh} has {len(gold_lines)} lines but the {split} split has {n} sentences; '
+        'give one Pharaoh line per sentence, in split order'
+      )
     sure = {i: s for i, (s, _) in enumerate(gold_lines)}
     possible = {i: p for i, (_, p) in enumerate(gold_lines)}
   else:
-    sure = analysis.gold_alignments_from_batches(run, split)
+    sure = inspection.gold_alignments_from_batches(run, split)
     if sure is None:
       return None
     possible = sure
   out = []
   for seed_i in range(len(run.seeds)):
-    pred = analysis.split_alignments(run, seed_i, split)
+    pred = inspection.split_alignments(run, seed_i, split)
     keys = sorted(pred)
-    out.append(analysis.alignment_error_rate([pred[k] for k in keys], [sure[k] for k in keys],
-                                             [possible[k] for k in keys]))
+    out.append(
+      inspection.alignment_error_rate([pred[k] for k in keys], [sure[k] for k in keys], [possible[k] for k in keys])
+    )
   return out
 
 
@@ -149,31 +185,48 @@ def add_significance(results: list[dict], greedy: list[dict], n_samples: int = 1
 
     def compare(selection):
       systems = {str(k): [greedy[k]['hypotheses'][i] for i in selection] for k in members}
-      return measures.paired_bootstrap(systems, [refs[i] for i in selection],
-                                       None if baseline is None else str(baseline), n_samples, seed)
+      return measures.paired_bootstrap(
+        systems, [refs[i] for i in selection], None if baseline is None else str(baseline), n_samples, seed
+      )
 
     whole = compare(range(len(refs)))
     for k in members:
       results[k]['significance'] = {
-          'baseline': None if baseline is None else results[baseline]['variant'], 'n_samples': n_samples,
-          'seed': seed, 'signature': whole['signature'],
-          'corpus': {'sentences': len(refs), **whole['systems'][str(k)]}, 'by_length': []}
+        'baseline': None if baseline is None else results[baseline]['variant'],
+        'n_samples': n_samples,
+        'seed': seed,
+        'signature': whole['signature'],
+        'corpus': {'sentences': len(refs), **whole['systems'][str(k)]},
+        'by_length': [],
+      }
     for row in results[members[0]]['greedy_bleu_by_length']:
-      selection = evaluation.in_bucket(words, row['lo'] - 1, row['hi']).tolist()   # rows hold lo + 1
+      selection = evaluation.in_bucket(words, row['lo'] - 1, row['hi']).tolist()  # rows hold lo + 1
       bucket = compare(selection)
       for k in members:
         results[k]['significance']['by_length'].append(
-            {'bucket': row['bucket'], 'lo': row['lo'], 'hi': row['hi'], 'sentences': len(selection),
-             **bucket['systems'][str(k)]})
+          {
+            'bucket': row['bucket'],
+            'lo': row['lo'],
+            'hi': row['hi'],
+            'sentences': len(selection),
+            **bucket['systems'][str(k)],
+          }
+        )
 
 
-def analyze_runs(workdirs: list[str], out_dir: str, which: str = 'best', bootstrap_samples: int = 1000,
-                 bootstrap_seed: int = 12345, **options) -> list[dict]:
+def analyze_runs(
+  workdirs: list[str],
+  out_dir: str,
+  which: str = 'best',
+  bootstrap_samples: int = 1000,
+  bootstrap_seed: int = 12345,
+  **options,
+) -> list[dict]:
   """analyze_run for every directory, the significance of their differences (add_significance), then
   the figure comparing them: BLEU by source length."""
   results, greedy = [], []
   for workdir in workdirs:
-    run = analysis.load_run(workdir, which)
+    run = inspection.load_run(workdir, which)
     result, texts = _analyze_run(run, out_dir, **options)
     results.append(result)
     greedy.append(texts)
@@ -182,8 +235,12 @@ def analyze_runs(workdirs: list[str], out_dir: str, which: str = 'best', bootstr
     _write_result(out_dir, result)
   curves = {r['variant']: r['greedy_bleu_by_length'] for r in results}
   errors = {r['variant']: [b['ci'] for b in r['significance']['by_length']] for r in results}
-  plots.bleu_by_length(curves, os.path.join(out_dir, 'bleu_by_length.png'),
-                       'BLEU by source length (test, greedy, first seed; 95% bootstrap intervals)', errors)
+  plots.bleu_by_length(
+    curves,
+    os.path.join(out_dir, 'bleu_by_length.png'),
+    'BLEU by source length (test, greedy, first seed; 95% bootstrap intervals)',
+    errors,
+  )
   with open(os.path.join(out_dir, 'analysis.json'), 'w') as f:
     json.dump(results, f, indent=1)
   return results
