@@ -243,7 +243,7 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, seeds: 
     for s, st in zip(seeds, meta['iterators'])
   ]
   start = int(parallel.to_numpy(state.step)[0])
-  progress = Progress(t.num_steps, start, enabled=parallel.is_main_process())
+  progress = Progress(t.num_steps, start, enabled=parallel.is_main_process(), budget_seconds=60 * t.time_budget_minutes)
   if start >= t.num_steps:
     print(f'{workdir} already trained to step {start}; computing its results', flush=True)
   first_bad, bad_count, tokens = jnp.int32(-1), jnp.int32(0), jnp.int32(0)
@@ -271,7 +271,7 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, seeds: 
     ckpt.save(step, state, meta, best=best)
 
   tokens_since_log, t0 = 0, time.perf_counter()
-  deadline = time.monotonic() + 60 * t.time_budget_minutes if t.time_budget_minutes else None
+  deadline = progress.deadline  # the time budget's end (None without one)
   with guards.StopSignals() as stop:
     for step in range(start + 1, t.num_steps + 1):
       try:
