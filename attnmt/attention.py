@@ -1,6 +1,7 @@
-"""Attention: a score (attnmt/scores.py), an alignment window (attnmt/windows.py), the context.
+"""Attention: a score (attnmt/scores.py), an alignment window (attnmt/windows.py) with a normaliser
+(attnmt/normalizers.py), the context.
 
-    e_i = score(q, h_i)      a_S = window(e_S, valid positions)      c = sum_i a_i h_i
+    e_i = score(q, h_i)      a_S = window(e_S, valid positions), normalised      c = sum_i a_i h_i
 
 Written for one sentence as the equations read; `jax.vmap` batches them. Letters in names:
 S source positions, Q query size, H annotation size, K key size.
@@ -17,7 +18,7 @@ import flax.linen as nn
 from attnmt import scores, windows
 from attnmt.config import ModelConfig
 from attnmt.scores import additive_scores, additive_scores_jax  # noqa: F401  (the score primitives)
-from attnmt.windows import masked_softmax  # noqa: F401
+from attnmt.normalizers import masked_entmax15, masked_softmax, masked_sparsemax  # noqa: F401
 
 Params = dict
 Product = Callable[[str, jax.Array], jax.Array]  # mm(name, x): x times the named matrix
@@ -93,7 +94,7 @@ def attend(
   length: jax.Array,
   t: jax.Array,
 ) -> tuple[jax.Array, jax.Array]:
-  """Context vector and attention weights for one query: score, window, masked softmax, context.
+  """Context vector and attention weights for one query: score, window and normaliser, context.
 
   `length` is the source length (positions >= length are padding); `t` is the 0-based target position
   used as the centre of the `local_m` window. Returns (context_H, weights_S) with weights in float32.

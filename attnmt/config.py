@@ -42,6 +42,7 @@ class ModelConfig:
   attention_size: int = 128  # A: hidden size of additive / concat scores and of local_p's predictor
   window: str = 'global'  # 'global', 'local_m', 'local_p' (attnmt/windows.py) or an import path
   window_size: int = 10  # D: half-width of the local window; Gaussian sigma = D / 2
+  normalizer: str = 'softmax'  # 'softmax'; sparse: 'sparsemax', 'entmax15' (attnmt/normalizers.py) or an import path
   query_timing: str = 'bahdanau'  # 'bahdanau': query s_{t-1}; 'luong': query s_t
   input_feeding: bool = True  # luong only: feed h~_{t-1} into the next RNN input (Luong Sec. 3.3)
   output_size: int = 256  # bahdanau only: size of tanh(W_g [s_t ; c_t ; E y_{t-1}])
@@ -65,7 +66,7 @@ class ModelConfig:
     return cfg
 
   def validate(self) -> 'ModelConfig':
-    from attnmt import scores, windows  # they read ModelConfig fields; imported here to avoid a cycle
+    from attnmt import normalizers, scores, windows  # they read ModelConfig fields; imported here to avoid a cycle
 
     _choice('query_timing', self.query_timing, QUERY_TIMINGS)
     _choice('cell', self.cell, CELLS)
@@ -88,8 +89,9 @@ class ModelConfig:
         raise ConfigError(f'model.{name} must be at least 1, got {getattr(self, name)}')
     if not 0.0 <= self.dropout < 1.0:
       raise ConfigError(f'model.dropout must be in [0, 1), got {self.dropout}')
-    scores.build(self).check()  # unknown names and each score's and window's own constraints
+    scores.build(self).check()  # unknown names and each score's, window's and normaliser's own constraints
     windows.build(self).check()
+    normalizers.build(self).check()
     if self.init_state == 'last' and self.decoder_hidden_size != self.annotation_size:
       raise ConfigError(
         f"init_state 'last' copies the final encoder states, so decoder_hidden_size ({self.decoder_hidden_size}) "

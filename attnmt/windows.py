@@ -10,6 +10,10 @@ import path 'my_pkg.windows:Mine':
                                           and its centre; padding must get weight 0
     check()                               constraints on the rest of the config (ConfigError)
     flops()                               the FLOPs of one query's `centre` (required)
+
+`self.normalize(e_S, keep_S)` is the configured normaliser (`model.normalizer`: softmax, sparsemax,
+entmax15 or an import path; attnmt/normalizers.py) over the positions a window keeps: the built-in
+windows' `weights` call it, so every window works with every normaliser.
 """
 
 from __future__ import annotations
@@ -19,22 +23,10 @@ from typing import ClassVar
 import jax
 import jax.numpy as jnp
 
+from attnmt import normalizers
 from attnmt.config import ConfigError  # noqa: F401  (for windows' check())
+from attnmt.normalizers import masked_softmax  # noqa: F401  (the softmax normaliser's function)
 from attnmt.scores import Declare, Params, matmul_flops, resolve
-
-
-def masked_softmax(e_S: jax.Array, mask_S: jax.Array) -> jax.Array:
-  """Softmax over the positions where `mask_S` is true; masked positions get exactly 0 weight.
-
-  Gradients to masked scores are exactly zero (they never enter an arithmetic path), and a row with
-  no valid position returns all zeros instead of NaN.
-  """
-  e_S = e_S.astype(jnp.float32)
-  any_valid = jnp.any(mask_S)
-  e_max = jnp.max(jnp.where(mask_S, e_S, -jnp.inf))
-  e_max = jax.lax.stop_gradient(jnp.where(any_valid, e_max, 0.0))
-  z_S = jnp.where(mask_S, jnp.exp(jnp.where(mask_S, e_S, e_max) - e_max), 0.0)
-  return z_S / jnp.maximum(jnp.sum(z_S), jnp.finfo(jnp.float32).tiny)
 
 
 class Window:
@@ -51,8 +43,12 @@ class Window:
   def centre(self, p: Params, query_BxQ: jax.Array, length_B: jax.Array, t: jax.Array) -> jax.Array:
     return jnp.zeros(length_B.shape, jnp.float32)
 
+  def normalize(self, e_S: jax.Array, keep_S: jax.Array) -> jax.Array:
+    """The configured normaliser's weights over the positions where `keep_S` is true (0 elsewhere)."""
+    return normalizers.build(self.cfg).normalize(e_S, keep_S)
+
   def weights(self, e_S: jax.Array, positions_S: jax.Array, mask_S: jax.Array, centre: jax.Array) -> jax.Array:
-    return masked_softmax(e_S, mask_S)
+    return self.normalize(e_S, mask_S)
 
   def check(self) -> None:
     """Raises ConfigError if the window cannot work with the rest of `self.cfg`."""
@@ -101,7 +97,7 @@ class LocalM(Window):
     return jnp.broadcast_to(jnp.asarray(t, jnp.float32), length_B.shape)
 
   def weights(self, e_S, positions_S, mask_S, centre):
-    return masked_softmax(e_S, mask_S & (jnp.abs(positions_S - centre) <= self.cfg.window_size))
+    return self.normalize(e_S, mask_S & (jnp.abs(positions_S - centre) <= self.cfg.window_size))
 
   def flops(self):
     return 0
@@ -110,7 +106,8 @@ class LocalM(Window):
 @register
 class LocalP(Window):
   """local-p (Luong Eq. 9, 10): predicted centre p_t = S sigmoid(v_p . tanh(W_p q)), S the true source
-  length; positions |s - p_t| <= D, weights times a Gaussian exp(-(s - p_t)^2 / (2 sigma^2)), sigma = D/2."""
+  length; positions |s - p_t| <= D, the normaliser's weights times a Gaussian exp(-(s - p_t)^2 / (2 sigma^2)),
+  sigma = D/2."""
 
   name = 'local_p'
 
@@ -125,7 +122,7 @@ class LocalP(Window):
     half_width = self.cfg.window_size
     distance_S = positions_S.astype(jnp.float32) - centre
     sigma = half_width / 2.0
-    inside = masked_softmax(e_S, mask_S & (jnp.abs(distance_S) <= half_width))
+    inside = self.normalize(e_S, mask_S & (jnp.abs(distance_S) <= half_width))
     return inside * jnp.exp(-jnp.square(distance_S) / (2.0 * sigma**2))
 
   def flops(self):
