@@ -140,6 +140,23 @@ def alignment_error_rate(predicted: list[set], sure: list[set], possible: Option
 
 def split_alignments(run: LoadedRun, seed_index: int, split: str = 'test') -> dict[int, set]:
   """Attention alignments (word level, EOS excluded) of every example of `split`, by example index."""
+  return {
+    i: attention_alignment(w) if w.size else set()
+    for i, (w, _, _) in split_word_attention(run, seed_index, split).items()
+  }
+
+
+def word_labels(tokenizer, ids: list[int]) -> list[str]:
+  """The words of `ids` as word_index groups them (sentencepiece pieces joined, the '▁' dropped)."""
+  words = {}
+  for w, i in zip(word_index(tokenizer, ids), ids):
+    words[w] = words.get(w, '') + tokenizer.id_to_piece(i)
+  return [words[w].replace('\u2581', '') or '\u2581' for w in sorted(words)]
+
+
+def split_word_attention(run: LoadedRun, seed_index: int, split: str = 'test') -> dict[int, tuple]:
+  """Forced-decoding attention pooled to words (pool_to_words; EOS excluded) of every example of `split`,
+  by example index: (target words x source words weights, source word labels, target word labels)."""
   params = jax.tree.map(lambda x: x[seed_index], run.params)
   src_tok, tgt_tok = run.prepared.src_tokenizer, run.prepared.tgt_tokenizer
   out = {}
@@ -153,10 +170,10 @@ def split_alignments(run: LoadedRun, seed_index: int, split: str = 'test') -> di
       n_src, n_tgt = int(batch['src_len'][row]) - 1, int(batch['tgt_len'][row]) - 1  # drop EOS
       src_ids, tgt_ids = batch['src'][row, :n_src].tolist(), batch['tgt_out'][row, :n_tgt].tolist()
       if n_src < 1 or n_tgt < 1:
-        out[int(index)] = set()
+        out[int(index)] = (np.zeros((0, 0)), [], [])
         continue
       words = pool_to_words(w[row, :n_tgt, :n_src], word_index(tgt_tok, tgt_ids), word_index(src_tok, src_ids))
-      out[int(index)] = attention_alignment(words)
+      out[int(index)] = (words, word_labels(src_tok, src_ids), word_labels(tgt_tok, tgt_ids))
   return out
 
 

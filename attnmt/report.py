@@ -7,9 +7,11 @@ import json
 import os
 from typing import Optional
 
+import jax.numpy as jnp
 import numpy as np
+import sacrebleu
 
-from attnmt import inspection, data, evaluation, measures, plots
+from attnmt import inspection, data, decoding, evaluation, measures, plots
 
 
 def _write_lines(path: str, lines: list[str]) -> None:
@@ -39,7 +41,7 @@ def analyze_run(
 ) -> dict:
   """Every analysis of one run (all seeds for the scores and repetition, the first seed for figures and
   attention measures); written to <out_dir>/<variant>/analysis.json."""
-  result, _ = _analyze_run(
+  result, _, _ = _analyze_run(
     run, out_dir, beam_size, heatmap_sentences, num_heatmaps, heatmap_seed, pharaoh, split, heatmap_min_words
   )
   _write_result(out_dir, result)
@@ -57,27 +59,33 @@ def _analyze_run(
   split='test',
   heatmap_min_words=0,
 ):
-  """analyze_run's result, and the first seed's greedy hypotheses, references and sources."""
+  """analyze_run's result; the first seed's greedy hypotheses, references and sources; and the first
+  seed's view of every sentence (sentence_views)."""
   t = run.config.train
   sources, references = data.raw_texts(run.prepared, split)
   run_dir = os.path.join(out_dir, _slug(run.name))
   os.makedirs(run_dir, exist_ok=True)
   result = {'variant': run.name, 'workdir': run.workdir, 'step': run.step, 'seeds': run.seeds}
   modes = [('greedy', 0)] + ([('beam', beam_size)] if beam_size else [])
+  n_best = {}
   for seed_i, seed in enumerate(run.seeds):
     params = evaluation.seed_params(run.params, seed_i)
     batches = list(data.batches(run.prepared, split, run.config.data))
     for mode, k in modes:
-      trans = evaluation.translate(
-        run.cfg,
-        params,
-        batches,
-        run.prepared.tgt_tokenizer,
-        k,
-        t.beam_alpha,
-        t.max_decode_factor,
-        keep_attention=(seed_i == 0 and mode == 'greedy'),
-      )
+      if mode == 'beam':
+        trans, hypotheses = _beam_translate(run, params, batches, k)
+        n_best = hypotheses if seed_i == 0 else n_best
+      else:
+        trans = evaluation.translate(
+          run.cfg,
+          params,
+          batches,
+          run.prepared.tgt_tokenizer,
+          0,
+          t.beam_alpha,
+          t.max_decode_factor,
+          keep_attention=seed_i == 0,
+        )
       hyps, refs = [x.text for x in trans], [references[x.index] for x in trans]
       scores = evaluation.bleu_chrf(hyps, refs)
       for key in ('bleu', 'chrf'):
@@ -89,15 +97,88 @@ def _analyze_run(
         _write_lines(os.path.join(run_dir, f'translations.{mode}.txt'), hyps)
         result[f'{mode}_bleu_by_length'] = evaluation.bleu_by_length(hyps, refs, srcs)
       if seed_i == 0 and mode == 'greedy':
-        result['heatmaps'] = _heatmaps(
+        greedy_trans = trans
+        result['heatmaps'], result['heatmap_sentences'] = _heatmaps(
           run, trans, sources, run_dir, heatmap_sentences, num_heatmaps, heatmap_seed, heatmap_min_words
         )
         result['attention'] = attention_measures(trans)
         greedy = {'hypotheses': hyps, 'references': refs, 'sources': srcs}
-  aer = _alignment_error_rates(run, split, pharaoh)
+  aer, gold = _alignment_error_rates(run, split, pharaoh)
   if aer is not None:
     result['aer'] = aer
-  return result, greedy
+  views = sentence_views(run, greedy_trans, sources, references, n_best, gold)
+  return result, greedy, views
+
+
+def _beam_translate(run, params, batches, beam_size) -> tuple[list, dict[int, list]]:
+  """Beam search over the batches: evaluation.translate's Translations of the best hypotheses, and every
+  sentence's finished hypotheses (best first) as [text, score] pairs, by example index."""
+  t, tok = run.config.train, run.prepared.tgt_tokenizer
+  best, n_best = [], {}
+  for batch in batches:
+    src = jnp.asarray(batch['src'])
+    d = decoding.beam_search(
+      run.cfg,
+      params,
+      src,
+      jnp.asarray(batch['src_len']),
+      beam_size=beam_size,
+      max_len=evaluation.decode_length(src.shape[1], t.max_decode_factor),
+      alpha=t.beam_alpha,
+      keep_attention=False,
+    )
+    tokens, lengths, scores = (np.asarray(x) for x in (d.tokens, d.lengths, d.scores))
+    for row, index in enumerate(np.asarray(batch['index'])):
+      if index < 0:  # an empty row that pads the batch
+        continue
+      hyps = []
+      for j in range(beam_size):
+        if j and scores[row, j] <= decoding.NEG_INF / 2:  # fewer hypotheses finished than the beam holds
+          continue
+        ids = tokens[row, j, : lengths[row, j]].tolist()
+        hyps.append([tok.decode(ids), float(scores[row, j])])
+        if j == 0:
+          best.append(evaluation.Translation(int(index), ids, hyps[0][0], None, hyps[0][1]))
+      n_best[int(index)] = hyps
+  return sorted(best, key=lambda x: x.index), n_best
+
+
+def sentence_views(run, trans, sources, references, n_best=None, gold=None) -> dict[int, dict]:
+  """What the HTML report shows of each translated sentence, by example index: source and reference, the
+  greedy output with its sentence BLEU (sacrebleu.sentence_bleu), its attention (output tokens x source
+  tokens, EOS included) and both sides' token labels, the beam hypotheses with their scores (`n_best`),
+  and where `gold` alignments exist the forced-decoding attention pooled to words with the gold links
+  and the sentence's AER."""
+  src_tok, tgt_tok = run.prepared.src_tokenizer, run.prepared.tgt_tokenizer
+  views = {}
+  for x in trans:
+    i = x.index
+    src_ids = src_tok.encode(sources[i])
+    view = {
+      'source': sources[i],
+      'reference': references[i],
+      'words': len(sources[i].split()),
+      'output': x.text,
+      'bleu': sacrebleu.sentence_bleu(x.text, [references[i]]).score,
+      'src': [src_tok.id_to_piece(j) for j in src_ids][: x.attention.shape[1] - 1] + ['</s>'],
+      'out': [tgt_tok.id_to_piece(j) if j != data.EOS_ID else '</s>' for j in x.ids],
+      'beam': (n_best or {}).get(i, []),
+    }
+    view['attention'] = x.attention[:, : len(view['src'])]
+    if gold is not None and i in gold['forced']:
+      weights, src_words, tgt_words = gold['forced'][i]
+      sure, possible = gold['sure'].get(i, set()), gold['possible'].get(i, set())
+      predicted = inspection.attention_alignment(weights) if weights.size else set()
+      view['forced'] = {
+        'src': src_words,
+        'tgt': tgt_words,
+        'attention': weights,
+        'sure': sorted(sure),
+        'possible': sorted(possible - sure),
+        'aer': inspection.alignment_error_rate([predicted], [sure], [possible]),
+      }
+    views[i] = view
+  return views
 
 
 def attention_measures(translations: list[evaluation.Translation]) -> dict:
@@ -107,9 +188,9 @@ def attention_measures(translations: list[evaluation.Translation]) -> dict:
   return {**measures.attention_monotonicity([a[:, :-1] for a in rows]), **measures.attention_entropy(rows)}
 
 
-def _heatmaps(run, trans, sources, run_dir, chosen, count, seed, min_words=0) -> list[str]:
+def _heatmaps(run, trans, sources, run_dir, chosen, count, seed, min_words=0) -> tuple[list[str], list[int]]:
   """Heatmap PNGs of the chosen sentences (example indices), or of `count` random ones whose source has at
-  least `min_words` words (any length if none has)."""
+  least `min_words` words (any length if none has); the paths and the sentences."""
   by_index = {x.index: x for x in trans}
   if chosen:
     missing = [i for i in chosen if i not in by_index]
@@ -136,11 +217,13 @@ def _heatmaps(run, trans, sources, run_dir, chosen, count, seed, min_words=0) ->
         x.attention[:, : len(src_labels)], src_labels, out_labels, os.path.join(run_dir, f'heatmap_{i}.png'), title
       )
     )
-  return paths
+  return paths, [int(i) for i in picks]
 
 
-def _alignment_error_rates(run, split, pharaoh) -> Optional[list[float]]:
-  """AER of every seed against the dataset's gold alignments or a Pharaoh file (one line per example)."""
+def _alignment_error_rates(run, split, pharaoh) -> tuple[Optional[list[float]], Optional[dict]]:
+  """AER of every seed against the dataset's gold alignments or a Pharaoh file (one line per example), and
+  the gold links with the first seed's forced attention ({'sure', 'possible', 'forced'}, by example index;
+  inspection.split_word_attention); (None, None) without gold."""
   if pharaoh:
     with open(pharaoh) as f:
       gold_lines = [inspection.parse_pharaoh(line) for line in f]
@@ -155,16 +238,18 @@ def _alignment_error_rates(run, split, pharaoh) -> Optional[list[float]]:
   else:
     sure = inspection.gold_alignments_from_batches(run, split)
     if sure is None:
-      return None
+      return None, None
     possible = sure
-  out = []
+  out, forced = [], None
   for seed_i in range(len(run.seeds)):
-    pred = inspection.split_alignments(run, seed_i, split)
+    words = inspection.split_word_attention(run, seed_i, split)
+    forced = words if seed_i == 0 else forced
+    pred = {i: inspection.attention_alignment(w) if w.size else set() for i, (w, _, _) in words.items()}
     keys = sorted(pred)
     out.append(
       inspection.alignment_error_rate([pred[k] for k in keys], [sure[k] for k in keys], [possible[k] for k in keys])
     )
-  return out
+  return out, {'sure': sure, 'possible': possible, 'forced': forced}
 
 
 def add_significance(results: list[dict], greedy: list[dict], n_samples: int = 1000, seed: int = 12345) -> None:
@@ -220,16 +305,19 @@ def analyze_runs(
   which: str = 'best',
   bootstrap_samples: int = 1000,
   bootstrap_seed: int = 12345,
+  report_sentences: int = 200,
   **options,
 ) -> list[dict]:
-  """analyze_run for every directory, the significance of their differences (add_significance), then
-  the figure comparing them: BLEU by source length."""
-  results, greedy = [], []
+  """analyze_run for every directory, the significance of their differences (add_significance), the
+  figure comparing them (BLEU by source length), and sentences.json: the sentences the HTML report embeds
+  (select_sentences, at most `report_sentences` plus the heatmap sentences; embedded_sentences)."""
+  results, greedy, views = [], [], []
   for workdir in workdirs:
     run = inspection.load_run(workdir, which)
-    result, texts = _analyze_run(run, out_dir, **options)
+    result, texts, run_views = _analyze_run(run, out_dir, **options)
     results.append(result)
     greedy.append(texts)
+    views.append(run_views)
   add_significance(results, greedy, bootstrap_samples, bootstrap_seed)
   for result in results:
     _write_result(out_dir, result)
@@ -243,4 +331,64 @@ def analyze_runs(
   )
   with open(os.path.join(out_dir, 'analysis.json'), 'w') as f:
     json.dump(results, f, indent=1)
+  heatmap_sentences = sorted({i for r in results for i in r.get('heatmap_sentences', [])})
+  embedded = embedded_sentences(results, views, heatmap_sentences, report_sentences)
+  with open(os.path.join(out_dir, SENTENCES_FILE), 'w') as f:
+    json.dump(embedded, f, separators=(',', ':'))
   return results
+
+
+SENTENCES_FILE = 'sentences.json'
+
+
+def shared_sentences(views: list[dict[int, dict]]) -> list[int]:
+  """The sentences every run translated from the same source (sentence_views' indices)."""
+  return sorted(i for i in views[0] if all(i in v and v[i]['source'] == views[0][i]['source'] for v in views))
+
+
+def select_sentences(views: list[dict[int, dict]], must=(), limit: int = 200) -> list[int]:
+  """The shared_sentences in `must`, and at most `limit` more: a quarter of them those on which the runs'
+  sentence BLEU differs most, the rest spread evenly over source length."""
+  shared = shared_sentences(views)
+  chosen = [i for i in must if i in set(shared)]
+  extra = []
+  if len(views) > 1:
+    spread = {i: max(v[i]['bleu'] for v in views) - min(v[i]['bleu'] for v in views) for i in shared}
+    extra = [i for i in sorted(shared, key=lambda i: (-spread[i], i)) if i not in chosen][: limit // 4]
+  taken = set(chosen) | set(extra)
+  pool = sorted((i for i in shared if i not in taken), key=lambda i: (views[0][i]['words'], i))
+  room = min(limit - len(extra), len(pool))
+  if room > 0:
+    extra += [pool[k] for k in np.unique(np.linspace(0, len(pool) - 1, room).round().astype(int))]
+  return sorted(set(chosen) | set(extra))
+
+
+def _thousandths(weights: np.ndarray) -> list[list[int]]:
+  return np.rint(np.asarray(weights, float) * 1000).astype(int).tolist()
+
+
+def embedded_sentences(results: list[dict], views: list[dict[int, dict]], must=(), limit: int = 200) -> dict:
+  """The sentences of the HTML report as JSON-ready data: each run's view (sentence_views) of the sentences
+  select_sentences picks, with attention weights rounded to 3 decimals and stored as integer thousandths."""
+  ids = select_sentences(views, must, limit)
+  sentences = []
+  for i in ids:
+    first = views[0][i]
+    entry = {'id': i, 'words': first['words'], 'source': first['source'], 'reference': first['reference'], 'runs': []}
+    for v in views:
+      view = {k: v[i][k] for k in ('output', 'bleu', 'src', 'out', 'beam')}
+      view['w'] = _thousandths(v[i]['attention'])
+      if 'forced' in v[i]:
+        forced = v[i]['forced']
+        view['forced'] = {k: forced[k] for k in ('src', 'tgt', 'aer')}
+        view['forced']['w'] = _thousandths(forced['attention']) if forced['attention'].size else []
+        entry['gold'] = {'sure': [list(x) for x in forced['sure']], 'possible': [list(x) for x in forced['possible']]}
+      entry['runs'].append(view)
+    sentences.append(entry)
+  return {
+    'variants': [r['variant'] for r in results],
+    'sentences': sentences,
+    'shared': len(shared_sentences(views)),
+    'limit': limit,
+    'heatmap_sentences': [int(i) for i in must],
+  }

@@ -1,5 +1,6 @@
 """Analyse trained runs from their directories alone: translations, BLEU/chrF (greedy and beam), BLEU by
-source length with a plot comparing the runs, attention heatmaps, alignment error rate.
+source length with a plot comparing the runs, attention heatmaps, alignment error rate, and report.html (one
+self-contained page: the table, the length chart, every variant's attention on the sentences it embeds).
 
     python -m experiments.analyze --runs=runs/main/none,runs/main/additive --out=runs/main/analysis \
         --beam_size=5 --num_heatmaps=3 [--sentences=4,17] [--pharaoh=gold.test.align]
@@ -18,6 +19,7 @@ flags.DEFINE_integer('num_heatmaps', 3, 'How many random sentences get heatmaps 
 flags.DEFINE_integer('heatmap_seed', 0, 'Seed choosing the random sentences.')
 flags.DEFINE_integer('heatmap_min_words', 0, 'Random heatmap sentences have sources of at least this many words.')
 flags.DEFINE_string('pharaoh', None, 'Gold alignments for the test split, one Pharaoh line per sentence.')
+flags.DEFINE_integer('report_sentences', 200, 'report.html embeds this many test sentences (plus the heatmap ones).')
 FLAGS = flags.FLAGS
 
 
@@ -37,6 +39,8 @@ def _analyze():
     raise ValueError(f'--sentences takes integer indices, got {FLAGS.sentences}') from None
   if FLAGS.beam_size < 0 or FLAGS.num_heatmaps < 0 or FLAGS.heatmap_min_words < 0:
     raise ValueError('--beam_size, --num_heatmaps and --heatmap_min_words must be >= 0')
+  if FLAGS.report_sentences < 0:
+    raise ValueError(f'--report_sentences ({FLAGS.report_sentences}) must be >= 0')
   out = FLAGS.out or os.path.join(os.path.dirname(os.path.abspath(FLAGS.runs[0])), 'analysis')
   if os.path.exists(out) and not os.path.isdir(out):
     raise ValueError(f'--out {out} is a file; pass a directory for the analysis (created if missing)')
@@ -50,10 +54,13 @@ def _analyze():
     heatmap_seed=FLAGS.heatmap_seed,
     pharaoh=FLAGS.pharaoh,
     heatmap_min_words=FLAGS.heatmap_min_words,
+    report_sentences=FLAGS.report_sentences,
   )
   print(common.analysis_table(results))
   print(common.attention_verdict(results))
+  page = common.write_html_report(results, out)
   print(f'\nWrote translations, heatmaps and analysis.json per run, and bleu_by_length.png, under {out}')
+  print(f'Wrote {page}: the interactive report (open it in a browser)')
 
 
 if __name__ == '__main__':

@@ -128,9 +128,17 @@ def format_summary(s: dict) -> str:
 
 
 def analysis_table(results: list[dict]) -> str:
-  """Markdown, one row per run: greedy BLEU with its 95% bootstrap interval and p-value against `none`,
+  """Markdown: analysis_cells, then its notes as a legend."""
+  headers, rows, notes = analysis_cells(results)
+  lines = ['| ' + ' | '.join(headers) + ' |', '|' + '---|' * len(headers)]
+  lines += ['| ' + ' | '.join(cells) + ' |' for cells in rows]
+  return '\n'.join(lines) + ''.join(f'\n\n{n}.' if i == 0 else f'\n{n}.' for i, n in enumerate(notes))
+
+
+def analysis_cells(results: list[dict]) -> tuple[list[str], list[list[str]], list[str]]:
+  """Column headers, one row of cells per run, and notes explaining them: greedy BLEU with its 95% bootstrap interval and p-value against `none`,
   chrF, beam BLEU, BLEU on the two longest source-length buckets every run shares, attention monotonicity
-  and entropy, repetition, AER; then a legend. Columns whose data a run lacks are left out."""
+  and entropy, repetition, AER. Columns whose data a run lacks are left out."""
   buckets = _longest_shared_buckets(results)
   has_ci = all('significance' in r for r in results)
   baseline = next((r['significance']['baseline'] for r in results if has_ci and r['significance']['baseline']), None)
@@ -154,12 +162,24 @@ def analysis_table(results: list[dict]) -> str:
     columns.append(('repetition %', lambda r: _over_seeds([100 * x for x in r['greedy_repetition']], 1)))
   if all('aer' in r for r in results):
     columns.append(('AER', lambda r: _over_seeds(r['aer'])))
-  lines = ['| ' + ' | '.join(h for h, _ in columns) + ' |', '|' + '---|' * len(columns)]
-  lines += ['| ' + ' | '.join(cell(r) for _, cell in columns) + ' |' for r in results]
-  return '\n'.join(lines) + _legend(results, has_ci, baseline, many_seeds)
+  headers = [h for h, _ in columns]
+  return headers, [[cell(r) for _, cell in columns] for r in results], _legend(results, has_ci, baseline, many_seeds)
 
 
-def _legend(results, has_ci, baseline, many_seeds) -> str:
+def write_html_report(results: list[dict], out_dir: str) -> str:
+  """<out_dir>/report.html (attnmt.html_report) from analyze_runs' results and the sentences.json it wrote
+  beside them: analysis_table's columns and notes, the attention verdict, BLEU by length, the sentences."""
+  import json
+  from attnmt import html_report, report
+
+  headers, rows, notes = analysis_cells(results)
+  with open(os.path.join(out_dir, report.SENTENCES_FILE)) as f:
+    sentences = json.load(f)
+  table = {'headers': headers, 'rows': rows, 'notes': notes, 'verdict': attention_verdict(results).strip()}
+  return html_report.write(os.path.join(out_dir, 'report.html'), results, table, sentences)
+
+
+def _legend(results, has_ci, baseline, many_seeds) -> list[str]:
   notes = []
   if has_ci:
     n = results[0]['significance']['n_samples']
@@ -178,7 +198,7 @@ def _legend(results, has_ci, baseline, many_seeds) -> str:
     )
   if all('greedy_repetition' in r for r in results):
     notes.append('repetition: greedy outputs in which some 4-gram occurs 3 or more times')
-  return ''.join(f'\n\n{n}.' if i == 0 else f'\n{n}.' for i, n in enumerate(notes))
+  return notes
 
 
 def _over_seeds(values, digits: int = 2) -> str:

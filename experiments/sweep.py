@@ -242,6 +242,7 @@ def _report(config, root, rows, dirs, report, curves_lib, plots):
     )
     analysis_md = common.analysis_table(results)
     _write(os.path.join(out, 'analysis.md'), analysis_md + '\n')
+    outputs.append(common.write_html_report(results, out))
     print('\nAnalysis of the test split (first seed for the length buckets):\n' + analysis_md)
     print(common.attention_verdict(results))
     outputs += [

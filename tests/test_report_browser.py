@@ -1,0 +1,172 @@
+"""report.html from a real (tiny) analysis, checked as data and in a real browser: headless Debian chromium
+driven by Selenium (no console errors, one heatmap per variant, hovering a cell shows its weight, the
+picker changes the sentence, the table sorts).
+
+`./launch.sh test` installs chromium and chromium-driver where it can (root or sudo) and then sets
+ATTNMT_REQUIRE_BROWSER=1: the browser test fails instead of skipping when the browser is missing."""
+
+import json
+import os
+import re
+import shutil
+import time
+
+import numpy as np
+import pytest
+import sacrebleu
+
+from attnmt import report, trainer
+from experiments import common
+from experiments.configs import tiny
+
+SCREENSHOT = '/tmp/attnmt_report_screenshot.png'
+VARIANTS = ('none', 'additive')
+
+
+@pytest.fixture(scope='module')
+def analysis(tmp_path_factory):
+  """Two tiny variants trained for a few steps, analysed with beam 2: (report path, results, page data)."""
+  root = str(tmp_path_factory.mktemp('report'))
+  dirs = []
+  for score in VARIANTS:
+    config = tiny.get_config()
+    config.data.data_dir = os.path.join(root, 'data')
+    config.model.score = score
+    config.train.num_steps = 4
+    config.train.checkpoint_every = 4
+    trainer.train_and_evaluate(config, os.path.join(root, score))
+    dirs.append(os.path.join(root, score))
+  out = os.path.join(root, 'analysis')
+  results = report.analyze_runs(dirs, out, beam_size=2, num_heatmaps=2, bootstrap_samples=50)
+  path = common.write_html_report(results, out)
+  with open(path, encoding='utf-8') as f:
+    page = f.read()
+  blob = re.search(r'<script type="application/json" id="data">(.*?)</script>', page, re.S).group(1)
+  return path, results, json.loads(blob), page
+
+
+def test_the_report_is_self_contained_and_embeds_the_analysis(analysis):
+  path, results, data, page = analysis
+  assert not re.search(r'<link|<script[^>]*\bsrc=|<img|@import|url\(', page)  # nothing is fetched
+  assert data['variants'] == [r['variant'] for r in results] and data['variants'][0].startswith('none/')
+  assert [row[0][0] for row in data['table']['rows']] == data['variants']
+  headers, rows, _ = common.analysis_cells(results)
+  assert data['table']['headers'] == headers and 'AER' in headers and 'beam BLEU' in headers
+  assert [[c[0] for c in row] for row in data['table']['rows']] == rows
+  # The split has 40 sentences, under the limit of 200: all are embedded, the heatmap sentences among them.
+  ids = [s['id'] for s in data['sentences']]
+  assert ids == list(range(40)) and data['shared'] == 40
+  assert set(results[0]['heatmap_sentences']) <= set(ids)
+  for s in data['sentences']:
+    for run in s['runs']:
+      assert run['bleu'] == pytest.approx(sacrebleu.sentence_bleu(run['output'], [s['reference']]).score)
+      w = np.array(run['w'])
+      assert w.shape == (len(run['out']), len(run['src'])) and run['src'][-1] == '</s>'
+      assert w.dtype.kind == 'i' and np.all(np.abs(w.sum(1) - 1000) <= len(run['src']))  # rows of thousandths
+      assert 1 <= len(run['beam']) <= 2 and [b[1] for b in run['beam']] == sorted(
+        (b[1] for b in run['beam']), reverse=True
+      )
+      forced = run['forced']  # the synthetic task has gold alignments
+      assert np.array(forced['w']).shape == (len(forced['tgt']), len(forced['src'])) and 0 <= forced['aer'] <= 1
+    assert s['gold']['sure'] and all(0 <= a < len(s['runs'][0]['forced']['src']) for a, _ in s['gold']['sure'])
+  print(f'report.html: {os.path.getsize(path)} bytes for {len(ids)} sentences x {len(data["variants"])} variants')
+
+
+def test_select_sentences_keeps_the_must_ones_the_largest_differences_and_spreads_over_length():
+  views = [
+    {i: {'source': f's{i}', 'words': i % 10, 'bleu': 0.0} for i in range(100)},
+    {i: {'source': f's{i}', 'words': i % 10, 'bleu': float(i == 57) * 50 + float(i == 3) * 20} for i in range(100)},
+  ]
+  views[1][99]['source'] = 'another sentence'  # not the same source in both runs: never shown
+  chosen = report.select_sentences(views, must=[98, 99], limit=8)
+  assert 99 not in chosen and 98 in chosen and {57, 3} <= set(chosen) and len(chosen) == 9
+  words = sorted(views[0][i]['words'] for i in chosen if i not in (98, 57, 3))
+  assert words[0] == 0 and words[-1] == 9  # the rest spans the lengths
+  assert report.select_sentences(views[:1], limit=500) == list(range(100))
+
+
+def _browser_or_skip():
+  """A headless chromium WebDriver, or a skip naming the fix (a failure under ATTNMT_REQUIRE_BROWSER=1)."""
+  chromium = shutil.which('chromium') or shutil.which('chromium-browser')
+  driver = shutil.which('chromedriver')
+  missing = [name for name, found in (('chromium', chromium), ('chromium-driver', driver)) if not found]
+  try:
+    from selenium import webdriver
+  except ImportError:
+    missing.append('selenium (pip install -e ".[dev]")')
+  if missing:
+    reason = f'no {", ".join(missing)}; run: sudo apt-get install -y chromium chromium-driver, or ./launch.sh setup'
+    if os.environ.get('ATTNMT_REQUIRE_BROWSER') == '1':
+      pytest.fail(reason)
+    pytest.skip(reason)
+  from selenium.webdriver.chrome.service import Service
+
+  os.environ.setdefault('SE_OFFLINE', 'true')  # Selenium Manager must not look for drivers on the network
+  options = webdriver.ChromeOptions()
+  options.binary_location = chromium
+  for arg in ('--headless=new', '--no-sandbox', '--disable-dev-shm-usage', '--disable-gpu', '--window-size=1500,2400'):
+    options.add_argument(arg)
+  options.set_capability('goog:loggingPrefs', {'browser': 'ALL'})
+  return webdriver.Chrome(service=Service(executable_path=driver), options=options)
+
+
+def test_the_report_in_a_real_browser(analysis):
+  from selenium.webdriver.common.action_chains import ActionChains
+  from selenium.webdriver.common.by import By
+  from selenium.webdriver.support.ui import Select
+
+  path, _, data, _ = analysis
+  browser = _browser_or_skip()
+  start = time.perf_counter()
+  try:
+    browser.get('file://' + os.path.abspath(path))
+    css = browser.find_elements
+    first = data['sentences'][0]
+    assert browser.find_element(By.ID, 'current-sentence').get_attribute('data-id') == str(first['id'])
+    heatmaps = css(By.CSS_SELECTOR, 'svg.heatmap[data-kind="output"]')
+    assert [h.get_attribute('data-variant') for h in heatmaps] == data['variants']
+    assert len(css(By.CSS_SELECTOR, 'svg.heatmap[data-kind="forced"]')) == len(data['variants'])
+    assert len(css(By.CSS_SELECTOR, 'svg.heatmap[data-kind="forced"] .gold-sure')) == 2 * len(first['gold']['sure'])
+    assert len(css(By.CSS_SELECTOR, '.beam')) == len(data['variants'])
+    assert len(css(By.CSS_SELECTOR, '#length-svg .curve')) == len(data['variants'])
+
+    # Hovering a known cell of the second variant shows its tokens and weight.
+    run, row, col = first['runs'][1], 1, len(first['runs'][1]['src']) - 2
+    cell = heatmaps[1].find_element(By.CSS_SELECTOR, f'rect.cell[data-row="{row}"][data-col="{col}"]')
+    ActionChains(browser).move_to_element(cell).perform()
+    tooltip = browser.find_element(By.ID, 'tooltip').text
+    assert tooltip == f'source: {run["src"][col]} | output: {run["out"][row]} | weight: {run["w"][row][col] / 1000:.3f}'
+
+    # The picker changes the sentence: by id, then by the BLEU difference between the two variants.
+    last = data['sentences'][-1]
+    Select(browser.find_element(By.ID, 'sentence-list')).select_by_value(str(last['id']))
+    assert browser.find_element(By.ID, 'current-sentence').get_attribute('data-id') == str(last['id'])
+    labels = [
+      t.text for t in css(By.CSS_SELECTOR, 'svg.heatmap[data-kind="output"]')[0].find_elements(By.TAG_NAME, 'text')
+    ]
+    assert labels[: len(last['runs'][0]['src'])] == last['runs'][0]['src']
+    Select(browser.find_element(By.ID, 'order')).select_by_value('diff')
+    options = Select(browser.find_element(By.ID, 'sentence-list')).options
+    diff = {s['id']: s['runs'][1]['bleu'] - s['runs'][0]['bleu'] for s in data['sentences']}
+    top = max(diff, key=lambda i: (diff[i], -i))
+    assert options[0].get_attribute('value') == str(top)
+    Select(browser.find_element(By.ID, 'sentence-list')).select_by_index(0)
+    assert browser.find_element(By.ID, 'current-sentence').get_attribute('data-id') == str(top)
+
+    # The results table sorts by a column: AER, ascending.
+    headers = css(By.CSS_SELECTOR, '#results th')
+    aer = [h.text for h in headers].index('AER')
+    headers[aer].click()
+    cells = [r.find_elements(By.TAG_NAME, 'td')[aer].text for r in css(By.CSS_SELECTOR, '#results tbody tr')]
+    assert [float(c) for c in cells] == sorted(float(c) for c in cells)
+
+    browser.execute_script('window.scrollTo(0, 0)')
+    ActionChains(browser).move_to_element(
+      css(By.CSS_SELECTOR, 'svg.heatmap[data-kind="output"]')[1].find_elements(By.CSS_SELECTOR, 'rect.cell')[8]
+    ).perform()
+    browser.save_screenshot(SCREENSHOT)
+    severe = [e for e in browser.get_log('browser') if e['level'] == 'SEVERE']
+    assert not severe, severe
+  finally:
+    browser.quit()
+  print(f'browser part: {time.perf_counter() - start:.1f} s; screenshot {SCREENSHOT}')
