@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # attnmt entry point. Every subcommand sets up what it needs first, so each works on a fresh machine.
-#   ./launch.sh setup              create .venv, install attnmt and its test tools, the Bible modules
+#   ./launch.sh setup              create .venv, install attnmt and its test tools, the Bible modules, chromium
 #   ./launch.sh test [ARGS]        lint and format check (ruff), then the test suite (extra ARGS go to pytest)
 #   ./launch.sh main [FLAGS]       the default ablation on the Bible corpus: table, length plot, heatmaps
 #   ./launch.sh train [FLAGS]      one training run       (experiments/train.py)
@@ -22,10 +22,13 @@ die() { echo "launch.sh: $*" >&2; exit 1; }
 # Debian packages: the two SWORD modules the embedded corpus is read from (see README, Data),
 # tcmalloc, which Python commands run with (see attnmt/host_memory.py), and g++, which builds the CPU
 # attention kernel (attnmt/kernels). The last two are optional: without them Python runs with the
-# system malloc and attention with its JAX path, both slower.
+# system malloc and attention with its JAX path, both slower. The set-up of `setup` and `test` also
+# installs chromium and its WebDriver, which tests/test_report_browser.py drives to check report.html;
+# without them that test skips, unless launch.sh could install them (root or sudo): then it must run.
 SWORD_PACKAGES="sword-text-web sword-text-sparv"
 TCMALLOC_PACKAGE=libtcmalloc-minimal4
 CXX_PACKAGE=g++
+BROWSER_PACKAGES="chromium chromium-driver"
 
 have_sword_modules() {
   local sword=${SWORD_PATH:-/usr/share/sword}
@@ -40,23 +43,34 @@ tcmalloc_library() {
   { ldconfig -p || /sbin/ldconfig -p; } 2>/dev/null | awk '/libtcmalloc_minimal\.so\.4 / && !found++ {print $NF}'
 }
 
+have_browser() {
+  command -v chromium >/dev/null && command -v chromedriver >/dev/null
+}
+
+# $1 = browser: also chromium and chromium-driver (the set-up of `setup` and `test`). Sets
+# ATTNMT_REQUIRE_BROWSER=1 when the browser is there or launch.sh can install it (root or sudo).
 install_debian_packages() {
-  local need_sword=0 need_tcmalloc=0 need_cxx=0 sudo=""
+  local need_sword=0 need_tcmalloc=0 need_cxx=0 need_browser=0 sudo=""
   have_sword_modules || need_sword=1
   [ -n "$(tcmalloc_library)" ] || [ "${ATTNMT_TCMALLOC:-1}" = 0 ] || need_tcmalloc=1
   command -v "${CXX:-g++}" >/dev/null || [ "${ATTNMT_KERNELS:-1}" = 0 ] || need_cxx=1
-  [ $need_sword = 1 ] || [ $need_tcmalloc = 1 ] || [ $need_cxx = 1 ] || return 0
+  [ "${1:-}" != browser ] || have_browser || need_browser=1
+  [ "${1:-}" != browser ] || [ $need_browser = 1 ] || export ATTNMT_REQUIRE_BROWSER=1
+  [ $need_sword = 1 ] || [ $need_tcmalloc = 1 ] || [ $need_cxx = 1 ] || [ $need_browser = 1 ] || return 0
   if [ "$(id -u)" != 0 ]; then
     if command -v sudo >/dev/null && sudo -n true 2>/dev/null; then sudo="sudo -n"; else
       [ $need_sword = 0 ] || echo "launch.sh: the Bible corpus needs the SWORD modules; run: sudo apt-get update && sudo apt-get install -y $SWORD_PACKAGES" >&2
       [ $need_tcmalloc = 0 ] || echo "launch.sh: running with the system malloc (slower); for tcmalloc run: sudo apt-get install -y $TCMALLOC_PACKAGE" >&2
       [ $need_cxx = 0 ] || echo "launch.sh: attention runs its JAX path on the CPU (slower); for the kernel run: sudo apt-get install -y $CXX_PACKAGE" >&2
+      [ $need_browser = 0 ] || echo "launch.sh: the browser test of report.html will skip; to run it: sudo apt-get install -y $BROWSER_PACKAGES" >&2
       return 0
     fi
   fi
-  echo "launch.sh: installing Debian packages$([ $need_sword = 1 ] && echo " $SWORD_PACKAGES")$([ $need_tcmalloc = 1 ] && echo " $TCMALLOC_PACKAGE")$([ $need_cxx = 1 ] && echo " $CXX_PACKAGE")" >&2
+  [ $need_browser = 0 ] || export ATTNMT_REQUIRE_BROWSER=1
+  echo "launch.sh: installing Debian packages$([ $need_sword = 1 ] && echo " $SWORD_PACKAGES")$([ $need_tcmalloc = 1 ] && echo " $TCMALLOC_PACKAGE")$([ $need_cxx = 1 ] && echo " $CXX_PACKAGE")$([ $need_browser = 1 ] && echo " $BROWSER_PACKAGES")" >&2
   if ! $sudo apt-get update -qq >/dev/null; then
     [ $need_sword = 0 ] || die "apt-get update failed; run: sudo apt-get update && sudo apt-get install -y $SWORD_PACKAGES $TCMALLOC_PACKAGE $CXX_PACKAGE"
+    [ $need_browser = 0 ] || die "apt-get update failed; run: sudo apt-get update && sudo apt-get install -y $BROWSER_PACKAGES"
     echo "launch.sh: apt-get update failed; running with the system malloc and attention's JAX path (slower)" >&2   # both optional
     return 0
   fi
@@ -71,6 +85,10 @@ install_debian_packages() {
   if [ $need_cxx = 1 ]; then
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq $CXX_PACKAGE >/dev/null \
       || echo "launch.sh: could not install $CXX_PACKAGE; attention runs its JAX path on the CPU (slower)" >&2
+  fi
+  if [ $need_browser = 1 ]; then
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq $BROWSER_PACKAGES >/dev/null \
+      || die "could not install $BROWSER_PACKAGES, which the browser test of report.html needs; run: sudo apt-get install -y $BROWSER_PACKAGES"
   fi
 }
 
@@ -98,6 +116,7 @@ use_tcmalloc() {
   export TCMALLOC_LARGE_ALLOC_REPORT_THRESHOLD=${TCMALLOC_LARGE_ALLOC_REPORT_THRESHOLD:-1099511627776}
 }
 
+# $1 = browser: the Debian packages include chromium (install_debian_packages).
 setup() {
   command -v python3 >/dev/null || die "python3 not found; install Python 3.10 or newer"
   if [ ! -x "$PY" ]; then
@@ -111,16 +130,16 @@ setup() {
     "$PY" -m pip install -q -e ".[dev]" || die "pip install failed (see above)"
     echo "$sum" > "$stamp"
   fi
-  install_debian_packages
+  install_debian_packages "${1:-}"
   build_kernels
   use_tcmalloc
 }
 
 cmd=${1:-help}; shift || true
 case "$cmd" in
-  setup) setup ;;
+  setup) setup browser ;;
   test)
-    setup
+    setup browser
     export JAX_PLATFORMS=${JAX_PLATFORMS:-cpu}
     # One style, checked first: the linter and the formatter (configured in pyproject.toml).
     "$PY" -m ruff check --quiet . || die "ruff check found problems (above); fix them, or run: $PY -m ruff check --fix ."

@@ -339,10 +339,10 @@ function drawSentence(s) {
 
 function drawMeta() {
   const n = SENTENCES.length;
+  const most = DATA.variants.length > 1 ? `the ${Math.floor(DATA.limit / 4)} on which the variants' sentence BLEU differs most, ` : '';
   byId('meta').textContent = `${DATA.variants.length} variant(s): ${DATA.variants.join(', ')}. The sentence view embeds ${n} of the ` +
-    `${DATA.shared} test sentences every variant translated: the heatmap sentences, the quarter of at most ${DATA.limit} ` +
-    'on which the variants\' sentence BLEU differs most, the rest spread over source length. Greedy output of the ' +
-    'first seed; attention weights rounded to 3 decimals.';
+    `${DATA.shared} test sentences every variant translated: the heatmap sentences, ${most}the rest of at most ${DATA.limit} ` +
+    'spread over source length. Greedy output of the first seed; attention weights rounded to 3 decimals.';
 }
 
 drawMeta();
