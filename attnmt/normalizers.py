@@ -3,8 +3,8 @@
 Like scores and windows, each normaliser is one self-contained definition, chosen by name or by an import
 path 'my_pkg.normalizers:Mine':
 
-    normalize(e_S, mask_S)   one query's weights a_S (float32, or float64 for float64 scores) over the
-                             positions where mask_S is true; masked positions get exactly 0 weight and
+    normalize(e_S, mask_S)   one query's weights a_S (float32; the sparse two keep float64 scores in
+                             float64) over the positions where mask_S is true; masked positions get exactly 0 weight and
                              exactly 0 gradient, and a row with no valid position gives zeros, never NaN
     check()                  constraints on the rest of the config (ConfigError naming the fix)
 
@@ -15,12 +15,12 @@ Built in:
 - `sparsemax` (Martins & Astudillo 2016): the Euclidean projection of e onto the simplex,
   a_i = max(e_i - tau, 0), tau such that the weights sum to 1; low scores get exactly 0.
 - `entmax15` (1.5-entmax, Peters et al. 2019): a_i = max(e_i / 2 - tau, 0)^2, tau such that the weights
-  sum to 1; sparse like sparsemax, smoother in between.
+  sum to 1; sparse too, though less than sparsemax.
 
 Both sparse normalisers find tau exactly by sorting the scores (no iteration) and have closed-form
 gradients (`jax.custom_vjp`): with s the support (a_i > 0), sparsemax's is g_i - mean_{j in s} g_j on the
 support and 0 elsewhere; with r_i = sqrt(a_i), entmax15's is r_i (g_i - sum_j r_j g_j / sum_j r_j).
-docs/design.md ("Normalisers") has the derivations.
+docs/design.md ("Model", normalisers) has the support conditions and Jacobians.
 """
 
 from __future__ import annotations
