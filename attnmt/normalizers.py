@@ -4,8 +4,9 @@ Like scores and windows, each normaliser is one self-contained definition, chose
 path 'my_pkg.normalizers:Mine':
 
     normalize(e_S, mask_S)   one query's weights a_S (float32; the sparse two keep float64 scores in
-                             float64) over the positions where mask_S is true; masked positions get exactly 0 weight and
-                             exactly 0 gradient, and a row with no valid position gives zeros, never NaN
+                             float64) over the positions where mask_S is true; masked positions get
+                             exactly 0 weight and exactly 0 gradient, and a row with no valid position
+                             gives zeros, never NaN
     check()                  constraints on the rest of the config (ConfigError naming the fix)
 
 Windows call the configured normaliser on the positions they keep (attnmt/windows.py).
