@@ -13,6 +13,7 @@ Restoring needs nothing but the directory.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import time
@@ -47,7 +48,17 @@ def save_config(workdir: str, config: ml_collections.ConfigDict, model: Optional
 
 
 def load_config(workdir: str) -> ml_collections.ConfigDict:
-  return ml_collections.ConfigDict(_load_payload(workdir)['config'])
+  """The run's config. Model settings added to ModelConfig after the run was written read as their
+  defaults, which are what the run trained with, so such a run still resumes and compares equal."""
+  config = _load_payload(workdir)['config']
+  model = config.get('model')
+  if isinstance(model, dict):
+    from attnmt.config import ModelConfig  # noqa: PLC0415
+
+    defaults = {f.name: f.default for f in dataclasses.fields(ModelConfig)}
+    for key in set(defaults) - set(model) - {'source_vocab_size', 'target_vocab_size'}:
+      model[key] = defaults[key]
+  return ml_collections.ConfigDict(config)
 
 
 def load_model_fields(workdir: str) -> Optional[dict]:

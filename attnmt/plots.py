@@ -7,9 +7,23 @@ import os
 import matplotlib
 
 matplotlib.use('Agg')
+import matplotlib.cm  # noqa: E402
+import matplotlib.colors  # noqa: E402
 import matplotlib.ticker  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
+
+
+_HEATMAP_CMAP = plt.get_cmap('Greys')
+EXACT_ZERO_RGBA = (0.812, 0.886, 0.953, 1.0)  # pale blue
+
+
+def heatmap_colors(weights_TxS: np.ndarray) -> np.ndarray:
+  """RGBA cells of a heatmap: grey by weight on a fixed [0, 1] scale, exactly-0 weights pale blue."""
+  w = np.asarray(weights_TxS, np.float64)
+  rgba = _HEATMAP_CMAP(np.clip(w, 0.0, 1.0))
+  rgba[w == 0.0] = EXACT_ZERO_RGBA
+  return rgba
 
 
 def attention_heatmap(
@@ -18,12 +32,16 @@ def attention_heatmap(
   """Output tokens down the rows, source tokens across the columns (Bahdanau Fig. 3).
 
   The colour scale is fixed to [0, 1] (white = no weight, black = all of it) so heatmaps compare
-  across sentences and variants.
+  across sentences and variants. Weights that are exactly 0 (outside a local window, or cut by a sparse
+  normaliser) are drawn pale blue, apart from small ones.
   """
   t, s = weights_TxS.shape
   fig, ax = plt.subplots(figsize=(max(4.0, 0.32 * s + 2.6), max(3.0, 0.32 * t + 1.5)))
-  image = ax.imshow(weights_TxS, cmap='Greys', vmin=0.0, vmax=1.0, aspect='auto')
-  fig.colorbar(image, ax=ax, fraction=0.04, pad=0.02, label='attention weight')
+  exact_zero = np.asarray(weights_TxS) == 0.0
+  ax.imshow(heatmap_colors(weights_TxS), aspect='auto')
+  label = 'attention weight' + (' (pale blue: exactly 0)' if exact_zero.any() else '')
+  scale = matplotlib.cm.ScalarMappable(norm=matplotlib.colors.Normalize(0.0, 1.0), cmap=_HEATMAP_CMAP)
+  fig.colorbar(scale, ax=ax, fraction=0.04, pad=0.02, label=label)
   ax.set_xticks(range(s))
   ax.set_xticklabels(source_tokens, rotation=90, fontsize=8)
   ax.set_yticks(range(t))

@@ -147,7 +147,7 @@ def variants(config):
       try:
         ModelConfig.from_dict(run.model.to_dict())
       except ConfigError as e:
-        if str(e).startswith(('unknown model.', "model.score '", "model.window '")):
+        if str(e).startswith(('unknown model.', "model.score '", "model.window '", "model.normalizer '")):
           raise
         refused.append((dict(zip((k for k, _ in swept), combo)), str(e)))
         continue

@@ -238,3 +238,16 @@ def test_length_buckets_merge_the_ones_with_few_sentences():
   assert evaluation.length_buckets(words, min_sentences=1) == [(0, 10), (10, 20), (40, 50)]
   rows = evaluation.bleu_by_length(['a b c d'] * 58, ['a b c d'] * 58, [' '.join(['w'] * n) for n in words])
   assert [(r['bucket'], r['sentences']) for r in rows] == [('1-20', 33), ('41-50', 25)]
+
+
+def test_heatmap_cells_grey_by_weight_and_exact_zeros_pale_blue(tmp_path):
+  from attnmt import plots
+
+  w = np.array([[0.0, 1e-6, 0.5, 0.25], [1.0, 0.0, 0.0, 0.0]])
+  rgba = plots.heatmap_colors(w)
+  np.testing.assert_allclose(rgba[0, 0], plots.EXACT_ZERO_RGBA)
+  np.testing.assert_allclose(rgba[1, 1:], [plots.EXACT_ZERO_RGBA] * 3)
+  assert rgba[0, 1, :3].min() > 0.99  # a tiny weight is (near) white, not blue
+  assert rgba[1, 0, :3].max() < 0.01  # weight 1 is black
+  assert rgba[0, 2, 0] < rgba[0, 3, 0] and rgba[0, 2, 0] == rgba[0, 2, 2]  # grey, darker for more weight
+  assert os.path.getsize(plots.attention_heatmap(w, list('abcd'), ['x', 'y'], str(tmp_path / 'h.png'))) > 3000
