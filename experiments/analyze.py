@@ -3,7 +3,7 @@ source length with a plot comparing the runs, attention heatmaps, alignment erro
 self-contained page: the table, the length chart, every variant's attention on the sentences it embeds).
 
     python -m experiments.analyze --runs=runs/main/none,runs/main/additive --out=runs/main/analysis \
-        --beam_size=5 --num_heatmaps=3 [--sentences=4,17] [--pharaoh=gold.test.align]
+        --beam_size=5 --num_heatmaps=3 [--sentences=4,17] [--pharaoh=gold.test.align] [--export=pharaoh,npz,json,softalign]
 """
 
 from absl import app, flags
@@ -20,6 +20,12 @@ flags.DEFINE_integer('heatmap_seed', 0, 'Seed choosing the random sentences.')
 flags.DEFINE_integer('heatmap_min_words', 0, 'Random heatmap sentences have sources of at least this many words.')
 flags.DEFINE_string('pharaoh', None, 'Gold alignments for the test split, one Pharaoh line per sentence.')
 flags.DEFINE_integer('report_sentences', 200, 'report.html embeds this many test sentences (plus the heatmap ones).')
+flags.DEFINE_string(
+  'export',
+  '',
+  "Also write each run's test attention (forced decoding of the reference, word level, first seed) as: "
+  'pharaoh (hard alignments), npz, json (soft matrices; json with the tokens), softalign (Nematus/SoftAlignments).',
+)
 FLAGS = flags.FLAGS
 
 
@@ -39,6 +45,9 @@ def _analyze():
     raise ValueError(f'--sentences takes integer indices, got {FLAGS.sentences}') from None
   if FLAGS.beam_size < 0 or FLAGS.num_heatmaps < 0 or FLAGS.heatmap_min_words < 0:
     raise ValueError('--beam_size, --num_heatmaps and --heatmap_min_words must be >= 0')
+  from attnmt import exports
+
+  formats = exports.parse_formats(FLAGS.export)
   if FLAGS.report_sentences < 0:
     raise ValueError(f'--report_sentences ({FLAGS.report_sentences}) must be >= 0')
   out = FLAGS.out or os.path.join(os.path.dirname(os.path.abspath(FLAGS.runs[0])), 'analysis')
@@ -61,6 +70,15 @@ def _analyze():
   page = common.write_html_report(results, out)
   print(f'\nWrote translations, heatmaps and analysis.json per run, and bleu_by_length.png, under {out}')
   print(f'Wrote {page}: the interactive report (open it in a browser)')
+  if formats:
+    from attnmt import inspection
+
+    for workdir, result in zip(FLAGS.runs, results):
+      run = inspection.load_run(workdir, FLAGS.which)
+      paths = exports.write(
+        inspection.split_word_attention(run, 0, 'test'), os.path.join(out, report._slug(result['variant'])), formats
+      )
+      print(f"Exported {result['variant']}: " + ', '.join(paths))
 
 
 if __name__ == '__main__':
