@@ -32,7 +32,7 @@ import jax
 import jax.numpy as jnp
 
 from attnmt.config import ConfigError  # noqa: F401  (for normalisers' check())
-from attnmt.scores import resolve
+from attnmt.scores import Registry
 
 
 def masked_softmax(e_S: jax.Array, mask_S: jax.Array) -> jax.Array:
@@ -161,25 +161,8 @@ class Normalizer:
     """Raises ConfigError if the normaliser cannot work with the rest of `self.cfg`."""
 
 
-_REGISTRY: dict[str, type[Normalizer]] = {}
-
-
-def register(cls: type[Normalizer]) -> type[Normalizer]:
-  """Class decorator: makes `cls` selectable as `model.normalizer=<cls.name>`."""
-  if not cls.name:
-    raise ValueError(f'{cls.__name__} needs a `name` to be registered')
-  _REGISTRY[cls.name] = cls
-  return cls
-
-
-def names() -> tuple[str, ...]:
-  """The registered normalisers, in registration order."""
-  return tuple(_REGISTRY)
-
-
-def build(cfg) -> Normalizer:
-  """The configured normaliser, bound to `cfg`."""
-  return resolve(cfg.normalizer, Normalizer, _REGISTRY, 'normalizer')(cfg)
+_registry = Registry(Normalizer, 'normalizer')
+register, names, build = _registry.register, _registry.names, _registry.build
 
 
 @register

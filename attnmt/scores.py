@@ -75,22 +75,6 @@ class Score:
     )
 
 
-_REGISTRY: dict[str, type[Score]] = {}
-
-
-def register(cls: type[Score]) -> type[Score]:
-  """Class decorator: makes `cls` selectable as `model.score=<cls.name>`."""
-  if not cls.name:
-    raise ValueError(f'{cls.__name__} needs a `name` to be registered')
-  _REGISTRY[cls.name] = cls
-  return cls
-
-
-def names() -> tuple[str, ...]:
-  """The registered scores, in registration order."""
-  return tuple(_REGISTRY)
-
-
 def resolve(name: str, base: type, registry: dict, kind: str) -> type:
   """The class a config value names: a registered name, or an import path 'module:Class'."""
   if name in registry:
@@ -116,9 +100,31 @@ def resolve(name: str, base: type, registry: dict, kind: str) -> type:
   return cls
 
 
-def build(cfg) -> Score:
-  """The configured score, bound to `cfg`."""
-  return resolve(cfg.score, Score, _REGISTRY, 'score')(cfg)
+class Registry:
+  """Named classes of one kind ('score', 'window', 'normalizer'), selectable as model.<kind>=<name> or by an
+  import path 'module:Class' to a subclass of `base`."""
+
+  def __init__(self, base: type, kind: str):
+    self.base, self.kind, self.classes = base, kind, {}
+
+  def register(self, cls: type) -> type:
+    """Class decorator: makes `cls` selectable as `model.<kind>=<cls.name>`."""
+    if not cls.name:
+      raise ValueError(f'{cls.__name__} needs a `name` to be registered')
+    self.classes[cls.name] = cls
+    return cls
+
+  def names(self) -> tuple[str, ...]:
+    """The registered names, in registration order."""
+    return tuple(self.classes)
+
+  def build(self, cfg):
+    """The configured class, bound to `cfg`."""
+    return resolve(getattr(cfg, self.kind), self.base, self.classes, self.kind)(cfg)
+
+
+_registry = Registry(Score, 'score')
+register, names, build = _registry.register, _registry.names, _registry.build
 
 
 def _v(param: Declare, size: int) -> jax.Array:

@@ -26,7 +26,7 @@ import jax.numpy as jnp
 from attnmt import normalizers
 from attnmt.config import ConfigError  # noqa: F401  (for windows' check())
 from attnmt.normalizers import masked_softmax  # noqa: F401  (the softmax normaliser's function)
-from attnmt.scores import Declare, Params, matmul_flops, resolve
+from attnmt.scores import Declare, Params, matmul_flops, Registry
 
 
 class Window:
@@ -57,24 +57,8 @@ class Window:
     raise NotImplementedError(f'window {type(self).__name__} must define flops(): the FLOPs of one query\'s centre')
 
 
-_REGISTRY: dict[str, type[Window]] = {}
-
-
-def register(cls: type[Window]) -> type[Window]:
-  """Class decorator: makes `cls` selectable as `model.window=<cls.name>`."""
-  if not cls.name:
-    raise ValueError(f'{cls.__name__} needs a `name` to be registered')
-  _REGISTRY[cls.name] = cls
-  return cls
-
-
-def names() -> tuple[str, ...]:
-  return tuple(_REGISTRY)
-
-
-def build(cfg) -> Window:
-  """The configured window, bound to `cfg`."""
-  return resolve(cfg.window, Window, _REGISTRY, 'window')(cfg)
+_registry = Registry(Window, 'window')
+register, names, build = _registry.register, _registry.names, _registry.build
 
 
 @register
