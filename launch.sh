@@ -19,15 +19,13 @@ PY=$VENV/bin/python
 
 die() { echo "launch.sh: $*" >&2; exit 1; }
 
-# Debian packages: the two SWORD modules the embedded corpus is read from (see README, Data),
-# tcmalloc, which Python commands run with (see attnmt/host_memory.py), and g++, which builds the CPU
-# attention kernel (attnmt/kernels). The last two are optional: without them Python runs with the
-# system malloc and attention with its JAX path, both slower. The set-up of `setup` and `test` also
+# Debian packages: the two SWORD modules the embedded corpus is read from (see README, Data), and
+# tcmalloc, which Python commands run with (see attnmt/host_memory.py). tcmalloc is optional: without
+# it Python runs with the system malloc, slower. The set-up of `setup` and `test` also
 # installs chromium and its WebDriver, which tests/test_report_browser.py drives to check report.html;
 # without them that test skips, unless launch.sh could install them (root or sudo): then it must run.
 SWORD_PACKAGES="sword-text-web sword-text-sparv"
 TCMALLOC_PACKAGE=libtcmalloc-minimal4
-CXX_PACKAGE=g++
 BROWSER_PACKAGES="chromium chromium-driver"
 
 have_sword_modules() {
@@ -50,28 +48,26 @@ have_browser() {
 # $1 = browser: also chromium and chromium-driver (the set-up of `setup` and `test`). Sets
 # ATTNMT_REQUIRE_BROWSER=1 when the browser is there or launch.sh can install it (root or sudo).
 install_debian_packages() {
-  local need_sword=0 need_tcmalloc=0 need_cxx=0 need_browser=0 sudo=""
+  local need_sword=0 need_tcmalloc=0 need_browser=0 sudo=""
   have_sword_modules || need_sword=1
   [ -n "$(tcmalloc_library)" ] || [ "${ATTNMT_TCMALLOC:-1}" = 0 ] || need_tcmalloc=1
-  command -v "${CXX:-g++}" >/dev/null || [ "${ATTNMT_KERNELS:-1}" = 0 ] || need_cxx=1
   [ "${1:-}" != browser ] || have_browser || need_browser=1
   [ "${1:-}" != browser ] || [ $need_browser = 1 ] || export ATTNMT_REQUIRE_BROWSER=1
-  [ $need_sword = 1 ] || [ $need_tcmalloc = 1 ] || [ $need_cxx = 1 ] || [ $need_browser = 1 ] || return 0
+  [ $need_sword = 1 ] || [ $need_tcmalloc = 1 ] || [ $need_browser = 1 ] || return 0
   if [ "$(id -u)" != 0 ]; then
     if command -v sudo >/dev/null && sudo -n true 2>/dev/null; then sudo="sudo -n"; else
       [ $need_sword = 0 ] || echo "launch.sh: the Bible corpus needs the SWORD modules; run: sudo apt-get update && sudo apt-get install -y $SWORD_PACKAGES" >&2
       [ $need_tcmalloc = 0 ] || echo "launch.sh: running with the system malloc (slower); for tcmalloc run: sudo apt-get install -y $TCMALLOC_PACKAGE" >&2
-      [ $need_cxx = 0 ] || echo "launch.sh: attention runs its JAX path on the CPU (slower); for the kernel run: sudo apt-get install -y $CXX_PACKAGE" >&2
       [ $need_browser = 0 ] || echo "launch.sh: the browser test of report.html will skip; to run it: sudo apt-get install -y $BROWSER_PACKAGES" >&2
       return 0
     fi
   fi
   [ $need_browser = 0 ] || export ATTNMT_REQUIRE_BROWSER=1
-  echo "launch.sh: installing Debian packages$([ $need_sword = 1 ] && echo " $SWORD_PACKAGES")$([ $need_tcmalloc = 1 ] && echo " $TCMALLOC_PACKAGE")$([ $need_cxx = 1 ] && echo " $CXX_PACKAGE")$([ $need_browser = 1 ] && echo " $BROWSER_PACKAGES")" >&2
+  echo "launch.sh: installing Debian packages$([ $need_sword = 1 ] && echo " $SWORD_PACKAGES")$([ $need_tcmalloc = 1 ] && echo " $TCMALLOC_PACKAGE")$([ $need_browser = 1 ] && echo " $BROWSER_PACKAGES")" >&2
   if ! $sudo apt-get update -qq >/dev/null; then
-    [ $need_sword = 0 ] || die "apt-get update failed; run: sudo apt-get update && sudo apt-get install -y $SWORD_PACKAGES $TCMALLOC_PACKAGE $CXX_PACKAGE"
+    [ $need_sword = 0 ] || die "apt-get update failed; run: sudo apt-get update && sudo apt-get install -y $SWORD_PACKAGES $TCMALLOC_PACKAGE"
     [ $need_browser = 0 ] || die "apt-get update failed; run: sudo apt-get update && sudo apt-get install -y $BROWSER_PACKAGES"
-    echo "launch.sh: apt-get update failed; running with the system malloc and attention's JAX path (slower)" >&2   # both optional
+    echo "launch.sh: apt-get update failed; running with the system malloc (slower)" >&2   # optional
     return 0
   fi
   if [ $need_sword = 1 ]; then
@@ -82,26 +78,10 @@ install_debian_packages() {
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq $TCMALLOC_PACKAGE >/dev/null \
       || echo "launch.sh: could not install $TCMALLOC_PACKAGE; running with the system malloc (slower)" >&2
   fi
-  if [ $need_cxx = 1 ]; then
-    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq $CXX_PACKAGE >/dev/null \
-      || echo "launch.sh: could not install $CXX_PACKAGE; attention runs its JAX path on the CPU (slower)" >&2
-  fi
   if [ $need_browser = 1 ]; then
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq $BROWSER_PACKAGES >/dev/null \
       || die "could not install $BROWSER_PACKAGES, which the browser test of report.html needs; run: sudo apt-get install -y $BROWSER_PACKAGES"
   fi
-}
-
-# Builds the CPU attention kernel into its cache (attnmt/kernels) when its source changed since the
-# last set-up, so that a test or benchmark does not pay for the build. Failing is not fatal: the
-# library then logs why and uses the JAX path.
-build_kernels() {
-  local stamp=$VENV/.attnmt-kernels sum
-  [ "${ATTNMT_KERNELS:-1}" != 0 ] || return 0
-  sum=$(cat attnmt/kernels/*.cc attnmt/kernels/*.py | sha256sum | cut -d" " -f1)
-  [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$sum" ] && return 0
-  JAX_PLATFORMS=cpu "$PY" -c 'from attnmt import kernels; raise SystemExit(0 if kernels.available() else 1)' \
-    && echo "$sum" > "$stamp" || true
 }
 
 # Python runs with tcmalloc when it is installed (ATTNMT_TCMALLOC=0: the system malloc). XLA frees and
@@ -131,7 +111,6 @@ setup() {
     echo "$sum" > "$stamp"
   fi
   install_debian_packages "${1:-}"
-  build_kernels
   use_tcmalloc
 }
 

@@ -9,48 +9,27 @@ S source positions, Q query size, H annotation size, K key size.
 
 from __future__ import annotations
 
-from typing import Callable
-
 import jax
 import jax.numpy as jnp
 import flax.linen as nn
 
-from attnmt import scores, windows
+from attnmt import deferred_scan, scores, windows
 from attnmt.config import ModelConfig
-from attnmt.scores import additive_scores, additive_scores_jax  # noqa: F401  (the score primitives)
+from attnmt.scores import additive_scores  # noqa: F401  (the score primitive)
 from attnmt.normalizers import masked_entmax15, masked_softmax, masked_sparsemax  # noqa: F401
 
 Params = dict
-Product = Callable[[str, jax.Array], jax.Array]  # mm(name, x): x times the named matrix
 
 
 def context_vector(weights_S: jax.Array, annotations_SxH: jax.Array) -> jax.Array:
-  """c = sum_i a_i h_i (Bahdanau Eq. 5)."""
+  """c = sum_i a_i h_i (Bahdanau Eq. 5) for one sentence."""
   return jnp.einsum('s,sh->h', weights_S.astype(annotations_SxH.dtype), annotations_SxH)
 
 
-class DeferredMatrix:
-  """A 2-D parameter as a score's `query` (or a window's `centre`) sees it inside the decoder's scan:
-  `x @ m` is the scan's product `mm(name, x)`, whose weight gradient is formed after the backward scan
-  (attnmt/deferred_scan.py). It supports nothing else, so no other use can bypass that product."""
-
-  __slots__ = ('name', 'shape', 'dtype', '_mm')
-
-  def __init__(self, name: str, value: jax.Array, mm: Product):
-    self.name, self.shape, self.dtype, self._mm = name, value.shape, value.dtype, mm
-
-  ndim = 2
-
-  def __rmatmul__(self, x: jax.Array) -> jax.Array:
-    return self._mm(self.name, x)
-
-  def __repr__(self):
-    return f'DeferredMatrix({self.name!r}, shape={self.shape}: use it only as `x @ m`)'
-
-
-def deferred_view(p: Params, mm: Product, prefix: str = 'att_') -> Params:
-  """`p` with every 2-D parameter replaced by a DeferredMatrix named prefix + its name."""
-  return {k: DeferredMatrix(prefix + k, v, mm) if getattr(v, 'ndim', 0) == 2 else v for k, v in p.items()}
+def context(weights_BxS: jax.Array, annotations_BxSxH) -> jax.Array:
+  """c_b = sum_i a_bi h_bi for a batch: one product a @ h per sentence. Inside the decoder's scan the
+  annotations are a `deferred_scan.Deferred` matrix, and this is its product."""
+  return (weights_BxS.astype(annotations_BxSxH.dtype)[:, None, :] @ annotations_BxSxH)[:, 0]
 
 
 def precompute_keys(cfg: ModelConfig, p: Params, annotations_SxH: jax.Array) -> jax.Array:
@@ -59,28 +38,23 @@ def precompute_keys(cfg: ModelConfig, p: Params, annotations_SxH: jax.Array) -> 
 
 
 def attention_weights(
-  cfg: ModelConfig,
-  p: Params,
-  query_BxQ: jax.Array,
-  keys_BxSxK: jax.Array,
-  length_B: jax.Array,
-  t: jax.Array,
-  mm: Product | None = None,
+  cfg: ModelConfig, p: Params, query_BxQ: jax.Array, keys_BxSxK: jax.Array, length_B: jax.Array, t: jax.Array
 ) -> jax.Array:
   """Attention weights (B x S, float32) of a batch of queries: the decoder's per-step attention.
 
-  The query products (the score's `query`, the window's `centre`) run once for the whole batch, through
-  `mm` when given (inside the decoder's scan); scores and window run per sentence. `t` is the 0-based
-  target position, positions >= length are padding.
+  The query products (the score's `query`, the window's `centre`) run once for the whole batch: inside
+  the decoder's scan, `q @ p[name]` there is a product with a deferred weight gradient
+  (`deferred_scan.Deferred`). Scores and window run per sentence and read the parameters' values.
+  `t` is the 0-based target position, positions >= length are padding.
   """
   score, window = scores.build(cfg), windows.build(cfg)
-  p_query = p if mm is None else deferred_view(p, mm)
-  half_Bx_ = score.query(p_query, query_BxQ)
-  centre_B = window.centre(p_query, query_BxQ, length_B, t)
+  half_Bx_ = score.query(p, query_BxQ)
+  centre_B = window.centre(p, query_BxQ, length_B, t)
+  p_values = deferred_scan.values(p)
 
   def one(half, keys_SxK, length, centre):
     positions_S = jnp.arange(keys_SxK.shape[0])
-    return window.weights(score.scores(p, half, keys_SxK), positions_S, positions_S < length, centre)
+    return window.weights(score.scores(p_values, half, keys_SxK), positions_S, positions_S < length, centre)
 
   return jax.vmap(one)(half_Bx_, keys_BxSxK, length_B, centre_B)
 

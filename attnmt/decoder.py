@@ -6,8 +6,9 @@ luong:    s_t = RNN(s_{t-1}, [E y_{t-1} ; h~_{t-1}]); query s_t; h~_t = tanh(W_c
 Both paths share `_step`, so teacher-forced logits equal step-by-step logits. Work that does not
 depend on the previous step stays outside the scan as one large matrix product: the embedding part
 of the first RNN layer's input projection, the attention keys (`Memory.keys`) and the output layer.
-Inside the scan, the step's products with weights get their gradients after the backward scan, one
-product each over all steps (`deferred_scan`), instead of a thin product and an update per step.
+The step is written with plain products (`h @ W_hh`); inside the teacher-forced scan the matrices
+are `deferred_scan.Deferred` stand-ins, so that each product's weight gradient is formed after the
+backward scan, one product over all steps, instead of a thin product and an update per step.
 Letters: B batch, T target positions, S source positions, H annotation size, D decoder size, V vocab.
 """
 
@@ -38,6 +39,12 @@ class State(NamedTuple):
   rnn: tuple  # one carry per layer
   feed: jax.Array  # B x D input-feeding vector h~_{t-1} (B x 0 when unused)
   t: jax.Array  # scalar int32, the 0-based target position of the next step
+
+
+def _multiplied(path: tuple, leaf: jax.Array) -> bool:
+  """The matrices the step multiplies by (deferred in the teacher-forced scan): every 2-D parameter,
+  and the annotations (c = a @ h per sentence)."""
+  return leaf.ndim == 2 or path[-1] == jax.tree_util.GetAttrKey('annotations')
 
 
 _embed_init = nn.initializers.variance_scaling(1.0, 'fan_in', 'normal', out_axis=0)
@@ -118,36 +125,26 @@ class Decoder(nn.Module):
     """
     return emb_xE @ p['layers'][0]['W_ih'][: self.cfg.embed_size]
 
-  def _step_matrices(self, p, memory: Memory, embedding_hoisted: bool) -> dict[str, jax.Array]:
-    """The matrices one step multiplies by, by name; the step reaches them only through `mm`.
+  def _step_params(self, p, embedding_hoisted: bool) -> dict[str, Any]:
+    """The parameters one step reads. Layer 0's input matrix is whole for a decoding step, which
+    multiplies [E y ; x] at once (slicing it would copy it at every step of a decoding loop); when the
+    embedding half is hoisted out of the teacher-forced scan, the step keeps only its rows for
+    x = c_t or h~_{t-1} ('W_feed', absent when layer 0 takes no x)."""
+    e = self.cfg.embed_size
+    layers = [dict(lp) for lp in p['layers']]
+    if embedding_hoisted:
+      w_ih = layers[0].pop('W_ih')
+      if w_ih.shape[0] > e:
+        layers[0]['W_feed'] = w_ih[e:]
+    sp = {'attention': p['attention'], 'layers': layers}
+    if self.cfg.query_timing == 'luong':
+      sp['W_c'] = p['W_c']
+    return sp
 
-    Inside the teacher-forced scan their gradients are formed after the backward scan, one product
-    each (`deferred_scan`): the RNN's recurrent and input matrices, the attention's query matrices,
-    Luong's W_c, and the annotations (the context c = sum_i a_i h_i is a per-sentence product).
-    Layer 0's input matrix is whole ('in0') for a decoding step, which multiplies [E y ; x] at once
-    (slicing it would copy it at every step of a decoding loop), and only its rows for x = c_t or
-    h~_{t-1} ('feed') when the embedding half is hoisted out of the teacher-forced scan.
-    """
-    cfg, e = self.cfg, self.cfg.embed_size
-    m = {'context': memory.annotations}
-    m.update({f'att_{k}': w for k, w in p['attention'].items() if w.ndim == 2})
-    if not embedding_hoisted:
-      m['in0'] = p['layers'][0]['W_ih']
-    elif p['layers'][0]['W_ih'].shape[0] > e:  # layer 0's input also takes c_t or h~_{t-1}
-      m['feed'] = p['layers'][0]['W_ih'][e:]
-    for i, lp in enumerate(p['layers']):
-      m[f'hh{i}'] = lp['W_hh']
-      if i > 0:
-        m[f'ih{i}'] = lp['W_ih']
-    if cfg.query_timing == 'luong':
-      m['W_c'] = p['W_c']
-    return m
-
-  def _step(self, p, mm, memory: Memory, state: State, layer0_input, drop_masks=None):
-    """One decoder step; returns the new state and the per-step outputs the output layer needs.
-
-    `mm(name, x)` multiplies x by the named matrix of `_step_matrices`; `layer0_input(x)` returns
-    layer 0's input projection [E y_{t-1} ; x] W_ih + b for x = c_t or h~_{t-1} (None: no x).
+  def _step(self, p, memory: Memory, state: State, layer0_input, drop_masks=None):
+    """One decoder step, as the equations read; returns the new state and the per-step outputs the
+    output layer needs. `p` is `_step_params`; `layer0_input(x)` returns layer 0's input projection
+    [E y_{t-1} ; x] W_ih + b for x = c_t or h~_{t-1} (None: no x).
     """
     cfg = self.cfg
 
@@ -156,14 +153,14 @@ class Decoder(nn.Module):
       for i, (lp, carry) in enumerate(zip(p['layers'], carries)):
         if i > 0:
           inp = x if drop_masks is None else x * drop_masks[i - 1]
-          x0_BxG = mm(f'ih{i}', inp) + lp['b']
-        new.append(rnn.cell_update(cfg.cell, lp, carry, x0_BxG, mm(f'hh{i}', carry[0])))
+          x0_BxG = inp @ lp['W_ih'] + lp['b']
+        new.append(rnn.cell_update(cfg.cell, lp, carry, x0_BxG, carry[0] @ lp['W_hh']))
         x = new[-1][0]
       return tuple(new), x
 
     def attend(query_BxD):
-      weights_BxS = attention.attention_weights(cfg, p['attention'], query_BxD, memory.keys, memory.length, state.t, mm)
-      return mm('context', weights_BxS.astype(memory.annotations.dtype)), weights_BxS
+      weights_BxS = attention.attention_weights(cfg, p['attention'], query_BxD, memory.keys, memory.length, state.t)
+      return attention.context(weights_BxS, memory.annotations), weights_BxS
 
     if cfg.query_timing == 'bahdanau':
       ctx_BxH, weights_BxS = attend(state.rnn[-1][0])
@@ -171,7 +168,7 @@ class Decoder(nn.Module):
       return State(carries, state.feed, state.t + 1), (s_BxD, ctx_BxH, weights_BxS)
     carries, s_BxD = run_layers(state.rnn, layer0_input(state.feed if cfg.input_feeding else None))
     ctx_BxH, weights_BxS = attend(s_BxD)
-    h_tilde_BxD = jnp.tanh(mm('W_c', jnp.concatenate([ctx_BxH, s_BxD], -1)))
+    h_tilde_BxD = jnp.tanh(jnp.concatenate([ctx_BxH, s_BxD], -1) @ p['W_c'])
     feed = h_tilde_BxD if cfg.input_feeding else state.feed
     return State(carries, feed, state.t + 1), (h_tilde_BxD, weights_BxS)
 
@@ -205,15 +202,15 @@ class Decoder(nn.Module):
       )
       masks = keep.astype(emb_BxTxE.dtype) / (1.0 - cfg.dropout)
 
-    def step(mm, consts, st, xs):
-      params, mem = consts
+    def step(params, st, xs):
+      sp, mem = params
       emb_proj_BxG, step_masks = xs
-      x0_BxG = emb_proj_BxG + params['layers'][0]['b']
-      layer0_input = lambda x: x0_BxG if x is None else x0_BxG + mm('feed', x)
-      return self._step(params, mm, mem, st, layer0_input, step_masks)
+      x0_BxG = emb_proj_BxG + sp['layers'][0]['b']
+      layer0_input = lambda x: x0_BxG if x is None else x0_BxG + x @ sp['layers'][0]['W_feed']
+      return self._step(sp, mem, st, layer0_input, step_masks)
 
-    matrices = self._step_matrices(p, memory, embedding_hoisted=True)
-    _, outs = deferred_scan.deferred_weight_scan(step, matrices, (p, memory), state, (emb_proj_TxBxG, masks))
+    params = (self._step_params(p, embedding_hoisted=True), memory)
+    _, outs = deferred_scan.deferred_weight_scan(step, params, state, (emb_proj_TxBxG, masks), deferred=_multiplied)
     outs = jax.tree.map(lambda x: jnp.swapaxes(x, 0, 1), outs)
     if features:
       return self._output_features(p, outs, emb_BxTxE, train), outs[-1]
@@ -223,8 +220,8 @@ class Decoder(nn.Module):
     """One step of decoding from token y_{t-1}: new state, logits (B x V), weights (B x S)."""
     p = self._params()
     emb_BxE = jnp.take(p['embed'], token_B, axis=0)
-    mm = deferred_scan.plain_products(self._step_matrices(p, memory, embedding_hoisted=False))
+    sp = self._step_params(p, embedding_hoisted=False)
     b = p['layers'][0]['b']
-    layer0_input = lambda x: mm('in0', emb_BxE if x is None else jnp.concatenate([emb_BxE, x], -1)) + b
-    state, out = self._step(p, mm, memory, state, layer0_input)
+    layer0_input = lambda x: (emb_BxE if x is None else jnp.concatenate([emb_BxE, x], -1)) @ sp['layers'][0]['W_ih'] + b
+    state, out = self._step(sp, memory, state, layer0_input)
     return state, self._output_layer(p, out, emb_BxE, False), out[-1]

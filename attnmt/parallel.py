@@ -20,7 +20,6 @@ assembles the global array.
 
 from __future__ import annotations
 
-import contextlib
 import os
 from typing import Any, Optional
 
@@ -86,16 +85,6 @@ def batch_sharding(mesh: Mesh, row_axis: int = 0) -> NamedSharding:
 
 def num_shards(mesh: Mesh) -> int:
   return mesh.shape[DATA_AXIS]
-
-
-def tracing(mesh: Mesh):
-  """The context to trace and run `mesh`'s programs in: `jax.set_mesh(mesh)` when it spans several devices.
-
-  Code that picks an implementation per program reads it while tracing (`jax.sharding.get_abstract_mesh`,
-  which is part of jit's cache key): the CPU attention kernel, a custom call that XLA's partitioner
-  would replicate over the devices, then gives way to its JAX path (attnmt/kernels).
-  """
-  return jax.set_mesh(mesh) if num_shards(mesh) > 1 else contextlib.nullcontext()
 
 
 def pad_rows(batch: dict, multiple: int, row_axis: int = 0) -> dict:

@@ -145,23 +145,19 @@ def run_directions(
   """
   dtype = x_BxSxI.dtype
   valid_SxB = jnp.arange(x_BxSxI.shape[1])[:, None] < length_B[None, :]
-  xproj, carries, matrices = [], [], {}
-  for k, (p, reverse) in enumerate(zip(params, reverses)):
+  xproj, carries = [], []
+  for p, reverse in zip(params, reverses):
     x = jax.vmap(reverse_within_length)(x_BxSxI, length_B) if reverse else x_BxSxI
     xproj.append(jnp.swapaxes(input_projection(p, x), 0, 1))  # S x B x G, time-major
     carries.append(zero_carry(cell, x_BxSxI.shape[:1], p['W_hh'].shape[0], dtype))
-    matrices[f'hh{k}'] = p['W_hh']
 
-  def step(mm, ps, carries, inputs):
+  def step(ps, carries, inputs):
     xproj_G, valid_B = inputs
-    new = [
-      cell_update(cell, p, carry, xp, mm(f'hh{k}', carry[0]), valid_B)
-      for k, (p, carry, xp) in enumerate(zip(ps, carries, xproj_G))
-    ]
+    new = [cell_update(cell, p, carry, xp, carry[0] @ p['W_hh'], valid_B) for p, carry, xp in zip(ps, carries, xproj_G)]
     return new, [carry[0] for carry in new]
 
-  gate_params = tuple({'b_hn': p['b_hn']} if 'b_hn' in p else {} for p in params)  # all cell_update reads
-  finals, outs_SxBxH = deferred_scan.deferred_weight_scan(step, matrices, gate_params, carries, (xproj, valid_SxB))
+  step_params = tuple({k: p[k] for k in ('W_hh', 'b_hn') if k in p} for p in params)  # all the step reads
+  finals, outs_SxBxH = deferred_scan.deferred_weight_scan(step, step_params, carries, (xproj, valid_SxB))
   outs = []
   for out_SxBxH, reverse in zip(outs_SxBxH, reverses):
     out_BxSxH = jnp.swapaxes(jnp.where(valid_SxB[..., None], out_SxBxH, 0), 0, 1)  # zero at padding

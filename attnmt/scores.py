@@ -13,9 +13,9 @@ step (`query`, then `scores`). One definition holds everything attnmt needs of a
     flops(src_len)         the FLOPs of its matrix products: (keys per sentence, one query's step)
 
 `self.cfg` is the model's ModelConfig. Inside the decoder's teacher-forced scan, every 2-D parameter
-`query` sees is a stand-in whose `q @ p[name]` is a product with a deferred weight gradient (one
-product over all steps after the backward scan: attnmt/deferred_scan.py); any other use of it raises
-a TypeError. `keys` and `scores` get the plain arrays.
+`query` sees is a `deferred_scan.Deferred` whose `q @ p[name]` is a product with a deferred weight
+gradient (one product over all steps after the backward scan); read any other way, through `.value`,
+it is differentiated as usual. `keys` and `scores` get the plain arrays.
 
 Built-in scores register under their name (`@register`). A score of one's own needs no change to
 attnmt: define a `Score` subclass in any importable module and select it with its import path,
@@ -31,7 +31,6 @@ import jax
 import jax.numpy as jnp
 import flax.linen as nn
 
-from attnmt import kernels
 from attnmt.config import ConfigError
 
 Params = dict
@@ -133,8 +132,8 @@ def _v(param: Declare, size: int) -> jax.Array:
 
 
 @jax.custom_vjp
-def additive_scores_jax(query_A: jax.Array, keys_SxA: jax.Array, v_A: jax.Array) -> jax.Array:
-  """e_i = v . tanh(query_A + keys_i) in JAX: the path for GPUs, TPUs and CPUs without the kernel.
+def additive_scores(query_A: jax.Array, keys_SxA: jax.Array, v_A: jax.Array) -> jax.Array:
+  """e_i = v . tanh(query_A + keys_i): Bahdanau Eq. 6 with query_A = W q and keys = U h + b.
 
   The gradient recomputes the S x A tanh instead of storing it: the decoder would otherwise keep
   one per target step (134 MB at the bench config), which costs more to write than to recompute.
@@ -145,7 +144,7 @@ def additive_scores_jax(query_A: jax.Array, keys_SxA: jax.Array, v_A: jax.Array)
 
 
 def _additive_fwd(query_A, keys_SxA, v_A):
-  return additive_scores_jax(query_A, keys_SxA, v_A), (query_A, keys_SxA, v_A)
+  return additive_scores(query_A, keys_SxA, v_A), (query_A, keys_SxA, v_A)
 
 
 def _additive_bwd(residuals, de_S):
@@ -156,17 +155,7 @@ def _additive_bwd(residuals, de_S):
   return jnp.sum(dpre_SxA, axis=0), dpre_SxA, jnp.einsum('s,sa->a', de_S, t_SxA)
 
 
-additive_scores_jax.defvjp(_additive_fwd, _additive_bwd)
-
-
-def additive_scores(query_A: jax.Array, keys_SxA: jax.Array, v_A: jax.Array) -> jax.Array:
-  """e_i = v . tanh(query_A + keys_i): Bahdanau Eq. 6 with query_A = W q and keys = U h + b.
-
-  On the CPU, in float32 and where `kernels.available()`, the fused kernel of `attnmt.kernels` runs;
-  elsewhere (other platforms, other dtypes, no compiler, traced under `kernels.disabled()`) the
-  JAX path. The choice per platform is made when the program is lowered (`platform_dependent`).
-  """
-  return kernels.on_cpu(kernels.additive_scores, additive_scores_jax, query_A, keys_SxA, v_A)
+additive_scores.defvjp(_additive_fwd, _additive_bwd)
 
 
 @register

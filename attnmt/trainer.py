@@ -188,7 +188,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
   """
   seeds = check_config(config)
   mesh = make_mesh(config)
-  with lock.hold(workdir, 'train', enabled=parallel.is_main_process()), parallel.tracing(mesh):
+  with lock.hold(workdir, 'train', enabled=parallel.is_main_process()):
     return _train_and_evaluate(config, workdir, seeds, mesh)
 
 

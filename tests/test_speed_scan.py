@@ -24,13 +24,13 @@ SMALL = dict(
 )
 
 
-def _toy_step(mm, consts, carry, x):
+def _toy_step(p, carry, x):
   """A masked tanh RNN with a per-row attention-like product against a batched matrix."""
   h, t = carry
   x_BxI, valid_B = x
-  a_BxS = jax.nn.softmax(mm('query', h), axis=-1)
-  ctx_BxH = mm('memory', a_BxS)
-  new = jnp.tanh(mm('hh', h) + x_BxI + mm('ctx', ctx_BxH) + consts['b'])
+  a_BxS = jax.nn.softmax(h @ p['query'], axis=-1)
+  ctx_BxH = (a_BxS[:, None, :] @ p['memory'])[:, 0]
+  new = jnp.tanh(h @ p['hh'] + x_BxI + ctx_BxH @ p['ctx'] + p['b'])
   h = jnp.where(valid_B[:, None], new, h)
   return (h, t + 1), (h, a_BxS)
 
@@ -44,39 +44,70 @@ def _toy_problem(seed=0, batch=3, steps=5, hidden=4, positions=6):
     'hh': normal(hidden, hidden),
     'ctx': normal(hidden, hidden),
     'unused': normal(2, 2),
+    'b': normal(hidden),
   }
   carry = (normal(batch, hidden), jnp.int32(0))
   xs = (normal(steps, batch, hidden), jnp.asarray(rng.random((steps, batch)) > 0.3))
-  return matrices, {'b': normal(hidden)}, carry, xs
+  return matrices, carry, xs
 
 
-def _loss(scan, matrices, consts, carry, xs):
-  (h, t), (hs, a) = scan(_toy_step, matrices, consts, carry, xs)
+def _matrices(path, leaf):  # the 2-D matrices and the batched 'memory'
+  return leaf.ndim >= 2
+
+
+def _loss(scan, params, carry, xs):
+  (h, t), (hs, a) = scan(_toy_step, params, carry, xs, _matrices)
   return jnp.sum(h**2) + jnp.sum(jnp.sin(hs)) + jnp.sum(a * jnp.arange(a.shape[-1])) + t
 
 
 @pytest.mark.parametrize('use_jit', [False, True])
 def test_deferred_scan_equals_autodiff(use_jit):
   """Outputs and the gradients with respect to every input equal those of the plain scan."""
-  matrices, consts, carry, xs = _toy_problem()
-  args = (matrices, consts, carry[0], xs[0])
-  loss = lambda scan, m, c, h0, x: _loss(scan, m, c, (h0, carry[1]), (x, xs[1]))
-  fast = jax.grad(functools.partial(loss, deferred_scan.deferred_weight_scan), argnums=(0, 1, 2, 3))
-  slow = jax.grad(functools.partial(loss, deferred_scan.reference_scan), argnums=(0, 1, 2, 3))
+  params, carry, xs = _toy_problem()
+  args = (params, carry[0], xs[0])
+  loss = lambda scan, p, h0, x: _loss(scan, p, (h0, carry[1]), (x, xs[1]))
+  fast = jax.grad(functools.partial(loss, deferred_scan.deferred_weight_scan), argnums=(0, 1, 2))
+  slow = jax.grad(functools.partial(loss, deferred_scan.reference_scan), argnums=(0, 1, 2))
   got = (jax.jit(fast) if use_jit else fast)(*args)
   want = slow(*args)
   jax.tree.map(lambda g, w: np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5), got, want)
   assert np.all(np.asarray(got[0]['unused']) == 0.0)
-  out_fast = deferred_scan.deferred_weight_scan(_toy_step, matrices, consts, carry, xs)
-  out_slow = deferred_scan.reference_scan(_toy_step, matrices, consts, carry, xs)
+  out_fast = deferred_scan.deferred_weight_scan(_toy_step, params, carry, xs, _matrices)
+  out_slow = deferred_scan.reference_scan(_toy_step, params, carry, xs)
   jax.tree.map(lambda g, w: np.testing.assert_allclose(g, w, rtol=1e-6, atol=1e-6), out_fast, out_slow)
+
+
+def test_a_deferred_matrix_read_otherwise_gets_both_gradients():
+  """`.value` (here a norm penalty inside the step) is differentiated as usual, `x @ w` deferred: the
+  gradient is their sum, as plain autodiff gives it."""
+  params, carry, xs = _toy_problem()
+
+  def step(p, carry, x):
+    (h, t), y = _toy_step(p, carry, x)
+    return (h * jnp.tanh(jnp.sum(deferred_scan.value(p['hh']) ** 2)), t), y
+
+  def loss(scan, p):
+    (h, _), (hs, _) = scan(step, p, carry, xs, _matrices)
+    return jnp.sum(h**2) + jnp.sum(jnp.sin(hs))
+
+  got = jax.grad(functools.partial(loss, deferred_scan.deferred_weight_scan))(params)
+  want = jax.grad(functools.partial(loss, deferred_scan.reference_scan))(params)
+  np.testing.assert_allclose(got['hh'], want['hh'], rtol=1e-5, atol=1e-5)
+  assert np.abs(np.asarray(got['hh'])).sum() > 0
+
+
+def test_a_deferred_matrix_supports_only_products():
+  with pytest.raises(TypeError):
+    deferred_scan.deferred_weight_scan(
+      lambda p, h, x: (h + p['hh'], h), {'hh': jnp.eye(2)}, jnp.ones((1, 2)), jnp.zeros(3)
+    )
 
 
 def test_deferred_scan_under_vmap_over_seeds():
   """Matrices with a leading seed axis (as in train_step.vmapped_train_step) get per-seed gradients."""
-  matrices, consts, carry, xs = _toy_problem()
-  stacked = jax.tree.map(lambda w: jnp.stack([w, 0.5 * w]), matrices)
-  grad = lambda scan: jax.vmap(jax.grad(lambda m: _loss(scan, m, consts, carry, xs)))(stacked)
+  params, carry, xs = _toy_problem()
+  stacked = jax.tree.map(lambda w: jnp.stack([w, 0.5 * w]), params)
+  grad = lambda scan: jax.vmap(jax.grad(lambda m: _loss(scan, m, carry, xs)))(stacked)
   jax.tree.map(
     lambda g, w: np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5),
     jax.jit(lambda: grad(deferred_scan.deferred_weight_scan))(),
@@ -85,11 +116,11 @@ def test_deferred_scan_under_vmap_over_seeds():
 
 
 def test_a_matrix_used_twice_in_a_step_is_refused():
-  def step(mm, consts, h, x):
-    return mm('hh', mm('hh', h)), h
+  def step(p, h, x):
+    return (h @ p['hh']) @ p['hh'], h
 
   with pytest.raises(ValueError, match="multiplied twice"):
-    deferred_scan.deferred_weight_scan(step, {'hh': jnp.eye(2)}, (), jnp.ones((1, 2)), jnp.zeros((3,)))
+    deferred_scan.deferred_weight_scan(step, {'hh': jnp.eye(2)}, jnp.ones((1, 2)), jnp.zeros((3,)))
 
 
 @pytest.mark.parametrize(
@@ -169,25 +200,25 @@ def test_backward_scan_multiplies_by_stored_transposes():
   axis), never W contracted on its second axis: the form XLA:CPU runs about 10 % slower."""
   rng = np.random.default_rng(3)
   normal = lambda *shape: jnp.asarray(rng.normal(size=shape), jnp.float32)
-  matrices, consts = {'hh': normal(4, 5), 'ctx': normal(4, 5)}, {'b': normal(4)}
+  params = {'hh': normal(4, 5), 'ctx': normal(4, 5), 'b': normal(4)}
   carry = (normal(3, 4), jnp.int32(0))
   xs = (normal(6, 3, 4), jnp.ones((6, 3), bool))
 
-  def step(mm, consts, carry, x):
+  def step(p, carry, x):
     h, t = carry
-    new = jnp.tanh(mm('hh', h)[:, :4] + mm('ctx', x[0])[:, 1:] + consts['b'])
+    new = jnp.tanh((h @ p['hh'])[:, :4] + (x[0] @ p['ctx'])[:, 1:] + p['b'])
     return (new, t + 1), new
 
-  def loss(scan, m, c):
-    (h, _), hs = scan(step, m, c, carry, xs)
+  def loss(scan, p):
+    (h, _), hs = scan(step, p, carry, xs)
     return jnp.sum(h**2) + jnp.sum(jnp.sin(hs))
 
-  fast = jax.grad(functools.partial(loss, deferred_scan.deferred_weight_scan), argnums=(0, 1))
-  dots = _scan_dot_generals(jax.make_jaxpr(fast)(matrices, consts).jaxpr)
+  fast = jax.grad(functools.partial(loss, deferred_scan.deferred_weight_scan))
+  dots = _scan_dot_generals(jax.make_jaxpr(fast)(params).jaxpr)
   rhs = [(tuple(e.invars[1].aval.shape), tuple(e.params['dimension_numbers'][0][1])) for e in dots]
   assert ((4, 5), (0,)) in rhs  # forward: h @ W, W (I x N) contracted on its first axis
   assert ((5, 4), (0,)) in rhs  # backward: dy @ W_t, the stored N x I transpose
   assert ((4, 5), (1,)) not in rhs  # never dy @ Wᵀ as W contracted on its second axis
-  slow = jax.grad(functools.partial(loss, deferred_scan.reference_scan), argnums=(0, 1))
-  for got, want in zip(jax.tree.leaves(fast(matrices, consts)), jax.tree.leaves(slow(matrices, consts))):
+  slow = jax.grad(functools.partial(loss, deferred_scan.reference_scan))
+  for got, want in zip(jax.tree.leaves(fast(params)), jax.tree.leaves(slow(params))):
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
