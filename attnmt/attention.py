@@ -59,6 +59,43 @@ def attention_weights(
   return jax.vmap(one)(half_Bx_, keys_BxSxK, length_B, centre_B)
 
 
+def initial_state(cfg: ModelConfig, length_B: jax.Array, positions: int) -> dict:
+  """The attention's own recurrent state at the first target position: B x S arrays by name, empty
+  when nothing carries over from one step to the next. `coverage`: C = 0."""
+  state = {}
+  if cfg.coverage != 'none':
+    state['coverage'] = jnp.zeros((length_B.shape[0], positions), jnp.float32)
+  return state
+
+
+def attention_step(
+  cfg: ModelConfig,
+  p: Params,
+  query_BxQ: jax.Array,
+  keys_BxSxK: jax.Array,
+  length_B: jax.Array,
+  t: jax.Array,
+  state: dict,
+  decoding: bool = False,
+) -> tuple[jax.Array, dict]:
+  """One decoder step's attention weights (B x S, float32) and the attention's next state.
+
+  `state` is what `initial_state` started (B x S arrays by name); `decoding` is true in greedy and
+  beam search, false under teacher forcing. Coverage (Tu et al. 2016, Eq. 7 with the "linguistic"
+  update C_t = C_{t-1} + a_t) adds C_i w_c to every key before the score's tanh.
+  """
+  del decoding  # the same in both modes for what is built in
+  if cfg.coverage != 'none':
+    keys_BxSxK = keys_BxSxK + state['coverage'][..., None].astype(keys_BxSxK.dtype) * p['w_cov'].astype(
+      keys_BxSxK.dtype
+    )
+  weights_BxS = attention_weights(cfg, p, query_BxQ, keys_BxSxK, length_B, t)
+  new = dict(state)
+  if cfg.coverage != 'none':
+    new['coverage'] = state['coverage'] + weights_BxS
+  return weights_BxS, new
+
+
 def attend(
   cfg: ModelConfig,
   p: Params,
@@ -87,4 +124,7 @@ class AttentionParams(nn.Module):
     def param(name, shape, init=nn.initializers.lecun_normal()):
       return self.param(name, init, shape, jnp.float32)
 
-    return {**scores.build(self.cfg).params(param), **windows.build(self.cfg).params(param)}
+    p = {**scores.build(self.cfg).params(param), **windows.build(self.cfg).params(param)}
+    if self.cfg.coverage != 'none':  # w_c, zero at the start: the model begins as without coverage
+      p['w_cov'] = param('w_cov', (self.cfg.attention_size,), nn.initializers.zeros)
+    return p

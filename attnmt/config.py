@@ -12,6 +12,7 @@ from typing import Any, Mapping
 QUERY_TIMINGS = ('bahdanau', 'luong')
 CELLS = ('lstm', 'gru')
 INIT_STATES = ('bridge', 'last', 'zero')
+COVERAGES = ('none', 'sum')
 DTYPES = ('float32', 'bfloat16')
 
 
@@ -43,6 +44,9 @@ class ModelConfig:
   window: str = 'global'  # 'global', 'local_m', 'local_p' (attnmt/windows.py) or an import path
   window_size: int = 10  # D: half-width of the local window; Gaussian sigma = D / 2
   normalizer: str = 'softmax'  # 'softmax'; sparse: 'sparsemax', 'entmax15' (attnmt/normalizers.py) or an import path
+  # 'sum': Tu et al. 2016's coverage C_i = sum_{t'<t} a_t'i enters the score, e_i = v . tanh(W q + U h_i + C_i w_c + b)
+  # (w_c starts at 0); for scores whose keys enter a tanh: additive, normed_additive, concat
+  coverage: str = 'none'
   query_timing: str = 'bahdanau'  # 'bahdanau': query s_{t-1}; 'luong': query s_t
   input_feeding: bool = True  # luong only: feed h~_{t-1} into the next RNN input (Luong Sec. 3.3)
   output_size: int = 256  # bahdanau only: size of tanh(W_g [s_t ; c_t ; E y_{t-1}])
@@ -72,6 +76,7 @@ class ModelConfig:
     _choice('cell', self.cell, CELLS)
     _choice('init_state', self.init_state, INIT_STATES)
     _choice('dtype', self.dtype, DTYPES)
+    _choice('coverage', self.coverage, COVERAGES)
     for name in (
       'source_vocab_size',
       'target_vocab_size',
@@ -92,6 +97,11 @@ class ModelConfig:
     scores.build(self).check()  # unknown names and each score's, window's and normaliser's own constraints
     windows.build(self).check()
     normalizers.build(self).check()
+    if self.coverage != 'none' and not scores.build(self).coverage_in_keys:
+      raise ConfigError(
+        f"model.coverage '{self.coverage}' adds C_i w_c inside the score's tanh, which score '{self.score}' does not "
+        "have; use score additive, normed_additive or concat, or coverage 'none'"
+      )
     if self.init_state == 'last' and self.decoder_hidden_size != self.annotation_size:
       raise ConfigError(
         f"init_state 'last' copies the final encoder states, so decoder_hidden_size ({self.decoder_hidden_size}) "

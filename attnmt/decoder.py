@@ -39,6 +39,7 @@ class State(NamedTuple):
   rnn: tuple  # one carry per layer
   feed: jax.Array  # B x D input-feeding vector h~_{t-1} (B x 0 when unused)
   t: jax.Array  # scalar int32, the 0-based target position of the next step
+  attention: dict  # the attention's own recurrent state, B x S arrays by name (attention.initial_state)
 
 
 def _multiplied(path: tuple, leaf: jax.Array) -> bool:
@@ -109,7 +110,8 @@ class Decoder(nn.Module):
     else:
       carries = (rnn.zero_carry(cfg.cell, (batch,), d, dtype),) * cfg.decoder_layers
     feed_size = d if (cfg.query_timing == 'luong' and cfg.input_feeding) else 0
-    return State(carries, jnp.zeros((batch, feed_size), dtype), jnp.zeros((), jnp.int32))
+    attention_state = attention.initial_state(cfg, memory.length, memory.annotations.shape[1])
+    return State(carries, jnp.zeros((batch, feed_size), dtype), jnp.zeros((), jnp.int32), attention_state)
 
   def _dropout(self, x, train: bool):
     if not train or self.cfg.dropout == 0:
@@ -141,10 +143,10 @@ class Decoder(nn.Module):
       sp['W_c'] = p['W_c']
     return sp
 
-  def _step(self, p, memory: Memory, state: State, layer0_input, drop_masks=None):
+  def _step(self, p, memory: Memory, state: State, layer0_input, drop_masks=None, decoding: bool = False):
     """One decoder step, as the equations read; returns the new state and the per-step outputs the
     output layer needs. `p` is `_step_params`; `layer0_input(x)` returns layer 0's input projection
-    [E y_{t-1} ; x] W_ih + b for x = c_t or h~_{t-1} (None: no x).
+    [E y_{t-1} ; x] W_ih + b for x = c_t or h~_{t-1} (None: no x). `decoding`: greedy or beam search.
     """
     cfg = self.cfg
 
@@ -159,18 +161,20 @@ class Decoder(nn.Module):
       return tuple(new), x
 
     def attend(query_BxD):
-      weights_BxS = attention.attention_weights(cfg, p['attention'], query_BxD, memory.keys, memory.length, state.t)
-      return attention.context(weights_BxS, memory.annotations), weights_BxS
+      weights_BxS, attention_state = attention.attention_step(
+        cfg, p['attention'], query_BxD, memory.keys, memory.length, state.t, state.attention, decoding
+      )
+      return attention.context(weights_BxS, memory.annotations), weights_BxS, attention_state
 
     if cfg.query_timing == 'bahdanau':
-      ctx_BxH, weights_BxS = attend(state.rnn[-1][0])
+      ctx_BxH, weights_BxS, attention_state = attend(state.rnn[-1][0])
       carries, s_BxD = run_layers(state.rnn, layer0_input(ctx_BxH))
-      return State(carries, state.feed, state.t + 1), (s_BxD, ctx_BxH, weights_BxS)
+      return State(carries, state.feed, state.t + 1, attention_state), (s_BxD, ctx_BxH, weights_BxS)
     carries, s_BxD = run_layers(state.rnn, layer0_input(state.feed if cfg.input_feeding else None))
-    ctx_BxH, weights_BxS = attend(s_BxD)
+    ctx_BxH, weights_BxS, attention_state = attend(s_BxD)
     h_tilde_BxD = jnp.tanh(jnp.concatenate([ctx_BxH, s_BxD], -1) @ p['W_c'])
     feed = h_tilde_BxD if cfg.input_feeding else state.feed
-    return State(carries, feed, state.t + 1), (h_tilde_BxD, weights_BxS)
+    return State(carries, feed, state.t + 1, attention_state), (h_tilde_BxD, weights_BxS)
 
   def _output_features(self, p, step_out, emb_xE, train: bool):
     """The output layer's hidden vector, before the vocabulary projection; any leading shape."""
@@ -223,5 +227,5 @@ class Decoder(nn.Module):
     sp = self._step_params(p, embedding_hoisted=False)
     b = p['layers'][0]['b']
     layer0_input = lambda x: (emb_BxE if x is None else jnp.concatenate([emb_BxE, x], -1)) @ sp['layers'][0]['W_ih'] + b
-    state, out = self._step(sp, memory, state, layer0_input)
+    state, out = self._step(sp, memory, state, layer0_input, decoding=True)
     return state, self._output_layer(p, out, emb_BxE, False), out[-1]

@@ -47,6 +47,9 @@ class Score:
   """Base of every attention score; subclasses override what differs from the defaults below."""
 
   name: ClassVar[str] = ''
+  # True when the keys are the pre-activation of a tanh (v . tanh(query half + k_i)), where coverage
+  # (`model.coverage`, Tu et al. 2016) adds its term C_i w_c to each key.
+  coverage_in_keys: ClassVar[bool] = False
 
   def __init__(self, cfg):
     self.cfg = cfg
@@ -181,6 +184,7 @@ class Additive(Score):
   """Bahdanau et al. 2015, Eq. 6: e_i = v . tanh(W q + U h_i + b). The bias rides with the keys."""
 
   name = 'additive'
+  coverage_in_keys = True
 
   def params(self, param):
     q, h, a = self.cfg.decoder_hidden_size, self.cfg.annotation_size, self.cfg.attention_size
@@ -279,6 +283,7 @@ class Concat(Score):
   """Luong et al. 2015, Eq. 8 "concat": e_i = v . tanh(W [q ; h_i]) = v . tanh(W_q q + W_h h_i), no bias."""
 
   name = 'concat'
+  coverage_in_keys = True
 
   def params(self, param):
     q, h, a = self.cfg.decoder_hidden_size, self.cfg.annotation_size, self.cfg.attention_size
