@@ -3,7 +3,10 @@
 Both loops are `lax.while_loop`s that stop as soon as every hypothesis has ended (or `max_len`).
 Beam search follows the alive/finished scheme of the Flax WMT example, and carries each hypothesis's
 attention history through the beam reordering. Scores use the GNMT length penalty
-lp(len) = ((5 + len) / 6) ** alpha (Wu et al. 2016), len counting the EOS token.
+lp(len) = ((5 + len) / 6) ** alpha (Wu et al. 2016), len counting the EOS token, and optionally its
+coverage penalty cp = beta * sum_i log(min(sum_t a_ti, 1)) over the valid source positions (Wu et al.
+2016, Eq. 14; the minimum is floored at COVERAGE_FLOOR so that a position no step attends, which the
+sparse normalisers allow, costs log(1e-6) instead of -inf).
 Letters: B batch, K beam, T output positions, S source positions, V vocabulary.
 
 The attention history (B x T x S floats, K times that in beam search) is the only buffer that grows
@@ -23,6 +26,7 @@ from attnmt.config import ModelConfig
 from attnmt.model import BOS, EOS, PAD, Seq2Seq
 
 NEG_INF = -1.0e9
+COVERAGE_FLOOR = 1e-6
 
 
 class Decoded(NamedTuple):
@@ -52,6 +56,12 @@ def _greedy_choice(logits_BxV: jax.Array) -> tuple[jax.Array, jax.Array]:
 
 def length_penalty(length, alpha: float):
   return ((5.0 + length) / 6.0) ** alpha
+
+
+def coverage_penalty(coverage_xS: jax.Array, valid_xS: jax.Array, beta: float) -> jax.Array:
+  """beta * sum_i log(min(c_i, 1)) over the valid positions, c_i the attention position i received."""
+  capped = jnp.maximum(jnp.minimum(coverage_xS, 1.0), COVERAGE_FLOOR)
+  return beta * jnp.sum(jnp.where(valid_xS, jnp.log(capped), 0.0), axis=-1)
 
 
 @functools.partial(jax.jit, static_argnames=('cfg', 'max_len', 'keep_attention'))
@@ -125,8 +135,11 @@ def beam_search(
   max_len: int,
   alpha: float = 0.6,
   keep_attention: bool = True,
+  beta: float = 0.0,
 ) -> Decoded:
-  """Beam search; returns the K best hypotheses per sentence, best first."""
+  """Beam search; returns the K best hypotheses per sentence, best first. A finished hypothesis
+  scores log p / lp(len) + cp (`coverage_penalty` with `beta`; 0 when beta is 0). The penalty is never
+  positive, so the stopping bound on alive hypotheses stays valid."""
   model, variables, k = Seq2Seq(cfg), {'params': params}, beam_size
   batch, src_positions = src_BxS.shape
   tile = lambda x: x if x.ndim == 0 else jnp.repeat(x, k, axis=0)
@@ -143,7 +156,9 @@ def beam_search(
     fin_attn=attn,
     fin_score=jnp.full((batch, k), NEG_INF),
     fin_len=jnp.zeros((batch, k), jnp.int32),
+    alive_cov=jnp.zeros((batch, k, src_positions), jnp.float32),
   )
+  valid_Bx1xS = (jnp.arange(src_positions)[None, :] < src_len_B[:, None])[:, None, :]
   best_possible_lp = length_penalty(max_len, alpha)
 
   def cond(c):
@@ -169,12 +184,14 @@ def beam_search(
     step_w = _gather_beams(w.reshape(batch, k, src_positions), parent)
     att = _gather_beams(c['alive_attn'], parent)
     att = att.at[:, :, t].set(step_w) if keep_attention else att
+    cov = _gather_beams(c['alive_cov'], parent) + step_w  # attention each source position received
     ended = token == EOS
     # Alive: the K best candidates that did not end.
     alive_logp, keep = jax.lax.top_k(jnp.where(ended, NEG_INF, top_logp), k)
     new_state = _flat_state_gather(state, _gather_beams(parent, keep), k)
     # Finished: merge the candidates that ended with those already finished; keep the K best.
-    fin_new = jnp.where(ended, top_logp / length_penalty(t + 1, alpha), NEG_INF)
+    fin_new = top_logp / length_penalty(t + 1, alpha) + coverage_penalty(cov, valid_Bx1xS, beta)
+    fin_new = jnp.where(ended, fin_new, NEG_INF)
     fin_new = jnp.where(top_logp <= NEG_INF / 2, NEG_INF, fin_new)
     all_scores = jnp.concatenate([c['fin_score'], fin_new], 1)
     fin_score, pick = jax.lax.top_k(all_scores, k)
@@ -189,6 +206,7 @@ def beam_search(
       fin_attn=merged(c['fin_attn'], att),
       fin_score=fin_score,
       fin_len=merged(c['fin_len'], jnp.full((batch, 2 * k), t + 1, jnp.int32)),
+      alive_cov=_gather_beams(cov, keep),
     )
 
   c = jax.lax.while_loop(cond, body, init)
@@ -200,5 +218,8 @@ def beam_search(
     pick(c['fin_seq'], c['alive_seq']),
     pick(c['fin_len'], alive_len),
     pick(c['fin_attn'], c['alive_attn']),
-    pick(c['fin_score'], c['alive_logp'] / length_penalty(c['t'], alpha)),
+    pick(
+      c['fin_score'],
+      c['alive_logp'] / length_penalty(c['t'], alpha) + coverage_penalty(c['alive_cov'], valid_Bx1xS, beta),
+    ),
   )

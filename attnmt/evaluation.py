@@ -57,8 +57,10 @@ def translate(
   factor: float = 1.5,
   keep_attention: bool = False,
   mesh: Optional[jax.sharding.Mesh] = None,
+  beta: float = 0.0,
 ) -> list[Translation]:
-  """Translates every batch (greedy when beam_size is 0), returned sorted by example index.
+  """Translates every batch (greedy when beam_size is 0), returned sorted by example index. Beam
+  search uses the length penalty `alpha` and the coverage penalty `beta` (attnmt.decoding).
 
   With a `mesh` every batch is split over its devices (params replicated); rows whose index is -1 are
   padding and produce no translation. The attention is kept only with `keep_attention` (its B x T x S
@@ -70,7 +72,15 @@ def translate(
     max_len = decode_length(src.shape[1], factor)
     if beam_size:
       d = decoding.beam_search(
-        cfg, params, src, src_len, beam_size=beam_size, max_len=max_len, alpha=alpha, keep_attention=keep_attention
+        cfg,
+        params,
+        src,
+        src_len,
+        beam_size=beam_size,
+        max_len=max_len,
+        alpha=alpha,
+        keep_attention=keep_attention,
+        beta=beta,
       )
       d = decoding.Decoded(*(x[:, 0] for x in d))  # the best hypothesis
     else:
@@ -88,7 +98,7 @@ def translate(
 
 @functools.partial(jax.jit, static_argnames=('cfg',))
 def _batch_loss(cfg: ModelConfig, params, batch):
-  _, (total, count) = train_step.loss_fn(cfg, params, batch, None, False)
+  _, (total, count, _) = train_step.loss_fn(cfg, params, batch, None, False)
   return total, count
 
 

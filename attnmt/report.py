@@ -126,6 +126,7 @@ def _beam_translate(run, params, batches, beam_size) -> tuple[list, dict[int, li
       max_len=evaluation.decode_length(src.shape[1], t.max_decode_factor),
       alpha=t.beam_alpha,
       keep_attention=False,
+      beta=t.get('beam_coverage_penalty', 0.0),  # absent from runs made before the setting existed
     )
     tokens, lengths, scores = (np.asarray(x) for x in (d.tokens, d.lengths, d.scores))
     for row, index in enumerate(np.asarray(batch['index'])):

@@ -80,13 +80,35 @@ def init_train_state(cfg: ModelConfig, optimizer: optax.GradientTransformation, 
   return TrainState(jnp.zeros((), jnp.int32), params, optimizer.init(params), rng)
 
 
-def loss_fn(cfg: ModelConfig, params, batch: dict, rng, train: bool, label_smoothing: float = 0.0):
-  """Mean token cross-entropy and (summed loss, token count) for metrics.
+def coverage_loss(weights_BxTxS: jax.Array, tgt_len_B: jax.Array) -> jax.Array:
+  """See et al. 2017, Eq. 12, summed over the target positions within `tgt_len`:
+  sum_t sum_i min(a_ti, c_ti), with c_t = sum_{t'<t} a_t' the coverage before step t. It is 0 when no
+  source position is attended twice, and grows with every repeated look."""
+  weights_BxTxS = weights_BxTxS.astype(jnp.promote_types(weights_BxTxS.dtype, jnp.float32))
+  coverage_BxTxS = jnp.cumsum(weights_BxTxS, axis=1) - weights_BxTxS
+  per_step_BxT = jnp.sum(jnp.minimum(weights_BxTxS, coverage_BxTxS), axis=-1)
+  mask_BxT = jnp.arange(weights_BxTxS.shape[1])[None, :] < tgt_len_B[:, None]
+  return jnp.sum(jnp.where(mask_BxT, per_step_BxT, 0.0))
 
-  Equals `masked_cross_entropy` of the model's logits; the vocabulary projection runs inside
-  `fused_loss.projected_nll`, whose gradient avoids extra passes over the B x T x V logits.
+
+def loss_fn(
+  cfg: ModelConfig,
+  params,
+  batch: dict,
+  rng,
+  train: bool,
+  label_smoothing: float = 0.0,
+  coverage_loss_weight: float = 0.0,
+):
+  """The training objective and (summed cross-entropy, token count, auxiliary terms) for metrics.
+
+  The objective is the mean token cross-entropy, plus `coverage_loss_weight` times the coverage loss
+  per target token (`coverage_loss`; its value per token is the auxiliary term 'coverage_loss' when
+  the weight is not 0). The cross-entropy equals `masked_cross_entropy` of the model's logits; the
+  vocabulary projection runs inside `fused_loss.projected_nll`, whose gradient avoids extra passes
+  over the B x T x V logits.
   """
-  hidden_BxTxO, _ = Seq2Seq(cfg).apply(
+  hidden_BxTxO, weights_BxTxS = Seq2Seq(cfg).apply(
     {'params': params},
     batch['src'],
     batch['src_len'],
@@ -105,7 +127,12 @@ def loss_fn(cfg: ModelConfig, params, batch: dict, rng, train: bool, label_smoot
   )
   mask_BxT = jnp.arange(labels_BxT.shape[1])[None, :] < batch['tgt_len'][:, None]
   total, count = jnp.sum(jnp.where(mask_BxT, nll_N.reshape(labels_BxT.shape), 0.0)), jnp.sum(mask_BxT)
-  return total / jnp.maximum(count, 1), (total, count)
+  per_token = 1.0 / jnp.maximum(count, 1)
+  objective, terms = total * per_token, {}
+  if coverage_loss_weight:
+    terms['coverage_loss'] = coverage_loss(weights_BxTxS, batch['tgt_len']) * per_token
+    objective = objective + coverage_loss_weight * terms['coverage_loss']
+  return objective, (total, count, terms)
 
 
 def train_step(
@@ -114,14 +141,18 @@ def train_step(
   state: TrainState,
   batch: dict,
   label_smoothing: float = 0.0,
+  coverage_loss_weight: float = 0.0,
 ) -> tuple[TrainState, dict]:
-  """One optimiser update on one batch; returns the new state and metrics (loss, tokens, grad norm)."""
+  """One optimiser update on one batch; returns the new state and metrics (the objective, tokens,
+  grad norm, and each auxiliary loss term per token)."""
   rng, step_rng = jax.random.split(state.rng)
   grad_fn = jax.value_and_grad(loss_fn, argnums=1, has_aux=True)
-  (loss, (total, count)), grads = grad_fn(cfg, state.params, batch, step_rng, True, label_smoothing)
+  (loss, (total, count, terms)), grads = grad_fn(
+    cfg, state.params, batch, step_rng, True, label_smoothing, coverage_loss_weight
+  )
   updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
   params = optax.apply_updates(state.params, updates)
-  metrics = {'loss': loss, 'loss_sum': total, 'tokens': count, 'grad_norm': optax.tree.norm(grads)}
+  metrics = {'loss': loss, 'loss_sum': total, 'tokens': count, 'grad_norm': optax.tree.norm(grads), **terms}
   return TrainState(state.step + 1, params, opt_state, rng), metrics
 
 
@@ -143,6 +174,7 @@ def vmapped_train_step(
   states: TrainState,
   batches: dict,
   label_smoothing: float = 0.0,
+  coverage_loss_weight: float = 0.0,
 ) -> tuple[TrainState, dict]:
   """K independent runs stepped as one program: `states` and `batches` carry a leading axis K.
 
@@ -150,5 +182,5 @@ def vmapped_train_step(
   cannot. Jit it like `train_step`: `jax.jit(functools.partial(vmapped_train_step, cfg, opt),
   donate_argnums=0)`; metrics come back with the leading axis K.
   """
-  step = lambda state, batch: train_step(cfg, optimizer, state, batch, label_smoothing)
+  step = lambda state, batch: train_step(cfg, optimizer, state, batch, label_smoothing, coverage_loss_weight)
   return jax.vmap(step)(states, batches)

@@ -96,6 +96,7 @@ def seed_functions(
   optimizer: optax.GradientTransformation,
   label_smoothing: float = 0.0,
   skip_nonfinite: bool = False,
+  coverage_loss_weight: float = 0.0,
   mesh: jax.sharding.Mesh | None = None,
 ):
   """(init, step) for K seeds in one program: init(seeds) -> TrainState stacked over seeds; step(state, batch_K)
@@ -105,7 +106,13 @@ def seed_functions(
   rows B: jit's SPMD partitioner turns the gradient sums into all-reduces.
   """
   init = functools.partial(train_step.init_train_states, cfg, optimizer)
-  one = functools.partial(train_step.train_step, cfg, optimizer, label_smoothing=label_smoothing)
+  one = functools.partial(
+    train_step.train_step,
+    cfg,
+    optimizer,
+    label_smoothing=label_smoothing,
+    coverage_loss_weight=coverage_loss_weight,
+  )
   vmapped = jax.vmap(guards.guard_step(one, skip_nonfinite))
   if mesh is None:
     return init, jax.jit(vmapped, donate_argnums=0)
@@ -129,9 +136,17 @@ def has_checkpoint(workdir: str) -> bool:
   )
 
 
+def _unchanged(old: dict, new: dict, key: str) -> bool:
+  if key not in old:  # added to attnmt after the old run: unchanged while off
+    return key in new and new[key] in (0, False, '', 'none')
+  return old[key] == new.get(key)
+
+
 def _check_workdir(workdir: str, config: ml_collections.ConfigDict) -> None:
   """Refuses to mix two different runs in one workdir. A config.json without any checkpoint (a run that
-  stopped before its first one) holds no run: it is replaced."""
+  stopped before its first one) holds no run: it is replaced. A setting the stored config lacks (one
+  added to attnmt after that run was made) counts as unchanged while it is off (0, false, '' or 'none'),
+  which is what every new setting defaults to."""
   if not os.path.exists(os.path.join(workdir, checkpoints.CONFIG_FILE)) or not has_checkpoint(workdir):
     return
   old = checkpoints.load_config(workdir).to_dict()
@@ -141,7 +156,7 @@ def _check_workdir(workdir: str, config: ml_collections.ConfigDict) -> None:
     for sec in ('model', 'data', 'train')
     for k in set(old.get(sec, {})) | set(new[sec])
     if sec != 'train' or k not in RESUMABLE_CHANGES
-    if old.get(sec, {}).get(k) != new[sec].get(k)
+    if not _unchanged(old.get(sec, {}), new[sec], k)
   )
   if changed:
     raise ConfigError(
@@ -170,7 +185,15 @@ def evaluate(
     p = evaluation.seed_params(params, i)
     metrics = evaluation.loss_and_perplexity(cfg, p, batches, mesh=mesh)
     trans = evaluation.translate(
-      cfg, p, batches, prepared.tgt_tokenizer, beam_size, t.beam_alpha, t.max_decode_factor, mesh=mesh
+      cfg,
+      p,
+      batches,
+      prepared.tgt_tokenizer,
+      beam_size,
+      t.beam_alpha,
+      t.max_decode_factor,
+      mesh=mesh,
+      beta=t.beam_coverage_penalty,
     )
     metrics.update(evaluation.bleu_chrf([x.text for x in trans], [references[x.index] for x in trans]))
     for k, v in metrics.items():
@@ -197,6 +220,11 @@ def check_config(config: ml_collections.ConfigDict) -> list[int]:
   validation.validate(config)
   seeds = parse_seeds(config.train.seeds)
   ModelConfig.from_dict({**config.model.to_dict(), 'source_vocab_size': 8, 'target_vocab_size': 8})
+  if config.train.coverage_loss_weight > 0 and config.model.score == 'none':
+    raise ConfigError(
+      "train.coverage_loss_weight penalises attending a source position twice, and model.score 'none' has no "
+      'attention; set the weight to 0 or choose a score'
+    )
   learning_rate_schedule(config.train)
   return seeds
 
@@ -208,7 +236,14 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, seeds: 
   data.check_batches(prepared, config.data, t.num_steps)
   cfg = model_config(config, prepared)
   optimizer = train_step.make_optimizer(learning_rate_schedule(t), t.clip_norm)
-  init_fn, step_fn = seed_functions(cfg, optimizer, t.label_smoothing, skip_nonfinite=t.nonfinite == 'skip', mesh=mesh)
+  init_fn, step_fn = seed_functions(
+    cfg,
+    optimizer,
+    t.label_smoothing,
+    skip_nonfinite=t.nonfinite == 'skip',
+    mesh=mesh,
+    coverage_loss_weight=t.coverage_loss_weight,
+  )
   print(f'{variant_name(config)}: {len(seeds)} seed(s) on {parallel.describe(mesh)}', flush=True)
   state = init_fn(seeds)
   ckpt = checkpoints.RunCheckpoints(workdir)
@@ -297,6 +332,7 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, seeds: 
           {
             'loss': loss.tolist(),
             'grad_norm': parallel.to_numpy(metrics['grad_norm']).tolist(),
+            **{k: parallel.to_numpy(metrics[k]).tolist() for k in ('coverage_loss',) if k in metrics},
             **rates,
             'learning_rate': float(learning_rate_schedule(t)(step)),
             'skipped_updates': meta['skipped_updates'],

@@ -93,6 +93,7 @@ def _translate():
         max_len=max_len,
         alpha=run.config.train.beam_alpha,
         keep_attention=FLAGS.show_attention,
+        beta=run.config.train.get('beam_coverage_penalty', 0.0),  # absent from runs made before it existed
       )
       out = decoding.Decoded(*(x[:, 0] for x in out))
     else:

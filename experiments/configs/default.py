@@ -37,12 +37,14 @@ def get_train_config() -> ml_collections.ConfigDict:
   t.warmup_steps = 100  # linear warm-up from 0
   t.clip_norm = 1.0  # global-norm gradient clipping (0 = no clipping)
   t.label_smoothing = 0.1  # 0 = plain cross-entropy (regularisation.png)
+  t.coverage_loss_weight = 0.0  # See et al. 2017: + weight * sum_t sum_i min(a_ti, sum_{t'<t} a_t'i) per token
   t.log_every = 50  # steps between progress lines and training-metric records
   t.eval_every = 1000  # steps between validation evaluations (0 = only at the end)
   t.eval_beam_size = 0  # 0 = greedy only at evaluation; k > 0 adds beam-search BLEU
   t.eval_max_sentences = 0  # validate on this many sentences spread over the lengths (0 = all)
   t.checkpoint_every = 1000  # steps between checkpoints of the latest state
   t.beam_alpha = 0.6  # length penalty ((5 + len) / 6) ** alpha
+  t.beam_coverage_penalty = 0.0  # beta of Wu et al. 2016: + beta * sum_i log(min(sum_t a_ti, 1)) on finished beams
   t.max_decode_factor = 1.5  # decode up to factor * source width + 10 tokens
   t.num_devices = 0  # data-parallel devices (0 = all, on every host); data.batch_size is the global batch
   t.nonfinite = 'stop'  # on a NaN/inf loss or gradient: 'stop' (no checkpoint after it) or 'skip' the update
