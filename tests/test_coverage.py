@@ -188,3 +188,19 @@ def test_beam_coverage_penalty_is_wu_et_al_from_the_returned_attention():
         np.testing.assert_allclose(penalised.scores[b, k], plain.scores[b, match[0]] + cp, rtol=1e-5, atol=1e-5)
   assert np.all(np.diff(np.asarray(penalised.scores), axis=1) <= 1e-6)  # still best first
   np.testing.assert_array_equal(search().tokens, plain.tokens)  # beta defaults to 0: no penalty
+
+
+def test_coverage_loss_without_attention_is_refused_before_anything_runs():
+  from attnmt import trainer
+  from experiments.configs import default
+
+  config = default.get_config()
+  config.train.coverage_loss_weight = 0.5
+  config.model.score = 'none'
+  with pytest.raises(ConfigError, match="model.score 'none' has no attention; set the weight to 0"):
+    trainer.check_config(config)
+  config.model.score = 'additive'
+  assert trainer.check_config(config) == [0]
+  config.train.coverage_loss_weight = -1.0
+  with pytest.raises(ValueError, match='train.coverage_loss_weight must be'):
+    trainer.check_config(config)
