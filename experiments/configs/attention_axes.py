@@ -1,0 +1,22 @@
+"""Normaliser x score, and coverage: the axes of attention beyond the score, swept at the main job's size.
+
+`model.normalizer` (softmax, sparsemax, entmax15) crossed with `additive` (Bahdanau) and `general`
+(Luong) scores, plus `additive` with coverage (Tu et al. 2016 in the score, See et al. 2017's loss,
+Wu et al. 2016's beam penalty), each trained for the main job's 2,200 steps, then the analysis: test
+BLEU with significance against the first variant, attention entropy and monotonicity, heatmaps. The
+README ("Attention beyond the score") records what it measured.
+
+    ./launch.sh sweep --config=experiments/configs/attention_axes.py --workdir=runs/attention_axes
+
+Re-running the same command resumes. About 40 minutes on 2 quiet CPU cores.
+"""
+
+from experiments.configs import main_ablation
+
+
+def get_config():
+  config = main_ablation.get_config()
+  config.sweep.scores = 'additive,general'
+  config.sweep.axes = 'model.normalizer=softmax,sparsemax,entmax15'
+  config.sweep.beam_size = 5  # beam BLEU too, where the coverage penalty acts
+  return config
