@@ -80,13 +80,13 @@ def init_train_state(cfg: ModelConfig, optimizer: optax.GradientTransformation, 
   return TrainState(jnp.zeros((), jnp.int32), params, optimizer.init(params), rng)
 
 
-def loss_fn(cfg: ModelConfig, params, batch: dict, rng, train: bool, label_smoothing: float = 0.0):
-  """Mean token cross-entropy and (summed loss, token count) for metrics.
+def summed_loss(cfg: ModelConfig, params, batch: dict, rng, train: bool, label_smoothing: float = 0.0):
+  """(summed token cross-entropy, token count, teacher-forced attention weights B x T x S).
 
   Equals `masked_cross_entropy` of the model's logits; the vocabulary projection runs inside
   `fused_loss.projected_nll`, whose gradient avoids extra passes over the B x T x V logits.
   """
-  hidden_BxTxO, _ = Seq2Seq(cfg).apply(
+  hidden_BxTxO, weights_BxTxS = Seq2Seq(cfg).apply(
     {'params': params},
     batch['src'],
     batch['src_len'],
@@ -104,7 +104,12 @@ def loss_fn(cfg: ModelConfig, params, batch: dict, rng, train: bool, label_smoot
     label_smoothing,
   )
   mask_BxT = jnp.arange(labels_BxT.shape[1])[None, :] < batch['tgt_len'][:, None]
-  total, count = jnp.sum(jnp.where(mask_BxT, nll_N.reshape(labels_BxT.shape), 0.0)), jnp.sum(mask_BxT)
+  return jnp.sum(jnp.where(mask_BxT, nll_N.reshape(labels_BxT.shape), 0.0)), jnp.sum(mask_BxT), weights_BxTxS
+
+
+def loss_fn(cfg: ModelConfig, params, batch: dict, rng, train: bool, label_smoothing: float = 0.0):
+  """Mean token cross-entropy and (summed loss, token count) for metrics (`summed_loss`)."""
+  total, count, _ = summed_loss(cfg, params, batch, rng, train, label_smoothing)
   return total / jnp.maximum(count, 1), (total, count)
 
 
