@@ -1,4 +1,5 @@
-"""Evaluation: translate batches, score with sacrebleu (BLEU, chrF), loss and perplexity, BLEU by length."""
+"""Evaluation: translate batches, score with sacrebleu (BLEU, chrF), loss, perplexity and the statistics of the
+teacher-forced attention, BLEU by length."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 import sacrebleu
 
-from attnmt import decoding, parallel, train_step
+from attnmt import decoding, measures, parallel, train_step
 from attnmt.config import ModelConfig
 
 # Source-length buckets (words) for BLEU by sentence length, as in Bahdanau et al. (2015), Fig. 2.
@@ -98,21 +99,47 @@ def translate(
 
 @functools.partial(jax.jit, static_argnames=('cfg',))
 def _batch_loss(cfg: ModelConfig, params, batch):
-  _, (total, count, _) = train_step.loss_fn(cfg, params, batch, None, False)
-  return total, count
+  return train_step.summed_loss(cfg, params, batch, None, False)
 
 
-def loss_and_perplexity(
+# The attention statistics of measures.AttentionStatistics as teacher_forced_metrics reports them.
+ATTENTION_KEYS = {
+  'attention_entropy': 'entropy',
+  'attention_max_weight': 'max_weight',
+  'attention_coverage_deviation': 'coverage_deviation',
+  'attention_monotonicity': 'monotonicity',
+}
+
+
+def teacher_forced_metrics(
   cfg: ModelConfig, params, batches: Iterable[dict], mesh: Optional[jax.sharding.Mesh] = None
 ) -> dict:
-  """Token-level cross-entropy over all batches and its perplexity exp(loss) (data-parallel on `mesh`)."""
+  """Token-level cross-entropy over all batches, its perplexity exp(loss), and the statistics of the
+  teacher-forced attention (data-parallel on `mesh`).
+
+  The attention statistics (measures.AttentionStatistics over every valid output step and source
+  position of each sentence, padding excluded) are reduced batch by batch, so memory stays that of one
+  batch: 'attention_entropy' (nats), 'attention_max_weight', 'attention_coverage_deviation',
+  'attention_monotonicity', and 'attention_monotonicity_undefined', the fraction of sentences whose
+  attention peak never moves (counted 0 in the monotonicity: every sentence under score `none`, whose
+  weights are the uniform 1/S of its mean summary).
+  """
   total = count = 0.0
+  stats = measures.AttentionStatistics()
   for batch in batches:
     b = _on_devices(batch, ('src', 'src_len', 'tgt_in', 'tgt_out', 'tgt_len'), mesh)
-    t, c = _batch_loss(cfg, params, b)
+    t, c, weights = _batch_loss(cfg, params, b)
     total, count = total + float(parallel.to_numpy(t)), count + float(parallel.to_numpy(c))
+    weights_BxTxS = parallel.to_numpy(weights)  # a mesh pads rows at the end: the batch's rows come first
+    for row, (n_src, n_tgt) in enumerate(zip(batch['src_len'], batch['tgt_len'])):
+      if n_tgt > 0:  # rows of length 0 pad the batch
+        stats.add(weights_BxTxS[row, :n_tgt, :n_src], ends_with_eos=True)
   loss = total / max(count, 1.0)
-  return {'loss': loss, 'perplexity': math.exp(min(loss, 50.0)), 'tokens': int(count)}
+  att = stats.result()
+  out = {'loss': loss, 'perplexity': math.exp(min(loss, 50.0)), 'tokens': int(count)}
+  out.update({key: att[name] for key, name in ATTENTION_KEYS.items()})
+  out['attention_monotonicity_undefined'] = att['undefined'] / att['sentences'] if att['sentences'] else None
+  return out
 
 
 def bleu_chrf(hypotheses: list[str], references: list[str]) -> dict:

@@ -1,4 +1,5 @@
-"""Metrics as JSON lines and TensorBoard event files (tensorboardX: no TensorFlow), and a progress line."""
+"""Metrics as JSON lines and TensorBoard event files (tensorboardX: no TensorFlow; scalars and images), and a
+progress line."""
 
 from __future__ import annotations
 
@@ -35,6 +36,19 @@ class MetricsWriter:
       elif isinstance(v, list) and v and all(isinstance(x, (int, float)) for x in v):
         for i, x in enumerate(v):
           self._tb.add_scalar(f'{split}/{k}/seed{i}', x, step)
+
+  def figure(self, tag: str, figure, step: int) -> None:
+    """A matplotlib figure as a TensorBoard image (rendered with Agg, stored as PNG); the figure is closed."""
+    if self.enabled:
+      self._tb.add_figure(tag, figure, step, close=True)
+    else:
+      import matplotlib.pyplot as plt
+
+      plt.close(figure)
+
+  def flush(self) -> None:
+    if self.enabled:
+      self._tb.flush()
 
   def close(self) -> None:
     if self.enabled:

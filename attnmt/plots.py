@@ -15,6 +15,7 @@ import numpy as np  # noqa: E402
 
 
 _HEATMAP_CMAP = plt.get_cmap('Greys')
+DPI = 110  # of every saved figure, and of heatmaps rendered for TensorBoard
 EXACT_ZERO_RGBA = (0.812, 0.886, 0.953, 1.0)  # pale blue
 
 
@@ -26,17 +27,11 @@ def heatmap_colors(weights_TxS: np.ndarray) -> np.ndarray:
   return rgba
 
 
-def attention_heatmap(
-  weights_TxS: np.ndarray, source_tokens: list[str], output_tokens: list[str], path: str, title: str = ''
-) -> str:
-  """Output tokens down the rows, source tokens across the columns (Bahdanau Fig. 3).
-
-  The colour scale is fixed to [0, 1] (white = no weight, black = all of it) so heatmaps compare
-  across sentences and variants. Weights that are exactly 0 (outside a local window, or cut by a sparse
-  normaliser) are drawn pale blue, apart from small ones.
-  """
+def attention_figure(weights_TxS: np.ndarray, source_tokens: list[str], output_tokens: list[str], title: str = ''):
+  """The figure of attention_heatmap (a matplotlib Figure, Agg backend), for callers that render it
+  elsewhere, such as a TensorBoard image; close it with plt.close when done."""
   t, s = weights_TxS.shape
-  fig, ax = plt.subplots(figsize=(max(4.0, 0.32 * s + 2.6), max(3.0, 0.32 * t + 1.5)))
+  fig, ax = plt.subplots(figsize=(max(4.0, 0.32 * s + 2.6), max(3.0, 0.32 * t + 1.5)), dpi=DPI)
   exact_zero = np.asarray(weights_TxS) == 0.0
   ax.imshow(heatmap_colors(weights_TxS), aspect='auto')
   label = 'attention weight' + (' (pale blue: exactly 0)' if exact_zero.any() else '')
@@ -52,7 +47,19 @@ def attention_heatmap(
   if title:
     ax.set_title(title, fontsize=9, pad=40)
   fig.tight_layout()
-  return _save(fig, path)
+  return fig
+
+
+def attention_heatmap(
+  weights_TxS: np.ndarray, source_tokens: list[str], output_tokens: list[str], path: str, title: str = ''
+) -> str:
+  """Output tokens down the rows, source tokens across the columns (Bahdanau Fig. 3), saved as a PNG.
+
+  The colour scale is fixed to [0, 1] (white = no weight, black = all of it) so heatmaps compare
+  across sentences and variants. Weights that are exactly 0 (outside a local window, or cut by a sparse
+  normaliser) are drawn pale blue, apart from small ones.
+  """
+  return _save(attention_figure(weights_TxS, source_tokens, output_tokens, title), path)
 
 
 def bleu_by_length(
@@ -102,7 +109,7 @@ def results_bar_chart(rows: list[dict], metric: str, path: str) -> str:
 
 def _save(fig, path: str) -> str:
   os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-  fig.savefig(path, dpi=110)
+  fig.savefig(path, dpi=DPI)
   plt.close(fig)
   return path
 

@@ -1,5 +1,6 @@
-"""analyze_runs: translations, BLEU/chrF, BLEU by length, heatmaps, AER, attention monotonicity and entropy,
-repetition, and paired-bootstrap significance against `none` for a set of run directories."""
+"""analyze_runs: translations, BLEU/chrF, BLEU by length, heatmaps, AER, attention monotonicity, entropy,
+maximum weight and coverage deviation, repetition, and paired-bootstrap significance against `none` for a
+set of run directories."""
 
 from __future__ import annotations
 
@@ -183,10 +184,13 @@ def sentence_views(run, trans, sources, references, n_best=None, gold=None) -> d
 
 
 def attention_measures(translations: list[evaluation.Translation]) -> dict:
-  """Monotonicity and entropy (measures.attention_*) of the translations' attention: the EOS row is left
-  out of both, the source EOS column out of monotonicity (entropy is over every source position)."""
-  rows = [x.attention[:-1] if x.ids and x.ids[-1] == data.EOS_ID else x.attention for x in translations]
-  return {**measures.attention_monotonicity([a[:, :-1] for a in rows]), **measures.attention_entropy(rows)}
+  """Monotonicity, entropy, maximum weight and coverage deviation of the translations' attention
+  (measures.AttentionStatistics): the EOS row is left out of all but coverage, the source EOS column out of
+  monotonicity; coverage counts every output step over every source position."""
+  stats = measures.AttentionStatistics()
+  for x in translations:
+    stats.add(x.attention, ends_with_eos=bool(x.ids) and x.ids[-1] == data.EOS_ID)
+  return stats.result()
 
 
 def _heatmaps(run, trans, sources, run_dir, chosen, count, seed, min_words=0) -> tuple[list[str], list[int]]:

@@ -91,22 +91,11 @@ def coverage_loss(weights_BxTxS: jax.Array, tgt_len_B: jax.Array) -> jax.Array:
   return jnp.sum(jnp.where(mask_BxT, per_step_BxT, 0.0))
 
 
-def loss_fn(
-  cfg: ModelConfig,
-  params,
-  batch: dict,
-  rng,
-  train: bool,
-  label_smoothing: float = 0.0,
-  coverage_loss_weight: float = 0.0,
-):
-  """The training objective and (summed cross-entropy, token count, auxiliary terms) for metrics.
+def summed_loss(cfg: ModelConfig, params, batch: dict, rng, train: bool, label_smoothing: float = 0.0):
+  """(summed token cross-entropy, token count, teacher-forced attention weights B x T x S).
 
-  The objective is the mean token cross-entropy, plus `coverage_loss_weight` times the coverage loss
-  per target token (`coverage_loss`; its value per token is the auxiliary term 'coverage_loss' when
-  the weight is not 0). The cross-entropy equals `masked_cross_entropy` of the model's logits; the
-  vocabulary projection runs inside `fused_loss.projected_nll`, whose gradient avoids extra passes
-  over the B x T x V logits.
+  The cross-entropy equals `masked_cross_entropy` of the model's logits; the vocabulary projection runs
+  inside `fused_loss.projected_nll`, whose gradient avoids extra passes over the B x T x V logits.
   """
   hidden_BxTxO, weights_BxTxS = Seq2Seq(cfg).apply(
     {'params': params},
@@ -126,7 +115,25 @@ def loss_fn(
     label_smoothing,
   )
   mask_BxT = jnp.arange(labels_BxT.shape[1])[None, :] < batch['tgt_len'][:, None]
-  total, count = jnp.sum(jnp.where(mask_BxT, nll_N.reshape(labels_BxT.shape), 0.0)), jnp.sum(mask_BxT)
+  return jnp.sum(jnp.where(mask_BxT, nll_N.reshape(labels_BxT.shape), 0.0)), jnp.sum(mask_BxT), weights_BxTxS
+
+
+def loss_fn(
+  cfg: ModelConfig,
+  params,
+  batch: dict,
+  rng,
+  train: bool,
+  label_smoothing: float = 0.0,
+  coverage_loss_weight: float = 0.0,
+):
+  """The training objective and (summed cross-entropy, token count, auxiliary terms) for metrics.
+
+  The objective is the mean token cross-entropy (`summed_loss`), plus `coverage_loss_weight` times the
+  coverage loss per target token (`coverage_loss`; its value per token is the auxiliary term
+  'coverage_loss' when the weight is not 0).
+  """
+  total, count, weights_BxTxS = summed_loss(cfg, params, batch, rng, train, label_smoothing)
   per_token = 1.0 / jnp.maximum(count, 1)
   objective, terms = total * per_token, {}
   if coverage_loss_weight:

@@ -22,7 +22,7 @@ import ml_collections
 import numpy as np
 import optax
 
-from attnmt import checkpoints, data, evaluation, guards, lock, parallel, train_step, validation
+from attnmt import checkpoints, data, evaluation, guards, lock, parallel, train_step, training_heatmaps, validation
 from attnmt.config import ConfigError, ModelConfig
 from attnmt.metrics_io import MetricsWriter, Progress
 
@@ -38,6 +38,7 @@ RESUMABLE_CHANGES = (
   'eval_beam_size',
   'time_budget_minutes',
   'num_devices',
+  'tensorboard_heatmaps',
 )
 
 
@@ -176,14 +177,15 @@ def evaluate(
   beam_size: int = 0,
   mesh: jax.sharding.Mesh | None = None,
 ) -> dict:
-  """Loss, perplexity, BLEU and chrF of every seed on `split`, as lists over seeds (data-parallel on `mesh`)."""
+  """Loss, perplexity, attention statistics (evaluation.teacher_forced_metrics), BLEU and chrF of every seed
+  on `split`, as lists over seeds (data-parallel on `mesh`)."""
   t, d = config.train, config.data
   _, references = data.raw_texts(prepared, split)
   batches = list(data.batches(prepared, split, d, max_examples=max_sentences))  # built once, for every seed
   out = {}
   for i in range(num_seeds):
     p = evaluation.seed_params(params, i)
-    metrics = evaluation.loss_and_perplexity(cfg, p, batches, mesh=mesh)
+    metrics = evaluation.teacher_forced_metrics(cfg, p, batches, mesh=mesh)
     trans = evaluation.translate(
       cfg,
       p,
@@ -282,6 +284,11 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, seeds: 
   if start >= t.num_steps:
     print(f'{workdir} already trained to step {start}; computing its results', flush=True)
   first_bad, bad_count, tokens = jnp.int32(-1), jnp.int32(0), jnp.int32(0)
+  heatmaps = None
+  if t.tensorboard_heatmaps:
+    heatmaps = training_heatmaps.ValidationHeatmaps(
+      cfg, config, prepared, t.tensorboard_heatmaps, seeds[0], variant_name(config), mesh
+    )
   skipped_before = meta['skipped_updates']
 
   def check_finite(step):
@@ -349,6 +356,8 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, seeds: 
           cfg, config, state.params, prepared, 'validation', len(seeds), t.eval_max_sentences, t.eval_beam_size, mesh
         )
         writer.write(step, 'validation', {**ev, 'train_seconds': meta['train_seconds']})
+        if heatmaps is not None:
+          heatmaps.write(writer, step, state.params)
         skipped = (
           f'; {ev["skipped_long"]} sentence(s) longer than data.eval_max_*_length skipped' if ev['skipped_long'] else ''
         )

@@ -27,6 +27,7 @@ TRAIN = (
   ('eval_every', 'int', 0, None),
   ('eval_beam_size', 'int', 0, None),
   ('eval_max_sentences', 'int', 0, None),
+  ('tensorboard_heatmaps', 'int', 0, None),
   ('checkpoint_every', 'int', 1, None),
   ('beam_alpha', 'float', 0.0, None),
   ('beam_coverage_penalty', 'float', 0.0, None),

@@ -137,8 +137,8 @@ def analysis_table(results: list[dict]) -> str:
 
 def analysis_cells(results: list[dict]) -> tuple[list[str], list[list[str]], list[str]]:
   """Column headers, one row of cells per run, and notes explaining them: greedy BLEU with its 95% bootstrap interval and p-value against `none`,
-  chrF, beam BLEU, BLEU on the two longest source-length buckets every run shares, attention monotonicity
-  and entropy, repetition, AER. Columns whose data a run lacks are left out."""
+  chrF, beam BLEU, BLEU on the two longest source-length buckets every run shares, attention monotonicity,
+  entropy, maximum weight and coverage deviation, repetition, AER. Columns whose data a run lacks are left out."""
   buckets = _longest_shared_buckets(results)
   has_ci = all('significance' in r for r in results)
   baseline = next((r['significance']['baseline'] for r in results if has_ci and r['significance']['baseline']), None)
@@ -158,6 +158,8 @@ def analysis_cells(results: list[dict]) -> tuple[list[str], list[list[str]], lis
   if any('attention' in r for r in results):
     columns.append(('monotonicity', lambda r: _monotonicity_cell(r.get('attention'))))
     columns.append(('entropy (norm.)', lambda r: _entropy_cell(r.get('attention'))))
+    columns.append(('max weight', lambda r: _attention_cell(r.get('attention'), 'max_weight')))
+    columns.append(('coverage dev.', lambda r: _attention_cell(r.get('attention'), 'coverage_deviation')))
   if all('greedy_repetition' in r for r in results):
     columns.append(('repetition %', lambda r: _over_seeds([100 * x for x in r['greedy_repetition']], 1)))
   if all('aer' in r for r in results):
@@ -194,7 +196,10 @@ def _legend(results, has_ci, baseline, many_seeds) -> list[str]:
     notes.append(
       'monotonicity: mean over sentences of the Spearman correlation of output position and '
       'attention peak (1 diagonal, -1 reversed; "k/n const.": sentences with one peak position, '
-      'counted 0); entropy: attention entropy in nats (divided by log source length: 1 uniform)'
+      'counted 0); entropy: attention entropy in nats (divided by log source length: 1 uniform); max weight: '
+      'mean over output tokens of the largest weight; coverage dev.: mean over source positions of the '
+      'distance from 1 of the total weight each received over the whole output (0: every position attended '
+      'once in total). Greedy output of the first seed; the EOS row is left out of all but coverage'
     )
   if all('greedy_repetition' in r for r in results):
     notes.append('repetition: greedy outputs in which some 4-gram occurs 3 or more times')
@@ -233,6 +238,12 @@ def _entropy_cell(attention) -> str:
     return '–'
   normalized = attention.get('normalized')
   return f"{attention['entropy']:.2f}" + ('' if normalized is None else f' ({normalized:.2f})')
+
+
+def _attention_cell(attention, key: str) -> str:
+  if not attention or attention.get(key) is None:
+    return '–'
+  return f'{attention[key]:.2f}'
 
 
 def _longest_shared_buckets(results, count: int = 2) -> list[str]:

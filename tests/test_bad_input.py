@@ -231,6 +231,12 @@ SETTINGS = {
     -1,
     'train.eval_max_sentences must be an integer >= 0',
   ),
+  'train.tensorboard_heatmaps=-1': (
+    'train',
+    'tensorboard_heatmaps',
+    -1,
+    'train.tensorboard_heatmaps must be an integer >= 0, got -1',
+  ),
   'train.learning_rate=nan': (
     'train',
     'learning_rate',

@@ -68,6 +68,10 @@ def test_attention_measures_leave_out_the_eos_row_and_the_source_eos_column():
   assert got['monotonicity'] == 1.0 and got['tokens'] == 4
   h = -(0.4 * np.log(0.4) + 0.6 * np.log(0.6))
   assert got['entropy'] == pytest.approx(h) and got['normalized'] == pytest.approx(h / np.log(5))
+  # The maximum over the 4 output tokens; coverage over all 5 steps: columns receive 1.4, 0.4 (three times)
+  # and 2.4, so the deviations are 0.4, 0.6 (three times) and 1.4.
+  assert got['max_weight'] == pytest.approx(0.6) and got['positions'] == 5
+  assert got['coverage_deviation'] == pytest.approx((0.4 + 3 * 0.6 + 1.4) / 5)
   # Without a final EOS (the decoding budget ran out) every row is an output token.
   unfinished = evaluation.Translation(0, [5, 6, 7, 8, 9], 'a b c d e', a)
   assert report.attention_measures([unfinished])['tokens'] == 5
@@ -89,6 +93,97 @@ def test_entropy_of_uniform_one_hot_and_padded_attention():
   # The mean is over output tokens of all sentences: (3 log 8 + 0 * 4) / 7.
   both = measures.attention_entropy([np.full((3, 8), 1 / 8), np.eye(4)])
   assert both['entropy'] == pytest.approx(3 * np.log(8) / 7) and both['tokens'] == 7
+
+
+def test_max_weight_and_coverage_deviation_hand_worked_with_padding():
+  # One sentence of 3 output steps over 3 valid source positions and a padding column (whatever it holds).
+  a = np.array([[0.7, 0.2, 0.1, 0.5], [0.1, 0.8, 0.1, 0.5], [0.0, 0.1, 0.9, 0.5]])
+  assert measures.attention_max_weight([a], [3]) == {'max_weight': pytest.approx(0.8), 'tokens': 3}
+  # Column sums 0.8, 1.1, 1.1: deviations 0.2, 0.1, 0.1.
+  assert measures.coverage_deviation([a], [3]) == {'coverage_deviation': pytest.approx(0.4 / 3), 'positions': 3}
+  np.testing.assert_allclose(measures.coverage_deviations(a[:, :3]), [0.2, 0.1, 0.1])
+  # Uniform attention of 2 steps over 4 positions: every column receives 0.5. Pooled over the 7 positions.
+  uniform = np.full((2, 4), 0.25)
+  assert measures.coverage_deviation([a, uniform], [3, 4])['coverage_deviation'] == pytest.approx(2.4 / 7)
+  assert measures.attention_max_weight([a, uniform], [3, 4])['max_weight'] == pytest.approx((2.4 + 0.5) / 5)
+  # A row without weight (a local window past a short source) is no output token of max weight, but
+  # the columns still count for coverage; local-p's rows below 1 are taken as they are.
+  gaussian = np.array([[0.3, 0.1], [0.0, 0.0]])
+  assert measures.attention_max_weight([gaussian]) == {'max_weight': pytest.approx(0.3), 'tokens': 1}
+  assert measures.coverage_deviation([gaussian])['coverage_deviation'] == pytest.approx((0.7 + 0.9) / 2)
+  # A one-to-one alignment, as many steps as positions: no deviation, every maximum 1.
+  assert measures.coverage_deviation([np.eye(5)[[2, 0, 1, 4, 3]]])['coverage_deviation'] == 0.0
+  assert measures.attention_max_weight([np.eye(5)])['max_weight'] == 1.0
+  assert measures.coverage_deviation([]) == {'coverage_deviation': None, 'positions': 0}
+  assert measures.attention_max_weight([]) == {'max_weight': None, 'tokens': 0}
+
+
+def _dirichlet_sentences(rng, count):
+  """Random attention matrices: T output steps (EOS last) x S valid source positions (EOS last)."""
+  out = []
+  for _ in range(count):
+    t, s = int(rng.integers(1, 9)), int(rng.integers(1, 7))
+    out.append(rng.dirichlet(np.full(s, 0.3), size=t))
+  return out
+
+
+def test_attention_statistics_pooled_sentence_by_sentence_equal_numpy_over_the_corpus():
+  rng = np.random.default_rng(3)
+  sentences = _dirichlet_sentences(rng, 30)
+  stats = measures.AttentionStatistics()
+  for a in sentences[:17]:  # two 'batches', added one sentence at a time
+    stats.add(a)
+  for a in sentences[17:]:
+    stats.add(a)
+  got = stats.result()
+  # NumPy over the whole corpus, written out: entropy and maximum over the rows without the EOS row,
+  # coverage over every row and column, Spearman (scipy) of position and peak without EOS row and column.
+  rows = [a[:-1] for a in sentences]
+  probs = [p for r in rows for p in r]  # every output token's weights (the rows sum to 1)
+  entropy = np.array([-sum(x * np.log(x) for x in p if x > 0) for p in probs])
+  maxima = np.array([p.max() for p in probs])
+  coverage = np.concatenate([np.abs(a.sum(axis=0) - 1.0) for a in sentences])
+  rhos = []
+  for r in rows:
+    if len(r) >= 3 and r.shape[1] > 1:
+      with warnings.catch_warnings():
+        warnings.simplefilter('ignore')  # a constant input: scipy warns and returns NaN
+        rho = scipy.stats.spearmanr(np.arange(len(r)), np.argmax(r[:, :-1], axis=1)).statistic
+      rhos.append(0.0 if np.isnan(rho) else rho)
+  skipped = sum(1 for r in rows if len(r) < 3 or r.shape[1] < 2)
+  assert got['tokens'] == len(probs) and got['positions'] == len(coverage)
+  assert got['entropy'] == pytest.approx(entropy.mean(), rel=1e-12)
+  assert got['max_weight'] == pytest.approx(maxima.mean(), rel=1e-12)
+  assert got['coverage_deviation'] == pytest.approx(coverage.mean(), rel=1e-12)
+  assert got['monotonicity'] == pytest.approx(np.mean(rhos), rel=1e-12)
+  assert (got['sentences'], got['skipped']) == (len(rhos), skipped)
+  # ... and the list functions on the same conventions agree.
+  assert got['entropy'] == pytest.approx(measures.attention_entropy(rows)['entropy'], rel=1e-12)
+  assert got['max_weight'] == pytest.approx(measures.attention_max_weight(rows)['max_weight'], rel=1e-12)
+  assert got['coverage_deviation'] == pytest.approx(measures.coverage_deviation(sentences)['coverage_deviation'])
+  assert got['monotonicity'] == pytest.approx(
+    measures.attention_monotonicity([r[:, :-1] for r in rows])['monotonicity']
+  )
+
+
+def test_attention_statistics_of_uniform_attention_are_its_closed_forms():
+  # Score `none`: every valid position weighs 1/S. T steps (EOS included) over S positions (EOS included).
+  stats = measures.AttentionStatistics()
+  shapes = [(6, 4), (5, 8), (9, 3)]
+  for t, s in shapes:
+    stats.add(np.full((t, s), 1.0 / s))
+  got = stats.result()
+  tokens = sum(t - 1 for t, _ in shapes)
+  assert got['entropy'] == pytest.approx(sum((t - 1) * np.log(s) for t, s in shapes) / tokens)
+  assert got['normalized'] == pytest.approx(1.0)
+  assert got['max_weight'] == pytest.approx(sum((t - 1) / s for t, s in shapes) / tokens)
+  positions = sum(s for _, s in shapes)
+  assert got['coverage_deviation'] == pytest.approx(sum(s * abs(t / s - 1) for t, s in shapes) / positions)
+  assert (got['monotonicity'], got['sentences'], got['undefined']) == (0.0, 3, 3)
+  # A greedy output the length budget cut off has no EOS row: every row counts.
+  cut = measures.AttentionStatistics()
+  cut.add(np.full((4, 2), 0.5), ends_with_eos=False)
+  assert cut.result()['tokens'] == 4 and measures.AttentionStatistics().result()['entropy'] is None
 
 
 def test_repetition_rate_on_hand_made_strings():
@@ -142,7 +237,12 @@ def test_paired_bootstrap_identical_better_and_deterministic():
 
 
 def _attention(a):
-  return {**measures.attention_monotonicity([a]), **measures.attention_entropy([a])}
+  return {
+    **measures.attention_monotonicity([a]),
+    **measures.attention_entropy([a]),
+    **measures.attention_max_weight([a]),
+    **measures.coverage_deviation([a]),
+  }
 
 
 def _results(sources, references, systems):
@@ -209,6 +309,8 @@ def test_analysis_table_and_verdict():
     'BLEU, sources >60 words',
     'monotonicity',
     'entropy (norm.)',
+    'max weight',
+    'coverage dev.',
     'repetition %',
   ]
   rows = {line.split('|')[1].strip(): [c.strip() for c in line.strip('|').split('|')] for line in lines[2:]}
@@ -216,6 +318,8 @@ def test_analysis_table_and_verdict():
   assert ' ± ' in rows['dot/bahdanau/global'][1] and rows['additive/bahdanau/global'][5].endswith(' *')
   assert rows['dot/bahdanau/global'][6] == '1.00' and rows['dot/bahdanau/global'][7] == '0.00 (0.00)'
   assert rows['none/bahdanau/global'][6] == '0.00 (1/1 const.)' and rows['none/bahdanau/global'][7] == '1.39 (1.00)'
+  assert rows['dot/bahdanau/global'][8:10] == ['1.00', '0.00']  # one-hot rows, each position attended once
+  assert rows['none/bahdanau/global'][8:10] == ['0.25', '0.00']  # 4 rows of 1/4 over 4 positions
   verdict = common.attention_verdict(results)
   assert 'Sources of >60 words: none/bahdanau/global reaches BLEU' in verdict
   for line in verdict.strip().splitlines()[1:]:

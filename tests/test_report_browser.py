@@ -52,6 +52,9 @@ def test_the_report_is_self_contained_and_embeds_the_analysis(analysis):
   assert [row[0][0] for row in data['table']['rows']] == data['variants']
   headers, rows, _ = common.analysis_cells(results)
   assert data['table']['headers'] == headers and 'AER' in headers and 'beam BLEU' in headers
+  for column in ('monotonicity', 'entropy (norm.)', 'max weight', 'coverage dev.'):  # the attention statistics
+    cells = [row[headers.index(column)] for row in rows]
+    assert all(re.match(r'-?\d+\.\d\d', c) for c in cells), (column, cells)
   assert [[c[0] for c in row] for row in data['table']['rows']] == rows
   # The split has 40 sentences, under the limit of 200: all are embedded, the heatmap sentences among them.
   ids = [s['id'] for s in data['sentences']]

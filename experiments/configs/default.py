@@ -42,6 +42,9 @@ def get_train_config() -> ml_collections.ConfigDict:
   t.eval_every = 1000  # steps between validation evaluations (0 = only at the end)
   t.eval_beam_size = 0  # 0 = greedy only at evaluation; k > 0 adds beam-search BLEU
   t.eval_max_sentences = 0  # validate on this many sentences spread over the lengths (0 = all)
+  # At every evaluation, TensorBoard images of the first seed's attention on this many validation sentences
+  # (greedy output; chosen once per run, spread over source length; 0 = none): attnmt/training_heatmaps.py
+  t.tensorboard_heatmaps = 4
   t.checkpoint_every = 1000  # steps between checkpoints of the latest state
   t.beam_alpha = 0.6  # length penalty ((5 + len) / 6) ** alpha
   t.beam_coverage_penalty = 0.0  # beta of Wu et al. 2016: + beta * sum_i log(min(sum_t a_ti, 1)) on finished beams
