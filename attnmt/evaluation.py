@@ -88,8 +88,8 @@ def translate(
 
 @functools.partial(jax.jit, static_argnames=('cfg',))
 def _batch_loss(cfg: ModelConfig, params, batch):
-  _, (total, count) = train_step.loss_fn(cfg, params, batch, None, False)
-  return total, count
+  _, parts = train_step.loss_fn(cfg, params, batch, None, False)
+  return parts.total, parts.count
 
 
 def loss_and_perplexity(

@@ -76,11 +76,14 @@ def learning_rate_schedule(t: ml_collections.ConfigDict) -> optax.Schedule:
   return optax.join_schedules([ramp, after], [warmup])
 
 
-def stack_batches(batches: list[dict]) -> dict:
-  """Pads the seeds' batches to common widths and stacks them on a leading seed axis."""
+def stack_batches(batches: list[dict], keys: tuple[str, ...] = BATCH_KEYS) -> dict:
+  """Pads the seeds' batches to common widths and stacks them on a leading seed axis (`keys` only; the
+  gold `alignment`, B x T x S, pads to the target and source widths)."""
   widths = {k: max(b[k].shape[1] for b in batches) for k in ('src', 'tgt_in', 'tgt_out')}
 
   def pad(x, k):
+    if k == 'alignment':
+      return np.pad(x, ((0, 0), (0, widths['tgt_out'] - x.shape[1]), (0, widths['src'] - x.shape[2])))
     return np.pad(x, ((0, 0), (0, widths[k] - x.shape[1]))) if k in widths else x
 
   rows = max(len(b['src_len']) for b in batches)
@@ -88,7 +91,7 @@ def stack_batches(batches: list[dict]) -> dict:
   def pad_rows(x):  # an epoch's smaller last batch: extra rows have length 0 and count for nothing
     return np.pad(x, ((0, rows - len(x)),) + ((0, 0),) * (x.ndim - 1))
 
-  return {k: np.stack([pad_rows(pad(b[k], k)) for b in batches]) for k in BATCH_KEYS}
+  return {k: np.stack([pad_rows(pad(b[k], k)) for b in batches]) for k in keys}
 
 
 def seed_functions(
@@ -97,15 +100,23 @@ def seed_functions(
   label_smoothing: float = 0.0,
   skip_nonfinite: bool = False,
   mesh: jax.sharding.Mesh | None = None,
+  alignment_loss_weight: float = 0.0,
 ):
   """(init, step) for K seeds in one program: init(seeds) -> TrainState stacked over seeds; step(state, batch_K)
   -> (state, metrics), jitted, vmapped over the leading seed axis of state and batch, state donated.
+  `alignment_loss_weight` > 0 trains attention towards the batches' gold `alignment` (train_step.loss_fn).
 
   With a `mesh`, the state is replicated over its devices and the batch (K x B x ...) is split on its
   rows B: jit's SPMD partitioner turns the gradient sums into all-reduces.
   """
   init = functools.partial(train_step.init_train_states, cfg, optimizer)
-  one = functools.partial(train_step.train_step, cfg, optimizer, label_smoothing=label_smoothing)
+  one = functools.partial(
+    train_step.train_step,
+    cfg,
+    optimizer,
+    label_smoothing=label_smoothing,
+    alignment_loss_weight=alignment_loss_weight,
+  )
   vmapped = jax.vmap(guards.guard_step(one, skip_nonfinite))
   if mesh is None:
     return init, jax.jit(vmapped, donate_argnums=0)
@@ -207,8 +218,22 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, seeds: 
   prepared = prepare_data(config.data)
   data.check_batches(prepared, config.data, t.num_steps)
   cfg = model_config(config, prepared)
+  supervised = t.alignment_loss_weight > 0
+  if supervised and prepared.tokenized['train'].links is None:  # validation refuses such corpora by name
+    raise ConfigError(
+      f'train.alignment_loss_weight={t.alignment_loss_weight} needs gold alignments, and {config.data.name} has '
+      'none; set the weight to 0'
+    )
+  batch_keys = BATCH_KEYS + (('alignment',) if supervised else ())
   optimizer = train_step.make_optimizer(learning_rate_schedule(t), t.clip_norm)
-  init_fn, step_fn = seed_functions(cfg, optimizer, t.label_smoothing, skip_nonfinite=t.nonfinite == 'skip', mesh=mesh)
+  init_fn, step_fn = seed_functions(
+    cfg,
+    optimizer,
+    t.label_smoothing,
+    skip_nonfinite=t.nonfinite == 'skip',
+    mesh=mesh,
+    alignment_loss_weight=t.alignment_loss_weight,
+  )
   print(f'{variant_name(config)}: {len(seeds)} seed(s) on {parallel.describe(mesh)}', flush=True)
   state = init_fn(seeds)
   ckpt = checkpoints.RunCheckpoints(workdir)
@@ -275,7 +300,7 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, seeds: 
   with guards.StopSignals() as stop:
     for step in range(start + 1, t.num_steps + 1):
       try:
-        batch = stack_batches([next(it) for it in iterators])  # this process's rows of each seed's batch
+        batch = stack_batches([next(it) for it in iterators], batch_keys)  # this process's rows of each seed's batch
       except StopIteration:  # data.check_batches refuses such settings up front
         ckpt.close()
         raise ValueError(
@@ -290,13 +315,17 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, seeds: 
         loss = parallel.to_numpy(metrics['loss'])  # the only regular host sync in the loop
         tokens_since_log, tokens = int(parallel.to_numpy(tokens)), jnp.int32(0)
         check_finite(step)
-        rates = progress.update(step, tokens_since_log, loss=float(loss.mean()))
+        shown = {'loss': float(loss.mean())}
+        scalars = {'loss': loss.tolist(), 'grad_norm': parallel.to_numpy(metrics['grad_norm']).tolist()}
+        if supervised:  # the mean alignment_loss of the step's batch, per seed
+          scalars['alignment_loss'] = parallel.to_numpy(metrics['alignment_loss']).tolist()
+          shown['align'] = float(np.mean(scalars['alignment_loss']))
+        rates = progress.update(step, tokens_since_log, **shown)
         writer.write(
           step,
           'train',
           {
-            'loss': loss.tolist(),
-            'grad_norm': parallel.to_numpy(metrics['grad_norm']).tolist(),
+            **scalars,
             **rates,
             'learning_rate': float(learning_rate_schedule(t)(step)),
             'skipped_updates': meta['skipped_updates'],
