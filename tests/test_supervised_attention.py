@@ -314,6 +314,16 @@ def test_bad_alignment_files_are_one_line_errors(tmp_path, lines, message):
   assert not os.path.exists(tmp_path / 'data' / 'tfds')  # refused before anything is built
 
 
+def test_unreadable_alignment_files_are_one_line_errors(tmp_path):
+  with pytest.raises(pharaoh.PharaohFormatError, match=r'^cannot read alignment file .*missing\.align: No such file'):
+    pharaoh.read_lines(str(tmp_path / 'missing.align'))
+  (tmp_path / 'latin1.align').write_bytes(b'0-0\n1-1\n\xe9\n')
+  with pytest.raises(pharaoh.PharaohFormatError, match=r'latin1\.align:3: not valid UTF-8$'):
+    pharaoh.read_lines(str(tmp_path / 'latin1.align'))
+  (tmp_path / 'crlf.align').write_bytes(b'\xef\xbb\xbf0-0\r\n\r\n1-1')  # BOM, CRLF, no final newline
+  assert pharaoh.read_lines(str(tmp_path / 'crlf.align')) == ['0-0', '', '1-1']
+
+
 def supervised_config(**changes):
   config = tiny.get_config()
   config.train.alignment_loss_weight = 0.5
