@@ -151,6 +151,21 @@ def test_supervision_moves_attention_to_the_gold_positions():
   assert alignment_after[5.0] < 0.25 * alignment_after[0.0], alignment_after  # measured: 0.11 against 1.76
 
 
+def test_seeds_batches_stack_with_their_gold_padded_to_the_common_widths():
+  a, b = reverse_batch_with_gold(3, seed=0), reverse_batch_with_gold(2, seed=1)
+  b = {
+    k: v[:, :4] if k in ('src', 'tgt_in', 'tgt_out') else v[:, :4, :4] if k == 'alignment' else v for k, v in b.items()
+  }
+  b['src_len'] = b['tgt_len'] = np.minimum(b['src_len'], 4)
+  stacked = trainer.stack_batches([a, b], trainer.BATCH_KEYS + ('alignment',))
+  width_t, width_s = a['tgt_out'].shape[1], a['src'].shape[1]
+  assert stacked['alignment'].shape == (2, 3, width_t, width_s)
+  np.testing.assert_array_equal(stacked['alignment'][0], a['alignment'])
+  np.testing.assert_array_equal(stacked['alignment'][1, :2, :4, :4], b['alignment'])
+  assert stacked['alignment'][1, 2:].sum() == 0 and stacked['alignment'][1, :, 4:].sum() == 0
+  assert 'alignment' not in trainer.stack_batches([a, b])  # unsupervised runs leave it on the host
+
+
 @pytest.mark.parametrize('normalizer', ['sparsemax', 'entmax15'])
 def test_sparse_normalizers_give_a_finite_loss_and_gradient(normalizer):
   # A gold position with exactly zero weight: the loss is -log(eps), its gradient finite (zero, off the support).
