@@ -47,10 +47,21 @@ def save_config(workdir: str, config: ml_collections.ConfigDict, model: Optional
   os.replace(tmp, os.path.join(workdir, CONFIG_FILE))
 
 
+# Train and data settings added after runs were written, with the value that does what those runs did.
+ADDED_SETTINGS = {
+  'train': {'alignment_loss_weight': 0.0, 'coverage_loss_weight': 0.0, 'beam_coverage_penalty': 0.0},
+  'data': {'alignment_path': ''},
+}
+
+
 def load_config(workdir: str) -> ml_collections.ConfigDict:
   """The run's config. Model settings added to ModelConfig after the run was written read as their
-  defaults, which are what the run trained with, so such a run still resumes and compares equal."""
+  defaults, and the settings of ADDED_SETTINGS as their values there, which are what the run trained
+  with, so such a run still resumes and compares equal."""
   config = _load_payload(workdir)['config']
+  for section, added in ADDED_SETTINGS.items():
+    if isinstance(config.get(section), dict):
+      config[section] = {**added, **config[section]}
   model = config.get('model')
   if isinstance(model, dict):
     from attnmt.config import ModelConfig  # noqa: PLC0415

@@ -178,12 +178,17 @@ def split_word_attention(run: LoadedRun, seed_index: int, split: str = 'test') -
 
 
 def gold_alignments_from_batches(run: LoadedRun, split: str = 'test') -> Optional[dict[int, set]]:
-  """Gold links of a dataset that carries them (the synthetic task), as (source, target) word pairs."""
+  """Gold links of a dataset that carries them (the synthetic task; tsv_pairs with data.alignment_path), as
+  (source, target) pairs of the words that split_word_attention pools to (word_index), by example index."""
+  src_tok, tgt_tok = run.prepared.src_tokenizer, run.prepared.tgt_tokenizer
   gold = {}
   for batch in data.batches(run.prepared, split, run.config.data):
     if 'alignment' not in batch:
       return None
     for row, index in enumerate(batch['index']):
-      t_idx, s_idx = np.nonzero(batch['alignment'][row])
-      gold[int(index)] = {(int(s), int(t)) for s, t in zip(s_idx, t_idx)}
+      n_src, n_tgt = int(batch['src_len'][row]) - 1, int(batch['tgt_len'][row]) - 1  # drop EOS
+      src_words = word_index(src_tok, batch['src'][row, :n_src].tolist())
+      tgt_words = word_index(tgt_tok, batch['tgt_out'][row, :n_tgt].tolist())
+      t_idx, s_idx = np.nonzero(batch['alignment'][row, : max(n_tgt, 0), : max(n_src, 0)])
+      gold[int(index)] = {(src_words[s], tgt_words[t]) for s, t in zip(s_idx, t_idx)}
   return gold

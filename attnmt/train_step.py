@@ -1,13 +1,14 @@
 """The loss, the optimiser and one training step: pure functions the experiments and tests share.
 
 A batch is a dict of arrays: `src` (B x S), `src_len` (B), `tgt_in` (B x T, BOS first), `tgt_out`
-(B x T, EOS last, PAD after) and `tgt_len` (B). The step is a pure function of (state, batch), so
+(B x T, EOS last, PAD after) and `tgt_len` (B); with supervised attention also `alignment` (B x T x S,
+1 where output token t links to source token s). The step is a pure function of (state, batch), so
 callers `jit` it, `vmap` it over seeds, or shard it.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -38,6 +39,45 @@ def masked_cross_entropy(
     nll_BxT = (1.0 - label_smoothing) * nll_BxT - label_smoothing * mean_logp_BxT
   mask_BxT = jnp.arange(labels_BxT.shape[1])[None, :] < length_B[:, None]
   return jnp.sum(jnp.where(mask_BxT, nll_BxT, 0.0)), jnp.sum(mask_BxT)
+
+
+ALIGNMENT_EPS = 1e-6  # alignment_loss: -log(a + eps) stays finite where a normaliser gives a = 0
+
+
+def alignment_loss(
+  weights_BxTxS: jax.Array, gold_BxTxS: jax.Array, src_len_B: jax.Array, tgt_len_B: jax.Array
+) -> tuple[jax.Array, jax.Array]:
+  """Supervised attention: cross-entropy of the attention weights against gold alignments, summed over the
+  linked output positions, and their count (the loss is the sum over the count).
+
+      g_ti = A_ti / sum_j A_tj        (the gold links of output position t, uniform over its source positions)
+      L_t  = -sum_i g_ti log(a_ti + eps)
+
+  for every output position t < tgt_len with at least one link to a source position i < src_len; other
+  positions (unaligned words such as "und", EOS, padding) count for nothing. Liu et al. 2016 ("Neural machine
+  translation with supervised attention", the CE variant) and Mi et al. 2016 ("Supervised attentions for
+  neural machine translation") train the RNN attention this way, the loss added to the translation loss
+  times a weight.
+
+  eps (ALIGNMENT_EPS = 1e-6) rather than a squared error (Mi et al.'s Euclidean variant): the sparse
+  normalisers (sparsemax, entmax15) give exact zeros, where log a is -inf and its gradient inf. With eps
+  the loss is at most -log eps = 13.8 per position and d L / d a_i = -g_i / (a_i + eps) is finite (at
+  most 1e6, which global-norm clipping bounds), while above ~1e-4 the loss is the cross-entropy itself.
+  A squared error, sum_i (a_i - g_i)^2, is bounded too but its gradient vanishes when softmax attention
+  saturates on a wrong position (the softmax Jacobian diag(a) - a a^T is then near 0), which the
+  cross-entropy's d L / d e = a - g does not. With a sparse normaliser no loss of the weights reaches a
+  gold position outside the support (the normaliser's Jacobian is zero there): the loss moves weight
+  within the support, and the shared parameters carry the rest.
+  """
+  weights = weights_BxTxS.astype(jnp.result_type(weights_BxTxS.dtype, jnp.float32))
+  tgt_valid_BxT = jnp.arange(gold_BxTxS.shape[1])[None, :] < tgt_len_B[:, None]
+  src_valid_BxS = jnp.arange(gold_BxTxS.shape[2])[None, :] < src_len_B[:, None]
+  links_BxTxS = jnp.where(tgt_valid_BxT[:, :, None] & src_valid_BxS[:, None, :], gold_BxTxS, 0).astype(weights.dtype)
+  n_links_BxT = jnp.sum(links_BxTxS, axis=-1)
+  linked_BxT = n_links_BxT > 0
+  g_BxTxS = links_BxTxS / jnp.maximum(n_links_BxT, 1)[..., None]
+  ce_BxT = -jnp.sum(g_BxTxS * jnp.log(weights + ALIGNMENT_EPS), axis=-1)
+  return jnp.sum(jnp.where(linked_BxT, ce_BxT, 0.0)), jnp.sum(linked_BxT)
 
 
 class TrainState(struct.PyTreeNode):
@@ -91,6 +131,14 @@ def coverage_loss(weights_BxTxS: jax.Array, tgt_len_B: jax.Array) -> jax.Array:
   return jnp.sum(jnp.where(mask_BxT, per_step_BxT, 0.0))
 
 
+class LossParts(NamedTuple):
+  """What loss_fn adds up, for metrics."""
+
+  total: jax.Array  # summed token cross-entropy
+  count: jax.Array  # target tokens
+  terms: dict  # the auxiliary losses that are trained ('coverage_loss', 'alignment_loss'), each a mean
+
+
 def summed_loss(cfg: ModelConfig, params, batch: dict, rng, train: bool, label_smoothing: float = 0.0):
   """(summed token cross-entropy, token count, teacher-forced attention weights B x T x S).
 
@@ -126,20 +174,29 @@ def loss_fn(
   train: bool,
   label_smoothing: float = 0.0,
   coverage_loss_weight: float = 0.0,
-):
-  """The training objective and (summed cross-entropy, token count, auxiliary terms) for metrics.
+  alignment_loss_weight: float = 0.0,
+) -> tuple[jax.Array, LossParts]:
+  """The training objective and its LossParts.
 
-  The objective is the mean token cross-entropy (`summed_loss`), plus `coverage_loss_weight` times the
-  coverage loss per target token (`coverage_loss`; its value per token is the auxiliary term
-  'coverage_loss' when the weight is not 0).
+  The objective is the mean token cross-entropy (`summed_loss`), plus
+  - `coverage_loss_weight` times the coverage loss per target token (`coverage_loss`), and
+  - `alignment_loss_weight` times the mean alignment loss over the batch's linked output positions
+    (`alignment_loss`; the batch must hold gold `alignment`s B x T x S).
+  A term whose weight is 0 is not computed at all: the objective and its gradient are then exactly
+  those without it.
   """
   total, count, weights_BxTxS = summed_loss(cfg, params, batch, rng, train, label_smoothing)
-  per_token = 1.0 / jnp.maximum(count, 1)
-  objective, terms = total * per_token, {}
+  objective, terms = total / jnp.maximum(count, 1), {}
   if coverage_loss_weight:
-    terms['coverage_loss'] = coverage_loss(weights_BxTxS, batch['tgt_len']) * per_token
+    terms['coverage_loss'] = coverage_loss(weights_BxTxS, batch['tgt_len']) / jnp.maximum(count, 1)
     objective = objective + coverage_loss_weight * terms['coverage_loss']
-  return objective, (total, count, terms)
+  if alignment_loss_weight:
+    if 'alignment' not in batch:
+      raise ValueError('alignment_loss_weight > 0 needs gold alignments in the batch (batch["alignment"], B x T x S)')
+    align_sum, align_count = alignment_loss(weights_BxTxS, batch['alignment'], batch['src_len'], batch['tgt_len'])
+    terms['alignment_loss'] = align_sum / jnp.maximum(align_count, 1)
+    objective = objective + alignment_loss_weight * terms['alignment_loss']
+  return objective, LossParts(total, count, terms)
 
 
 def train_step(
@@ -149,17 +206,25 @@ def train_step(
   batch: dict,
   label_smoothing: float = 0.0,
   coverage_loss_weight: float = 0.0,
+  alignment_loss_weight: float = 0.0,
 ) -> tuple[TrainState, dict]:
-  """One optimiser update on one batch; returns the new state and metrics (the objective, tokens,
-  grad norm, and each auxiliary loss term per token)."""
+  """One optimiser update on one batch; returns the new state and metrics: `loss` (the mean token
+  cross-entropy, the translation loss alone), `loss_sum`, `tokens`, `grad_norm`, and each auxiliary
+  loss that is trained (`coverage_loss`, `alignment_loss`; loss_fn)."""
   rng, step_rng = jax.random.split(state.rng)
   grad_fn = jax.value_and_grad(loss_fn, argnums=1, has_aux=True)
-  (loss, (total, count, terms)), grads = grad_fn(
-    cfg, state.params, batch, step_rng, True, label_smoothing, coverage_loss_weight
+  (_, parts), grads = grad_fn(
+    cfg, state.params, batch, step_rng, True, label_smoothing, coverage_loss_weight, alignment_loss_weight
   )
   updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
   params = optax.apply_updates(state.params, updates)
-  metrics = {'loss': loss, 'loss_sum': total, 'tokens': count, 'grad_norm': optax.tree.norm(grads), **terms}
+  metrics = {
+    'loss': parts.total / jnp.maximum(parts.count, 1),
+    'loss_sum': parts.total,
+    'tokens': parts.count,
+    'grad_norm': optax.tree.norm(grads),
+    **parts.terms,
+  }
   return TrainState(state.step + 1, params, opt_state, rng), metrics
 
 
@@ -182,6 +247,7 @@ def vmapped_train_step(
   batches: dict,
   label_smoothing: float = 0.0,
   coverage_loss_weight: float = 0.0,
+  alignment_loss_weight: float = 0.0,
 ) -> tuple[TrainState, dict]:
   """K independent runs stepped as one program: `states` and `batches` carry a leading axis K.
 
@@ -189,5 +255,7 @@ def vmapped_train_step(
   cannot. Jit it like `train_step`: `jax.jit(functools.partial(vmapped_train_step, cfg, opt),
   donate_argnums=0)`; metrics come back with the leading axis K.
   """
-  step = lambda state, batch: train_step(cfg, optimizer, state, batch, label_smoothing, coverage_loss_weight)
+  step = lambda state, batch: train_step(
+    cfg, optimizer, state, batch, label_smoothing, coverage_loss_weight, alignment_loss_weight
+  )
   return jax.vmap(step)(states, batches)

@@ -77,11 +77,14 @@ def learning_rate_schedule(t: ml_collections.ConfigDict) -> optax.Schedule:
   return optax.join_schedules([ramp, after], [warmup])
 
 
-def stack_batches(batches: list[dict]) -> dict:
-  """Pads the seeds' batches to common widths and stacks them on a leading seed axis."""
+def stack_batches(batches: list[dict], keys: tuple[str, ...] = BATCH_KEYS) -> dict:
+  """Pads the seeds' batches to common widths and stacks them on a leading seed axis (`keys` only; the
+  gold `alignment`, B x T x S, pads to the target and source widths)."""
   widths = {k: max(b[k].shape[1] for b in batches) for k in ('src', 'tgt_in', 'tgt_out')}
 
   def pad(x, k):
+    if k == 'alignment':
+      return np.pad(x, ((0, 0), (0, widths['tgt_out'] - x.shape[1]), (0, widths['src'] - x.shape[2])))
     return np.pad(x, ((0, 0), (0, widths[k] - x.shape[1]))) if k in widths else x
 
   rows = max(len(b['src_len']) for b in batches)
@@ -89,7 +92,7 @@ def stack_batches(batches: list[dict]) -> dict:
   def pad_rows(x):  # an epoch's smaller last batch: extra rows have length 0 and count for nothing
     return np.pad(x, ((0, rows - len(x)),) + ((0, 0),) * (x.ndim - 1))
 
-  return {k: np.stack([pad_rows(pad(b[k], k)) for b in batches]) for k in BATCH_KEYS}
+  return {k: np.stack([pad_rows(pad(b[k], k)) for b in batches]) for k in keys}
 
 
 def seed_functions(
@@ -99,9 +102,11 @@ def seed_functions(
   skip_nonfinite: bool = False,
   coverage_loss_weight: float = 0.0,
   mesh: jax.sharding.Mesh | None = None,
+  alignment_loss_weight: float = 0.0,
 ):
   """(init, step) for K seeds in one program: init(seeds) -> TrainState stacked over seeds; step(state, batch_K)
   -> (state, metrics), jitted, vmapped over the leading seed axis of state and batch, state donated.
+  `alignment_loss_weight` > 0 trains attention towards the batches' gold `alignment` (train_step.loss_fn).
 
   With a `mesh`, the state is replicated over its devices and the batch (K x B x ...) is split on its
   rows B: jit's SPMD partitioner turns the gradient sums into all-reduces.
@@ -113,6 +118,7 @@ def seed_functions(
     optimizer,
     label_smoothing=label_smoothing,
     coverage_loss_weight=coverage_loss_weight,
+    alignment_loss_weight=alignment_loss_weight,
   )
   vmapped = jax.vmap(guards.guard_step(one, skip_nonfinite))
   if mesh is None:
@@ -137,17 +143,10 @@ def has_checkpoint(workdir: str) -> bool:
   )
 
 
-def _unchanged(old: dict, new: dict, key: str) -> bool:
-  if key not in old:  # added to attnmt after the old run: unchanged while off
-    return key in new and new[key] in (0, False, '', 'none')
-  return old[key] == new.get(key)
-
-
 def _check_workdir(workdir: str, config: ml_collections.ConfigDict) -> None:
   """Refuses to mix two different runs in one workdir. A config.json without any checkpoint (a run that
-  stopped before its first one) holds no run: it is replaced. A setting the stored config lacks (one
-  added to attnmt after that run was made) counts as unchanged while it is off (0, false, '' or 'none'),
-  which is what every new setting defaults to."""
+  stopped before its first one) holds no run: it is replaced. Settings added to attnmt after the run
+  was made read as what that run did (`checkpoints.load_config`)."""
   if not os.path.exists(os.path.join(workdir, checkpoints.CONFIG_FILE)) or not has_checkpoint(workdir):
     return
   old = checkpoints.load_config(workdir).to_dict()
@@ -157,7 +156,7 @@ def _check_workdir(workdir: str, config: ml_collections.ConfigDict) -> None:
     for sec in ('model', 'data', 'train')
     for k in set(old.get(sec, {})) | set(new[sec])
     if sec != 'train' or k not in RESUMABLE_CHANGES
-    if not _unchanged(old.get(sec, {}), new[sec], k)
+    if old.get(sec, {}).get(k) != new[sec].get(k)
   )
   if changed:
     raise ConfigError(
@@ -237,6 +236,13 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, seeds: 
   prepared = prepare_data(config.data)
   data.check_batches(prepared, config.data, t.num_steps)
   cfg = model_config(config, prepared)
+  supervised = t.alignment_loss_weight > 0
+  if supervised and prepared.tokenized['train'].links is None:  # validation refuses such corpora by name
+    raise ConfigError(
+      f'train.alignment_loss_weight={t.alignment_loss_weight} needs gold alignments, and {config.data.name} has '
+      'none; set the weight to 0'
+    )
+  batch_keys = BATCH_KEYS + (('alignment',) if supervised else ())
   optimizer = train_step.make_optimizer(learning_rate_schedule(t), t.clip_norm)
   init_fn, step_fn = seed_functions(
     cfg,
@@ -245,6 +251,7 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, seeds: 
     skip_nonfinite=t.nonfinite == 'skip',
     mesh=mesh,
     coverage_loss_weight=t.coverage_loss_weight,
+    alignment_loss_weight=t.alignment_loss_weight,
   )
   print(f'{variant_name(config)}: {len(seeds)} seed(s) on {parallel.describe(mesh)}', flush=True)
   state = init_fn(seeds)
@@ -317,7 +324,7 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, seeds: 
   with guards.StopSignals() as stop:
     for step in range(start + 1, t.num_steps + 1):
       try:
-        batch = stack_batches([next(it) for it in iterators])  # this process's rows of each seed's batch
+        batch = stack_batches([next(it) for it in iterators], batch_keys)  # this process's rows of each seed's batch
       except StopIteration:  # data.check_batches refuses such settings up front
         ckpt.close()
         raise ValueError(
@@ -332,14 +339,20 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, seeds: 
         loss = parallel.to_numpy(metrics['loss'])  # the only regular host sync in the loop
         tokens_since_log, tokens = int(parallel.to_numpy(tokens)), jnp.int32(0)
         check_finite(step)
-        rates = progress.update(step, tokens_since_log, loss=float(loss.mean()))
+        shown = {'loss': float(loss.mean())}
+        scalars = {'loss': loss.tolist(), 'grad_norm': parallel.to_numpy(metrics['grad_norm']).tolist()}
+        if supervised:  # the mean alignment_loss of the step's batch, per seed
+          scalars['alignment_loss'] = parallel.to_numpy(metrics['alignment_loss']).tolist()
+          shown['align'] = float(np.mean(scalars['alignment_loss']))
+        if 'coverage_loss' in metrics:
+          scalars['coverage_loss'] = parallel.to_numpy(metrics['coverage_loss']).tolist()
+          shown['coverage'] = float(np.mean(scalars['coverage_loss']))
+        rates = progress.update(step, tokens_since_log, **shown)
         writer.write(
           step,
           'train',
           {
-            'loss': loss.tolist(),
-            'grad_norm': parallel.to_numpy(metrics['grad_norm']).tolist(),
-            **{k: parallel.to_numpy(metrics[k]).tolist() for k in ('coverage_loss',) if k in metrics},
+            **scalars,
             **rates,
             'learning_rate': float(learning_rate_schedule(t)(step)),
             'skipped_updates': meta['skipped_updates'],

@@ -1,7 +1,8 @@
 """Checks every `train` and `data` setting (and the types of the `model` settings) before a run writes
 anything; each failure is one ConfigError naming the key and its valid range.
 
-The model's values and their combinations are checked by attnmt.config.ModelConfig.validate.
+The model's values and their combinations are checked by attnmt.config.ModelConfig.validate; settings that
+only work together across sections (supervised attention) by validate_supervision.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ TRAIN = (
   ('clip_norm', 'float', 0.0, None),
   ('label_smoothing', 'float', 0.0, '<1'),
   ('coverage_loss_weight', 'float', 0.0, None),
+  ('alignment_loss_weight', 'float', 0.0, None),
   ('log_every', 'int', 1, None),
   ('eval_every', 'int', 0, None),
   ('eval_beam_size', 'int', 0, None),
@@ -48,6 +50,7 @@ DATA = (
   ('sword_path', 'str', None, None),
   ('tsv_path', 'str', None, None),
   ('skip_bad_lines', 'bool', None, None),
+  ('alignment_path', 'str', None, None),
   ('validation_fraction', 'float', 0.0, '<1'),
   ('test_fraction', 'float', 0.0, '<1'),
   ('synthetic_size', 'int', 1, None),
@@ -144,6 +147,11 @@ def validate_data(d) -> None:
     raise ConfigError("data.name is empty; name a dataset, e.g. 'bible_en_es', 'tsv_pairs' or 'synthetic_numbers'")
   if d.get('name') == 'tsv_pairs' and not d.get('tsv_path'):
     raise ConfigError('data.name=tsv_pairs needs data.tsv_path, the sentence-pair file')
+  if d.get('alignment_path') and d.get('name') != 'tsv_pairs':
+    raise ConfigError(
+      f'data.alignment_path is read only beside a tsv_pairs corpus, and data.name={d.name}; set '
+      "data.name=tsv_pairs with data.tsv_path, or data.alignment_path=''"
+    )
   if d.get('validation_fraction', 0) + d.get('test_fraction', 0) >= 1:
     raise ConfigError(
       f'data.validation_fraction + data.test_fraction must be < 1 (the rest trains), got '
@@ -153,6 +161,30 @@ def validate_data(d) -> None:
     raise ConfigError(
       f'data.synthetic_max_numbers ({d.synthetic_max_numbers}) must be >= '
       f'data.synthetic_min_numbers ({d.synthetic_min_numbers})'
+    )
+
+
+def has_gold_alignments(d) -> bool:
+  """Whether the corpus of data config `d` carries gold word alignments: the synthetic task does, and a
+  tsv_pairs corpus with a Pharaoh file (data.alignment_path)."""
+  return d.get('name') == 'synthetic_numbers' or (d.get('name') == 'tsv_pairs' and bool(d.get('alignment_path')))
+
+
+def validate_supervision(config) -> None:
+  """Supervised attention (train.alignment_loss_weight > 0) needs attention to train and gold alignments."""
+  weight = config.train.get('alignment_loss_weight', 0.0)
+  if not weight:
+    return
+  if config.model.get('score') == 'none':
+    raise ConfigError(
+      f'train.alignment_loss_weight={weight} trains attention, and model.score=none has none (every weight is '
+      '1 / length); use an attention score such as additive, or set the weight to 0'
+    )
+  if not has_gold_alignments(config.data):
+    raise ConfigError(
+      f'train.alignment_loss_weight={weight} needs gold alignments, and data.name={config.data.name} has none; '
+      'use data.name=synthetic_numbers, or tsv_pairs with data.alignment_path (a Pharaoh file), or set the '
+      'weight to 0'
     )
 
 
@@ -175,3 +207,4 @@ def validate(config) -> None:
   validate_train(_section(config, 'train'))
   validate_data(_section(config, 'data'))
   validate_model_types(_section(config, 'model'))
+  validate_supervision(config)

@@ -126,10 +126,10 @@ def variants(config):
   """(name, run config) of every valid combination, and the combinations refused with the reason.
 
   Unknown names (a score that does not exist, a typo) are errors; combinations that cannot work (`none`
-  with a local window, `dot` with unequal sizes) are skipped and reported. Input feeding exists only in
+  with a local window or with supervised attention, `dot` with unequal sizes) are skipped and reported. Input feeding exists only in
   the luong timing, so bahdanau variants differing only in it are one variant.
   """
-  from attnmt import trainer
+  from attnmt import trainer, validation
   from attnmt.config import ConfigError, ModelConfig
 
   swept = axes(config)
@@ -146,6 +146,7 @@ def variants(config):
         run.model.input_feeding = True
       try:
         ModelConfig.from_dict(run.model.to_dict())
+        validation.validate_supervision(run)  # e.g. none with train.alignment_loss_weight > 0
       except ConfigError as e:
         if str(e).startswith(('unknown model.', "model.score '", "model.window '", "model.normalizer '")):
           raise

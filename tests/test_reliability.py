@@ -155,8 +155,8 @@ def poisoned_train_step(bad_step):
   """train_step whose loss and gradients turn NaN at one step (fault injection for the guards)."""
   real = train_step.train_step
 
-  def step(cfg, optimizer, state, batch, label_smoothing=0.0):
-    new, metrics = real(cfg, optimizer, state, batch, label_smoothing)
+  def step(cfg, optimizer, state, batch, **losses):
+    new, metrics = real(cfg, optimizer, state, batch, **losses)
     poison = jnp.where(state.step + 1 == bad_step, jnp.nan, 0.0)
     new = new.replace(params=jax.tree.map(lambda p: p + poison, new.params))
     return new, {**metrics, 'loss': metrics['loss'] + poison, 'grad_norm': metrics['grad_norm'] + poison}
@@ -301,8 +301,8 @@ def test_nonfinite_parameters_with_a_finite_loss_are_a_bad_step(tmp_path, data_d
   """A NaN learning rate: the loss and gradient of the step are finite, the updated parameters are not."""
   real = train_step.train_step
 
-  def nan_update(cfg, optimizer, state, batch, label_smoothing=0.0):
-    new, metrics = real(cfg, optimizer, state, batch, label_smoothing)
+  def nan_update(cfg, optimizer, state, batch, **losses):
+    new, metrics = real(cfg, optimizer, state, batch, **losses)
     poison = jnp.where(state.step + 1 == 13, jnp.nan, 0.0)
     return new.replace(params=jax.tree.map(lambda p: p + poison, new.params)), metrics
 

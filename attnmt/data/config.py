@@ -19,6 +19,8 @@ def get_data_config() -> ml_collections.ConfigDict:
   c.sword_path = ''  # bible_en_es: SWORD library ('' = $SWORD_PATH or /usr/share/sword).
   c.tsv_path = ''  # tsv_pairs: the file, lines 'source<TAB>target[<TAB>attribution]'.
   c.skip_bad_lines = False  # tsv_pairs: skip (and count) malformed lines instead of failing.
+  c.alignment_path = ''  # tsv_pairs: gold word alignments, a Pharaoh file ('0-0 1-2 ...': 0-based
+  #                        source-target word indices), line k for the pair on line k of tsv_path.
   c.validation_fraction = 0.05  # tsv_pairs: share of source sentences for validation.
   c.test_fraction = 0.05  # tsv_pairs: share of source sentences for test.
   c.synthetic_size = 20000  # synthetic_numbers: training sentences.

@@ -8,7 +8,8 @@ Batch format (the model depends on it exactly), all int32:
   tgt_len  [B]     tgt_out tokens including the EOS
   index    [B]     example position in its split (see raw_texts)
   alignment [B, T, S]  1 where target token t (tgt_out position) aligns to source token s;
-                   synthetic task only (gold alignments)
+                   corpora with gold alignments only (the synthetic task; tsv_pairs with
+                   data.alignment_path)
 """
 
 import dataclasses
@@ -16,7 +17,7 @@ from typing import Optional
 
 import numpy as np
 
-from attnmt.data import batching
+from attnmt.data import batching, pharaoh
 from attnmt.data.tokenizers import BOS_ID, EOS_ID
 
 
@@ -59,8 +60,11 @@ def _flatten(sequences: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
   return ids, offsets
 
 
-def _encode_words(tokenizer, text: str) -> tuple[list[int], list[int]]:
-  """Ids of `text` encoded word by word, and the word index of each token."""
+def encode_words(tokenizer, text: str) -> tuple[list[int], list[int]]:
+  """Ids of `text` encoded word by word (whitespace-separated words), and the word index of each token.
+
+  A word may give several tokens (sentencepiece pieces; `classic_preprocess` splitting 'well-known') or
+  none (the word tokenizer drops punctuation)."""
   ids, word_of = [], []
   for w, word in enumerate(text.split()):
     pieces = tokenizer.encode(word)
@@ -69,9 +73,10 @@ def _encode_words(tokenizer, text: str) -> tuple[list[int], list[int]]:
   return ids, word_of
 
 
-def _token_links(pharaoh: str, src_word_of: list[int], tgt_word_of: list[int]) -> np.ndarray:
-  """Word links 'i-j' mapped to every (source token, target token) of the two words."""
-  word_links = {tuple(int(x) for x in link.split('-')) for link in pharaoh.split()}
+def token_links(alignment: str, src_word_of: list[int], tgt_word_of: list[int]) -> np.ndarray:
+  """Word links (a Pharaoh string '0-0 1-2') as (source token, target token) rows: every token of a linked
+  source word links to every token of its target word. A word without tokens loses its links."""
+  word_links = pharaoh.parse_links(alignment)
   rows = [(s, t) for t, tw in enumerate(tgt_word_of) for s, sw in enumerate(src_word_of) if (sw, tw) in word_links]
   return np.array(rows, np.int32).reshape(-1, 2)
 
@@ -84,10 +89,10 @@ def tokenize_split(raw, src_tokenizer, tgt_tokenizer) -> TokenizedSplit:
     tgt = tgt_tokenizer.encode_batch(raw.target)
     links = None
   else:
-    src_enc = [_encode_words(src_tokenizer, s) for s in raw.source]
-    tgt_enc = [_encode_words(tgt_tokenizer, t) for t in raw.target]
+    src_enc = [encode_words(src_tokenizer, s) for s in raw.source]
+    tgt_enc = [encode_words(tgt_tokenizer, t) for t in raw.target]
     src, tgt = [e[0] for e in src_enc], [e[0] for e in tgt_enc]
-    links = [_token_links(a, s[1], t[1]) for a, s, t in zip(raw.alignment, src_enc, tgt_enc)]
+    links = [token_links(a, s[1], t[1]) for a, s, t in zip(raw.alignment, src_enc, tgt_enc)]
   return TokenizedSplit(*_flatten(src), *_flatten(tgt), links)
 
 

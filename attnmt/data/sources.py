@@ -12,7 +12,7 @@ from typing import Optional
 
 import tensorflow_datasets as tfds
 
-from attnmt.data import bible_en_es, catalogue, synthetic_numbers, tsv_pairs
+from attnmt.data import bible_en_es, catalogue, pharaoh, synthetic_numbers, tsv_pairs
 
 OWN_DATASETS = ('bible_en_es', 'tsv_pairs', 'synthetic_numbers')
 SPLITS = ('train', 'validation', 'test')
@@ -25,7 +25,7 @@ class RawSplit:
   source: list[str]
   target: list[str]
   ids: list[str]  # Bible reference, file line, or position
-  alignment: Optional[list[str]] = None  # Pharaoh strings, synthetic task only
+  alignment: Optional[list[str]] = None  # Pharaoh strings: the synthetic task's, or data.alignment_path's
 
 
 @dataclasses.dataclass
@@ -103,8 +103,18 @@ def unknown_name_error(name: str) -> ValueError:
   )
 
 
+def tsv_alignments(cfg) -> Optional[dict[int, str]]:
+  """The gold links of a tsv_pairs corpus by TSV line number, from `data.alignment_path` (None without one)."""
+  if cfg.name != 'tsv_pairs' or not cfg.get('alignment_path'):
+    return None
+  return pharaoh.read_alignments(
+    cfg.alignment_path, cfg.tsv_path, tsv_pairs.read_pairs(cfg.tsv_path, cfg.skip_bad_lines)
+  )
+
+
 def load_corpus(cfg, tfds_dir: str) -> RawCorpus:
   """Builds (once) and reads the dataset that `cfg.name` names; see get_data_config."""
+  gold_by_line = tsv_alignments(cfg)  # first: a bad alignment file fails before anything is built
   if cfg.name in OWN_DATASETS:
     builder = _own_builder(cfg, tfds_dir)
     src_key, tgt_key = _language_keys(cfg, builder.info.supervised_keys, builder.info.features)
@@ -121,4 +131,7 @@ def load_corpus(cfg, tfds_dir: str) -> RawCorpus:
   else:
     raise unknown_name_error(cfg.name)
   splits = {s: _read_split(data[s], src_key, tgt_key, id_key) for s in SPLITS}
+  if gold_by_line is not None:  # a tsv_pairs example's id is its line in the file
+    for split in splits.values():
+      split.alignment = [gold_by_line[int(line)] for line in split.ids]
   return RawCorpus(os.path.join(dataset_id, f'{src_key}-{tgt_key}'), src_key, tgt_key, splits, report)

@@ -32,6 +32,7 @@ class TsvPairs:
   pairs: list[tuple[str, str, int]]
   skipped_lines: list[int]
   blank_lines: int
+  num_lines: int  # lines in the file, blank and skipped ones included (a final newline ends the last line)
 
 
 def _split_line(line: str, path: str, lineno: int) -> tuple[str, str]:
@@ -91,7 +92,8 @@ def read_pairs(path: str, skip_bad_lines: bool = False) -> TsvPairs:
       f'{path}: {distinct} distinct source sentence(s); training, validation '
       'and test need at least one each (3 or more; a few hundred to learn)'
     )
-  return TsvPairs(pairs, skipped, blank - 1 if raw_lines[-1] == b'' else blank)
+  ends_with_newline = raw_lines[-1] == b''
+  return TsvPairs(pairs, skipped, blank - ends_with_newline, len(raw_lines) - ends_with_newline)
 
 
 @dataclasses.dataclass(eq=False)

@@ -38,6 +38,10 @@ def get_train_config() -> ml_collections.ConfigDict:
   t.clip_norm = 1.0  # global-norm gradient clipping (0 = no clipping)
   t.label_smoothing = 0.1  # 0 = plain cross-entropy (regularisation.png)
   t.coverage_loss_weight = 0.0  # See et al. 2017: + weight * sum_t sum_i min(a_ti, sum_{t'<t} a_t'i) per token
+  # Supervised attention (Liu et al. 2016, Mi et al. 2016): > 0 adds this weight times the cross-entropy of the
+  # teacher-forced attention against gold alignments (train_step.alignment_loss) to the loss; 0 = off. Needs
+  # gold alignments (data.name=synthetic_numbers, or tsv_pairs with data.alignment_path) and a score other than none.
+  t.alignment_loss_weight = 0.0
   t.log_every = 50  # steps between progress lines and training-metric records
   t.eval_every = 1000  # steps between validation evaluations (0 = only at the end)
   t.eval_beam_size = 0  # 0 = greedy only at evaluation; k > 0 adds beam-search BLEU
