@@ -220,12 +220,13 @@ class Decoder(nn.Module):
       return self._output_features(p, outs, emb_BxTxE, train), outs[-1]
     return self._output_layer(p, outs, emb_BxTxE, train), outs[-1]
 
-  def step(self, memory: Memory, state: State, token_B: jax.Array):
-    """One step of decoding from token y_{t-1}: new state, logits (B x V), weights (B x S)."""
+  def step(self, memory: Memory, state: State, token_B: jax.Array, decoding: bool = True):
+    """One step of decoding from token y_{t-1}: new state, logits (B x V), weights (B x S). With
+    `decoding=False` the attention is the teacher-forced one (monotonic: expected, not hard)."""
     p = self._params()
     emb_BxE = jnp.take(p['embed'], token_B, axis=0)
     sp = self._step_params(p, embedding_hoisted=False)
     b = p['layers'][0]['b']
     layer0_input = lambda x: (emb_BxE if x is None else jnp.concatenate([emb_BxE, x], -1)) @ sp['layers'][0]['W_ih'] + b
-    state, out = self._step(sp, memory, state, layer0_input, decoding=True)
+    state, out = self._step(sp, memory, state, layer0_input, decoding=decoding)
     return state, self._output_layer(p, out, emb_BxE, False), out[-1]
