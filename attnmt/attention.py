@@ -67,6 +67,7 @@ def recurrent_weights(
   length_B: jax.Array,
   state: dict,
   decoding: bool,
+  noise_BxS: jax.Array | None = None,
 ) -> tuple[jax.Array, dict]:
   """Attention weights (B x S) of a recurrent normaliser (`monotonic`), which takes the place of the window,
   and the state with the entries it updates: the score per sentence, then the normaliser's `step`."""
@@ -74,11 +75,11 @@ def recurrent_weights(
   half_Bx_ = score.query(p, query_BxQ)
   p_values = deferred_scan.values(p)
 
-  def one(half, keys_SxK, length, state_S):
+  def one(half, keys_SxK, length, state_S, noise_S):
     mask_S = jnp.arange(keys_SxK.shape[0]) < length
-    return normalizer.step(p_values, score.scores(p_values, half, keys_SxK), mask_S, state_S, decoding)
+    return normalizer.step(p_values, score.scores(p_values, half, keys_SxK), mask_S, state_S, decoding, noise_S)
 
-  weights_BxS, updated = jax.vmap(one)(half_Bx_, keys_BxSxK, length_B, state)
+  weights_BxS, updated = jax.vmap(one)(half_Bx_, keys_BxSxK, length_B, state, noise_BxS)
   return weights_BxS, {**state, **updated}
 
 
@@ -100,11 +101,13 @@ def attention_step(
   t: jax.Array,
   state: dict,
   decoding: bool = False,
+  noise_BxS: jax.Array | None = None,
 ) -> tuple[jax.Array, dict]:
   """One decoder step's attention weights (B x S, float32) and the attention's next state.
 
   `state` is what `initial_state` started (B x S arrays by name); `decoding` is true in greedy and
-  beam search, false under teacher forcing. Coverage (Tu et al. 2016, Eq. 7 with the "linguistic"
+  beam search, false under teacher forcing; `noise_BxS` (training only) are standard normal draws for a
+  normaliser with training noise (`noise_std > 0`). Coverage (Tu et al. 2016, Eq. 7 with the "linguistic"
   update C_t = C_{t-1} + a_t) adds C_i w_c to every key before the score's tanh. A recurrent normaliser
   (`monotonic`: expected alignment under teacher forcing, hard attention in decoding) replaces the window.
   """
@@ -113,7 +116,7 @@ def attention_step(
       keys_BxSxK.dtype
     )
   if normalizers.build(cfg).recurrent:
-    weights_BxS, new = recurrent_weights(cfg, p, query_BxQ, keys_BxSxK, length_B, state, decoding)
+    weights_BxS, new = recurrent_weights(cfg, p, query_BxQ, keys_BxSxK, length_B, state, decoding, noise_BxS)
   else:
     weights_BxS, new = attention_weights(cfg, p, query_BxQ, keys_BxSxK, length_B, t), dict(state)
   if cfg.coverage != 'none':

@@ -16,10 +16,13 @@ replaces the window (it needs window 'global') and defines instead:
 
     params(param)                              its parameters, as a score's
     initial_state(length_B, positions)         its state at the first target step: B x S arrays by name
-    step(p, e_S, mask_S, state_S, decoding)    one query's weights a_S and the state entries it updates
+    step(p, e_S, mask_S, state_S, decoding, noise_S)
+                                               one query's weights a_S and the state entries it updates
                                                (S arrays by name; state_S is the attention's whole
                                                state for the sentence); `decoding` is true in greedy
-                                               and beam search, false under teacher forcing
+                                               and beam search, false under teacher forcing; noise_S:
+                                               standard normal draws in training when `noise_std` > 0,
+                                               else None
 
 Built in:
 - `softmax`: a_i = exp(e_i) / sum_j exp(e_j); every valid position gets a positive weight.
@@ -168,6 +171,7 @@ class Normalizer:
 
   name: ClassVar[str] = ''
   recurrent: ClassVar[bool] = False  # carries state between target steps; replaces the window
+  noise_std: ClassVar[float] = 0.0  # > 0: a recurrent normaliser's step gets standard normal noise in training
 
   def __init__(self, cfg):
     self.cfg = cfg
@@ -184,7 +188,9 @@ class Normalizer:
   def initial_state(self, length_B: jax.Array, positions: int) -> dict:
     return {}
 
-  def step(self, p: Params, e_S: jax.Array, mask_S: jax.Array, state_S: dict, decoding: bool) -> tuple[jax.Array, dict]:
+  def step(
+    self, p: Params, e_S: jax.Array, mask_S: jax.Array, state_S: dict, decoding: bool, noise_S: jax.Array | None
+  ) -> tuple[jax.Array, dict]:
     return self.normalize(e_S, mask_S), {}
 
 
@@ -228,12 +234,15 @@ class Monotonic(Normalizer):
   attends with the expected alignment, decoding with hard monotonic attention (attnmt/monotonic.py).
 
   The state 'alignment' is alpha_{i-1} under teacher forcing, the one-hot position last attended in
-  decoding. Raffel's pre-sigmoid training noise is not applied.
+  decoding. In training, Gaussian noise of standard deviation `noise_std` is added to the scores before the
+  sigmoid (Raffel Sec. 2.5), so that the model learns to give p near 0 or 1, where expected and hard
+  attention agree.
   """
 
   name = 'monotonic'
   recurrent = True
   r_init = -1.0  # p starts below 1/2 (sigmoid(-1) = 0.27 for a 0 score): the scan moves on by default
+  noise_std = 1.0  # Gaussian pre-sigmoid noise in training (Raffel: unit variance)
 
   def params(self, param):
     return {'r': param('r', (), nn.initializers.constant(self.r_init))}
@@ -241,7 +250,9 @@ class Monotonic(Normalizer):
   def initial_state(self, length_B, positions):
     return {'alignment': jnp.broadcast_to(monotonic.initial_alignment(positions), (length_B.shape[0], positions))}
 
-  def step(self, p, e_S, mask_S, state_S, decoding):
+  def step(self, p, e_S, mask_S, state_S, decoding, noise_S):
+    if noise_S is not None:  # Raffel Sec. 2.5: pre-sigmoid noise pushes p towards 0 or 1, as hard decoding has it
+      e_S = e_S + self.noise_std * noise_S.astype(e_S.dtype)
     p_S = monotonic.stop_probabilities(e_S, p['r'], mask_S)
     if decoding:
       weights_S, position_S = monotonic.hard_alignment(p_S, state_S['alignment'])
