@@ -50,17 +50,20 @@ def attention_monotonicity(attentions: Sequence[np.ndarray], min_tokens: int = 3
   source with every output token, -1 backwards, near 0 when its peak does not follow the output.
 
   Each matrix is output tokens x source tokens with the EOS row and the source EOS column removed.
-  Sentences with fewer than `min_tokens` output tokens (or no source token) are skipped; a sentence
-  whose Spearman is undefined (every peak at one position, or a single source token) counts as 0.
+  Rows with no weight (hard monotonic attention that attends nothing, or attends the removed EOS) have
+  no peak and are left out. Sentences with fewer than `min_tokens` rows left (or no source token) are
+  skipped; a sentence whose Spearman is undefined (every peak at one position, or a single source
+  token) counts as 0.
   Returns {'monotonicity': mean or None, 'sentences': measured, 'undefined': of those, 'skipped': n}.
   """
   values, undefined, skipped = [], 0, 0
   for a in attentions:
     a = np.asarray(a)
-    if a.ndim != 2 or a.shape[0] < min_tokens or a.shape[1] < 1:
+    rows = np.flatnonzero(a.sum(axis=1) > 0) if a.ndim == 2 else []
+    if len(rows) < min_tokens or a.shape[1] < 1:
       skipped += 1
       continue
-    rho = spearman(np.arange(a.shape[0]), np.argmax(a, axis=1))
+    rho = spearman(rows, np.argmax(a[rows], axis=1))
     if np.isnan(rho):
       undefined += 1
       rho = 0.0
