@@ -3,23 +3,23 @@ alignments"): the math for one sentence, `jax.vmap`ped by the caller (the `monot
 attnmt/normalizers.py).
 
 At target step i the attention scans the source left to right from where it stopped at step i-1,
-and at each position j stops with probability p_{i,j} = sigmoid(e_{i,j} + r) (Raffel Eq. 7, 8), e the
+and at each position j stops with probability p_{i,j} = sigmoid(e_{i,j} + r) (Raffel Eq. 11-12), e the
 score of any registered energy function and r a learned scalar bias. Stopping at j attends h_j alone.
 
 - Training uses the expected alignment, the probability alpha_{i,j} that the scan of step i stops at j
-  (Raffel Eq. 9):
+  (Raffel Eq. 13-14):
 
       q_{i,j} = (1 - p_{i,j-1}) q_{i,j-1} + alpha_{i-1,j}        alpha_{i,j} = p_{i,j} q_{i,j}
 
-  with alpha_0 one-hot at position 0. Raffel Eq. 11-13 solve it in parallel as
+  with alpha_0 one-hot at position 0. Raffel's Appendix C.1 solves it in parallel as
   alpha_i = p_i * cumprod_x(1 - p_i) * cumsum(alpha_{i-1} / cumprod_x(1 - p_i)) (cumprod_x exclusive),
   whose division by a product that underflows needs clipping, and clipping changes the result as soon
   as the product falls below the clip (any earlier p close to 1). `expected_alignment` evaluates the
   same recurrence in parallel without a division: each position is the affine map x -> (1 - p_{j-1}) x
   + alpha_{i-1,j}, and q is their prefix composition (`jax.lax.associative_scan`), so
-  q_{i,j} = sum_{k<=j} alpha_{i-1,k} prod_{k<=l<j} (1 - p_{i,l}), exact for every p in [0, 1].
+  q_{i,j} = sum_{k<=j} alpha_{i-1,k} prod_{k<=l<j} (1 - p_{i,l}) (Raffel Eq. 9), exact for every p in [0, 1].
   alpha_i need not sum to 1: the rest is the probability that the scan stops nowhere (context 0).
-- Decoding uses hard monotonic attention (Raffel Algorithm 1, with z_{i,j} = [p_{i,j} > 0.5]): from the
+- Decoding uses hard monotonic attention (Raffel Sec. 2.2, with z_{i,j} = [p_{i,j} > 0.5]): from the
   position t_{i-1} attended last, the first j >= t_{i-1} with p_{i,j} > 0.5 is attended (one-hot); if
   there is none, the weights are all 0 and the position stays.
 
@@ -53,7 +53,7 @@ def _compose(earlier, later):
 
 
 def expected_alignment(p_S: jax.Array, previous_S: jax.Array) -> jax.Array:
-  """alpha_j = p_j q_j with q_j = (1 - p_{j-1}) q_{j-1} + previous_j, q_0 = previous_0 (Raffel Eq. 9),
+  """alpha_j = p_j q_j with q_j = (1 - p_{j-1}) q_{j-1} + previous_j, q_0 = previous_0 (Raffel Eq. 13-14),
   as a parallel prefix scan: q_j = sum_{k<=j} previous_k prod_{k<=l<j} (1 - p_l), no division.
 
   `previous_S` is alpha_{i-1} (`initial_alignment` at the first step). Where p is 0 (padding) alpha is 0.

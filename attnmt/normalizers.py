@@ -235,7 +235,7 @@ class Monotonic(Normalizer):
 
   The state 'alignment' is alpha_{i-1} under teacher forcing, the one-hot position last attended in
   decoding. In training, Gaussian noise of standard deviation `noise_std` is added to the scores before the
-  sigmoid (Raffel Sec. 2.5), so that the model learns to give p near 0 or 1, where expected and hard
+  sigmoid (Raffel's "encouraging discreteness"), so that the model learns to give p near 0 or 1, where expected and hard
   attention agree.
   """
 
@@ -251,7 +251,7 @@ class Monotonic(Normalizer):
     return {'alignment': jnp.broadcast_to(monotonic.initial_alignment(positions), (length_B.shape[0], positions))}
 
   def step(self, p, e_S, mask_S, state_S, decoding, noise_S):
-    if noise_S is not None:  # Raffel Sec. 2.5: pre-sigmoid noise pushes p towards 0 or 1, as hard decoding has it
+    if noise_S is not None:  # pre-sigmoid noise pushes p towards 0 or 1, where expected and hard attention agree
       e_S = e_S + self.noise_std * noise_S.astype(e_S.dtype)
     p_S = monotonic.stop_probabilities(e_S, p['r'], mask_S)
     if decoding:

@@ -19,7 +19,7 @@ from attnmt.model import BOS, EOS, Seq2Seq, init_params
 
 
 def np_expected_alignments(p_TxS: np.ndarray) -> np.ndarray:
-  """Raffel Eq. 9 step by step, in float64: q_{i,j} = (1 - p_{i,j-1}) q_{i,j-1} + alpha_{i-1,j},
+  """Raffel Eq. 13-14 step by step, in float64: q_{i,j} = (1 - p_{i,j-1}) q_{i,j-1} + alpha_{i-1,j},
   alpha_{i,j} = p_{i,j} q_{i,j}, alpha_0 one-hot at position 0."""
   steps, positions = p_TxS.shape
   alpha = np.zeros(positions)
@@ -35,7 +35,7 @@ def np_expected_alignments(p_TxS: np.ndarray) -> np.ndarray:
 
 
 def raffel_clipped_closed_form(p_S, previous_S, eps=1e-10):
-  """Raffel Eq. 13 as written: p * cumprod_x(1 - p) * cumsum(previous / clip(cumprod_x(1 - p), eps, 1))."""
+  """Raffel Appendix C.1 as written: p * cumprod_x(1 - p) * cumsum(previous / clip(cumprod_x(1 - p), eps, 1))."""
   cumprod_S = np.cumprod(np.r_[1.0, 1.0 - p_S[:-1]])
   return p_S * cumprod_S * np.cumsum(previous_S / np.clip(cumprod_S, eps, 1.0))
 
@@ -85,7 +85,7 @@ def test_expected_alignment_equals_the_step_by_step_recursion_in_float64():
 
 def test_clipping_the_closed_form_loses_the_alignment_the_prefix_scan_keeps():
   """Why no division: one stop probability near 1 before the previous position makes cumprod_x(1 - p)
-  fall below the clip, and Raffel Eq. 13 with the clip gives 200 times too little weight."""
+  fall below the clip, and Raffel's closed form with the clip gives 200 times too little weight."""
   p, previous = np.array([0.5, 1.0 - 1e-12, 0.5, 0.5]), np.array([0.0, 0.0, 1.0, 0.0])
   want = np.array([0.0, 0.0, 0.5, 0.25])  # q_2 = 1, alpha_2 = 0.5; q_3 = (1 - 0.5) q_2
   with jax.enable_x64(True):
