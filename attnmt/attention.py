@@ -13,7 +13,7 @@ import jax
 import jax.numpy as jnp
 import flax.linen as nn
 
-from attnmt import deferred_scan, scores, windows
+from attnmt import deferred_scan, normalizers, scores, windows
 from attnmt.config import ModelConfig
 from attnmt.scores import additive_scores  # noqa: F401  (the score primitive)
 from attnmt.normalizers import masked_entmax15, masked_softmax, masked_sparsemax  # noqa: F401
@@ -59,10 +59,34 @@ def attention_weights(
   return jax.vmap(one)(half_Bx_, keys_BxSxK, length_B, centre_B)
 
 
+def recurrent_weights(
+  cfg: ModelConfig,
+  p: Params,
+  query_BxQ: jax.Array,
+  keys_BxSxK: jax.Array,
+  length_B: jax.Array,
+  state: dict,
+  decoding: bool,
+  noise_BxS: jax.Array | None = None,
+) -> tuple[jax.Array, dict]:
+  """Attention weights (B x S) of a recurrent normaliser (`monotonic`), which takes the place of the window,
+  and the state with the entries it updates: the score per sentence, then the normaliser's `step`."""
+  score, normalizer = scores.build(cfg), normalizers.build(cfg)
+  half_Bx_ = score.query(p, query_BxQ)
+  p_values = deferred_scan.values(p)
+
+  def one(half, keys_SxK, length, state_S, noise_S):
+    mask_S = jnp.arange(keys_SxK.shape[0]) < length
+    return normalizer.step(p_values, score.scores(p_values, half, keys_SxK), mask_S, state_S, decoding, noise_S)
+
+  weights_BxS, updated = jax.vmap(one)(half_Bx_, keys_BxSxK, length_B, state, noise_BxS)
+  return weights_BxS, {**state, **updated}
+
+
 def initial_state(cfg: ModelConfig, length_B: jax.Array, positions: int) -> dict:
   """The attention's own recurrent state at the first target position: B x S arrays by name, empty
-  when nothing carries over from one step to the next. `coverage`: C = 0."""
-  state = {}
+  when nothing carries over from one step to the next. `coverage`: C = 0; a recurrent normaliser's own."""
+  state = dict(normalizers.build(cfg).initial_state(length_B, positions))
   if cfg.coverage != 'none':
     state['coverage'] = jnp.zeros((length_B.shape[0], positions), jnp.float32)
   return state
@@ -77,20 +101,24 @@ def attention_step(
   t: jax.Array,
   state: dict,
   decoding: bool = False,
+  noise_BxS: jax.Array | None = None,
 ) -> tuple[jax.Array, dict]:
   """One decoder step's attention weights (B x S, float32) and the attention's next state.
 
   `state` is what `initial_state` started (B x S arrays by name); `decoding` is true in greedy and
-  beam search, false under teacher forcing. Coverage (Tu et al. 2016, Eq. 7 with the "linguistic"
-  update C_t = C_{t-1} + a_t) adds C_i w_c to every key before the score's tanh.
+  beam search, false under teacher forcing; `noise_BxS` (training only) are standard normal draws for a
+  normaliser with training noise (`noise_std > 0`). Coverage (Tu et al. 2016, Eq. 7 with the "linguistic"
+  update C_t = C_{t-1} + a_t) adds C_i w_c to every key before the score's tanh. A recurrent normaliser
+  (`monotonic`: expected alignment under teacher forcing, hard attention in decoding) replaces the window.
   """
-  del decoding  # the same in both modes for what is built in
   if cfg.coverage != 'none':
     keys_BxSxK = keys_BxSxK + state['coverage'][..., None].astype(keys_BxSxK.dtype) * p['w_cov'].astype(
       keys_BxSxK.dtype
     )
-  weights_BxS = attention_weights(cfg, p, query_BxQ, keys_BxSxK, length_B, t)
-  new = dict(state)
+  if normalizers.build(cfg).recurrent:
+    weights_BxS, new = recurrent_weights(cfg, p, query_BxQ, keys_BxSxK, length_B, state, decoding, noise_BxS)
+  else:
+    weights_BxS, new = attention_weights(cfg, p, query_BxQ, keys_BxSxK, length_B, t), dict(state)
   if cfg.coverage != 'none':
     new['coverage'] = state['coverage'] + weights_BxS
   return weights_BxS, new
@@ -115,7 +143,7 @@ def attend(
 
 
 class AttentionParams(nn.Module):
-  """Declares the parameters of the configured score and window and returns them as one dict."""
+  """Declares the parameters of the configured score, window and normaliser and returns them as one dict."""
 
   cfg: ModelConfig
 
@@ -124,7 +152,11 @@ class AttentionParams(nn.Module):
     def param(name, shape, init=nn.initializers.lecun_normal()):
       return self.param(name, init, shape, jnp.float32)
 
-    p = {**scores.build(self.cfg).params(param), **windows.build(self.cfg).params(param)}
+    p = {
+      **scores.build(self.cfg).params(param),
+      **windows.build(self.cfg).params(param),
+      **normalizers.build(self.cfg).params(param),
+    }
     if self.cfg.coverage != 'none':  # w_c, zero at the start: the model begins as without coverage
       p['w_cov'] = param('w_cov', (self.cfg.attention_size,), nn.initializers.zeros)
     return p

@@ -43,7 +43,9 @@ class ModelConfig:
   attention_size: int = 128  # A: hidden size of additive / concat scores and of local_p's predictor
   window: str = 'global'  # 'global', 'local_m', 'local_p' (attnmt/windows.py) or an import path
   window_size: int = 10  # D: half-width of the local window; Gaussian sigma = D / 2
-  normalizer: str = 'softmax'  # 'softmax'; sparse: 'sparsemax', 'entmax15' (attnmt/normalizers.py) or an import path
+  # 'softmax'; sparse: 'sparsemax', 'entmax15'; 'monotonic' (Raffel et al. 2017: expected alignment in training,
+  # hard monotonic attention in greedy and beam search; window 'global' only) (attnmt/normalizers.py) or an import path
+  normalizer: str = 'softmax'
   # 'sum': Tu et al. 2016's coverage C_i = sum_{t'<t} a_t'i enters the score, e_i = v . tanh(W q + U h_i + C_i w_c + b)
   # (w_c starts at 0); for scores whose keys enter a tanh: additive, normed_additive, concat
   coverage: str = 'none'

@@ -21,7 +21,7 @@ import jax
 import jax.numpy as jnp
 import flax.linen as nn
 
-from attnmt import attention, deferred_scan, rnn
+from attnmt import attention, deferred_scan, normalizers, rnn
 from attnmt.config import ModelConfig
 
 
@@ -143,10 +143,13 @@ class Decoder(nn.Module):
       sp['W_c'] = p['W_c']
     return sp
 
-  def _step(self, p, memory: Memory, state: State, layer0_input, drop_masks=None, decoding: bool = False):
+  def _step(
+    self, p, memory: Memory, state: State, layer0_input, drop_masks=None, decoding: bool = False, noise_BxS=None
+  ):
     """One decoder step, as the equations read; returns the new state and the per-step outputs the
     output layer needs. `p` is `_step_params`; `layer0_input(x)` returns layer 0's input projection
-    [E y_{t-1} ; x] W_ih + b for x = c_t or h~_{t-1} (None: no x). `decoding`: greedy or beam search.
+    [E y_{t-1} ; x] W_ih + b for x = c_t or h~_{t-1} (None: no x). `decoding`: greedy or beam search;
+    `noise_BxS`: standard normal draws for a normaliser's training noise (None otherwise).
     """
     cfg = self.cfg
 
@@ -162,7 +165,7 @@ class Decoder(nn.Module):
 
     def attend(query_BxD):
       weights_BxS, attention_state = attention.attention_step(
-        cfg, p['attention'], query_BxD, memory.keys, memory.length, state.t, state.attention, decoding
+        cfg, p['attention'], query_BxD, memory.keys, memory.length, state.t, state.attention, decoding, noise_BxS
       )
       return attention.context(weights_BxS, memory.annotations), weights_BxS, attention_state
 
@@ -205,27 +208,32 @@ class Decoder(nn.Module):
         self.make_rng('dropout'), 1.0 - cfg.dropout, (steps, cfg.decoder_layers - 1, batch, cfg.decoder_hidden_size)
       )
       masks = keep.astype(emb_BxTxE.dtype) / (1.0 - cfg.dropout)
+    noise = None
+    if train and normalizers.build(cfg).noise_std > 0:  # the normaliser's training noise, drawn outside the scan
+      noise = jax.random.normal(self.make_rng('dropout'), (steps, batch, memory.annotations.shape[1]), jnp.float32)
 
     def step(params, st, xs):
       sp, mem = params
-      emb_proj_BxG, step_masks = xs
+      emb_proj_BxG, step_masks, step_noise = xs
       x0_BxG = emb_proj_BxG + sp['layers'][0]['b']
       layer0_input = lambda x: x0_BxG if x is None else x0_BxG + x @ sp['layers'][0]['W_feed']
-      return self._step(sp, mem, st, layer0_input, step_masks)
+      return self._step(sp, mem, st, layer0_input, step_masks, noise_BxS=step_noise)
 
     params = (self._step_params(p, embedding_hoisted=True), memory)
-    _, outs = deferred_scan.deferred_weight_scan(step, params, state, (emb_proj_TxBxG, masks), deferred=_multiplied)
+    xs = (emb_proj_TxBxG, masks, noise)
+    _, outs = deferred_scan.deferred_weight_scan(step, params, state, xs, deferred=_multiplied)
     outs = jax.tree.map(lambda x: jnp.swapaxes(x, 0, 1), outs)
     if features:
       return self._output_features(p, outs, emb_BxTxE, train), outs[-1]
     return self._output_layer(p, outs, emb_BxTxE, train), outs[-1]
 
-  def step(self, memory: Memory, state: State, token_B: jax.Array):
-    """One step of decoding from token y_{t-1}: new state, logits (B x V), weights (B x S)."""
+  def step(self, memory: Memory, state: State, token_B: jax.Array, decoding: bool = True):
+    """One step of decoding from token y_{t-1}: new state, logits (B x V), weights (B x S). With
+    `decoding=False` the attention is the teacher-forced one (monotonic: expected, not hard)."""
     p = self._params()
     emb_BxE = jnp.take(p['embed'], token_B, axis=0)
     sp = self._step_params(p, embedding_hoisted=False)
     b = p['layers'][0]['b']
     layer0_input = lambda x: (emb_BxE if x is None else jnp.concatenate([emb_BxE, x], -1)) @ sp['layers'][0]['W_ih'] + b
-    state, out = self._step(sp, memory, state, layer0_input, decoding=True)
+    state, out = self._step(sp, memory, state, layer0_input, decoding=decoding)
     return state, self._output_layer(p, out, emb_BxE, False), out[-1]

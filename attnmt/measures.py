@@ -48,13 +48,16 @@ def spearman(x, y) -> float:
 
 
 def sentence_monotonicity(a_TxS: np.ndarray, min_tokens: int = 3) -> Optional[float]:
-  """spearman(t, argmax_i a[t, i]) of one matrix (EOS row and source EOS column removed): None when the
-  sentence is skipped (fewer than `min_tokens` rows, or no column), NaN when the Spearman is undefined
+  """spearman(t, argmax_i a[t, i]) over the rows with any weight of one matrix (EOS row and source EOS
+  column removed): None when the sentence is skipped (fewer than `min_tokens` such rows, or no column), NaN when the Spearman is undefined
   (every peak at one position, as under uniform attention, or a single source token)."""
   a = np.asarray(a_TxS)
-  if a.ndim != 2 or a.shape[0] < min_tokens or a.shape[1] < 1:
+  if a.ndim != 2 or a.shape[1] < 1:
     return None
-  return spearman(np.arange(a.shape[0]), np.argmax(a, axis=1))
+  rows = np.flatnonzero(a.sum(axis=1) > 0)  # rows with no weight (hard attention to nothing) have no peak
+  if len(rows) < min_tokens:
+    return None
+  return spearman(rows, np.argmax(a[rows], axis=1))
 
 
 def attention_monotonicity(attentions: Sequence[np.ndarray], min_tokens: int = 3) -> dict:
@@ -62,8 +65,10 @@ def attention_monotonicity(attentions: Sequence[np.ndarray], min_tokens: int = 3
   source with every output token, -1 backwards, near 0 when its peak does not follow the output.
 
   Each matrix is output tokens x source tokens with the EOS row and the source EOS column removed.
-  Sentences with fewer than `min_tokens` output tokens (or no source token) are skipped; a sentence
-  whose Spearman is undefined (every peak at one position, or a single source token) counts as 0.
+  Rows with no weight (hard monotonic attention that attends nothing, or attends the removed EOS) have
+  no peak and are left out. Sentences with fewer than `min_tokens` rows left (or no source token) are
+  skipped; a sentence whose Spearman is undefined (every peak at one position, or a single source
+  token) counts as 0.
   Returns {'monotonicity': mean or None, 'sentences': measured, 'undefined': of those, 'skipped': n}.
   """
   values, undefined, skipped = [], 0, 0

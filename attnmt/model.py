@@ -44,9 +44,10 @@ class Seq2Seq(nn.Module):
     memory, state = self.encode(src_BxS, src_len_B, train)
     return self.decoder(memory, state, tgt_in_BxT, train, features=True)
 
-  def decode_step(self, memory: Memory, state: State, token_B: jax.Array):
-    """Feeds y_{t-1} = token_B; returns (state, logits B x V, weights B x S)."""
-    return self.decoder.step(memory, state, token_B)
+  def decode_step(self, memory: Memory, state: State, token_B: jax.Array, decoding: bool = True):
+    """Feeds y_{t-1} = token_B; returns (state, logits B x V, weights B x S). `decoding=False`: the
+    teacher-forced attention (the same but for `monotonic`, whose decoding attention is hard)."""
+    return self.decoder.step(memory, state, token_B, decoding)
 
 
 def init_params(cfg: ModelConfig, rng: jax.Array, batch: int = 2, src_len: int = 8, tgt_len: int = 8):

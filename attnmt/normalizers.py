@@ -11,12 +11,28 @@ path 'my_pkg.normalizers:Mine':
 
 Windows call the configured normaliser on the positions they keep (attnmt/windows.py).
 
+A normaliser that carries state from one target step to the next (`recurrent = True`; `monotonic`)
+replaces the window (it needs window 'global') and defines instead:
+
+    params(param)                              its parameters, as a score's
+    initial_state(length_B, positions)         its state at the first target step: B x S arrays by name
+    step(p, e_S, mask_S, state_S, decoding, noise_S)
+                                               one query's weights a_S and the state entries it updates
+                                               (S arrays by name; state_S is the attention's whole
+                                               state for the sentence); `decoding` is true in greedy
+                                               and beam search, false under teacher forcing; noise_S:
+                                               standard normal draws in training when `noise_std` > 0,
+                                               else None
+
 Built in:
 - `softmax`: a_i = exp(e_i) / sum_j exp(e_j); every valid position gets a positive weight.
 - `sparsemax` (Martins & Astudillo 2016): the Euclidean projection of e onto the simplex,
   a_i = max(e_i - tau, 0), tau such that the weights sum to 1; low scores get exactly 0.
 - `entmax15` (1.5-entmax, Peters et al. 2019): a_i = max(e_i / 2 - tau, 0)^2, tau such that the weights
   sum to 1; sparse too, though less than sparsemax.
+- `monotonic` (Raffel et al. 2017): stop probabilities p_i = sigmoid(e_i + r) scanned left to right from
+  the previous step's position; the expected alignment in training, hard attention in decoding
+  (attnmt/monotonic.py). Its weights sum to at most 1.
 
 Both sparse normalisers find tau exactly by sorting the scores (no iteration) and have closed-form
 gradients (`jax.custom_vjp`): with s the support (a_i > 0), sparsemax's is g_i - mean_{j in s} g_j on the
@@ -31,8 +47,11 @@ from typing import ClassVar
 import jax
 import jax.numpy as jnp
 
-from attnmt.config import ConfigError  # noqa: F401  (for normalisers' check())
-from attnmt.scores import Registry
+import flax.linen as nn
+
+from attnmt import monotonic
+from attnmt.config import ConfigError
+from attnmt.scores import Declare, Params, Registry
 
 
 def masked_softmax(e_S: jax.Array, mask_S: jax.Array) -> jax.Array:
@@ -147,9 +166,12 @@ def masked_entmax15(e_S: jax.Array, mask_S: jax.Array) -> jax.Array:
 
 
 class Normalizer:
-  """Base of every normaliser; subclasses define `normalize` and, if they need to, `check`."""
+  """Base of every normaliser; subclasses define `normalize` and, if they need to, `check`; a recurrent one
+  defines `params`, `initial_state` and `step` instead of `normalize`."""
 
   name: ClassVar[str] = ''
+  recurrent: ClassVar[bool] = False  # carries state between target steps; replaces the window
+  noise_std: ClassVar[float] = 0.0  # > 0: a recurrent normaliser's step gets standard normal noise in training
 
   def __init__(self, cfg):
     self.cfg = cfg
@@ -159,6 +181,17 @@ class Normalizer:
 
   def check(self) -> None:
     """Raises ConfigError if the normaliser cannot work with the rest of `self.cfg`."""
+
+  def params(self, param: Declare) -> Params:
+    return {}
+
+  def initial_state(self, length_B: jax.Array, positions: int) -> dict:
+    return {}
+
+  def step(
+    self, p: Params, e_S: jax.Array, mask_S: jax.Array, state_S: dict, decoding: bool, noise_S: jax.Array | None
+  ) -> tuple[jax.Array, dict]:
+    return self.normalize(e_S, mask_S), {}
 
 
 _registry = Registry(Normalizer, 'normalizer')
@@ -193,3 +226,51 @@ class Entmax15(Normalizer):
 
   def normalize(self, e_S, mask_S):
     return masked_entmax15(e_S, mask_S)
+
+
+@register
+class Monotonic(Normalizer):
+  """Raffel et al. 2017: p_i = sigmoid(e_i + r), r a learned scalar bias (starting at `r_init`); training
+  attends with the expected alignment, decoding with hard monotonic attention (attnmt/monotonic.py).
+
+  The state 'alignment' is alpha_{i-1} under teacher forcing, the one-hot position last attended in
+  decoding. In training, Gaussian noise of standard deviation `noise_std` is added to the scores before the
+  sigmoid (Raffel's "encouraging discreteness"), so that the model learns to give p near 0 or 1, where expected and hard
+  attention agree.
+  """
+
+  name = 'monotonic'
+  recurrent = True
+  r_init = -1.0  # p starts below 1/2 (sigmoid(-1) = 0.27 for a 0 score): the scan moves on by default
+  noise_std = 1.0  # Gaussian pre-sigmoid noise in training (Raffel: unit variance)
+
+  def params(self, param):
+    return {'r': param('r', (), nn.initializers.constant(self.r_init))}
+
+  def initial_state(self, length_B, positions):
+    return {'alignment': jnp.broadcast_to(monotonic.initial_alignment(positions), (length_B.shape[0], positions))}
+
+  def step(self, p, e_S, mask_S, state_S, decoding, noise_S):
+    if noise_S is not None:  # pre-sigmoid noise pushes p towards 0 or 1, where expected and hard attention agree
+      e_S = e_S + self.noise_std * noise_S.astype(e_S.dtype)
+    p_S = monotonic.stop_probabilities(e_S, p['r'], mask_S)
+    if decoding:
+      weights_S, position_S = monotonic.hard_alignment(p_S, state_S['alignment'])
+      return weights_S, {'alignment': position_S}
+    alpha_S = monotonic.expected_alignment(p_S, state_S['alignment'])
+    return alpha_S, {'alignment': alpha_S}
+
+  def normalize(self, e_S, mask_S):
+    raise NotImplementedError('the monotonic normaliser depends on the previous step; use attention.attention_step')
+
+  def check(self):
+    cfg = self.cfg
+    if cfg.window != 'global':
+      raise ConfigError(
+        f"normalizer 'monotonic' scans every source position from the last one attended; use window 'global', "
+        f"not '{cfg.window}'"
+      )
+    if cfg.score == 'none':
+      raise ConfigError(
+        "normalizer 'monotonic' stops where the score is high, and score 'none' has no score; use another score"
+      )

@@ -54,6 +54,12 @@ def test_monotonicity_of_diagonal_anti_diagonal_and_uniform_attention():
   assert got['monotonicity'] == pytest.approx(0.9)
   assert (got['sentences'], got['undefined'], got['skipped']) == (2, 0, 2)
   assert measures.attention_monotonicity([])['monotonicity'] is None
+  # Rows with no weight (hard monotonic attention that attends nothing) have no peak and are left out:
+  # the peaks 0, 1, 3 of rows 0, 2, 3 are monotone; a sentence with two rows of weight left is skipped.
+  hard = np.eye(4)[[0, 0, 1, 3]]
+  hard[1] = 0.0
+  assert measures.attention_monotonicity([hard])['monotonicity'] == 1.0
+  assert measures.attention_monotonicity([hard[:3]])['skipped'] == 1
 
 
 def test_attention_measures_leave_out_the_eos_row_and_the_source_eos_column():

@@ -73,11 +73,13 @@ def random_rows(seed, count=64):
 
 
 def test_registry_and_config():
-  assert normalizers.names() == NAMES
+  assert normalizers.names() == NAMES + ('monotonic',)  # monotonic: tests/test_monotonic.py
   assert ModelConfig().normalizer == 'softmax'
   for name in NAMES:
     assert normalizers.build(ModelConfig.from_dict({'normalizer': name})).name == name
-  with pytest.raises(ConfigError, match=r"^unknown model.normalizer 'softmx'; valid: softmax, sparsemax, entmax15, or"):
+  with pytest.raises(
+    ConfigError, match=r"^unknown model.normalizer 'softmx'; valid: softmax, sparsemax, entmax15, monotonic, or"
+  ):
     ModelConfig.from_dict({'normalizer': 'softmx'})
   with pytest.raises(ConfigError, match=r"'Nope' in .* is not a attnmt.normalizers.Normalizer subclass"):
     ModelConfig.from_dict({'normalizer': f'{__name__}:Nope'})
