@@ -10,19 +10,7 @@ import pytest
 from attnmt import attention, decoding, deferred_scan, train_step
 from attnmt.config import ConfigError, ModelConfig
 from attnmt.model import Seq2Seq, init_params
-
-SMALL = dict(
-  dropout=0.0,
-  source_vocab_size=20,
-  target_vocab_size=23,
-  embed_size=8,
-  encoder_hidden_size=6,
-  decoder_hidden_size=12,
-  attention_size=5,
-  output_size=7,
-  window_size=2,
-  max_source_length=10,
-)
+from small_model import SMALL
 
 
 def _with_w_cov(params, value=0.7):

@@ -11,19 +11,8 @@ from attnmt import rnn, scores, windows
 from attnmt.config import QUERY_TIMINGS, ConfigError, ModelConfig
 from attnmt.encoder import Encoder
 from attnmt.model import Seq2Seq, init_params
+from small_model import SMALL
 
-SMALL = dict(
-  dropout=0.0,
-  source_vocab_size=20,
-  target_vocab_size=23,
-  embed_size=8,
-  encoder_hidden_size=6,
-  decoder_hidden_size=12,
-  attention_size=5,
-  output_size=7,
-  window_size=2,
-  max_source_length=10,
-)
 COMBINATIONS = [
   (s, q, w)
   for s, q, w in itertools.product(scores.names(), QUERY_TIMINGS, windows.names())
