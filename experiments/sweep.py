@@ -75,14 +75,15 @@ def _typed(key: str, text: str, like):
   return text
 
 
-def axes(config) -> list[tuple[str, list]]:
-  """The swept keys and their typed values: the shorthands, then `sweep.axes` (which overrides a
-  shorthand of the same key)."""
+def axes(config, case: str = '') -> list[tuple[str, list]]:
+  """The swept keys and their typed values: the shorthands, then `sweep.axes`, then `case` (one entry of
+  `sweep.cases`, in the syntax of `sweep.axes`); a later one overrides an earlier one of the same key."""
   from attnmt.config import ConfigError
 
   s = config.sweep
   out = {key: getattr(s, short) for short, key in SHORTHANDS}
-  for part in filter(None, (p.strip() for p in str(s.get('axes', '')).split(';'))):
+  parts = str(s.get('axes', '')).split(';') + str(case).split(';')
+  for part in filter(None, (p.strip() for p in parts)):
     key, eq, values = part.partition('=')
     if not eq or not values.strip():
       raise ConfigError(
@@ -129,13 +130,28 @@ def variants(config):
   with a local window or with supervised attention, `dot` with unequal sizes) are skipped and reported. Input feeding exists only in
   the luong timing, so bahdanau variants differing only in it are one variant.
   """
+  from attnmt.config import ConfigError
+
+  cases = [c.strip() for c in str(config.sweep.get('cases', '')).split('|')]
+  if len(cases) > 1 and not all(cases):
+    raise ConfigError(f"sweep.cases has an empty case: '{config.sweep.cases}'; separate cases with one '|'")
+  grids = [axes(config, case) for case in cases]
+  extra_keys = []
+  for swept in grids:
+    extra_keys += [k for k, _ in swept if k not in dict((key, 0) for _, key in SHORTHANDS) and k not in extra_keys]
+  keep, refused, seen = [], [], set()
+  for swept in grids:
+    _combinations(config, swept, extra_keys, keep, refused, seen)
+  return keep, refused
+
+
+def _combinations(config, swept, extra_keys, keep, refused, seen):
+  """Appends every valid combination of one grid's axes to `keep` (skipping those already seen)."""
   from attnmt import trainer, validation
   from attnmt.config import ConfigError, ModelConfig
 
-  swept = axes(config)
-  extra = [(k, v) for k, v in swept if k not in dict((key, 0) for _, key in SHORTHANDS)]
-  leaves = [k.split('.')[-1] for k, _ in extra]
-  keep, refused, seen = [], [], set()
+  extra = [(k, None) for k in extra_keys]
+  leaves = [k.split('.')[-1] for k in extra_keys]
   for combo in itertools.product(*(v for _, v in swept)):
     run = copy.deepcopy(config)
     with run.unlocked():
@@ -163,7 +179,6 @@ def variants(config):
       continue
     seen.add(frozen)
     keep.append((name, run))
-  return keep, refused
 
 
 def main(argv):
@@ -193,6 +208,10 @@ def _sweep():
     )
   print(f'{len(keep)} variant(s) x seeds {config.train.seeds}; {len(refused)} combination(s) skipped')
   runs = [(name, os.path.join(root, name.replace('/', '-')), run) for name, run in keep]
+  shard = shard_of(config.sweep.get('shard', ''), len(runs))
+  if shard is not None:
+    runs = runs[shard[0] :: shard[1]]
+    print(f'shard {shard[0]}/{shard[1]}: {len(runs)} variant(s): {", ".join(n for n, _, _ in runs)}')
   done = {}
   for _, workdir, run in runs:  # a variant whose settings changed is refused before anything trains
     done[workdir] = _finished(workdir, run)
@@ -205,7 +224,8 @@ def _sweep():
           str(e).split('; use another')[0] + '; use another --workdir for this sweep, or move '
           'that variant directory aside'
         ) from None
-  with lock.hold(root, 'sweep', enabled=parallel.is_main_process()):
+  # A shard shares the root with the other shards: each variant's own training lock keeps them apart.
+  with lock.hold(root, 'sweep', enabled=parallel.is_main_process() and shard is None):
     rows, dirs = [], []
     for name, workdir, run in runs:
       print(f'\n=== {name} -> {workdir}', flush=True)
@@ -215,6 +235,12 @@ def _sweep():
       dirs.append(workdir)
     if not parallel.is_main_process():
       return  # process 0 writes the tables and plots and runs the analysis
+    if shard is not None:
+      print(
+        f'\nshard {shard[0]}/{shard[1]} finished its {len(runs)} variant(s); when every shard has finished, '
+        'run the same command without --config.sweep.shard to write the tables and the analysis'
+      )
+      return
     _report(config, root, rows, dirs, report, curves_lib, plots)
 
 
@@ -252,6 +278,28 @@ def _report(config, root, rows, dirs, report, curves_lib, plots):
       os.path.join(out, '<variant>/heatmap_<i>.png'),
     ]
   print('\nWrote:\n  ' + '\n  '.join(outputs))
+
+
+def shard_of(text: str, num_variants: int):
+  """(i, n) from 'i/n' (0 <= i < n), or None for ''; shard i trains variants i, i + n, i + 2n, ..."""
+  from attnmt.config import ConfigError
+
+  text = str(text).strip()
+  if not text:
+    return None
+  i, slash, n = text.partition('/')
+  try:
+    i, n = int(i), int(n)
+  except ValueError:
+    i = n = -1
+  if not slash or not 0 <= i < n:
+    raise ConfigError(
+      f"sweep.shard '{text}' is not i/n with 0 <= i < n; e.g. --config.sweep.shard=0/2 and 1/2 for two shards "
+      '(a SLURM array: --config.sweep.shard=$SLURM_ARRAY_TASK_ID/$SLURM_ARRAY_TASK_COUNT)'
+    )
+  if i >= num_variants:
+    print(f'shard {i}/{n}: only {num_variants} variant(s), so this shard has none')
+  return i, n
 
 
 def _finished(workdir, run_config):

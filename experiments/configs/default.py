@@ -66,6 +66,10 @@ def get_sweep_config(scores: str = 'none,additive,dot,general,concat') -> ml_col
   s.windows = 'global'  # global, local_m, local_p
   s.input_feeding = 'true'  # luong timing only: 'true', 'false' or 'true,false'
   s.axes = ''  # any other settings: 'model.window_size=4,8;train.learning_rate=3e-3,1e-2'
+  # Several grids in one sweep: '|'-separated cases in the syntax of `axes`, each overriding the axes above;
+  # the variants are the union of the cases' combinations. '' = the one grid above.
+  s.cases = ''
+  s.shard = ''  # 'i/n': train only variants i, i+n, ... (0 <= i < n); the run without it writes the tables
   s.analyze = True  # after training: BLEU by length, heatmaps, AER where gold alignments exist
   s.beam_size = 0  # beam-search BLEU in the analysis (0: greedy only, faster)
   s.num_heatmaps = 3  # random test sentences drawn as heatmaps per variant

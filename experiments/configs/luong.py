@@ -1,0 +1,32 @@
+"""Luong et al. (2015) Table 4 reproduced at the main job's size: the scores `location`, `dot`, `general`
+and `concat` with the global window, `dot` and `general` with the local-m and local-p windows, all with
+Luong query timing and input feeding, plus Bahdanau's `additive` (bahdanau timing, global) as the reference.
+Three seeds per variant (trained together in one vmapped program), each variant for the main job's budget.
+
+    ./launch.sh sweep --config=experiments/configs/luong.py --workdir=runs/luong
+
+It resumes: run the same command again after an interruption. Split over processes or machines with
+--config.sweep.shard=i/n (README, Sweeps); the run without the shard writes the tables. The write-up with
+the figures and the side-by-side against Luong et al. Table 4 is docs/results/luong.md.
+"""
+
+from experiments.configs import main_ablation
+
+
+def get_config():
+  config = main_ablation.get_config()
+  config.train.seeds = '0,1,2'
+  s = config.sweep
+  s.scores = 'location,dot,general,concat'
+  s.query_timings = 'luong'
+  s.windows = 'global'
+  s.input_feeding = 'true'
+  s.cases = '|'.join(
+    (
+      'model.score=location,dot,general,concat',  # Table 4, global
+      'model.score=dot,general;model.window=local_m,local_p',  # Table 4, local-m and local-p
+      'model.score=additive;model.query_timing=bahdanau',  # the reference: Bahdanau et al. 2015
+    )
+  )
+  s.heatmap_min_words = 30
+  return config
