@@ -1,4 +1,5 @@
-"""The figures researchers read: attention heatmaps, BLEU by sentence length, a results bar chart (PNG)."""
+"""The figures researchers read (PNG): attention heatmaps (also training's TensorBoard images, hence a module
+beside the layers), BLEU by sentence length, a results bar chart, learning curves."""
 
 from __future__ import annotations
 

@@ -42,7 +42,7 @@ _MODEL = flags.DEFINE_enum(
 def main_job_model():
   """The main job's model (vocabularies of data.vocab_size) at its batch size and 32 tokens per side,
   about the mean width of its bucketed training batches (34 tokens)."""
-  from attnmt.config import ModelConfig
+  from attnmt.model.config import ModelConfig
   from benchmarks.cases import Sizes
   from experiments.configs import main_ablation
 
@@ -57,7 +57,7 @@ def main_job_model():
 def machine() -> dict:
   """What the figures were measured on."""
   import jax
-  from attnmt import host_memory
+  from attnmt.training import host_memory
 
   cpu = platform.processor() or ''
   try:

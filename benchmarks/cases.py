@@ -17,9 +17,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from attnmt import decoding, scores, train_step
-from attnmt.config import ModelConfig
-from attnmt.model import BOS, EOS
+from attnmt.model import decoding, scores
+from attnmt.training import train_step
+from attnmt.model.config import ModelConfig
+from attnmt.model.seq2seq import BOS, EOS
 from benchmarks import flops
 from benchmarks.timing import PeakProbe, Timed, compile_timed, median_seconds, paired_fractions, timed_with_peak
 

@@ -12,10 +12,10 @@ H annotation size, D decoder size, A attention size, V vocabulary, G gates.
 
 from __future__ import annotations
 
-from attnmt import scores, windows
-from attnmt.config import ModelConfig
-from attnmt.rnn import num_gates
-from attnmt.scores import matmul_flops as _mm
+from attnmt.model import scores, windows
+from attnmt.model.config import ModelConfig
+from attnmt.model.rnn import num_gates
+from attnmt.model.registry import matmul_flops as _mm
 
 
 def encoder_flops(cfg: ModelConfig, batch: int, src_len: int) -> int:
@@ -40,7 +40,7 @@ def memory_flops(cfg: ModelConfig, batch: int, src_len: int) -> int:
 
 def attention_step_flops(cfg: ModelConfig, rows: int, src_len: int) -> int:
   """One decoder step's attention for `rows` queries: the score's query half and scores, the window's
-  centre (each definition counts its own: attnmt/scores.py, attnmt/windows.py), and the context."""
+  centre (each definition counts its own: attnmt/model/scores.py, attnmt/model/windows.py), and the context."""
   context = _mm(rows * src_len, 1, cfg.annotation_size)  # c = sum_i a_i h_i
   return context + rows * (scores.build(cfg).flops(src_len)[1] + windows.build(cfg).flops())
 

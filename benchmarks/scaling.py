@@ -33,7 +33,7 @@ def measure(n: int, steps: int, batch: int, dtype: str) -> dict:
   """The training step on a mesh of the first n devices: median seconds and target tokens/s."""
   import dataclasses
   import jax
-  from attnmt import parallel, trainer, train_step
+  from attnmt.training import parallel, trainer, train_step
   from benchmarks import cases, flops
   from benchmarks.timing import compile_timed, median_seconds
 

@@ -9,6 +9,8 @@ self-contained page: the table, the length chart, every variant's attention on t
 from absl import app, flags
 
 from experiments import common
+import os
+from attnmt.analysis import report, exports, inspection
 
 flags.DEFINE_list('runs', None, 'Run directories (comma-separated).', required=True)
 flags.DEFINE_string('out', None, 'Output directory (default: <first run>/../analysis).')
@@ -36,8 +38,6 @@ def main(argv):
 
 
 def _analyze():
-  import os
-  from attnmt import report
 
   try:
     sentences = [int(s) for s in FLAGS.sentences]
@@ -45,7 +45,6 @@ def _analyze():
     raise ValueError(f'--sentences takes integer indices, got {FLAGS.sentences}') from None
   if FLAGS.beam_size < 0 or FLAGS.num_heatmaps < 0 or FLAGS.heatmap_min_words < 0:
     raise ValueError('--beam_size, --num_heatmaps and --heatmap_min_words must be >= 0')
-  from attnmt import exports
 
   formats = exports.parse_formats(FLAGS.export)
   if FLAGS.report_sentences < 0:
@@ -71,8 +70,6 @@ def _analyze():
   print(f'\nWrote translations, heatmaps and analysis.json per run, and bleu_by_length.png, under {out}')
   print(f'Wrote {page}: the interactive report (open it in a browser)')
   if formats:
-    from attnmt import inspection
-
     for workdir, result in zip(FLAGS.runs, results):
       run = inspection.load_run(workdir, FLAGS.which)
       paths = exports.write(

@@ -4,11 +4,20 @@ import os
 import sys
 
 import numpy as np
+from absl import flags, app, logging
+from attnmt.training import parallel
+import jax
+from attnmt.training.checkpoints import CheckpointError
+from attnmt.errors import ConfigError
+from attnmt.training.guards import NonFiniteError, TrainingStopped
+from attnmt.training.lock import LockHeld
+import re
+import json
+from attnmt.analysis import html_report, report
 
 
 def define_distributed_flags():
   """Flags of a multi-host run; each falls back to JAX's own environment variable."""
-  from absl import flags
 
   flags.DEFINE_string('coordinator_address', '', 'Multi-host: host:port of process 0 (else $JAX_COORDINATOR_ADDRESS).')
   flags.DEFINE_integer('num_processes', 0, 'Multi-host: number of processes (else $JAX_NUM_PROCESSES).')
@@ -20,20 +29,15 @@ def define_distributed_flags():
 
 def initialize_distributed():
   """jax.distributed.initialize when the flags or environment ask for it; prints where the run is."""
-  from absl import flags
-  from attnmt import parallel
 
   f = flags.FLAGS
   if parallel.initialize(f.coordinator_address, f.num_processes, f.process_id, auto=f.distributed):
-    import jax
-
     print(f'process {jax.process_index()} of {jax.process_count()}: {parallel.describe()}', flush=True)
 
 
 def parse_flags(argv):
   """absl's flag parsing (usage errors as absl prints them), with a --config file that cannot be loaded
   (ml_collections raises OSError while applying --config.x overrides) reported as one line, status 2."""
-  from absl import app
 
   try:
     return app.parse_flags_with_usage(argv)
@@ -52,11 +56,6 @@ def run_guarded(fn):
   user gave (a missing, unreadable or unwritable file or directory, or the --config file). Set
   ATTNMT_DEBUG=1 for the traceback.
   """
-  from absl import logging
-  from attnmt.checkpoints import CheckpointError
-  from attnmt.config import ConfigError
-  from attnmt.guards import NonFiniteError, TrainingStopped
-  from attnmt.lock import LockHeld
 
   if logging.get_verbosity() == logging.INFO and '--verbosity' not in ' '.join(sys.argv):
     logging.set_verbosity(logging.WARNING)  # Orbax logs every file it writes at INFO
@@ -74,12 +73,9 @@ def run_guarded(fn):
 
 def describe_os_error(e: OSError) -> str:
   """One line for an OSError: the --config file that failed to load, or the path and what is wrong."""
-  import re
 
   text = str(e)
   if 'Configuration is not available' in text or 'Failed loading config file' in text:
-    from absl import flags
-
     reason = re.search(r'\[Errno \d+\] ([^:\n]+)', text)
     attempted = re.search(r'Attempted \[[^\]]*\]:\s*\n\s*(\S+)', text)
     path = (
@@ -169,10 +165,8 @@ def analysis_cells(results: list[dict]) -> tuple[list[str], list[list[str]], lis
 
 
 def write_html_report(results: list[dict], out_dir: str) -> str:
-  """<out_dir>/report.html (attnmt.html_report) from analyze_runs' results and the sentences.json it wrote
+  """<out_dir>/report.html (attnmt.analysis.html_report) from analyze_runs' results and the sentences.json it wrote
   beside them: analysis_table's columns and notes, the attention verdict, BLEU by length, the sentences."""
-  import json
-  from attnmt import html_report, report
 
   headers, rows, notes = analysis_cells(results)
   with open(os.path.join(out_dir, report.SENTENCES_FILE)) as f:

@@ -13,6 +13,8 @@ import os
 from absl import app, flags
 
 from experiments import common
+from attnmt.analysis import curves as curves_lib
+from attnmt import plots
 
 FLAGS = flags.FLAGS
 flags.DEFINE_list('runs', [], 'Run directories (each holds metrics.jsonl).')
@@ -29,7 +31,6 @@ def main(argv):
 
 
 def _curves():
-  from attnmt import curves as curves_lib, plots
 
   if not FLAGS.runs:
     raise ValueError('no runs given; pass --runs=DIR1,DIR2')

@@ -23,6 +23,11 @@ from absl import app, flags
 from ml_collections import config_flags
 
 from experiments import common
+from attnmt.errors import ConfigError
+from attnmt.training import trainer, settings, lock, parallel, checkpoints
+from attnmt.model.config import ModelConfig
+from attnmt.analysis import report, curves as curves_lib
+from attnmt import plots
 
 FLAGS = flags.FLAGS
 config_flags.DEFINE_config_file(
@@ -53,7 +58,6 @@ def _get(config, key):
 
 def _typed(key: str, text: str, like):
   """`text` as the type of the config value it replaces; booleans only from true/false (1/0, yes/no)."""
-  from attnmt.config import ConfigError
 
   text = text.strip()
   if isinstance(like, bool):
@@ -78,7 +82,6 @@ def _typed(key: str, text: str, like):
 def axes(config, case: str = '') -> list[tuple[str, list]]:
   """The swept keys and their typed values: the shorthands, then `sweep.axes`, then `case` (one entry of
   `sweep.cases`, in the syntax of `sweep.axes`); a later one overrides an earlier one of the same key."""
-  from attnmt.config import ConfigError
 
   s = config.sweep
   out = {key: getattr(s, short) for short, key in SHORTHANDS}
@@ -130,7 +133,6 @@ def variants(config):
   with a local window or with supervised attention, `dot` with unequal sizes) are skipped and reported. Input feeding exists only in
   the luong timing, so bahdanau variants differing only in it are one variant.
   """
-  from attnmt.config import ConfigError
 
   cases = [c.strip() for c in str(config.sweep.get('cases', '')).split('|')]
   if len(cases) > 1 and not all(cases):
@@ -147,8 +149,6 @@ def variants(config):
 
 def _combinations(config, swept, extra_keys, keep, refused, seen):
   """Appends every valid combination of one grid's axes to `keep` (skipping those already seen)."""
-  from attnmt import trainer, validation
-  from attnmt.config import ConfigError, ModelConfig
 
   extra = [(k, None) for k in extra_keys]
   leaves = [k.split('.')[-1] for k in extra_keys]
@@ -162,7 +162,7 @@ def _combinations(config, swept, extra_keys, keep, refused, seen):
         run.model.input_feeding = True
       try:
         ModelConfig.from_dict(run.model.to_dict())
-        validation.validate_supervision(run)  # e.g. none with train.alignment_loss_weight > 0
+        settings.validate_supervision(run)  # e.g. none with train.alignment_loss_weight > 0
       except ConfigError as e:
         if str(e).startswith(('unknown model.', "model.score '", "model.window '", "model.normalizer '")):
           raise
@@ -188,8 +188,6 @@ def main(argv):
 
 
 def _sweep():
-  from attnmt import report, curves as curves_lib, lock, parallel, plots, trainer
-  from attnmt.config import ConfigError
 
   common.initialize_distributed()
   config, root = FLAGS.config, FLAGS.workdir
@@ -282,7 +280,6 @@ def _report(config, root, rows, dirs, report, curves_lib, plots):
 
 def shard_of(text: str, num_variants: int):
   """(i, n) from 'i/n' (0 <= i < n), or None for ''; shard i trains variants i, i + n, i + 2n, ..."""
-  from attnmt.config import ConfigError
 
   text = str(text).strip()
   if not text:
@@ -305,7 +302,6 @@ def shard_of(text: str, num_variants: int):
 def _finished(workdir, run_config):
   """The results of a finished run of exactly this config, or None (train_and_evaluate then resumes a run
   whose config differs only in resumable settings, such as more steps, and refuses any other)."""
-  from attnmt import checkpoints
 
   path = os.path.join(workdir, 'results.json')
   if not os.path.exists(path) or not os.path.exists(os.path.join(workdir, checkpoints.CONFIG_FILE)):

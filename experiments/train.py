@@ -12,6 +12,9 @@ from absl import app, flags
 from ml_collections import config_flags
 
 from experiments import common
+import os
+import time
+from attnmt.training import parallel, trainer
 
 FLAGS = flags.FLAGS
 config_flags.DEFINE_config_file('config', 'experiments/configs/default.py', 'Config file.', lock_config=True)
@@ -27,9 +30,6 @@ def main(argv):
 
 
 def _train():
-  import os
-  import time
-  from attnmt import parallel, trainer
 
   common.initialize_distributed()
   trainer.check_config(FLAGS.config)  # before --fresh moves anything

@@ -12,6 +12,12 @@ import sys
 from absl import app, flags
 
 from experiments import common
+import jax.numpy as jnp
+import numpy as np
+from attnmt.analysis import inspection
+from attnmt import data
+from attnmt.model import decoding
+from attnmt.training import evaluation
 
 flags.DEFINE_string('run', None, 'Run directory (written by train.py or sweep.py).', required=True)
 flags.DEFINE_string('input', '-', "File with one sentence per line, or '-' for stdin.")
@@ -45,9 +51,6 @@ def main(argv):
 
 
 def _translate():
-  import jax.numpy as jnp
-  import numpy as np
-  from attnmt import inspection, data, decoding, evaluation
 
   if FLAGS.beam_size < 0 or FLAGS.max_source_tokens < 0:
     raise ValueError(

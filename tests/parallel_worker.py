@@ -3,7 +3,7 @@
     python tests/parallel_worker.py DEVICES train WORKDIR DATA_DIR NUM_DEVICES NUM_STEPS [COORDINATOR NPROC PID]
     python tests/parallel_worker.py DEVICES restore WORKDIR OUT.npz
 
-`train` runs attnmt.trainer.train_and_evaluate on the test config below (multi-host when a coordinator
+`train` runs attnmt.training.trainer.train_and_evaluate on the test config below (multi-host when a coordinator
 is given) and dumps the latest parameters; `restore` restores the latest checkpoint of WORKDIR replicated
 over all local devices, both as parameters and as a full resumable train state, and dumps them.
 """
@@ -18,7 +18,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import jax  # noqa: E402
 import numpy as np  # noqa: E402
 
-from attnmt import checkpoints, parallel, trainer, train_step  # noqa: E402
+from attnmt.training import checkpoints, parallel, trainer, train_step  # noqa: E402
 from experiments.configs import tiny  # noqa: E402
 
 

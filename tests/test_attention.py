@@ -7,8 +7,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from attnmt import attention, scores
-from attnmt.config import ModelConfig
+from attnmt.model import attention, scores
+from attnmt.model.config import ModelConfig
 
 SCORED = tuple(s for s in scores.names() if s != 'none')
 

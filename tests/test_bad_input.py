@@ -10,8 +10,11 @@ import sys
 import ml_collections
 import pytest
 
-from attnmt import checkpoints, data, decoding, lock, trainer
-from attnmt.config import ConfigError, ModelConfig
+from attnmt.training import checkpoints, lock, trainer
+from attnmt import data
+from attnmt.model import decoding
+from attnmt.errors import ConfigError
+from attnmt.model.config import ModelConfig
 from attnmt.data import tokenizers, tsv_pairs
 from experiments.configs import tiny
 
@@ -574,7 +577,7 @@ def test_a_10000_word_sentence_decodes_in_bounded_memory():
   1 GB (compiled, not run); keeping the attention would need the ~9.6 GB B x T x S history."""
   import jax
   import jax.numpy as jnp
-  from attnmt.model import init_params
+  from attnmt.model.seq2seq import init_params
 
   cfg = ModelConfig(
     dropout=0.0,

@@ -7,9 +7,11 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from attnmt import attention, decoding, deferred_scan, train_step
-from attnmt.config import ConfigError, ModelConfig
-from attnmt.model import Seq2Seq, init_params
+from attnmt.model import attention, decoding, deferred_scan
+from attnmt.training import train_step
+from attnmt.errors import ConfigError
+from attnmt.model.config import ModelConfig
+from attnmt.model.seq2seq import Seq2Seq, init_params
 from small_model import SMALL
 
 
@@ -179,7 +181,7 @@ def test_beam_coverage_penalty_is_wu_et_al_from_the_returned_attention():
 
 
 def test_coverage_loss_without_attention_is_refused_before_anything_runs():
-  from attnmt import trainer
+  from attnmt.training import trainer
   from experiments.configs import default
 
   config = default.get_config()

@@ -7,9 +7,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from attnmt import decoding, toy, train_step
-from attnmt.config import ModelConfig
-from attnmt.model import BOS, EOS, PAD, Seq2Seq
+from attnmt.model import decoding, toy
+from attnmt.training import train_step
+from attnmt.model.config import ModelConfig
+from attnmt.model.seq2seq import BOS, EOS, PAD, Seq2Seq
 
 # A model trained briefly on the reverse task: uncertain enough that beams and lengths genuinely differ
 # (random weights give degenerate outputs: every hypothesis ends at once or never).

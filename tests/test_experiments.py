@@ -12,8 +12,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from attnmt import checkpoints, toy, trainer, train_step
-from attnmt.config import ModelConfig
+from attnmt.training import checkpoints, trainer, train_step
+from attnmt.model import toy
+from attnmt.model.config import ModelConfig
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TINY = 'experiments/configs/tiny.py'
@@ -49,7 +50,7 @@ def test_train_is_killed_resumes_and_reloads_for_analysis(tmp_path, data_dir):
   assert ref.returncode == 0, ref.stderr[-3000:]
   assert 'test BLEU' in ref.stdout
   # Its validation records carry the training time, and experiments.curves draws them.
-  from attnmt import curves
+  from attnmt.analysis import curves
 
   records = curves.validation_records(str(tmp_path / 'ref'))
   assert [r['step'] for r in records] == [60, 120]
@@ -283,7 +284,7 @@ def test_a_run_loads_and_translates_from_its_directory_alone(tmp_path):
   """config.json holds the complete model config (vocabulary sizes included) and <workdir>/vocab the
   tokenizers: with the corpus deleted, load_model and translate.py still work, and build nothing."""
   import shutil
-  from attnmt import inspection
+  from attnmt.analysis import inspection
   from experiments.configs import tiny
 
   config = tiny.get_config()
@@ -304,7 +305,7 @@ def test_a_run_loads_and_translates_from_its_directory_alone(tmp_path):
 
 def test_alignment_error_rate_hand_worked():
   """Och & Ney 2003: AER = 1 - (|A & S| + |A & P|) / (|A| + |S|), summed over the corpus."""
-  from attnmt.inspection import alignment_error_rate
+  from attnmt.analysis.inspection import alignment_error_rate
 
   sure = [{(0, 0), (1, 1)}, {(0, 0)}]
   possible = [{(0, 0), (1, 1), (2, 1)}, {(0, 0), (1, 0)}]

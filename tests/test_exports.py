@@ -1,4 +1,4 @@
-"""Attention exports (attnmt/exports.py), each read back: Pharaoh through the project's own AER code, NPZ and
+"""Attention exports (attnmt/analysis/exports.py), each read back: Pharaoh through the project's own AER code, NPZ and
 JSON against the matrices, the Nematus/SoftAlignments text through its reader; and the analyze flag."""
 
 import json
@@ -9,7 +9,8 @@ import sys
 import numpy as np
 import pytest
 
-from attnmt import exports, inspection, trainer
+from attnmt.analysis import exports, inspection
+from attnmt.training import trainer
 from experiments.configs import tiny
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

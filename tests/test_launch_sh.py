@@ -3,7 +3,7 @@
 import os
 import subprocess
 
-from attnmt import host_memory
+from attnmt.training import host_memory
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

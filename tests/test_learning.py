@@ -12,8 +12,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from attnmt import decoding, toy, train_step
-from attnmt.config import ModelConfig
+from attnmt.model import decoding, toy
+from attnmt.training import train_step
+from attnmt.model.config import ModelConfig
 
 MAX_LEN = 12
 TRAIN_LENGTH_PROBS = np.array([1.0] * 9 + [0.15] * 3) / (9 + 0.45)

@@ -1,4 +1,4 @@
-"""attnmt.measures against NumPy, scipy and hand-worked values; significance and the analysis table."""
+"""attnmt.training.measures against NumPy, scipy and hand-worked values; significance and the analysis table."""
 
 import os
 import warnings
@@ -8,7 +8,9 @@ import pytest
 import sacrebleu
 import scipy.stats
 
-from attnmt import report, data, evaluation, measures
+from attnmt.analysis import report
+from attnmt import data
+from attnmt.training import evaluation, measures
 from experiments import common
 
 

@@ -7,10 +7,11 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from attnmt import rnn, scores, windows
-from attnmt.config import QUERY_TIMINGS, ConfigError, ModelConfig
-from attnmt.encoder import Encoder
-from attnmt.model import Seq2Seq, init_params
+from attnmt.model import rnn, scores, windows
+from attnmt.errors import ConfigError
+from attnmt.model.config import QUERY_TIMINGS, ModelConfig
+from attnmt.model.encoder import Encoder
+from attnmt.model.seq2seq import Seq2Seq, init_params
 from small_model import SMALL
 
 COMBINATIONS = [

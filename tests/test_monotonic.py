@@ -13,9 +13,11 @@ import numpy as np
 import pytest
 from jax.test_util import check_grads
 
-from attnmt import decoding, measures, monotonic, scores, toy, train_step
-from attnmt.config import QUERY_TIMINGS, ConfigError, ModelConfig
-from attnmt.model import BOS, EOS, Seq2Seq, init_params
+from attnmt.model import decoding, monotonic, scores, toy
+from attnmt.training import measures, train_step
+from attnmt.errors import ConfigError
+from attnmt.model.config import QUERY_TIMINGS, ModelConfig
+from attnmt.model.seq2seq import BOS, EOS, Seq2Seq, init_params
 
 
 def np_expected_alignments(p_TxS: np.ndarray) -> np.ndarray:

@@ -10,9 +10,10 @@ import numpy as np
 import pytest
 from jax.test_util import check_grads
 
-from attnmt import attention, decoding, normalizers
-from attnmt.config import ConfigError, ModelConfig
-from attnmt.model import BOS, Seq2Seq, init_params
+from attnmt.model import attention, decoding, normalizers
+from attnmt.errors import ConfigError
+from attnmt.model.config import ModelConfig
+from attnmt.model.seq2seq import BOS, Seq2Seq, init_params
 
 NAMES = ('softmax', 'sparsemax', 'entmax15')
 SPARSE = ('sparsemax', 'entmax15')
@@ -81,7 +82,7 @@ def test_registry_and_config():
     ConfigError, match=r"^unknown model.normalizer 'softmx'; valid: softmax, sparsemax, entmax15, monotonic, or"
   ):
     ModelConfig.from_dict({'normalizer': 'softmx'})
-  with pytest.raises(ConfigError, match=r"'Nope' in .* is not a attnmt.normalizers.Normalizer subclass"):
+  with pytest.raises(ConfigError, match=r"'Nope' in .* is not a attnmt.model.normalizers.Normalizer subclass"):
     ModelConfig.from_dict({'normalizer': f'{__name__}:Nope'})
 
 

@@ -19,8 +19,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from attnmt import decoding, parallel, toy, train_step
-from attnmt.config import ModelConfig
+from attnmt.model import decoding, toy
+from attnmt.training import parallel, train_step
+from attnmt.model.config import ModelConfig
 from attnmt.data import batching, pipeline
 
 WORKER = os.path.join(os.path.dirname(__file__), 'parallel_worker.py')
@@ -145,8 +146,8 @@ def test_uneven_batches_are_padded_with_empty_rows_and_split_by_process():
 
 
 def test_batch_size_that_does_not_split_over_the_devices_is_refused(monkeypatch):
-  from attnmt import trainer
-  from attnmt.config import ConfigError
+  from attnmt.training import trainer
+  from attnmt.errors import ConfigError
   from experiments.configs import tiny
 
   c = tiny.get_config()

@@ -2,7 +2,7 @@
 
 import io
 
-from attnmt.metrics_io import Progress
+from attnmt.training.metrics_io import Progress
 
 
 class FakeClock:

@@ -14,7 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from attnmt import checkpoints, guards, trainer, train_step
+from attnmt.training import checkpoints, guards, trainer, train_step
 from experiments.configs import tiny
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 import sacrebleu
 
-from attnmt import report, trainer
+from attnmt.analysis import report
+from attnmt.training import trainer
 from experiments import common
 from experiments.configs import tiny
 

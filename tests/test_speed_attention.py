@@ -4,7 +4,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from attnmt import attention
+from attnmt.model import attention
 
 
 def _plain(query_A, keys_SxA, v_A):

@@ -5,7 +5,7 @@ No timing is asserted here: speed is measured by `python -m benchmarks.bench`, n
 
 import json
 
-from attnmt.config import ModelConfig
+from attnmt.model.config import ModelConfig
 from benchmarks import bench, flops
 from benchmarks.cases import BENCH_MODEL, Sizes
 

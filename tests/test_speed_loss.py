@@ -7,9 +7,10 @@ import numpy as np
 import optax
 import pytest
 
-from attnmt import fused_loss, train_step
-from attnmt.config import ModelConfig
-from attnmt.model import Seq2Seq
+from attnmt.model import fused_loss
+from attnmt.training import train_step
+from attnmt.model.config import ModelConfig
+from attnmt.model.seq2seq import Seq2Seq
 
 
 @pytest.mark.parametrize('label_smoothing', [0.0, 0.1])

@@ -7,8 +7,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from attnmt import deferred_scan, rnn, train_step
-from attnmt.config import ModelConfig
+from attnmt.model import deferred_scan, rnn
+from attnmt.training import train_step
+from attnmt.model.config import ModelConfig
 from small_model import SMALL
 
 

@@ -12,7 +12,7 @@ import jax
 import numpy as np
 import pytest
 
-from attnmt.config import ModelConfig
+from attnmt.model.config import ModelConfig
 from benchmarks import cases, flops
 from tools import ab_step, profile_step, variants
 

@@ -11,10 +11,13 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from attnmt import checkpoints, inspection, normalizers, toy, train_step, trainer, validation
-from attnmt.config import ConfigError, ModelConfig
+from attnmt.training import checkpoints, train_step, trainer, settings
+from attnmt.analysis import inspection
+from attnmt.model import normalizers, toy
+from attnmt.errors import ConfigError
+from attnmt.model.config import ModelConfig
 from attnmt.data import batches, get_data_config, pharaoh, pipeline, prepare, tokenizers
-from attnmt.model import Seq2Seq
+from attnmt.model.seq2seq import Seq2Seq
 from experiments.configs import tiny
 
 EPS = train_step.ALIGNMENT_EPS
@@ -370,7 +373,7 @@ def test_supervised_settings_that_can_work_pass():
     supervised_config(**{'data.name': 'tsv_pairs', 'data.tsv_path': 'p.tsv', 'data.alignment_path': 'g.align'})
   )
   trainer.check_config(supervised_config(**{'model.score': 'none', 'train.alignment_loss_weight': 0.0}))
-  assert validation.has_gold_alignments(supervised_config().data)
+  assert settings.has_gold_alignments(supervised_config().data)
 
 
 def test_a_sweep_skips_none_under_supervision_with_the_reason():

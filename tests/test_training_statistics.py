@@ -18,10 +18,12 @@ from PIL import Image
 from tensorboardX.proto import event_pb2
 from tensorboardX.record_writer import masked_crc32c
 
-from attnmt import data, evaluation, inspection, trainer, training_heatmaps
+from attnmt import data
+from attnmt.training import evaluation, trainer, tensorboard_heatmaps
+from attnmt.analysis import inspection
 from attnmt.data import pipeline
-from attnmt.config import ModelConfig
-from attnmt.model import init_params
+from attnmt.model.config import ModelConfig
+from attnmt.model.seq2seq import init_params
 from experiments.configs import tiny
 
 SMALL = dict(
@@ -137,10 +139,10 @@ def test_teacher_forced_statistics_of_none_are_those_of_its_uniform_mean_summary
 def test_spread_over_lengths_picks_the_inner_quantiles():
   lengths = np.array([5, 1, 9, 3, 7, 2, 8])  # by length: positions 1, 5, 3, 0, 4, 6, 2
   # Ranks round(6 k / 4), k = 1..3: 2, 3, 4 (1.5 and 4.5 round to even) -> positions 3, 0, 4.
-  np.testing.assert_array_equal(training_heatmaps.spread_over_lengths(lengths, 3), [0, 3, 4])
-  np.testing.assert_array_equal(training_heatmaps.spread_over_lengths(lengths, 1), [0])  # the median, length 5
-  np.testing.assert_array_equal(training_heatmaps.spread_over_lengths(lengths, 7), np.arange(7))
-  assert len(training_heatmaps.spread_over_lengths(lengths, 0)) == 0
+  np.testing.assert_array_equal(tensorboard_heatmaps.spread_over_lengths(lengths, 3), [0, 3, 4])
+  np.testing.assert_array_equal(tensorboard_heatmaps.spread_over_lengths(lengths, 1), [0])  # the median, length 5
+  np.testing.assert_array_equal(tensorboard_heatmaps.spread_over_lengths(lengths, 7), np.arange(7))
+  assert len(tensorboard_heatmaps.spread_over_lengths(lengths, 0)) == 0
 
 
 @pytest.fixture(scope='module')
@@ -190,7 +192,7 @@ def test_every_evaluation_writes_a_heatmap_image_of_each_fixed_sentence(two_seed
   prepared = data.prepare(config.data)
   split = prepared.tokenized['validation']
   kept = pipeline.length_filter(split, *data.length_limits(config.data, 'validation'))
-  chosen = kept[training_heatmaps.spread_over_lengths(split.src_len[kept], 3)]
+  chosen = kept[tensorboard_heatmaps.spread_over_lengths(split.src_len[kept], 3)]
   assert len(set(split.src_len[chosen])) > 1  # spread over lengths, not three of one length
   _, images = summaries(workdir)
   want = {(f'validation/attention/sentence_{i}', step) for i in chosen for step in (20, 40)}

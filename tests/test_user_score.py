@@ -8,9 +8,11 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from attnmt import attention, decoding, scores, trainer
-from attnmt.config import ConfigError, ModelConfig
-from attnmt.model import BOS, Seq2Seq, init_params
+from attnmt.model import attention, decoding, scores
+from attnmt.training import trainer
+from attnmt.errors import ConfigError
+from attnmt.model.config import ModelConfig
+from attnmt.model.seq2seq import BOS, Seq2Seq, init_params
 from benchmarks import flops
 from experiments.configs import tiny
 
@@ -66,7 +68,7 @@ def test_selected_by_import_path_and_bad_paths_name_the_fix():
   assert isinstance(scores.build(config()), Cosine)
   with pytest.raises(ConfigError, match=r"cannot import module 'no_such_pkg.scores' \(No module named 'no_such_pkg'\)"):
     config(score='no_such_pkg.scores:Cosine')
-  with pytest.raises(ConfigError, match="'Sine' in .* is not a attnmt.scores.Score subclass"):
+  with pytest.raises(ConfigError, match="'Sine' in .* is not a attnmt.model.scores.Score subclass"):
     config(score=f'{__name__}:Sine')
   with pytest.raises(ConfigError, match=r"unknown model.score 'cosine'; valid: none, additive.*or an import path"):
     config(score='cosine')

@@ -21,7 +21,7 @@ import time
 import jax
 from absl import app, flags
 
-from attnmt.config import ModelConfig
+from attnmt.model.config import ModelConfig
 from benchmarks import cases
 from tools import variants as variants_lib
 

@@ -30,7 +30,7 @@ import tempfile
 import jax
 from absl import app, flags
 
-from attnmt.config import ModelConfig
+from attnmt.model.config import ModelConfig
 from benchmarks import cases, flops
 from benchmarks.timing import matmul_peak
 from tools import variants as variants_lib

@@ -23,7 +23,9 @@ from typing import Any, Callable
 
 from absl import flags
 
-from attnmt.config import ConfigError, ModelConfig
+from attnmt.errors import ConfigError
+
+from attnmt.model.config import ModelConfig
 from benchmarks import cases
 
 CONTROLS = ('base', 'base_again')

@@ -4,7 +4,7 @@ learned fastest per CPU-minute in docs/learning.md (each choice names its figure
     python -m experiments.train --config=experiments/configs/default.py --workdir=runs/additive \
         --config.model.score=additive
 
-The `model` section is attnmt.config.ModelConfig's defaults (every field commented there; vocabulary
+The `model` section is attnmt.model.config.ModelConfig's defaults (every field commented there; vocabulary
 sizes are filled in from the trained tokenizers); `data` is attnmt.data.get_data_config() (every field
 commented there). The model is twice as wide as the main job's (size.png: level with it per minute over
 5 minutes, still climbing when the small one flattens), and 12,000 steps take about an hour on 2 CPU cores.
@@ -14,14 +14,14 @@ import dataclasses
 
 import ml_collections
 
-from attnmt.config import ModelConfig
+from attnmt.model.config import ModelConfig
 from attnmt.data import get_data_config
 
 VOCAB_FIELDS = ('source_vocab_size', 'target_vocab_size')
 
 
 def get_model_config() -> ml_collections.ConfigDict:
-  """attnmt.config.ModelConfig's defaults (the recipe; each field commented there), less the vocabulary
+  """attnmt.model.config.ModelConfig's defaults (the recipe; each field commented there), less the vocabulary
   sizes, which come from the trained tokenizers."""
   fields = dataclasses.asdict(ModelConfig())
   return ml_collections.ConfigDict({k: v for k, v in fields.items() if k not in VOCAB_FIELDS})
@@ -47,7 +47,7 @@ def get_train_config() -> ml_collections.ConfigDict:
   t.eval_beam_size = 0  # 0 = greedy only at evaluation; k > 0 adds beam-search BLEU
   t.eval_max_sentences = 0  # validate on this many sentences spread over the lengths (0 = all)
   # At every evaluation, TensorBoard images of the first seed's attention on this many validation sentences
-  # (greedy output; chosen once per run, spread over source length; 0 = none): attnmt/training_heatmaps.py
+  # (greedy output; chosen once per run, spread over source length; 0 = none): attnmt/training/tensorboard_heatmaps.py
   t.tensorboard_heatmaps = 4
   t.checkpoint_every = 1000  # steps between checkpoints of the latest state
   t.beam_alpha = 0.6  # length penalty ((5 + len) / 6) ** alpha

@@ -21,8 +21,8 @@ import jax
 import jax.numpy as jnp
 import flax.linen as nn
 
-from attnmt import attention, deferred_scan, normalizers, rnn
-from attnmt.config import ModelConfig
+from attnmt.model import attention, deferred_scan, normalizers, rnn
+from attnmt.model.config import ModelConfig
 
 
 class Memory(NamedTuple):

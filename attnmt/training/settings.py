@@ -1,7 +1,7 @@
 """Checks every `train` and `data` setting (and the types of the `model` settings) before a run writes
 anything; each failure is one ConfigError naming the key and its valid range.
 
-The model's values and their combinations are checked by attnmt.config.ModelConfig.validate; settings that
+The model's values and their combinations are checked by attnmt.model.config.ModelConfig.validate; settings that
 only work together across sections (supervised attention) by validate_supervision.
 """
 
@@ -12,7 +12,7 @@ import numbers
 
 import ml_collections
 
-from attnmt.config import ConfigError
+from attnmt.errors import ConfigError
 
 # (key, kind, lowest, highest): kinds 'int', 'float', 'bool', 'str'; a bound of None is open. Intervals
 # written as text in the messages: [lo, hi] inclusive; floats marked `>` exclude their lowest value.

@@ -12,7 +12,12 @@ import jax.numpy as jnp
 import numpy as np
 import sacrebleu
 
-from attnmt import inspection, data, decoding, evaluation, measures, plots
+from attnmt.analysis import inspection
+
+from attnmt import plots
+from attnmt import data
+from attnmt.model import decoding
+from attnmt.training import evaluation, measures
 
 
 def _write_lines(path: str, lines: list[str]) -> None:

@@ -13,8 +13,9 @@ import jax.numpy as jnp
 import numpy as np
 import sacrebleu
 
-from attnmt import decoding, measures, parallel, train_step
-from attnmt.config import ModelConfig
+from attnmt.model import decoding
+from attnmt.training import measures, parallel, train_step
+from attnmt.model.config import ModelConfig
 
 # Source-length buckets (words) for BLEU by sentence length, as in Bahdanau et al. (2015), Fig. 2.
 LENGTH_BUCKETS = (0, 10, 20, 30, 40, 50, 60, 1000)
@@ -61,11 +62,11 @@ def translate(
   beta: float = 0.0,
 ) -> list[Translation]:
   """Translates every batch (greedy when beam_size is 0), returned sorted by example index. Beam
-  search uses the length penalty `alpha` and the coverage penalty `beta` (attnmt.decoding).
+  search uses the length penalty `alpha` and the coverage penalty `beta` (attnmt.model.decoding).
 
   With a `mesh` every batch is split over its devices (params replicated); rows whose index is -1 are
   padding and produce no translation. The attention is kept only with `keep_attention` (its B x T x S
-  history is the one buffer quadratic in the sentence length; see attnmt.decoding)."""
+  history is the one buffer quadratic in the sentence length; see attnmt.model.decoding)."""
   out = []
   for batch in batches:
     on = _on_devices(batch, ('src', 'src_len'), mesh)

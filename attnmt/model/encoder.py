@@ -12,8 +12,8 @@ import jax
 import jax.numpy as jnp
 import flax.linen as nn
 
-from attnmt import rnn
-from attnmt.config import ModelConfig
+from attnmt.model import rnn
+from attnmt.model.config import ModelConfig
 
 
 class Encoder(nn.Module):

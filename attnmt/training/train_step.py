@@ -15,9 +15,9 @@ import jax.numpy as jnp
 import optax
 from flax import struct
 
-from attnmt import fused_loss
-from attnmt.config import ModelConfig
-from attnmt.model import Seq2Seq, init_params
+from attnmt.model import fused_loss
+from attnmt.model.config import ModelConfig
+from attnmt.model.seq2seq import Seq2Seq, init_params
 
 
 def masked_cross_entropy(

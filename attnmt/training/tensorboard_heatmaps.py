@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from attnmt import data, evaluation, plots
+from attnmt import data
+from attnmt.training import evaluation
+from attnmt import plots
 from attnmt.data import pipeline
 
 TAG = 'validation/attention/sentence_{index}'

@@ -13,7 +13,7 @@ import os
 
 import numpy as np
 
-from attnmt import inspection
+from attnmt.analysis import inspection
 
 FORMATS = ('pharaoh', 'npz', 'json', 'softalign')
 FILES = {

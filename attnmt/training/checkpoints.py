@@ -24,7 +24,8 @@ import ml_collections
 import orbax.checkpoint as ocp
 from etils import epath
 
-from attnmt import train_step
+from attnmt.training import train_step
+from attnmt.model.config import ModelConfig
 
 CONFIG_FILE = 'config.json'
 FORMAT_VERSION = 1
@@ -64,8 +65,6 @@ def load_config(workdir: str) -> ml_collections.ConfigDict:
       config[section] = {**added, **config[section]}
   model = config.get('model')
   if isinstance(model, dict):
-    from attnmt.config import ModelConfig  # noqa: PLC0415
-
     defaults = {f.name: f.default for f in dataclasses.fields(ModelConfig)}
     for key in set(defaults) - set(model) - {'source_vocab_size', 'target_vocab_size'}:
       model[key] = defaults[key]

@@ -14,9 +14,10 @@ from __future__ import annotations
 import jax
 import flax.linen as nn
 
-from attnmt.config import ModelConfig
-from attnmt.decoder import Decoder, Memory, State
-from attnmt.encoder import Encoder
+from attnmt.model.config import ModelConfig
+from attnmt.model.decoder import Decoder, Memory, State
+from attnmt.model.encoder import Encoder
+import jax.numpy as jnp
 
 PAD, BOS, EOS, UNK = 0, 1, 2, 3
 
@@ -52,7 +53,6 @@ class Seq2Seq(nn.Module):
 
 def init_params(cfg: ModelConfig, rng: jax.Array, batch: int = 2, src_len: int = 8, tgt_len: int = 8):
   """Parameters of a fresh model (shapes do not depend on batch or lengths)."""
-  import jax.numpy as jnp
 
   src = jnp.full((batch, src_len), 4, jnp.int32)
   lengths = jnp.full((batch,), src_len, jnp.int32)

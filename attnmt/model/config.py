@@ -9,15 +9,14 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Mapping
 
+from attnmt.errors import ConfigError
+from attnmt.model import normalizers, scores, windows
+
 QUERY_TIMINGS = ('bahdanau', 'luong')
 CELLS = ('lstm', 'gru')
 INIT_STATES = ('bridge', 'last', 'zero')
 COVERAGES = ('none', 'sum')
 DTYPES = ('float32', 'bfloat16')
-
-
-class ConfigError(ValueError):
-  """A configuration value that cannot work; the message says which and how to fix it."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -39,12 +38,12 @@ class ModelConfig:
   decoder_hidden_size: int = 256  # = annotation size, so 'dot' applies too (size.png: twice the main job's)
   decoder_layers: int = 1
   dropout: float = 0.2  # between RNN layers, on embeddings and before the output layer
-  score: str = 'additive'  # a registered score (attnmt/scores.py) or 'my_pkg.module:MyScore'
+  score: str = 'additive'  # a registered score (attnmt/model/scores.py) or 'my_pkg.module:MyScore'
   attention_size: int = 128  # A: hidden size of additive / concat scores and of local_p's predictor
-  window: str = 'global'  # 'global', 'local_m', 'local_p' (attnmt/windows.py) or an import path
+  window: str = 'global'  # 'global', 'local_m', 'local_p' (attnmt/model/windows.py) or an import path
   window_size: int = 10  # D: half-width of the local window; Gaussian sigma = D / 2
   # 'softmax'; sparse: 'sparsemax', 'entmax15'; 'monotonic' (Raffel et al. 2017: expected alignment in training,
-  # hard monotonic attention in greedy and beam search; window 'global' only) (attnmt/normalizers.py) or an import path
+  # hard monotonic attention in greedy and beam search; window 'global' only) (attnmt/model/normalizers.py) or an import path
   normalizer: str = 'softmax'
   # 'sum': Tu et al. 2016's coverage C_i = sum_{t'<t} a_t'i enters the score, e_i = v . tanh(W q + U h_i + C_i w_c + b)
   # (w_c starts at 0); for scores whose keys enter a tanh: additive, normed_additive, concat
@@ -72,8 +71,6 @@ class ModelConfig:
     return cfg
 
   def validate(self) -> 'ModelConfig':
-    from attnmt import normalizers, scores, windows  # they read ModelConfig fields; imported here to avoid a cycle
-
     _choice('query_timing', self.query_timing, QUERY_TIMINGS)
     _choice('cell', self.cell, CELLS)
     _choice('init_state', self.init_state, INIT_STATES)

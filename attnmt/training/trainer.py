@@ -22,9 +22,11 @@ import ml_collections
 import numpy as np
 import optax
 
-from attnmt import checkpoints, data, evaluation, guards, lock, parallel, train_step, training_heatmaps, validation
-from attnmt.config import ConfigError, ModelConfig
-from attnmt.metrics_io import MetricsWriter, Progress
+from attnmt.training import checkpoints, evaluation, guards, lock, parallel, train_step, tensorboard_heatmaps, settings
+from attnmt import data
+from attnmt.errors import ConfigError
+from attnmt.model.config import ModelConfig
+from attnmt.training.metrics_io import MetricsWriter, Progress
 
 BATCH_KEYS = ('src', 'src_len', 'tgt_in', 'tgt_out', 'tgt_len')
 # Train settings a resumed run may change (e.g. train longer); any other difference is another run.
@@ -217,8 +219,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
 
 
 def check_config(config: ml_collections.ConfigDict) -> list[int]:
-  """Validates every setting (attnmt.validation, ModelConfig) without writing anything; returns the seeds."""
-  validation.validate(config)
+  """Validates every setting (attnmt.training.settings, ModelConfig) without writing anything; returns the seeds."""
+  settings.validate(config)
   seeds = parse_seeds(config.train.seeds)
   ModelConfig.from_dict({**config.model.to_dict(), 'source_vocab_size': 8, 'target_vocab_size': 8})
   if config.train.coverage_loss_weight > 0 and config.model.score == 'none':
@@ -293,7 +295,7 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, seeds: 
   first_bad, bad_count, tokens = jnp.int32(-1), jnp.int32(0), jnp.int32(0)
   heatmaps = None
   if t.tensorboard_heatmaps:
-    heatmaps = training_heatmaps.ValidationHeatmaps(
+    heatmaps = tensorboard_heatmaps.ValidationHeatmaps(
       cfg, config, prepared, t.tensorboard_heatmaps, seeds[0], variant_name(config), mesh
     )
   skipped_before = meta['skipped_updates']

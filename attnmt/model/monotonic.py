@@ -1,6 +1,6 @@
 """Monotonic attention (Raffel et al. 2017, "Online and linear-time attention by enforcing monotonic
 alignments"): the math for one sentence, `jax.vmap`ped by the caller (the `monotonic` normaliser,
-attnmt/normalizers.py).
+attnmt/model/normalizers.py).
 
 At target step i the attention scans the source left to right from where it stopped at step i-1,
 and at each position j stops with probability p_{i,j} = sigmoid(e_{i,j} + r) (Raffel Eq. 11-12), e the

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from attnmt.model import BOS, EOS, PAD
+from attnmt.model.seq2seq import BOS, EOS, PAD
 
 FIRST_SYMBOL = 4  # ids below are PAD, BOS, EOS, UNK
 

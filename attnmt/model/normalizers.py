@@ -9,7 +9,7 @@ path 'my_pkg.normalizers:Mine':
                              gives zeros, never NaN
     check()                  constraints on the rest of the config (ConfigError naming the fix)
 
-Windows call the configured normaliser on the positions they keep (attnmt/windows.py).
+Windows call the configured normaliser on the positions they keep (attnmt/model/windows.py).
 
 A normaliser that carries state from one target step to the next (`recurrent = True`; `monotonic`)
 replaces the window (it needs window 'global') and defines instead:
@@ -32,7 +32,7 @@ Built in:
   sum to 1; sparse too, though less than sparsemax.
 - `monotonic` (Raffel et al. 2017): stop probabilities p_i = sigmoid(e_i + r) scanned left to right from
   the previous step's position; the expected alignment in training, hard attention in decoding
-  (attnmt/monotonic.py). Its weights sum to at most 1.
+  (attnmt/model/monotonic.py). Its weights sum to at most 1.
 
 Both sparse normalisers find tau exactly by sorting the scores (no iteration) and have closed-form
 gradients (`jax.custom_vjp`): with s the support (a_i > 0), sparsemax's is g_i - mean_{j in s} g_j on the
@@ -49,9 +49,9 @@ import jax.numpy as jnp
 
 import flax.linen as nn
 
-from attnmt import monotonic
-from attnmt.config import ConfigError
-from attnmt.scores import Declare, Params, Registry
+from attnmt.model import monotonic
+from attnmt.errors import ConfigError
+from attnmt.model.registry import Declare, Params, Registry
 
 
 def masked_softmax(e_S: jax.Array, mask_S: jax.Array) -> jax.Array:
@@ -231,7 +231,7 @@ class Entmax15(Normalizer):
 @register
 class Monotonic(Normalizer):
   """Raffel et al. 2017: p_i = sigmoid(e_i + r), r a learned scalar bias (starting at `r_init`); training
-  attends with the expected alignment, decoding with hard monotonic attention (attnmt/monotonic.py).
+  attends with the expected alignment, decoding with hard monotonic attention (attnmt/model/monotonic.py).
 
   The state 'alignment' is alpha_{i-1} under teacher forcing, the one-hot position last attended in
   decoding. In training, Gaussian noise of standard deviation `noise_std` is added to the scores before the

@@ -17,9 +17,10 @@ import jax.numpy as jnp
 import ml_collections
 import numpy as np
 
-from attnmt import checkpoints, data, trainer
-from attnmt.config import ModelConfig
-from attnmt.model import Seq2Seq
+from attnmt.training import checkpoints, trainer
+from attnmt import data
+from attnmt.model.config import ModelConfig
+from attnmt.model.seq2seq import Seq2Seq
 
 
 @dataclasses.dataclass

@@ -1,6 +1,6 @@
 """Alignment windows (Luong et al. 2015, Sec. 3.2): which source positions a query may attend to, and how.
 
-Like scores (attnmt/scores.py), each window is one self-contained definition, chosen by name or by an
+Like scores (attnmt/model/scores.py), each window is one self-contained definition, chosen by name or by an
 import path 'my_pkg.windows:Mine':
 
     params(param)                         its parameters (param(name, shape, init=lecun_normal))
@@ -12,7 +12,7 @@ import path 'my_pkg.windows:Mine':
     flops()                               the FLOPs of one query's `centre` (required)
 
 `self.normalize(e_S, keep_S)` is the configured normaliser (`model.normalizer`: softmax, sparsemax,
-entmax15 or an import path; attnmt/normalizers.py) over the positions a window keeps: the built-in
+entmax15 or an import path; attnmt/model/normalizers.py) over the positions a window keeps: the built-in
 windows' `weights` call it, so every window works with every normaliser.
 """
 
@@ -23,10 +23,10 @@ from typing import ClassVar
 import jax
 import jax.numpy as jnp
 
-from attnmt import normalizers
-from attnmt.config import ConfigError  # noqa: F401  (for windows' check())
-from attnmt.normalizers import masked_softmax  # noqa: F401  (the softmax normaliser's function)
-from attnmt.scores import Declare, Params, matmul_flops, Registry
+from attnmt.model import normalizers
+from attnmt.model.config import ConfigError  # noqa: F401  (for windows' check())
+from attnmt.model.normalizers import masked_softmax  # noqa: F401  (the softmax normaliser's function)
+from attnmt.model.registry import Declare, Params, matmul_flops, Registry
 
 
 class Window:

@@ -15,7 +15,7 @@ import jax
 import jax.numpy as jnp
 import flax.linen as nn
 
-from attnmt import deferred_scan
+from attnmt.model import deferred_scan
 
 Carry = tuple  # LSTM: (h, c); GRU: (h,)
 

@@ -1,5 +1,5 @@
-"""Attention: a score (attnmt/scores.py), an alignment window (attnmt/windows.py) with a normaliser
-(attnmt/normalizers.py), the context.
+"""Attention: a score (attnmt/model/scores.py), an alignment window (attnmt/model/windows.py) with a normaliser
+(attnmt/model/normalizers.py), the context.
 
     e_i = score(q, h_i)      a_S = window(e_S, valid positions), normalised      c = sum_i a_i h_i
 
@@ -13,10 +13,10 @@ import jax
 import jax.numpy as jnp
 import flax.linen as nn
 
-from attnmt import deferred_scan, normalizers, scores, windows
-from attnmt.config import ModelConfig
-from attnmt.scores import additive_scores  # noqa: F401  (the score primitive)
-from attnmt.normalizers import masked_entmax15, masked_softmax, masked_sparsemax  # noqa: F401
+from attnmt.model import deferred_scan, normalizers, scores, windows
+from attnmt.model.config import ModelConfig
+from attnmt.model.scores import additive_scores  # noqa: F401  (the score primitive)
+from attnmt.model.normalizers import masked_entmax15, masked_softmax, masked_sparsemax  # noqa: F401
 
 Params = dict
 

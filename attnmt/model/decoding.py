@@ -22,8 +22,8 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from attnmt.config import ModelConfig
-from attnmt.model import BOS, EOS, PAD, Seq2Seq
+from attnmt.model.config import ModelConfig
+from attnmt.model.seq2seq import BOS, EOS, PAD, Seq2Seq
 
 NEG_INF = -1.0e9
 COVERAGE_FLOOR = 1e-6
