@@ -67,23 +67,18 @@ def bleu_by_length(
   curves: dict[str, list[dict]],
   path: str,
   title: str = 'BLEU by source sentence length',
-  errors: dict[str, list[float]] | None = None,
+  intervals: dict[str, list[list[float]]] | None = None,
 ) -> str:
   """One line per variant: BLEU of each source-length bucket (rows from evaluation.bleu_by_length), with
-  error bars where `errors` gives a half-width per bucket (a 95% bootstrap interval); the x labels give
-  each bucket's sentence count."""
+  error bars where `intervals` gives a [low, high] 95% interval per bucket; the x labels give each bucket's
+  sentence count."""
   fig, ax = plt.subplots(figsize=(7.5, 4.4))
   for name, rows in curves.items():
     x = [f"{r['bucket']}\n({r['sentences']})" for r in rows]
-    ax.errorbar(
-      x,
-      [r['bleu'] for r in rows],
-      yerr=(errors or {}).get(name),
-      marker='o',
-      capsize=3,
-      label=name,
-      linestyle='--' if name.startswith('none') else '-',
-    )
+    y = np.array([r['bleu'] for r in rows])
+    bars = (intervals or {}).get(name)
+    yerr = None if bars is None else np.abs(np.array(bars, float).T - y)
+    ax.errorbar(x, y, yerr=yerr, marker='o', capsize=3, label=name, linestyle='--' if name.startswith('none') else '-')
   ax.set_xlabel('source sentence length in words (sentences)')
   ax.set_ylabel('BLEU')
   ax.set_title(title)
@@ -93,17 +88,33 @@ def bleu_by_length(
   return _save(fig, path)
 
 
-def results_bar_chart(rows: list[dict], metric: str, path: str) -> str:
-  """Mean over seeds with a standard-deviation error bar, one bar per variant."""
-  names = [r['variant'] for r in rows]
-  means = [np.mean(r[metric]) for r in rows]
-  stds = [np.std(r[metric], ddof=1) if len(r[metric]) > 1 else 0.0 for r in rows]
-  fig, ax = plt.subplots(figsize=(max(5.0, 1.1 * len(rows) + 2), 4))
-  ax.bar(range(len(rows)), means, yerr=stds, capsize=4, color='#4a7ab5')
-  ax.set_xticks(range(len(rows)))
-  ax.set_xticklabels(names, rotation=30, ha='right', fontsize=8)
-  ax.set_ylabel(f'{metric.replace("_", " ")} (mean ± sd over seeds)')
-  ax.grid(axis='y', alpha=0.3)
+def seed_strip(variants: list[dict], path: str, title: str = 'Test BLEU by seed', metric: str = 'BLEU') -> str:
+  """The ranking at a glance: one row per variant, ordered by mean, its seeds as dots, its mean as a bar
+  and its 95% interval as a line. `variants` hold 'variant', 'per_seed', 'mean' and 'interval' or 'ci'
+  ([low, high]; absent or None for one seed: no line is drawn, and the title says the variants are not
+  ranked)."""
+  rows = sorted(variants, key=lambda v: v['mean'])
+  fig, ax = plt.subplots(figsize=(7.5, 1.2 + 0.45 * len(rows)))
+  rng = np.random.default_rng(0)  # vertical jitter, so that equal seeds stay visible
+  for y, v in enumerate(rows):
+    interval = v.get('interval') or v.get('ci')
+    if interval is not None and len(v['per_seed']) > 1:
+      ax.plot(interval, [y, y], color='#4a7ab5', linewidth=2, solid_capstyle='butt', zorder=1)
+    ax.plot([v['mean']] * 2, [y - 0.3, y + 0.3], color='#1f3b63', linewidth=2.5, zorder=2)
+    jitter = rng.uniform(-0.12, 0.12, len(v['per_seed']))
+    ax.scatter(v['per_seed'], y + jitter, s=22, color='#d9822b', edgecolor='black', linewidth=0.4, zorder=3)
+  ax.set_yticks(range(len(rows)))
+  ax.set_yticklabels([v['variant'] for v in rows], fontsize=8)
+  seeds = sorted({len(v['per_seed']) for v in rows})
+  note = (
+    'one seed each: the variants are not ranked'
+    if seeds == [1]
+    else f'{"/".join(map(str, seeds))} seeds per variant: dots = seeds, bar = mean, line = 95% interval'
+  )
+  ax.set_title(f'{title}\n({note})', fontsize=9)
+  ax.set_xlabel(metric)
+  ax.grid(axis='x', alpha=0.3)
+  ax.set_ylim(-0.6, len(rows) - 0.4)
   fig.tight_layout()
   return _save(fig, path)
 

@@ -6,11 +6,12 @@ self-contained page: the table, the length chart, every variant's attention on t
         --beam_size=5 --num_heatmaps=3 [--sentences=4,17] [--pharaoh=gold.test.align] [--export=pharaoh,npz,json,softalign]
 """
 
+import os
+
 from absl import app, flags
 
+from attnmt.analysis import exports, html_report, inspection, report, tables
 from experiments import common
-import os
-from attnmt.analysis import report, exports, inspection
 
 flags.DEFINE_list('runs', None, 'Run directories (comma-separated).', required=True)
 flags.DEFINE_string('out', None, 'Output directory (default: <first run>/../analysis).')
@@ -38,7 +39,6 @@ def main(argv):
 
 
 def _analyze():
-
   try:
     sentences = [int(s) for s in FLAGS.sentences]
   except ValueError:
@@ -64,10 +64,15 @@ def _analyze():
     heatmap_min_words=FLAGS.heatmap_min_words,
     report_sentences=FLAGS.report_sentences,
   )
-  print(common.analysis_table(results))
-  print(common.attention_verdict(results))
-  page = common.write_html_report(results, out)
-  print(f'\nWrote translations, heatmaps and analysis.json per run, and bleu_by_length.png, under {out}')
+  table = tables.analysis_table(results)
+  report.write_text(os.path.join(out, 'analysis.md'), table + '\n')
+  print(table)
+  print(tables.attention_verdict(results))
+  page = html_report.write_report(results, out)
+  print(
+    f'\nWrote translations (every seed), heatmaps and analysis.json per run, analysis.md, bleu_by_seed.png '
+    f'and bleu_by_length.png under {out}'
+  )
   print(f'Wrote {page}: the interactive report (open it in a browser)')
   if formats:
     for workdir, result in zip(FLAGS.runs, results):

@@ -22,12 +22,12 @@ import os
 from absl import app, flags
 from ml_collections import config_flags
 
-from experiments import common
-from attnmt.errors import ConfigError
-from attnmt.training import trainer, settings, lock, parallel, checkpoints
-from attnmt.model.config import ModelConfig
-from attnmt.analysis import report, curves as curves_lib
 from attnmt import plots
+from attnmt.analysis import curves as curves_lib, html_report, report, tables
+from attnmt.errors import ConfigError
+from attnmt.model.config import ModelConfig
+from attnmt.training import checkpoints, lock, parallel, settings, trainer
+from experiments import common
 
 FLAGS = flags.FLAGS
 config_flags.DEFINE_config_file(
@@ -188,7 +188,6 @@ def main(argv):
 
 
 def _sweep():
-
   common.initialize_distributed()
   config, root = FLAGS.config, FLAGS.workdir
   if 'sweep' not in config:
@@ -210,6 +209,8 @@ def _sweep():
   if shard is not None:
     runs = runs[shard[0] :: shard[1]]
     print(f'shard {shard[0]}/{shard[1]}: {len(runs)} variant(s): {", ".join(n for n, _, _ in runs)}')
+  if config.sweep.get('report_only', False):
+    return _report_finished(config, root, runs, shard)
   done = {}
   for _, workdir, run in runs:  # a variant whose settings changed is refused before anything trains
     done[workdir] = _finished(workdir, run)
@@ -239,16 +240,16 @@ def _sweep():
         'run the same command without --config.sweep.shard to write the tables and the analysis'
       )
       return
-    _report(config, root, rows, dirs, report, curves_lib, plots)
+    _report(config, root, rows, dirs)
 
 
-def _report(config, root, rows, dirs, report, curves_lib, plots):
-  table = common.results_table(rows)
+def _report(config, root, rows, dirs):
+  table = tables.results_table(rows)
   _write(os.path.join(root, 'results.md'), table + '\n')
-  _write(os.path.join(root, 'results.csv'), common.results_csv(rows))
-  chart = plots.results_bar_chart(rows, 'test_bleu', os.path.join(root, 'results_bleu.png'))
+  _write(os.path.join(root, 'results.csv'), tables.results_csv(rows))
+  strip = plots.seed_strip(tables.results_strip(rows), os.path.join(root, 'results_seeds.png'), 'Test BLEU by seed')
   print('\n' + table)
-  outputs = [os.path.join(root, 'results.md'), os.path.join(root, 'results.csv'), chart]
+  outputs = [os.path.join(root, 'results.md'), os.path.join(root, 'results.csv'), strip]
   curves = {r['variant']: curves_lib.validation_records(d) for r, d in zip(rows, dirs)}
   if all(curves.values()):
     outputs.append(
@@ -265,17 +266,36 @@ def _report(config, root, rows, dirs, report, curves_lib, plots):
       num_heatmaps=config.sweep.num_heatmaps,
       heatmap_min_words=config.sweep.heatmap_min_words,
     )
-    analysis_md = common.analysis_table(results)
+    analysis_md = tables.analysis_table(results)
     _write(os.path.join(out, 'analysis.md'), analysis_md + '\n')
-    outputs.append(common.write_html_report(results, out))
-    print('\nAnalysis of the test split (first seed for the length buckets):\n' + analysis_md)
-    print(common.attention_verdict(results))
+    outputs.append(html_report.write_report(results, out))
+    print('\nAnalysis of the test split (every seed decoded):\n' + analysis_md)
+    print(tables.attention_verdict(results))
     outputs += [
       os.path.join(out, 'analysis.md'),
+      os.path.join(out, 'bleu_by_seed.png'),
       os.path.join(out, 'bleu_by_length.png'),
       os.path.join(out, '<variant>/heatmap_<i>.png'),
     ]
   print('\nWrote:\n  ' + '\n  '.join(outputs))
+
+
+def _report_finished(config, root, runs, shard):
+  """sweep.report_only: the tables and analysis of the variants that have finished (results.json of this
+  exact config), training nothing; the others are listed."""
+  if shard is not None:
+    raise ConfigError('sweep.report_only merges every shard: leave sweep.shard empty with it')
+  finished = [(name, workdir, _finished(workdir, run)) for name, workdir, run in runs]
+  missing = [name for name, _, row in finished if row is None]
+  finished = [(name, workdir, row) for name, workdir, row in finished if row is not None]
+  if missing:
+    print(f'not finished (left out): {", ".join(missing)}')
+  if not finished:
+    raise ConfigError(f'no variant of this sweep has finished under {root}; train first (without sweep.report_only)')
+  print(f'reporting {len(finished)} finished variant(s) of {len(runs)}')
+  with lock.hold(root, 'sweep', enabled=parallel.is_main_process()):
+    if parallel.is_main_process():
+      _report(config, root, [row for _, _, row in finished], [workdir for _, workdir, _ in finished])
 
 
 def shard_of(text: str, num_variants: int):
@@ -314,9 +334,7 @@ def _finished(workdir, run_config):
 
 
 def _write(path, text):
-  os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-  with open(path, 'w') as f:
-    f.write(text)
+  report.write_text(path, text)  # whole or not at all: shards and readers may look at any time
 
 
 if __name__ == '__main__':

@@ -8,13 +8,15 @@ exits (status 128 + signal) saying how to resume; a NaN/inf loss stops the run (
 is written after it.
 """
 
+import os
+import time
+
 from absl import app, flags
 from ml_collections import config_flags
 
-from experiments import common
-import os
-import time
+from attnmt.analysis import tables
 from attnmt.training import parallel, trainer
+from experiments import common
 
 FLAGS = flags.FLAGS
 config_flags.DEFINE_config_file('config', 'experiments/configs/default.py', 'Config file.', lock_config=True)
@@ -39,7 +41,7 @@ def _train():
     print(f'Moved the previous run to {aside}')
   parallel.barrier('attnmt-fresh')  # no process looks at the workdir before process 0 moved it
   summary = trainer.train_and_evaluate(FLAGS.config, FLAGS.workdir)
-  print(common.format_summary(summary))
+  print(tables.format_summary(summary))
 
 
 if __name__ == '__main__':

@@ -109,18 +109,23 @@ def test_train_is_killed_resumes_and_reloads_for_analysis(tmp_path, data_dir):
   result = json.loads((run_out / 'analysis.json').read_text())
   assert len(result['greedy_bleu']) == 1 and len(result['beam_bleu']) == 1
   assert 'aer' in result and result['aer'][0] < 1.0  # the synthetic task has gold alignments; some links found
-  significance = result['significance']  # one run: intervals, no baseline to test against
+  significance = result['significance']  # one run, one seed: an interval from the sentences, no baseline, no pairs
   assert significance['baseline'] is None and significance['corpus']['sentences'] == 40
-  assert significance['corpus']['bleu'] == pytest.approx(result['greedy_bleu'][0])
-  assert significance['corpus']['p_value'] is None and significance['corpus']['ci'] >= 0.0
+  assert significance['corpus']['per_seed'] == pytest.approx(result['greedy_bleu'])
+  assert significance['corpus']['sd'] is None and significance['corpus']['ci'] is None and not significance['pairs']
+  lo, hi = significance['corpus']['interval']
+  assert lo <= significance['corpus']['mean'] <= hi and not significance['ranked']
   assert [b['bucket'] for b in significance['by_length']] == [b['bucket'] for b in result['greedy_bleu_by_length']]
   attention = result['attention']
   assert -1.0 <= attention['monotonicity'] <= 1.0 and attention['sentences'] + attention['skipped'] == 40
   assert 0.0 <= attention['normalized'] <= 1.0 + 1e-6 and 0.0 <= result['greedy_repetition'][0] <= 1.0
-  assert 'monotonicity' in an.stdout and 'greedy BLEU ± 95% CI' in an.stdout
+  assert 'monotonicity' in an.stdout and '95% interval' in an.stdout and 'variants are not ranked' in an.stdout
+  assert ' ± 0.00' not in an.stdout and (out / 'analysis.md').read_text().startswith('| variant | seeds |')
   assert json.loads((out / 'analysis.json').read_text())[0]['significance'] == significance
   lines = (run_out / 'translations.greedy.txt').read_text().splitlines()
   assert len(lines) == 40  # every test sentence translated (synthetic_eval_size)
+  assert (run_out / 'translations.greedy.seed0.txt').read_text().splitlines() == lines
+  assert (run_out / 'translations.beam.seed0.txt').exists() and (out / 'bleu_by_seed.png').stat().st_size > 5000
   # Translate from a file, with attention bars; an empty line is refused with a one-line error.
   (tmp_path / 'in.txt').write_text('4 2\n1 0 7\n')
   tr = run_module('experiments.translate', f'--run={workdir}', f'--input={tmp_path / "in.txt"}', '--show_attention')
@@ -146,11 +151,17 @@ def test_sweep_of_two_variants_and_two_seeds_writes_its_table_and_never_reuses_s
   res = run_module('experiments.sweep', *flags)
   assert res.returncode == 0, res.stderr[-3000:]
   table = (tmp_path / 'results.md').read_text().splitlines()
-  assert len(table) == 4 and table[2].startswith('| none/') and table[3].startswith('| dot/')
-  assert all(' ± ' in line for line in table[2:])
+  assert len(table) == 6 and table[2].startswith('| none/') and table[3].startswith('| dot/')
+  assert table[0].startswith('| variant | seeds | test BLEU per seed | mean | sd | 95% CI (t, seeds) |')
+  for line, name in zip(table[2:4], ('none-bahdanau-global', 'dot-bahdanau-global')):
+    bleu = json.loads((tmp_path / name / 'results.json').read_text())['test_bleu']
+    cells = [c.strip() for c in line.strip('|').split('|')]
+    assert cells[2] == f'{bleu[0]:.2f} / {bleu[1]:.2f}' and cells[3] == f'{np.mean(bleu):.2f}'
+    assert cells[4] == f'{np.std(bleu, ddof=1):.2f}' and cells[5].startswith('[')
+  assert "Student's t interval" in table[5]
   csv = (tmp_path / 'results.csv').read_text().splitlines()
-  assert len(csv) == 3 and csv[1].split(',')[1] == '0 1'
-  assert (tmp_path / 'results_bleu.png').stat().st_size > 5000
+  assert len(csv) == 3 and csv[1].split(',')[1] == '0 1' and len(csv[1].split(',')[2].split()) == 2
+  assert (tmp_path / 'results_seeds.png').stat().st_size > 5000
   for name in ('none-bahdanau-global', 'dot-bahdanau-global'):
     r = json.loads((tmp_path / name / 'results.json').read_text())
     assert r['seeds'] == [0, 1] and len(r['test_bleu']) == 2 and r['test_perplexity'][0] > 1.0
@@ -314,3 +325,92 @@ def test_alignment_error_rate_hand_worked():
   assert alignment_error_rate(predicted, sure, possible) == pytest.approx(3 / 7)
   assert alignment_error_rate(sure, sure) == 0.0
   assert alignment_error_rate([{(5, 5)}], [{(0, 0)}]) == 1.0
+
+
+def test_sweep_cases_are_a_union_of_grids_and_the_luong_grid_is_table_4():
+  from experiments import sweep
+  from experiments.configs import luong, tiny
+
+  config = tiny.get_config()
+  config.sweep.scores = 'dot'
+  config.sweep.cases = 'model.score=dot,general|model.score=general;model.window=local_m,local_p|model.score=general'
+  names = [name for name, _ in sweep.variants(config)[0]]
+  # general/global appears in two cases: one variant
+  assert names == [
+    'dot/bahdanau/global',
+    'general/bahdanau/global',
+    'general/bahdanau/local_m',
+    'general/bahdanau/local_p',
+  ]
+  config.sweep.cases = 'model.score=dot||model.score=general'
+  with pytest.raises(ValueError, match='sweep.cases has an empty case'):
+    sweep.variants(config)
+  keep, refused = sweep.variants(luong.get_config())
+  assert not refused and [name for name, _ in keep] == [
+    'location/luong/global/feed',
+    'dot/luong/global/feed',
+    'general/luong/global/feed',
+    'concat/luong/global/feed',
+    'dot/luong/local_m/feed',
+    'dot/luong/local_p/feed',
+    'general/luong/local_m/feed',
+    'general/luong/local_p/feed',
+    'additive/bahdanau/global',
+  ]
+  assert all(run.train.seeds == '0,1,2' and run.train.num_steps == 2200 for _, run in keep)
+
+
+def test_shard_of():
+  from experiments import sweep
+
+  assert sweep.shard_of('', 5) is None and sweep.shard_of('1/3', 5) == (1, 3)
+  for bad in ('3/3', '-1/2', 'a/2', '1', '1/0'):
+    with pytest.raises(ValueError, match='is not i/n with 0 <= i < n'):
+      sweep.shard_of(bad, 5)
+
+
+def test_two_concurrent_shards_share_a_workdir_then_report_only_merges_them(tmp_path, data_dir):
+  """Two processes at once on one sweep directory (and one fresh data cache): each trains its share, neither
+  collides with the other; the unsharded run with sweep.report_only trains nothing and writes the tables."""
+  fresh_data = tmp_path / 'data'
+  flags = [
+    f'--config={TINY}',
+    f'--workdir={tmp_path / "sweep"}',
+    f'--config.data.data_dir={fresh_data}',
+    '--config.train.num_steps=10',
+    '--config.train.seeds=0,1',
+    '--config.sweep.scores=none,additive,general',
+    '--config.sweep.analyze=false',
+  ]
+  env = dict(os.environ, JAX_PLATFORMS='cpu', PYTHONPATH=ROOT)
+  procs = [
+    subprocess.Popen(
+      [sys.executable, '-m', 'experiments.sweep', *flags, f'--config.sweep.shard={i}/2'],
+      cwd=ROOT,
+      env=env,
+      stdout=subprocess.PIPE,
+      stderr=subprocess.PIPE,
+      text=True,
+    )
+    for i in range(2)
+  ]
+  outs = [p.communicate(timeout=600) for p in procs]
+  for p, (out, err) in zip(procs, outs):
+    assert p.returncode == 0, err[-3000:]
+  assert 'shard 0/2: 2 variant(s): none/bahdanau/global, general/bahdanau/global' in outs[0][0]
+  assert 'shard 1/2: 1 variant(s): additive/bahdanau/global' in outs[1][0]
+  assert not (tmp_path / 'sweep' / 'results.md').exists()  # shards write no tables
+  partial = run_module(
+    'experiments.sweep', *flags, '--config.sweep.scores=none,additive,general,dot', '--config.sweep.report_only=true'
+  )
+  assert partial.returncode == 0, partial.stderr[-3000:]
+  assert 'not finished (left out): dot/bahdanau/global' in partial.stdout and '===' not in partial.stdout
+  table = (tmp_path / 'sweep' / 'results.md').read_text().splitlines()
+  assert [line.split('|')[1].strip() for line in table[2:5]] == [
+    'none/bahdanau/global',
+    'additive/bahdanau/global',
+    'general/bahdanau/global',
+  ]
+  assert not (tmp_path / 'sweep' / 'dot-bahdanau-global').exists()
+  merged = run_module('experiments.sweep', *flags, '--config.sweep.report_only=true')
+  assert merged.returncode == 0 and 'reporting 3 finished variant(s) of 3' in merged.stdout, merged.stderr[-2000:]

@@ -11,7 +11,7 @@ import scipy.stats
 from attnmt.analysis import report
 from attnmt import data
 from attnmt.training import evaluation, measures
-from experiments import common
+from attnmt.analysis import tables
 
 
 def test_average_ranks_match_scipy_rankdata_with_ties():
@@ -254,63 +254,91 @@ def _attention(a):
 
 
 def _results(sources, references, systems):
-  """What analyze_run would return for these translations (only the keys the table reads)."""
-  results = []
-  for name, hyps in systems.items():
-    scores = evaluation.bleu_chrf(hyps, references)
+  """What analyze_run would return for these translations (only the keys the tables read), and the texts
+  add_significance takes. `systems` maps a variant to one list of hypotheses per seed."""
+  results, texts = [], []
+  for name, seeds in systems.items():
+    scores = [evaluation.bleu_chrf(h, references) for h in seeds]
+    by_seed = [evaluation.bleu_by_length(h, references, sources) for h in seeds]
     results.append(
       {
         'variant': name,
-        'seeds': [0],
-        'greedy_bleu': [scores['bleu']],
-        'greedy_chrf': [scores['chrf']],
-        'greedy_repetition': [measures.repetition_rate(hyps)],
-        'greedy_bleu_by_length': evaluation.bleu_by_length(hyps, references, sources),
+        'seeds': list(range(len(seeds))),
+        'greedy_bleu': [x['bleu'] for x in scores],
+        'greedy_chrf': [x['chrf'] for x in scores],
+        'greedy_repetition': [measures.repetition_rate(h) for h in seeds],
+        'greedy_bleu_by_length': report.pool_by_length(by_seed),
         'attention': _attention(np.full((4, 4), 0.25) if name.startswith('none/') else np.eye(4)),
       }
     )
-  greedy = [{'hypotheses': h, 'references': references, 'sources': sources} for h in systems.values()]
-  return results, greedy
+    texts.append({'hypotheses': {'greedy': seeds}, 'references': references, 'sources': sources})
+  return results, texts
+
+
+def _one_seed(systems):
+  return {name: [hyps] for name, hyps in systems.items()}
 
 
 def test_significance_per_run_and_per_length_bucket():
   sources, references, systems = _corpus()
-  results, greedy = _results(sources, references, systems)
-  report.add_significance(results, greedy, n_samples=200)
+  results, texts = _results(sources, references, _one_seed(systems))
+  report.add_significance(results, texts, n_samples=200)
   by_name = {r['variant']: r['significance'] for r in results}
   assert all(s['baseline'] == 'none/bahdanau/global' for s in by_name.values())
-  assert by_name['none/bahdanau/global']['corpus']['p_value'] is None
-  assert by_name['additive/bahdanau/global']['corpus']['p_value'] < 0.05
-  assert by_name['dot/bahdanau/global']['corpus']['p_value'] > 0.05
+  assert not by_name['none/bahdanau/global']['pairs'] or all(
+    p['against'] == 'best' for p in by_name['none/bahdanau/global']['pairs']
+  )
+  additive = next(p for p in by_name['additive/bahdanau/global']['pairs'] if p['against'] == 'baseline')
+  dot = next(p for p in by_name['dot/bahdanau/global']['pairs'] if p['against'] == 'baseline')
+  # One seed: the test is sacrebleu's paired bootstrap of the same sentences, seed and sample count.
+  sacre = measures.paired_bootstrap(
+    {'none': systems['none/bahdanau/global'], 'additive': systems['additive/bahdanau/global']},
+    references,
+    'none',
+    200,
+    12345,
+  )
+  assert additive['p_value'] == sacre['systems']['additive']['p_value'] < 0.05 and dot['p_value'] > 0.05
+  assert 'not ranked with 1 seed' in additive['verdict'] and not by_name['dot/bahdanau/global']['ranked']
   for r in results:
     s = r['significance']
-    assert s['corpus']['bleu'] == pytest.approx(r['greedy_bleu'][0]) and s['corpus']['sentences'] == 60
+    assert s['corpus']['mean'] == pytest.approx(r['greedy_bleu'][0]) and s['corpus']['sentences'] == 60
+    assert s['corpus']['sd'] is None and s['corpus']['interval'][0] <= s['corpus']['mean'] <= s['corpus']['interval'][1]
     assert [b['bucket'] for b in s['by_length']] == ['1-20', '>60']  # 1-10 has fewer than 20 sentences
     for bucket, row in zip(s['by_length'], r['greedy_bleu_by_length']):
       assert bucket['bleu'] == pytest.approx(row['bleu']) and bucket['sentences'] == row['sentences']
   # A run that translated other sentences is compared with no baseline.
   _, other_refs, _ = _corpus(seed=1)
-  results2, greedy2 = _results(sources, references, {'none/bahdanau/global': systems['none/bahdanau/global']})
-  extra, extra_greedy = _results(sources, other_refs, {'dot/bahdanau/global': systems['dot/bahdanau/global']})
-  report.add_significance(results2 + extra, greedy2 + extra_greedy, n_samples=50)
-  assert extra[0]['significance']['baseline'] is None and extra[0]['significance']['corpus']['p_value'] is None
+  results2, texts2 = _results(sources, references, _one_seed({'none/bahdanau/global': systems['none/bahdanau/global']}))
+  extra, extra_texts = _results(sources, other_refs, _one_seed({'dot/bahdanau/global': systems['dot/bahdanau/global']}))
+  report.add_significance(results2 + extra, texts2 + extra_texts, n_samples=50)
+  assert extra[0]['significance']['baseline'] is None and extra[0]['significance']['pairs'] == []
 
 
-def test_analysis_table_and_verdict():
+def _seeds(systems, k=3):
+  """k seeds per variant: each seed's output with a different sentence replaced by another variant's."""
+  names = list(systems)
+  out = {}
+  for v, name in enumerate(names):
+    other = systems[names[(v + 1) % len(names)]]
+    out[name] = [[other[i] if i % k == j else h for i, h in enumerate(systems[name])] for j in range(k)]
+  return out
+
+
+def test_analysis_table_and_verdicts_with_one_seed():
   sources, references, systems = _corpus()
-  results, greedy = _results(sources, references, systems)
-  legacy = common.analysis_table(results)  # no significance yet: BLEUs without intervals
-  assert legacy.splitlines()[0].startswith('| variant | greedy BLEU | chrF |') and ' ± ' not in legacy.split('\n\n')[0]
-  assert 'the attention variants' in common.attention_verdict(results)
-  report.add_significance(results, greedy)
-  table = common.analysis_table(results)
+  results, texts = _results(sources, references, _one_seed(systems))
+  report.add_significance(results, texts)
+  table = tables.analysis_table(results)
   print(table)
-  print(common.attention_verdict(results))
   lines = table.split('\n\n')[0].splitlines()
   head = [c.strip() for c in lines[0].strip('|').split('|')]
   assert head == [
     'variant',
-    'greedy BLEU ± 95% CI',
+    'seeds',
+    'greedy BLEU per seed',
+    'greedy BLEU',
+    '95% interval',
     'p vs none',
     'chrF',
     'BLEU, sources 1-20 words',
@@ -322,22 +350,60 @@ def test_analysis_table_and_verdict():
     'repetition %',
   ]
   rows = {line.split('|')[1].strip(): [c.strip() for c in line.strip('|').split('|')] for line in lines[2:]}
-  assert rows['none/bahdanau/global'][2] == 'baseline' and rows['additive/bahdanau/global'][2] == '< 0.001'
-  assert ' ± ' in rows['dot/bahdanau/global'][1] and rows['additive/bahdanau/global'][5].endswith(' *')
-  assert rows['dot/bahdanau/global'][6] == '1.00' and rows['dot/bahdanau/global'][7] == '0.00 (0.00)'
-  assert rows['none/bahdanau/global'][6] == '0.00 (1/1 const.)' and rows['none/bahdanau/global'][7] == '1.39 (1.00)'
-  assert rows['dot/bahdanau/global'][8:10] == ['1.00', '0.00']  # one-hot rows, each position attended once
-  assert rows['none/bahdanau/global'][8:10] == ['0.25', '0.00']  # 4 rows of 1/4 over 4 positions
-  verdict = common.attention_verdict(results)
-  assert 'Sources of >60 words: none/bahdanau/global reaches BLEU' in verdict
+  additive = rows['additive/bahdanau/global']
+  assert rows['none/bahdanau/global'][5] == 'baseline' and additive[5] == '< 0.001'
+  by_name = {r['variant']: r for r in results}
+  assert additive[3] == f"{by_name['additive/bahdanau/global']['greedy_bleu'][0]:.2f}" and ' ± ' not in additive[3]
+  assert additive[4].startswith('[') and additive[8].endswith(' *') and not rows['dot/bahdanau/global'][7].endswith('*')
+  assert rows['dot/bahdanau/global'][9] == '1.00' and rows['dot/bahdanau/global'][10] == '0.00 (0.00)'
+  assert rows['none/bahdanau/global'][9] == '0.00 (1/1 const.)' and rows['none/bahdanau/global'][10] == '1.39 (1.00)'
+  assert rows['dot/bahdanau/global'][11:13] == ['1.00', '0.00']  # one-hot rows, each position attended once
+  assert rows['none/bahdanau/global'][11:13] == ['0.25', '0.00']  # 4 rows of 1/4 over 4 positions
+  assert '± 0.00' not in table and 'the variants are not ranked' in table
+  assert 'additive/bahdanau/global - none/bahdanau/global: +' in table and 'not ranked with 1 seed' in table
+  verdict = tables.attention_verdict(results)
+  assert 'Sources of >60 words: none/bahdanau/global reaches BLEU' in verdict and 'one seed' in verdict
   for line in verdict.strip().splitlines()[1:]:
     assert 'beat it (p < 0.05): additive/bahdanau/global' in line and 'within the uncertainty: dot/' in line
-  # Several seeds: their mean ± sd gets its own column next to the first seed's interval.
-  for r in results:
-    r['greedy_bleu'], r['greedy_chrf'] = r['greedy_bleu'] * 2, [r['greedy_chrf'][0], r['greedy_chrf'][0] + 1]
-  head = common.analysis_table(results).splitlines()[0]
-  assert head.startswith('| variant | greedy BLEU ± 95% CI | p vs none | greedy BLEU, seeds | chrF |')
-  assert 'mean ± sd over seeds' in common.analysis_table(results)
+
+
+def test_analysis_table_with_three_seeds_ranks():
+  sources, references, systems = _corpus()
+  per_seed = _seeds(systems)
+  results, texts = _results(sources, references, per_seed)
+  report.add_significance(results, texts, n_samples=300)
+  table = tables.analysis_table(results)
+  print(table)
+  rows = {
+    line.split('|')[1].strip(): [c.strip() for c in line.strip('|').split('|')]
+    for line in table.split('\n\n')[0].splitlines()[2:]
+  }
+  bleu = [evaluation.bleu_chrf(h, references)['bleu'] for h in per_seed['additive/bahdanau/global']]
+  additive = rows['additive/bahdanau/global']
+  assert additive[1] == '3' and additive[2] == ' / '.join(f'{b:.2f}' for b in bleu)
+  assert additive[3] == f'{np.mean(bleu):.2f} ± {np.std(bleu, ddof=1):.2f}'
+  assert 'additive/bahdanau/global > none/bahdanau/global' in table and 'not ranked' not in table
+  assert tables.pairwise_text(results).startswith('Pairwise, greedy test BLEU (3 seed(s) per variant')
+
+
+def test_sweep_results_table_and_csv():
+  rows = [
+    {'variant': 'a', 'seeds': [0], 'test_bleu': [21.81], 'test_chrf': [50.0], 'test_perplexity': [9.0]},
+    {'variant': 'b', 'seeds': [0, 1, 2], 'test_bleu': [20.0, 22.0, 24.0], 'test_chrf': [49, 50, 51]},
+  ]
+  for r in rows:
+    r.setdefault('test_perplexity', [8.0, 9.0, 10.0])
+    r.update(parameters=1000, tokens_per_s_per_seed=10.0, train_seconds=60.0)
+  md = tables.results_table(rows)
+  lines = md.splitlines()
+  a, b = ([c.strip() for c in line.strip('|').split('|')] for line in lines[2:4])
+  assert a[2:6] == ['21.81', '21.81', '–', '–'] and '± 0.00' not in md
+  half = 4.302652729911275 * 2.0 / np.sqrt(3)
+  assert b[2:6] == ['20.00 / 22.00 / 24.00', '22.00', '2.00', f'[{22 - half:.2f}, {22 + half:.2f}]']
+  assert 'not ranked' in lines[-1]
+  csv = tables.results_csv(rows).splitlines()
+  assert csv[1].split(',')[2:7] == ['21.8100', '21.8100', '', '', '']
+  assert csv[2].split(',')[2:5] == ['20.0000 22.0000 24.0000', '22.0000', '2.0000']
 
 
 def test_length_buckets_merge_the_ones_with_few_sentences():

@@ -15,9 +15,8 @@ import numpy as np
 import pytest
 import sacrebleu
 
-from attnmt.analysis import report
+from attnmt.analysis import html_report, report, tables
 from attnmt.training import trainer
-from experiments import common
 from experiments.configs import tiny
 
 SCREENSHOT = '/tmp/attnmt_report_screenshot.png'
@@ -26,20 +25,22 @@ VARIANTS = ('none', 'additive')
 
 @pytest.fixture(scope='module')
 def analysis(tmp_path_factory):
-  """Two tiny variants trained for a few steps, analysed with beam 2: (report path, results, page data)."""
+  """Two tiny variants of two seeds trained for a few steps, analysed with beam 2: (report path, results, page
+  data)."""
   root = str(tmp_path_factory.mktemp('report'))
   dirs = []
   for score in VARIANTS:
     config = tiny.get_config()
     config.data.data_dir = os.path.join(root, 'data')
     config.model.score = score
+    config.train.seeds = '0,1'
     config.train.num_steps = 4
     config.train.checkpoint_every = 4
     trainer.train_and_evaluate(config, os.path.join(root, score))
     dirs.append(os.path.join(root, score))
   out = os.path.join(root, 'analysis')
   results = report.analyze_runs(dirs, out, beam_size=2, num_heatmaps=2, bootstrap_samples=50)
-  path = common.write_html_report(results, out)
+  path = html_report.write_report(results, out)
   with open(path, encoding='utf-8') as f:
     page = f.read()
   blob = re.search(r'<script type="application/json" id="data">(.*?)</script>', page, re.S).group(1)
@@ -49,9 +50,14 @@ def analysis(tmp_path_factory):
 def test_the_report_is_self_contained_and_embeds_the_analysis(analysis):
   path, results, data, page = analysis
   assert not re.search(r'<link|<script[^>]*\bsrc=|<img|@import|url\(', page)  # nothing is fetched
+  # The page is assembled from its package files: the style and the script are inlined whole.
+  for name in ('report.css', 'report.js'):
+    assert html_report._page_file(name) in page
+  assert '/*CSS*/' not in page and '/*JS*/' not in page
+  assert [r['per_seed'] for r in data['seed_strip']] == [r['greedy_bleu'] for r in results]
   assert data['variants'] == [r['variant'] for r in results] and data['variants'][0].startswith('none/')
   assert [row[0][0] for row in data['table']['rows']] == data['variants']
-  headers, rows, _ = common.analysis_cells(results)
+  headers, rows, _ = tables.analysis_cells(results)
   assert data['table']['headers'] == headers and 'AER' in headers and 'beam BLEU' in headers
   for column in ('monotonicity', 'entropy (norm.)', 'max weight', 'coverage dev.'):  # the attention statistics
     cells = [row[headers.index(column)] for row in rows]
@@ -133,6 +139,11 @@ def test_the_report_in_a_real_browser(analysis):
     assert len(css(By.CSS_SELECTOR, 'svg.heatmap[data-kind="forced"] .gold-sure')) == 2 * len(first['gold']['sure'])
     assert len(css(By.CSS_SELECTOR, '.beam')) == len(data['variants'])
     assert len(css(By.CSS_SELECTOR, '#length-svg .curve')) == len(data['variants'])
+    # The seed strip: one row per variant, ordered by mean BLEU (bottom to top), a dot per seed.
+    strips = css(By.CSS_SELECTOR, '#seed-svg g.strip')
+    by_mean = sorted(data['seed_strip'], key=lambda r: r['mean'])
+    assert [g.get_attribute('data-variant') for g in strips] == [r['variant'] for r in by_mean]
+    assert all(len(g.find_elements(By.CSS_SELECTOR, 'circle.seed')) == 2 for g in strips)
 
     # Hovering a known cell of the second variant shows its tokens and weight.
     run, row, col = first['runs'][1], 1, len(first['runs'][1]['src']) - 2
@@ -162,7 +173,8 @@ def test_the_report_in_a_real_browser(analysis):
     aer = [h.text for h in headers].index('AER')
     headers[aer].click()
     cells = [r.find_elements(By.TAG_NAME, 'td')[aer].text for r in css(By.CSS_SELECTOR, '#results tbody tr')]
-    assert [float(c) for c in cells] == sorted(float(c) for c in cells)
+    means = [float(c.split(' ± ')[0]) for c in cells]  # two seeds: mean ± sd
+    assert means == sorted(means)
 
     browser.execute_script('window.scrollTo(0, 0)')
     ActionChains(browser).move_to_element(

@@ -12,7 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 import sacrebleu
 
-from attnmt.analysis import inspection
+from attnmt.analysis import inspection, significance
 
 from attnmt import plots
 from attnmt import data
@@ -20,9 +20,17 @@ from attnmt.model import decoding
 from attnmt.training import evaluation, measures
 
 
+def write_text(path: str, text: str) -> None:
+  """Writes `text` whole: a temporary file beside `path`, then renamed over it (a reader never sees half)."""
+  os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+  tmp = f'{path}.tmp-{os.getpid()}'
+  with open(tmp, 'w', encoding='utf-8') as f:
+    f.write(text)
+  os.replace(tmp, path)
+
+
 def _write_lines(path: str, lines: list[str]) -> None:
-  with open(path, 'w') as f:
-    f.write('\n'.join(lines) + '\n')
+  write_text(path, '\n'.join(lines) + '\n')
 
 
 def _slug(name: str) -> str:
@@ -45,8 +53,9 @@ def analyze_run(
   split: str = 'test',
   heatmap_min_words: int = 0,
 ) -> dict:
-  """Every analysis of one run (all seeds for the scores and repetition, the first seed for figures and
-  attention measures); written to <out_dir>/<variant>/analysis.json."""
+  """Every analysis of one run: every seed decoded (greedy, and beam search when beam_size > 0) for the
+  scores, BLEU by length, attention statistics and repetition, per seed and pooled over seeds; heatmaps
+  and the report's sentence views from the first seed. Written to <out_dir>/<variant>/analysis.json."""
   result, _, _ = _analyze_run(
     run, out_dir, beam_size, heatmap_sentences, num_heatmaps, heatmap_seed, pharaoh, split, heatmap_min_words
   )
@@ -65,18 +74,18 @@ def _analyze_run(
   split='test',
   heatmap_min_words=0,
 ):
-  """analyze_run's result; the first seed's greedy hypotheses, references and sources; and the first
-  seed's view of every sentence (sentence_views)."""
+  """analyze_run's result; every seed's hypotheses by mode ({'greedy': [seed 0's, seed 1's, ...], ...}) with
+  the references and sources they translate; and the first seed's view of every sentence (sentence_views)."""
   t = run.config.train
   sources, references = data.raw_texts(run.prepared, split)
   run_dir = os.path.join(out_dir, _slug(run.name))
   os.makedirs(run_dir, exist_ok=True)
   result = {'variant': run.name, 'workdir': run.workdir, 'step': run.step, 'seeds': run.seeds}
   modes = [('greedy', 0)] + ([('beam', beam_size)] if beam_size else [])
-  n_best = {}
+  n_best, texts, attention_by_seed = {}, {'hypotheses': {}}, []
+  batches = list(data.batches(run.prepared, split, run.config.data))
   for seed_i, seed in enumerate(run.seeds):
     params = evaluation.seed_params(run.params, seed_i)
-    batches = list(data.batches(run.prepared, split, run.config.data))
     for mode, k in modes:
       if mode == 'beam':
         trans, hypotheses = _beam_translate(run, params, batches, k)
@@ -90,30 +99,64 @@ def _analyze_run(
           0,
           t.beam_alpha,
           t.max_decode_factor,
-          keep_attention=seed_i == 0,
+          keep_attention=True,
         )
       hyps, refs = [x.text for x in trans], [references[x.index] for x in trans]
+      srcs = [sources[x.index] for x in trans]
       scores = evaluation.bleu_chrf(hyps, refs)
       for key in ('bleu', 'chrf'):
         result.setdefault(f'{mode}_{key}', []).append(scores[key])
       result.setdefault(f'{mode}_repetition', []).append(measures.repetition_rate(hyps))
+      result.setdefault(f'{mode}_bleu_by_length_by_seed', []).append(evaluation.bleu_by_length(hyps, refs, srcs))
       result['bleu_signature'] = scores['bleu_signature']
+      texts['hypotheses'].setdefault(mode, []).append(hyps)
+      texts.update(references=refs, sources=srcs)
+      _write_lines(os.path.join(run_dir, f'translations.{mode}.seed{seed}.txt'), hyps)
       if seed_i == 0:
-        srcs = [sources[x.index] for x in trans]
         _write_lines(os.path.join(run_dir, f'translations.{mode}.txt'), hyps)
-        result[f'{mode}_bleu_by_length'] = evaluation.bleu_by_length(hyps, refs, srcs)
+      if mode == 'greedy':
+        attention_by_seed.append(attention_measures(trans))
       if seed_i == 0 and mode == 'greedy':
         greedy_trans = trans
         result['heatmaps'], result['heatmap_sentences'] = _heatmaps(
           run, trans, sources, run_dir, heatmap_sentences, num_heatmaps, heatmap_seed, heatmap_min_words
         )
-        result['attention'] = attention_measures(trans)
-        greedy = {'hypotheses': hyps, 'references': refs, 'sources': srcs}
+  for mode, _ in modes:
+    result[f'{mode}_bleu_by_length'] = pool_by_length(result[f'{mode}_bleu_by_length_by_seed'])
+  result['attention_by_seed'] = attention_by_seed
+  result['attention'] = pool_over_seeds(attention_by_seed)
   aer, gold = _alignment_error_rates(run, split, pharaoh)
   if aer is not None:
     result['aer'] = aer
   views = sentence_views(run, greedy_trans, sources, references, n_best, gold)
-  return result, greedy, views
+  return result, texts, views
+
+
+def pool_by_length(per_seed: list[list[dict]]) -> list[dict]:
+  """Each length bucket's BLEU pooled over seeds: 'bleu' is the mean, 'per_seed' the seeds' values (every
+  seed translates the same sentences, so the buckets agree)."""
+  pooled = []
+  for rows in zip(*per_seed):
+    values = [r['bleu'] for r in rows]
+    pooled.append({**rows[0], 'bleu': float(np.mean(values)), 'per_seed': values})
+  return pooled
+
+
+def pool_over_seeds(per_seed: list[dict]) -> dict:
+  """AttentionStatistics.result() pooled over seeds: each mean is the mean of the seeds' means (over the
+  seeds that measured it; None if none did), each count ('sentences', 'undefined', 'skipped', 'tokens',
+  'positions') the sum over seeds."""
+  out = {}
+  for key in per_seed[0] if per_seed else ():
+    values = [d[key] for d in per_seed if d.get(key) is not None]
+    if key in POOLED_COUNTS:
+      out[key] = int(sum(values))
+    else:
+      out[key] = float(np.mean(values)) if values else None
+  return out
+
+
+POOLED_COUNTS = ('sentences', 'undefined', 'skipped', 'tokens', 'positions')
 
 
 def _beam_translate(run, params, batches, beam_size) -> tuple[list, dict[int, list]]:
@@ -262,51 +305,64 @@ def _alignment_error_rates(run, split, pharaoh) -> tuple[Optional[list[float]], 
   return out, {'sure': sure, 'possible': possible, 'forced': forced}
 
 
-def add_significance(results: list[dict], greedy: list[dict], n_samples: int = 1000, seed: int = 12345) -> None:
-  """Sets result['significance'] of every run: greedy BLEU (first seed) with the half-width of its 95%
-  bootstrap interval and the paired-bootstrap p-value against the baseline, on the whole split ('corpus')
-  and on each source-length bucket of result['greedy_bleu_by_length'] ('by_length').
+def add_significance(results: list[dict], texts: list[dict], n_samples: int = 1000, seed: int = 12345) -> None:
+  """Sets result['significance'] of every run from significance.compare, over seeds and test sentences:
+  'corpus' holds the per-seed greedy BLEU, mean, sd, t interval over seeds ('ci') and two-stage bootstrap
+  interval ('interval'); 'pairs' the comparisons this run leads (against the baseline and against the best
+  run, each with difference, interval, p-value and verdict); 'by_length' the same per source-length
+  bucket of result['greedy_bleu_by_length'] (mean over seeds, interval, p-value against the baseline).
 
-  `greedy[k]` holds run k's 'hypotheses', 'references' and 'sources'. Runs are compared only with runs
-  that translated the same sentences; the baseline is the first of those named 'none/...' (p-values are
-  None without one)."""
+  `texts[k]` holds run k's 'hypotheses' ({'greedy': one list per seed}), 'references' and 'sources'. Runs
+  are compared only with runs that translated the same sentences; the baseline is the first of those named
+  'none/...' (no p-values against a baseline without one)."""
   groups = {}
-  for k, g in enumerate(greedy):
+  for k, g in enumerate(texts):
     groups.setdefault((tuple(g['references']), tuple(g['sources'])), []).append(k)
   for members in groups.values():
-    baseline = next((k for k in members if results[k]['variant'].startswith('none/')), None)
-    refs, sources = greedy[members[0]]['references'], greedy[members[0]]['sources']
+    names = [results[k]['variant'] for k in members]
+    baseline = next((n for n in names if n.startswith('none/')), None)
+    refs, sources = texts[members[0]]['references'], texts[members[0]]['sources']
+    hyps = [texts[k]['hypotheses']['greedy'] for k in members]
+    whole = significance.compare(names, hyps, refs, baseline, n_samples, seed)
+    stats = [np.stack([significance.sentence_statistics(h, refs) for h in per_seed]) for per_seed in hyps]
     words = evaluation.source_words(sources)
-
-    def compare(selection):
-      systems = {str(k): [greedy[k]['hypotheses'][i] for i in selection] for k in members}
-      return measures.paired_bootstrap(
-        systems, [refs[i] for i in selection], None if baseline is None else str(baseline), n_samples, seed
-      )
-
-    whole = compare(range(len(refs)))
-    for k in members:
-      results[k]['significance'] = {
-        'baseline': None if baseline is None else results[baseline]['variant'],
-        'n_samples': n_samples,
-        'seed': seed,
-        'signature': whole['signature'],
-        'corpus': {'sentences': len(refs), **whole['systems'][str(k)]},
-        'by_length': [],
-      }
+    by_length = []
     for row in results[members[0]]['greedy_bleu_by_length']:
-      selection = evaluation.in_bucket(words, row['lo'] - 1, row['hi']).tolist()  # rows hold lo + 1
-      bucket = compare(selection)
-      for k in members:
-        results[k]['significance']['by_length'].append(
+      selection = evaluation.in_bucket(words, row['lo'] - 1, row['hi'])  # rows hold lo + 1
+      reps = significance.bootstrap_replicates(stats, n_samples, seed, sentences=selection)
+      by_length.append((row, selection, reps))
+    for m, k in enumerate(members):
+      base = None if baseline is None else names.index(baseline)
+      buckets = []
+      for row, selection, reps in by_length:
+        mine = next(b for b in results[k]['greedy_bleu_by_length'] if b['bucket'] == row['bucket'])
+        p = None
+        if base is not None and base != m:
+          base_row = next(b for b in results[members[base]]['greedy_bleu_by_length'] if b['bucket'] == row['bucket'])
+          p = significance.p_value(mine['bleu'] - base_row['bleu'], reps[:, m] - reps[:, base])
+        buckets.append(
           {
             'bucket': row['bucket'],
             'lo': row['lo'],
             'hi': row['hi'],
-            'sentences': len(selection),
-            **bucket['systems'][str(k)],
+            'sentences': int(len(selection)),
+            'bleu': mine['bleu'],
+            'per_seed': mine['per_seed'],
+            'interval': significance.percentile_interval(reps[:, m]),
+            'p_value': p,
           }
         )
+      results[k]['significance'] = {
+        'method': whole['method'],
+        'baseline': baseline,
+        'n_samples': n_samples,
+        'seed': seed,
+        'ranked': whole['ranked'],
+        'best': whole['best'],
+        'corpus': {'sentences': len(refs), **whole['variants'][m]},
+        'pairs': [p for p in whole['pairs'] if p['a'] == names[m]],
+        'by_length': buckets,
+      }
 
 
 def analyze_runs(
@@ -321,23 +377,30 @@ def analyze_runs(
   """analyze_run for every directory, the significance of their differences (add_significance), the
   figure comparing them (BLEU by source length), and sentences.json: the sentences the HTML report embeds
   (select_sentences, at most `report_sentences` plus the heatmap sentences; embedded_sentences)."""
-  results, greedy, views = [], [], []
+  results, texts, views = [], [], []
   for workdir in workdirs:
     run = inspection.load_run(workdir, which)
-    result, texts, run_views = _analyze_run(run, out_dir, **options)
+    result, run_texts, run_views = _analyze_run(run, out_dir, **options)
     results.append(result)
-    greedy.append(texts)
+    texts.append(run_texts)
     views.append(run_views)
-  add_significance(results, greedy, bootstrap_samples, bootstrap_seed)
+  add_significance(results, texts, bootstrap_samples, bootstrap_seed)
   for result in results:
     _write_result(out_dir, result)
   curves = {r['variant']: r['greedy_bleu_by_length'] for r in results}
-  errors = {r['variant']: [b['ci'] for b in r['significance']['by_length']] for r in results}
+  intervals = {r['variant']: [b['interval'] for b in r['significance']['by_length']] for r in results}
+  seeds = sorted({len(r['seeds']) for r in results})
   plots.bleu_by_length(
     curves,
     os.path.join(out_dir, 'bleu_by_length.png'),
-    'BLEU by source length (test, greedy, first seed; 95% bootstrap intervals)',
-    errors,
+    f'BLEU by source length (test, greedy, mean over {"/".join(map(str, seeds))} seed(s); '
+    '95% bootstrap intervals over seeds and sentences)',
+    intervals,
+  )
+  plots.seed_strip(
+    [r['significance']['corpus'] | {'variant': r['variant']} for r in results],
+    os.path.join(out_dir, 'bleu_by_seed.png'),
+    'Test BLEU (greedy) by seed',
   )
   with open(os.path.join(out_dir, 'analysis.json'), 'w') as f:
     json.dump(results, f, indent=1)

@@ -5,7 +5,9 @@ trains the tokenisers on the training split or loads them from `<data_dir>/vocab
 encodes every split, and gathers statistics.
 """
 
+import contextlib
 import dataclasses
+import fcntl
 import json
 import os
 from typing import Optional
@@ -89,11 +91,31 @@ def length_limits(cfg, split: str) -> tuple[int, int]:
   return limits[0], limits[1]
 
 
+@contextlib.contextmanager
+def _building(data_dir: str):
+  """Holds an exclusive lock on <data_dir>/.prepare.lock while the dataset and tokenisers are built or
+  read, so that processes sharing a data_dir (the shards of a sweep) build them once, one after the other.
+  A data_dir that cannot be written (a read-only cache that is already built) is read without the lock."""
+  try:
+    os.makedirs(data_dir, exist_ok=True)
+    handle = open(os.path.join(data_dir, '.prepare.lock'), 'a')
+  except OSError:
+    yield
+    return
+  with handle:
+    fcntl.flock(handle, fcntl.LOCK_EX)
+    try:
+      yield
+    finally:
+      fcntl.flock(handle, fcntl.LOCK_UN)
+
+
 def prepare(cfg) -> PreparedData:
   """Builds or loads everything the data config `cfg` names (see get_data_config)."""
-  corpus = sources.load_corpus(cfg, os.path.join(cfg.data_dir, 'tfds'))
-  vocab_dir = _vocab_dir(cfg, corpus)
-  src_tok, tgt_tok = _tokenizers(cfg, corpus, vocab_dir)
+  with _building(cfg.data_dir):
+    corpus = sources.load_corpus(cfg, os.path.join(cfg.data_dir, 'tfds'))
+    vocab_dir = _vocab_dir(cfg, corpus)
+    src_tok, tgt_tok = _tokenizers(cfg, corpus, vocab_dir)
   tokenized = {s: pipeline.tokenize_split(corpus.splits[s], src_tok, tgt_tok) for s in sources.SPLITS}
   stats = stats_lib.corpus_stats(corpus, tokenized, src_tok, tgt_tok)
   train = tokenized['train']
@@ -106,9 +128,28 @@ def prepare(cfg) -> PreparedData:
   stats['train_padding'] = stats_lib.padding_report(
     train.src_len[keep], train.tgt_len[keep], batch_options(cfg), cfg.shuffle_seed
   )
-  with open(os.path.join(vocab_dir, 'stats.json'), 'w') as f:
-    json.dump(stats, f, indent=1)
+  _write_stats(os.path.join(vocab_dir, 'stats.json'), stats)
   return PreparedData(corpus, tokenized, src_tok, tgt_tok, vocab_dir, stats)
+
+
+def _write_stats(path: str, stats: dict) -> None:
+  """stats.json beside the tokenisers, written whole (temporary file, then rename) and only when it changes,
+  so that readers of a run need no write access to the data cache."""
+  text = json.dumps(stats, indent=1)
+  try:
+    with open(path) as f:
+      if f.read() == text:
+        return
+  except OSError:
+    pass
+  tmp = f'{path}.tmp-{os.getpid()}'
+  try:
+    with open(tmp, 'w') as f:
+      f.write(text)
+    os.replace(tmp, path)
+  except OSError:
+    if not os.path.exists(path):
+      raise
 
 
 def batches(

@@ -70,6 +70,7 @@ def get_sweep_config(scores: str = 'none,additive,dot,general,concat') -> ml_col
   # the variants are the union of the cases' combinations. '' = the one grid above.
   s.cases = ''
   s.shard = ''  # 'i/n': train only variants i, i+n, ... (0 <= i < n); the run without it writes the tables
+  s.report_only = False  # True: train nothing; tables and analysis of the variants finished so far (merges shards)
   s.analyze = True  # after training: BLEU by length, heatmaps, AER where gold alignments exist
   s.beam_size = 0  # beam-search BLEU in the analysis (0: greedy only, faster)
   s.num_heatmaps = 3  # random test sentences drawn as heatmaps per variant

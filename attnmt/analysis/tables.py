@@ -1,0 +1,281 @@
+"""The tables and verdicts researchers read: the sweep's results (from every variant's results.json) and the
+analysis (from report.analyze_runs), as Markdown, CSV and the cells of report.html.
+
+Every comparison shows the seeds: per-seed values, mean, standard deviation and a 95% interval; one seed
+shows its value alone (never "± 0.00") and the verdicts say the variants are not ranked. The statistics
+are attnmt.analysis.significance's.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from attnmt.analysis import significance
+
+ONE_SEED = (
+  'One seed per variant: the variants are not ranked (seed-to-seed variation is unmeasured, and it can '
+  'exceed the differences shown); rerun with --config.train.seeds=0,1,2 to rank them'
+)
+
+
+def per_seed(values, digits: int = 2) -> str:
+  return ' / '.join(f'{v:.{digits}f}' for v in values)
+
+
+def mean_sd(values, digits: int = 2) -> str:
+  """The value of one seed, or mean ± sd over several (never a spread of one); an sd too small for `digits`
+  keeps one significant digit, so that a real spread never reads as '± 0.00'."""
+  v = np.asarray(values, float)
+  if v.size == 1:
+    return f'{v[0]:.{digits}f}'
+  sd = v.std(ddof=1)
+  sd_text = f'{sd:.{digits}f}' if sd == 0 or round(sd, digits) > 0 else f'{sd:.1g}'
+  return f'{v.mean():.{digits}f} ± {sd_text}'
+
+
+def interval(bounds, digits: int = 2) -> str:
+  return '–' if bounds is None else f'[{bounds[0]:.{digits}f}, {bounds[1]:.{digits}f}]'
+
+
+def format_p(p) -> str:
+  return '–' if p is None else '< 0.001' if p < 0.001 else f'{p:.3f}'
+
+
+def format_summary(s: dict) -> str:
+  """One line for a finished training run (experiments/train.py)."""
+  return (
+    f"{s['variant']}: test BLEU {mean_sd(s['test_bleu'])}, chrF {mean_sd(s['test_chrf'])}, "
+    f"perplexity {mean_sd(s['test_perplexity'])} over seeds {s['seeds']} "
+    f"(best step {s['best_step']}, {s['parameters']:,} parameters)"
+  )
+
+
+# ---- the sweep: results.json of every variant -------------------------------------------------------------
+
+RESULT_COLUMNS = (('test chrF', 'test_chrf'), ('test perplexity', 'test_perplexity'))
+
+
+def results_table(rows: list[dict]) -> str:
+  """Markdown: test BLEU per seed, mean, sd and Student's t 95% interval over seeds; chrF and perplexity
+  (mean ± sd); parameters and training speed; rows ordered as given, then a note on what ranks."""
+  head = ['variant', 'seeds', 'test BLEU per seed', 'mean', 'sd', '95% CI (t, seeds)']
+  head += [c for c, _ in RESULT_COLUMNS] + ['parameters', 'train tok/s per seed', 'train min']
+  lines = ['| ' + ' | '.join(head) + ' |', '|' + '---|' * len(head)]
+  for r in rows:
+    s = significance.seed_summary(r['test_bleu'])
+    cells = [r['variant'], str(len(r['seeds'])), per_seed(s['per_seed']), f"{s['mean']:.2f}"]
+    cells += ['–' if s['sd'] is None else f"{s['sd']:.2f}", interval(s['ci'])]
+    cells += [mean_sd(r[k]) for _, k in RESULT_COLUMNS]
+    cells += [f"{r['parameters']:,}", f"{r['tokens_per_s_per_seed']:.0f}", f"{r['train_seconds'] / 60:.1f}"]
+    lines.append('| ' + ' | '.join(cells) + ' |')
+  return '\n'.join(lines) + '\n\n' + results_note(rows)
+
+
+def results_note(rows: list[dict]) -> str:
+  if min(len(r['seeds']) for r in rows) < 2:
+    return ONE_SEED + '.'
+  return (
+    "sd: sample standard deviation over seeds; 95% CI: Student's t interval of the mean over seeds. The "
+    'analysis (analysis/analysis.md) tests each pair with a bootstrap over seeds and test sentences.'
+  )
+
+
+def results_csv(rows: list[dict]) -> str:
+  """One row per variant: per-seed test BLEU (space-separated), mean, sd and t interval (empty for one
+  seed), chrF and perplexity mean and sd, size and speed."""
+  head = ['variant', 'seeds', 'test_bleu_per_seed', 'test_bleu_mean', 'test_bleu_sd', 'test_bleu_ci_low']
+  head += ['test_bleu_ci_high'] + [f'{k}_{s}' for _, k in RESULT_COLUMNS for s in ('mean', 'sd')]
+  head += ['parameters', 'tokens_per_s_per_seed', 'train_seconds']
+  out = [','.join(head)]
+  for r in rows:
+    s = significance.seed_summary(r['test_bleu'])
+    cells = [r['variant'], ' '.join(map(str, r['seeds'])), ' '.join(f'{v:.4f}' for v in s['per_seed'])]
+    cells += [f"{s['mean']:.4f}", '' if s['sd'] is None else f"{s['sd']:.4f}"]
+    cells += ['', ''] if s['ci'] is None else [f'{x:.4f}' for x in s['ci']]
+    for _, k in RESULT_COLUMNS:
+      v = np.asarray(r[k], float)
+      cells += [f'{v.mean():.4f}', f'{v.std(ddof=1):.4f}' if v.size > 1 else '']
+    cells += [str(r['parameters']), f"{r['tokens_per_s_per_seed']:.1f}", f"{r['train_seconds']:.1f}"]
+    out.append(','.join(cells))
+  return '\n'.join(out) + '\n'
+
+
+def results_strip(rows: list[dict]) -> list[dict]:
+  """plots.seed_strip's rows from the sweep's results: per-seed test BLEU, mean, t interval."""
+  return [{'variant': r['variant'], **significance.seed_summary(r['test_bleu'])} for r in rows]
+
+
+# ---- the analysis: report.analyze_runs' results -----------------------------------------------------------
+
+
+def analysis_table(results: list[dict]) -> str:
+  """Markdown: analysis_cells, its notes as a legend, then the pairwise verdicts."""
+  headers, rows, notes = analysis_cells(results)
+  lines = ['| ' + ' | '.join(headers) + ' |', '|' + '---|' * len(headers)]
+  lines += ['| ' + ' | '.join(cells) + ' |' for cells in rows]
+  legend = ''.join(f'\n\n{n}.' if i == 0 else f'\n{n}.' for i, n in enumerate(notes))
+  return '\n'.join(lines) + legend + ('\n\n' + pairwise_text(results) if pairwise_text(results) else '')
+
+
+def analysis_cells(results: list[dict]) -> tuple[list[str], list[list[str]], list[str]]:
+  """Column headers, one row of cells per run, and notes explaining them: greedy BLEU per seed, mean ± sd
+  and 95% interval over seeds and sentences, p against `none`; chrF, beam BLEU; BLEU on the two longest
+  source-length buckets every run shares; attention monotonicity, entropy, maximum weight and coverage
+  deviation (pooled over seeds); repetition; AER. Columns whose data a run lacks are left out."""
+  buckets = longest_shared_buckets(results)
+  has_sig = all('significance' in r for r in results)
+  baseline = next((r['significance']['baseline'] for r in results if has_sig and r['significance']['baseline']), None)
+  columns = [('variant', lambda r: r['variant']), ('seeds', lambda r: str(len(r['greedy_bleu'])))]
+  columns.append(('greedy BLEU per seed', lambda r: per_seed(r['greedy_bleu'])))
+  columns.append(('greedy BLEU', lambda r: mean_sd(r['greedy_bleu'])))
+  if has_sig:
+    columns.append(('95% interval', lambda r: interval(r['significance']['corpus']['interval'])))
+    if baseline:
+      columns.append(('p vs none', lambda r: 'baseline' if r['variant'] == baseline else _p_against(r, baseline)))
+  columns.append(('chrF', lambda r: mean_sd(r['greedy_chrf'])))
+  if all('beam_bleu' in r for r in results):
+    columns.append(('beam BLEU', lambda r: mean_sd(r['beam_bleu'])))
+  for bucket in buckets:
+    columns.append((f'BLEU, sources {bucket} words', lambda r, b=bucket: _bucket_cell(r, b)))
+  if any('attention' in r for r in results):
+    columns.append(('monotonicity', lambda r: _monotonicity_cell(r.get('attention'))))
+    columns.append(('entropy (norm.)', lambda r: _entropy_cell(r.get('attention'))))
+    columns.append(('max weight', lambda r: _number(r.get('attention'), 'max_weight')))
+    columns.append(('coverage dev.', lambda r: _number(r.get('attention'), 'coverage_deviation')))
+  if all('greedy_repetition' in r for r in results):
+    columns.append(('repetition %', lambda r: mean_sd([100 * x for x in r['greedy_repetition']], 1)))
+  if all('aer' in r for r in results):
+    columns.append(('AER', lambda r: mean_sd(r['aer'])))
+  headers = [h for h, _ in columns]
+  return headers, [[cell(r) for _, cell in columns] for r in results], _legend(results, has_sig, baseline)
+
+
+def pairwise_text(results: list[dict]) -> str:
+  """The pairwise comparisons of the analysis, one line each: difference, interval, p-value, verdict."""
+  pairs = [p for r in results for p in r.get('significance', {}).get('pairs', [])]
+  if not pairs:
+    return ''
+  s = results[0]['significance']
+  seeds = sorted({len(r['seeds']) for r in results})
+  lines = [
+    f'Pairwise, greedy test BLEU ({"/".join(map(str, seeds))} seed(s) per variant; difference of means, 95% '
+    f"interval and p-value from {s['n_samples']} replicates of a bootstrap over seeds and test sentences):"
+  ]
+  for p in pairs:
+    lines.append(
+      f"  {p['a']} - {p['b']}: {p['difference']:+.2f} {interval(p['interval'])}, p {format_p(p['p_value'])}: "
+      f"{p['verdict']}"
+    )
+  if seeds[0] < 2:
+    lines.append('  ' + ONE_SEED + '.')
+  return '\n'.join(lines)
+
+
+def attention_verdict(results: list[dict]) -> str:
+  """Whether each attention variant beats `none` on the two longest source-length buckets every run shares:
+  higher BLEU with p < 0.05 (bootstrap over seeds and the bucket's sentences) beats it, significantly
+  lower is below it, anything else within the uncertainty. With one seed the same test covers the
+  sentences only, and the text says so."""
+  buckets = longest_shared_buckets(results)
+  none = [r for r in results if r['variant'].startswith('none/')]
+  others = [r for r in results if not r['variant'].startswith('none/')]
+  if not buckets or not none or not others or not all('significance' in r for r in results):
+    return ''
+  base, lines = none[0], []
+  seeds = min(len(r['seeds']) for r in results)
+  for bucket in buckets:
+    base_score = _bucket(base, bucket)
+    head = f"Sources of {bucket} words: {base['variant']} reaches BLEU {base_score['bleu']:.2f}"
+    groups = {'beat it (p < 0.05)': [], 'within the uncertainty': [], 'below it (p < 0.05)': []}
+    for r in sorted(others, key=lambda r: -_bucket(r, bucket)['bleu']):
+      s = _bucket(r, bucket)
+      label = (
+        'within the uncertainty'
+        if s['p_value'] is None or s['p_value'] >= 0.05
+        else 'beat it (p < 0.05)'
+        if s['bleu'] > base_score['bleu']
+        else 'below it (p < 0.05)'
+      )
+      groups[label].append(f"{r['variant']} {s['bleu']:.2f} (p {format_p(s['p_value'])})")
+    lines.append(head + ''.join(f'; {label}: ' + ', '.join(names) for label, names in groups.items() if names) + '.')
+  what = (
+    'one seed: the test covers the sentences only, not the seeds'
+    if seeds < 2
+    else f'mean over seeds ({"/".join(map(str, sorted({len(r["seeds"]) for r in results})))} per variant), '
+    'bootstrap over seeds and sentences'
+  )
+  return f'\nLongest sentences, greedy BLEU against none ({what}):\n' + '\n'.join(lines)
+
+
+def longest_shared_buckets(results, count: int = 2) -> list[str]:
+  """The `count` longest source-length buckets in every run's greedy BLEU by length."""
+  shared = None
+  for r in results:
+    buckets = [b['bucket'] for b in r['greedy_bleu_by_length']]
+    shared = buckets if shared is None else [b for b in shared if b in buckets]
+  return shared[-count:] if shared else []
+
+
+def _p_against(r: dict, baseline: str):
+  pair = next((p for p in r['significance']['pairs'] if p['b'] == baseline), None)
+  return '–' if pair is None else format_p(pair['p_value'])
+
+
+def _bucket(result: dict, bucket: str) -> dict:
+  """{'bleu', 'interval', 'p_value'} of a run on a length bucket (mean over seeds)."""
+  for b in result.get('significance', {}).get('by_length', []):
+    if b['bucket'] == bucket:
+      return b
+  bleu = next(b['bleu'] for b in result['greedy_bleu_by_length'] if b['bucket'] == bucket)
+  return {'bleu': bleu, 'interval': None, 'p_value': None}
+
+
+def _bucket_cell(r: dict, bucket: str) -> str:
+  s = _bucket(r, bucket)
+  star = s.get('p_value') is not None and s['p_value'] < 0.05
+  return f"{s['bleu']:.2f}" + (' *' if star else '')
+
+
+def _monotonicity_cell(attention) -> str:
+  if not attention or attention.get('monotonicity') is None:
+    return '–'
+  const = f" ({attention['undefined']}/{attention['sentences']} const.)" if attention.get('undefined') else ''
+  return f"{attention['monotonicity']:.2f}{const}"
+
+
+def _entropy_cell(attention) -> str:
+  if not attention or attention.get('entropy') is None:
+    return '–'
+  normalized = attention.get('normalized')
+  return f"{attention['entropy']:.2f}" + ('' if normalized is None else f' ({normalized:.2f})')
+
+
+def _number(attention, key: str) -> str:
+  return '–' if not attention or attention.get(key) is None else f'{attention[key]:.2f}'
+
+
+def _legend(results, has_sig, baseline) -> list[str]:
+  seeds = sorted({len(r['greedy_bleu']) for r in results})
+  notes = ['greedy BLEU: the value of one seed, or mean ± sd over seeds; chrF, beam BLEU, repetition and AER likewise']
+  if has_sig:
+    n = results[0]['significance']['n_samples']
+    notes.append(
+      f'95% interval: percentile interval of the mean over seeds in {n} replicates of a bootstrap over seeds and '
+      'test sentences (attnmt.analysis.significance)'
+      + (f'; p: the same bootstrap against {baseline}; * p < 0.05 against it' if baseline else '')
+    )
+  if seeds[0] < 2:
+    notes.append(ONE_SEED)
+  if any('attention' in r for r in results):
+    notes.append(
+      'monotonicity: mean over sentences of the Spearman correlation of output position and '
+      'attention peak (1 diagonal, -1 reversed; "k/n const.": sentences with one peak position, '
+      'counted 0); entropy: attention entropy in nats (divided by log source length: 1 uniform); max weight: '
+      'mean over output tokens of the largest weight; coverage dev.: mean over source positions of the '
+      'distance from 1 of the total weight each received over the whole output (0: every position attended '
+      'once in total). Greedy output of every seed, each measure the mean over seeds (counts summed); the '
+      'EOS row is left out of all but coverage'
+    )
+  if all('greedy_repetition' in r for r in results):
+    notes.append('repetition: greedy outputs in which some 4-gram occurs 3 or more times')
+  return notes
