@@ -27,6 +27,7 @@ from attnmt.analysis import curves as curves_lib, html_report, report, tables
 from attnmt.errors import ConfigError
 from attnmt.model.config import ModelConfig
 from attnmt.training import checkpoints, lock, parallel, settings, trainer
+from attnmt.training.lock import LockHeld
 from experiments import common
 
 FLAGS = flags.FLAGS
@@ -206,7 +207,9 @@ def _sweep():
   print(f'{len(keep)} variant(s) x seeds {config.train.seeds}; {len(refused)} combination(s) skipped')
   runs = [(name, os.path.join(root, name.replace('/', '-')), run) for name, run in keep]
   shard = shard_of(config.sweep.get('shard', ''), len(runs))
-  if shard is not None:
+  if shard == AUTO:
+    print('shard auto: training every unfinished variant that no other process holds, in order')
+  elif shard is not None:
     runs = runs[shard[0] :: shard[1]]
     print(f'shard {shard[0]}/{shard[1]}: {len(runs)} variant(s): {", ".join(n for n, _, _ in runs)}')
   if config.sweep.get('report_only', False):
@@ -228,16 +231,23 @@ def _sweep():
     rows, dirs = [], []
     for name, workdir, run in runs:
       print(f'\n=== {name} -> {workdir}', flush=True)
+      done[workdir] = done[workdir] or _finished(workdir, run)  # another shard may have finished it meanwhile
       if done[workdir] is not None:
         print(f'(finished earlier with this config: reusing {workdir}/results.json)')
+      elif shard is not None:  # a variant another process holds is theirs to train
+        try:
+          done[workdir] = trainer.train_and_evaluate(run, workdir)
+        except LockHeld as e:
+          print(f'(skipped: {e})')
+          continue
       rows.append(done[workdir] or trainer.train_and_evaluate(run, workdir))
       dirs.append(workdir)
     if not parallel.is_main_process():
       return  # process 0 writes the tables and plots and runs the analysis
     if shard is not None:
       print(
-        f'\nshard {shard[0]}/{shard[1]} finished its {len(runs)} variant(s); when every shard has finished, '
-        'run the same command without --config.sweep.shard to write the tables and the analysis'
+        f'\nshard {config.sweep.shard} finished {len(rows)} variant(s); when every shard has finished, run the '
+        'same command with --config.sweep.report_only=true (and no shard) to write the tables and the analysis'
       )
       return
     _report(config, root, rows, dirs)
@@ -298,12 +308,19 @@ def _report_finished(config, root, runs, shard):
       _report(config, root, [row for _, _, row in finished], [workdir for _, workdir, _ in finished])
 
 
-def shard_of(text: str, num_variants: int):
-  """(i, n) from 'i/n' (0 <= i < n), or None for ''; shard i trains variants i, i + n, i + 2n, ..."""
+AUTO = 'auto'
 
+
+def shard_of(text: str, num_variants: int):
+  """(i, n) from 'i/n' (0 <= i < n), 'auto', or None for ''. Shard i trains variants i, i + n, i + 2n, ...;
+  'auto' trains, in order, every variant that is neither finished nor held by another live process (its
+  training lock), so that processes started at any time share the work evenly. Any shard skips a variant
+  that another live process holds."""
   text = str(text).strip()
   if not text:
     return None
+  if text == AUTO:
+    return AUTO
   i, slash, n = text.partition('/')
   try:
     i, n = int(i), int(n)
@@ -311,7 +328,7 @@ def shard_of(text: str, num_variants: int):
     i = n = -1
   if not slash or not 0 <= i < n:
     raise ConfigError(
-      f"sweep.shard '{text}' is not i/n with 0 <= i < n; e.g. --config.sweep.shard=0/2 and 1/2 for two shards "
+      f"sweep.shard '{text}' is not i/n with 0 <= i < n, nor auto; e.g. --config.sweep.shard=0/2 and 1/2 for two shards "
       '(a SLURM array: --config.sweep.shard=$SLURM_ARRAY_TASK_ID/$SLURM_ARRAY_TASK_COUNT)'
     )
   if i >= num_variants:

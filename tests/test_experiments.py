@@ -364,14 +364,15 @@ def test_shard_of():
   from experiments import sweep
 
   assert sweep.shard_of('', 5) is None and sweep.shard_of('1/3', 5) == (1, 3)
-  for bad in ('3/3', '-1/2', 'a/2', '1', '1/0'):
+  assert sweep.shard_of('auto', 5) == 'auto'
+  for bad in ('3/3', '-1/2', 'a/2', '1', '1/0', 'Auto'):
     with pytest.raises(ValueError, match='is not i/n with 0 <= i < n'):
       sweep.shard_of(bad, 5)
 
 
 def test_two_concurrent_shards_share_a_workdir_then_report_only_merges_them(tmp_path, data_dir):
-  """Two processes at once on one sweep directory (and one fresh data cache): each trains its share, neither
-  collides with the other; the unsharded run with sweep.report_only trains nothing and writes the tables."""
+  """Two processes at once on one sweep directory (and one fresh data cache), a fixed shard and an `auto` one:
+  each variant is trained once, neither process fails; the unsharded run with sweep.report_only trains nothing and writes the tables."""
   fresh_data = tmp_path / 'data'
   flags = [
     f'--config={TINY}',
@@ -385,20 +386,24 @@ def test_two_concurrent_shards_share_a_workdir_then_report_only_merges_them(tmp_
   env = dict(os.environ, JAX_PLATFORMS='cpu', PYTHONPATH=ROOT)
   procs = [
     subprocess.Popen(
-      [sys.executable, '-m', 'experiments.sweep', *flags, f'--config.sweep.shard={i}/2'],
+      [sys.executable, '-m', 'experiments.sweep', *flags, f'--config.sweep.shard={shard}'],
       cwd=ROOT,
       env=env,
       stdout=subprocess.PIPE,
       stderr=subprocess.PIPE,
       text=True,
     )
-    for i in range(2)
+    for shard in ('0/2', 'auto')
   ]
   outs = [p.communicate(timeout=600) for p in procs]
   for p, (out, err) in zip(procs, outs):
     assert p.returncode == 0, err[-3000:]
   assert 'shard 0/2: 2 variant(s): none/bahdanau/global, general/bahdanau/global' in outs[0][0]
-  assert 'shard 1/2: 1 variant(s): additive/bahdanau/global' in outs[1][0]
+  # Every variant was trained by exactly one of the two (the other skipped it, or found it finished).
+  names = ('none/bahdanau/global', 'additive/bahdanau/global', 'general/bahdanau/global')
+  trained = [[n for n in names if f'{n}: 2 seed(s) on' in out] for out, _ in outs]
+  assert sorted(trained[0] + trained[1]) == sorted(names), trained
+  assert 'additive/bahdanau/global' in trained[1]  # shard 0/2 never takes it
   assert not (tmp_path / 'sweep' / 'results.md').exists()  # shards write no tables
   partial = run_module(
     'experiments.sweep', *flags, '--config.sweep.scores=none,additive,general,dot', '--config.sweep.report_only=true'

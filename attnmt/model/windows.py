@@ -24,7 +24,7 @@ import jax
 import jax.numpy as jnp
 
 from attnmt.model import normalizers
-from attnmt.model.config import ConfigError  # noqa: F401  (for windows' check())
+from attnmt.errors import ConfigError  # noqa: F401  (for windows' check())
 from attnmt.model.normalizers import masked_softmax  # noqa: F401  (the softmax normaliser's function)
 from attnmt.model.registry import Declare, Params, matmul_flops, Registry
 

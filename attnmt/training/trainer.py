@@ -424,9 +424,11 @@ def final_results(cfg, config, workdir, prepared, seeds, meta, mesh=None) -> dic
     'skipped_updates': meta.get('skipped_updates', 0),
     'test_skipped_long': ev['skipped_long'],
   }
-  if parallel.is_main_process():
-    with open(os.path.join(workdir, 'results.json'), 'w') as f:
+  if parallel.is_main_process():  # written whole: the shards of a sweep read it while others train
+    path = os.path.join(workdir, 'results.json')
+    with open(f'{path}.tmp-{os.getpid()}', 'w') as f:
       json.dump(summary, f, indent=1)
+    os.replace(f'{path}.tmp-{os.getpid()}', path)
   return summary
 
 

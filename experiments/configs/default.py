@@ -69,7 +69,9 @@ def get_sweep_config(scores: str = 'none,additive,dot,general,concat') -> ml_col
   # Several grids in one sweep: '|'-separated cases in the syntax of `axes`, each overriding the axes above;
   # the variants are the union of the cases' combinations. '' = the one grid above.
   s.cases = ''
-  s.shard = ''  # 'i/n': train only variants i, i+n, ... (0 <= i < n); the run without it writes the tables
+  # 'i/n': train only variants i, i+n, ... (0 <= i < n); 'auto': every unfinished variant no other process holds.
+  # Shards write no tables: sweep.report_only does, once they are done.
+  s.shard = ''
   s.report_only = False  # True: train nothing; tables and analysis of the variants finished so far (merges shards)
   s.analyze = True  # after training: BLEU by length, heatmaps, AER where gold alignments exist
   s.beam_size = 0  # beam-search BLEU in the analysis (0: greedy only, faster)
