@@ -43,6 +43,28 @@ def parse_flags(argv):
     if os.environ.get('ATTNMT_DEBUG'):
       raise
     _exit(f'error: {describe_os_error(e)}', 2)
+  except (AttributeError, KeyError) as e:  # ml_collections: an override naming no setting of the config
+    if os.environ.get('ATTNMT_DEBUG'):
+      raise
+    _exit(f'error: {describe_unknown_override(e, argv)}', 2)
+
+
+def describe_unknown_override(e: Exception, argv) -> str:
+  """One line for a --config.x.y=v that names no setting: the flag, and the nearest valid key if any."""
+  text = str(e).encode().decode('unicode_escape')
+  key = re.search(r"'([^'\n]+)'", text)
+  near = re.search(r'Did you mean "([^"]+)"', text)
+  flags_given = [a.split('=')[0] for a in argv if a.startswith('--config.')]
+  flag = next((f for f in flags_given if key and key.group(1) in f[len('--config.') :].split('.')), None)
+  if flag is None:
+    return f"a --config override names no setting ({' '.join(text.split())})"
+  parts = flag[len('--config.') :].split('.')
+  if near:
+    suggestion = '--config.' + '.'.join(near.group(1) if p == key.group(1) else p for p in parts)
+    return f'{flag} names no setting of the config; did you mean {suggestion}?'
+  if parts[0] == 'sweep':
+    return f'{flag}: this config has no sweep section; use a sweep config such as experiments/configs/main_ablation.py'
+  return f'{flag} names no setting of the config (its sections: model, data, train)'
 
 
 def run_guarded(fn):

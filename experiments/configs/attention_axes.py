@@ -1,10 +1,9 @@
-"""Normaliser x score, and coverage: the axes of attention beyond the score, swept at the main job's size.
+"""Normaliser x score: an axis of attention beyond the score, swept at the main job's size.
 
 `model.normalizer` (softmax, sparsemax, entmax15) crossed with `additive` (Bahdanau) and `general`
-(Luong) scores, plus `additive` with coverage (Tu et al. 2016 in the score, See et al. 2017's loss,
-Wu et al. 2016's beam penalty), each trained for the main job's 2,200 steps, then the analysis: test
-BLEU with significance against the first variant, attention entropy and monotonicity, heatmaps. The
-README ("Attention beyond the score") records what it measured.
+(Luong) scores, each trained for the main job's 2,200 steps, then the analysis: test BLEU with its
+seed statistics, attention entropy and monotonicity, heatmaps (coverage is experiments/configs/coverage.py).
+docs/results/attention_axes.md records what it measured.
 
     ./launch.sh sweep --config=experiments/configs/attention_axes.py --workdir=runs/attention_axes
 

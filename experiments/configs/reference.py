@@ -1,7 +1,7 @@
 """The reference run: `none` (RNNencdec) and `additive` (Bahdanau) attention at the default model size,
 trained to convergence (12,000 steps each, about an hour each on 2 CPU cores), then the analysis with
-greedy and beam-5 BLEU, BLEU by source length and heatmaps of long sentences. The README records what it
-measured.
+greedy and beam-5 BLEU, BLEU by source length and heatmaps of long sentences. docs/results/reference.md
+records what it measured.
 
     ./launch.sh sweep --config=experiments/configs/reference.py --workdir=runs/reference
 

@@ -1,7 +1,7 @@
 """Supervised attention on the synthetic task: additive attention trained with and without the alignment loss
 (train.alignment_loss_weight 0 and 1; same seed, data order and steps), then the sweep's analysis: AER against
-the task's gold alignments, BLEU, attention entropy. A few minutes per variant on 2 CPU cores (README,
-"Supervised attention, as measured").
+the task's gold alignments, BLEU, attention entropy. A few minutes per variant on 2 CPU cores
+(docs/results/supervised.md records what it measured).
 
     python -m experiments.sweep --config=experiments/configs/supervised.py --workdir=runs/supervised
 """
