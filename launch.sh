@@ -22,7 +22,7 @@ die() { echo "launch.sh: $*" >&2; exit 1; }
 # Debian packages: the two SWORD modules the embedded corpus is read from (see README, Data), and
 # tcmalloc, which Python commands run with (see attnmt/training/host_memory.py). tcmalloc is optional: without
 # it Python runs with the system malloc, slower. The set-up of `setup` and `test` also
-# installs chromium and its WebDriver, which tests/test_report_browser.py drives to check report.html;
+# installs chromium and its WebDriver, which tests/analysis/test_html_report.py drives to check report.html;
 # without them that test skips, unless launch.sh could install them (root or sudo): then it must run.
 SWORD_PACKAGES="sword-text-web sword-text-sparv"
 TCMALLOC_PACKAGE=libtcmalloc-minimal4

@@ -11,7 +11,7 @@ The backward pass
   2. forms dW = Σ_t x_tᵀ dy_t once, as a single matrix product over all steps (x_t recorded in the
      forward pass).
 
-The result equals autodiff of the plain scan up to float summation order (tests/test_speed_scan.py).
+The result equals autodiff of the plain scan up to float summation order (tests/model/test_deferred_scan.py).
 
 A deferred matrix is 2-D (I x N), used as x_{...xI} @ W, or batched (... x I x N), used as a batched
 product x_{...xMxI} @ W_{...xIxN} with the same leading axes (the attention context c = a @ h per

@@ -5,7 +5,7 @@ import subprocess
 
 from attnmt.training import host_memory
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def test_tcmalloc_library_survives_pipefail_and_agrees_with_python():

@@ -12,7 +12,6 @@ from attnmt.training import train_step
 from attnmt.errors import ConfigError
 from attnmt.model.config import ModelConfig
 from attnmt.model.seq2seq import Seq2Seq, init_params
-from small_model import SMALL
 
 
 def _with_w_cov(params, value=0.7):
@@ -32,9 +31,9 @@ def _batch(rng):
   )
 
 
-def test_coverage_enters_the_additive_score_as_numpy_computes_it():
+def test_coverage_enters_the_additive_score_as_numpy_computes_it(small):
   """e_i = v . tanh(W q + U h_i + b + C_i w_c), softmax over the valid positions; C' = C + a."""
-  cfg = ModelConfig(**{**SMALL, 'coverage': 'sum'})
+  cfg = ModelConfig(**{**small, 'coverage': 'sum'})
   rng = np.random.default_rng(0)
   q, h, a = cfg.decoder_hidden_size, cfg.annotation_size, cfg.attention_size
   p = {
@@ -68,8 +67,8 @@ def test_coverage_enters_the_additive_score_as_numpy_computes_it():
 @pytest.mark.parametrize(
   'score,timing', [('additive', 'bahdanau'), ('normed_additive', 'luong'), ('concat', 'luong'), ('concat', 'bahdanau')]
 )
-def test_teacher_forced_equals_step_by_step_with_coverage(score, timing):
-  cfg = ModelConfig(**{**SMALL, 'score': score, 'query_timing': timing, 'coverage': 'sum'})
+def test_teacher_forced_equals_step_by_step_with_coverage(small, score, timing):
+  cfg = ModelConfig(**{**small, 'score': score, 'query_timing': timing, 'coverage': 'sum'})
   params = {'params': _with_w_cov(init_params(cfg, jax.random.key(0)))}
   model = Seq2Seq(cfg)
   b = _batch(np.random.default_rng(1))
@@ -88,9 +87,9 @@ def test_teacher_forced_equals_step_by_step_with_coverage(score, timing):
   assert np.abs(np.asarray(plain_weights[:, 1:]) - np.asarray(weights[:, 1:])).max() > 1e-4
 
 
-def test_coverage_model_gradients_equal_plain_autodiff(monkeypatch):
+def test_coverage_model_gradients_equal_plain_autodiff(small, monkeypatch):
   """w_c and everything else: the deferred scan's gradients are autodiff's of the plain scan."""
-  cfg = ModelConfig(**{**SMALL, 'coverage': 'sum', 'query_timing': 'luong', 'score': 'concat'})
+  cfg = ModelConfig(**{**small, 'coverage': 'sum', 'query_timing': 'luong', 'score': 'concat'})
   params = _with_w_cov(init_params(cfg, jax.random.key(0)))
   batch = _batch(np.random.default_rng(0))
   grad = jax.grad(lambda p: train_step.loss_fn(cfg, p, batch, None, False, 0.0, 0.5)[0])
@@ -102,12 +101,12 @@ def test_coverage_model_gradients_equal_plain_autodiff(monkeypatch):
 
 
 @pytest.mark.parametrize('score', ['dot', 'general', 'location', 'none', 'scaled_dot'])
-def test_coverage_is_refused_for_scores_without_a_tanh(score):
+def test_coverage_is_refused_for_scores_without_a_tanh(small, score):
   overrides = dict(score=score, coverage='sum', decoder_hidden_size=12, encoder_hidden_size=6)
   with pytest.raises(ConfigError, match=f"which score '{score}' does not have; use score additive"):
-    ModelConfig.from_dict({**SMALL, **overrides})
+    ModelConfig.from_dict({**small, **overrides})
   with pytest.raises(ConfigError, match="unknown model.coverage 'fertility'"):
-    ModelConfig.from_dict({**SMALL, 'coverage': 'fertility'})
+    ModelConfig.from_dict({**small, 'coverage': 'fertility'})
 
 
 def test_coverage_loss_by_hand():
@@ -140,8 +139,8 @@ def test_coverage_loss_against_numpy_and_finite_differences():
     assert np.all(g[1, 2:] == 0.0)  # steps past tgt_len get no gradient
 
 
-def test_coverage_loss_weight_adds_to_the_objective():
-  cfg = ModelConfig(**SMALL)
+def test_coverage_loss_weight_adds_to_the_objective(small):
+  cfg = ModelConfig(**small)
   params = init_params(cfg, jax.random.key(0))
   batch = _batch(np.random.default_rng(2))
   plain, (total, count, terms) = train_step.loss_fn(cfg, params, batch, None, False)
@@ -157,10 +156,10 @@ def test_coverage_loss_weight_adds_to_the_objective():
   np.testing.assert_allclose(metrics['coverage_loss'], per_token, rtol=1e-4)  # the update's program rounds differently
 
 
-def test_beam_coverage_penalty_is_wu_et_al_from_the_returned_attention():
+def test_beam_coverage_penalty_is_wu_et_al_from_the_returned_attention(small):
   """Each returned hypothesis's score moves by beta * sum_i log(min(sum_t a_ti, 1)) over its valid
   source positions, computed here from the attention the search returns."""
-  cfg = ModelConfig(**{**SMALL, 'coverage': 'sum'})
+  cfg = ModelConfig(**{**small, 'coverage': 'sum'})
   params = _with_w_cov(init_params(cfg, jax.random.key(5)))
   rng = np.random.default_rng(5)
   src, lengths = jnp.asarray(rng.integers(4, 20, (3, 7))), jnp.array([7, 3, 5])

@@ -13,7 +13,7 @@ from attnmt.analysis import exports, inspection
 from attnmt.training import trainer
 from experiments.configs import tiny
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 @pytest.fixture(scope='module')

@@ -16,7 +16,7 @@ from attnmt.training import checkpoints, trainer, train_step
 from attnmt.model import toy
 from attnmt.model.config import ModelConfig
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TINY = 'experiments/configs/tiny.py'
 
 

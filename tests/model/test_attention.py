@@ -85,7 +85,7 @@ def test_scores_match_numpy(score, shape, use_jit):
   np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
 
 
-# 'none' takes no window: that combination is a ConfigError (tests/test_model.py).
+# 'none' takes no window: that combination is a ConfigError (tests/model/test_seq2seq.py).
 @pytest.mark.parametrize(
   'score,window', [(s, w) for s in SCORED for w in ('global', 'local_m', 'local_p')] + [('none', 'global')]
 )

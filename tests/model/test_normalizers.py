@@ -74,7 +74,7 @@ def random_rows(seed, count=64):
 
 
 def test_registry_and_config():
-  assert normalizers.names() == NAMES + ('monotonic',)  # monotonic: tests/test_monotonic.py
+  assert normalizers.names() == NAMES + ('monotonic',)  # monotonic: tests/model/test_monotonic.py
   assert ModelConfig().normalizer == 'softmax'
   for name in NAMES:
     assert normalizers.build(ModelConfig.from_dict({'normalizer': name})).name == name

@@ -1,6 +1,6 @@
 """Data parallelism over a jax.sharding Mesh, on fake CPU devices.
 
-Every run with more than one device happens in a subprocess (tests/parallel_worker.py) with
+Every run with more than one device happens in a subprocess (tests/training/parallel_worker.py) with
 XLA_FLAGS=--xla_force_host_platform_device_count=N, so the other tests keep their single device.
 The reference each time is the same training on one device: the same global batches, seeds and
 dropout streams, so losses and parameters must agree to float rounding (the sums are reduced in

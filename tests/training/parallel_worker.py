@@ -1,7 +1,7 @@
-"""Runs in a subprocess of tests/test_parallel.py, with its own count of fake CPU devices.
+"""Runs in a subprocess of tests/training/test_parallel.py, with its own count of fake CPU devices.
 
-    python tests/parallel_worker.py DEVICES train WORKDIR DATA_DIR NUM_DEVICES NUM_STEPS [COORDINATOR NPROC PID]
-    python tests/parallel_worker.py DEVICES restore WORKDIR OUT.npz
+    python tests/training/parallel_worker.py DEVICES train WORKDIR DATA_DIR NUM_DEVICES NUM_STEPS [COORDINATOR NPROC PID]
+    python tests/training/parallel_worker.py DEVICES restore WORKDIR OUT.npz
 
 `train` runs attnmt.training.trainer.train_and_evaluate on the test config below (multi-host when a coordinator
 is given) and dumps the latest parameters; `restore` restores the latest checkpoint of WORKDIR replicated
@@ -13,7 +13,7 @@ import sys
 
 os.environ['XLA_FLAGS'] = f'--xla_force_host_platform_device_count={int(sys.argv[1])}'
 os.environ['JAX_PLATFORMS'] = 'cpu'
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 import jax  # noqa: E402
 import numpy as np  # noqa: E402

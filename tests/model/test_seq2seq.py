@@ -12,7 +12,6 @@ from attnmt.errors import ConfigError
 from attnmt.model.config import QUERY_TIMINGS, ModelConfig
 from attnmt.model.encoder import Encoder
 from attnmt.model.seq2seq import Seq2Seq, init_params
-from small_model import SMALL
 
 COMBINATIONS = [
   (s, q, w)
@@ -28,9 +27,9 @@ def test_reverse_within_length_is_an_involution_that_keeps_padding():
 
 
 @pytest.mark.parametrize('cell,layers,bidirectional', [('lstm', 1, True), ('gru', 2, True), ('lstm', 2, False)])
-def test_padded_annotations_equal_unpadded(cell, layers, bidirectional):
+def test_padded_annotations_equal_unpadded(small, cell, layers, bidirectional):
   """A sentence padded with arbitrary tokens gets the annotations and final state it has unpadded."""
-  cfg = ModelConfig(**{**SMALL, 'cell': cell, 'encoder_layers': layers, 'bidirectional': bidirectional})
+  cfg = ModelConfig(**{**small, 'cell': cell, 'encoder_layers': layers, 'bidirectional': bidirectional})
   enc = Encoder(cfg)
   rng = np.random.default_rng(0)
   sent = rng.integers(4, 20, size=5)
@@ -48,9 +47,9 @@ def test_padded_annotations_equal_unpadded(cell, layers, bidirectional):
     assert not np.allclose(short[0, 0, h:], 0.0)
 
 
-def test_backward_direction_reads_right_to_left():
+def test_backward_direction_reads_right_to_left(small):
   """The backward half at position i depends on tokens >= i only (gradient check)."""
-  cfg = ModelConfig(**SMALL)
+  cfg = ModelConfig(**small)
   enc = Encoder(cfg)
   src = jnp.array([[5, 6, 7, 8, 9, 0, 0]])
   params = enc.init(jax.random.key(1), src, jnp.array([5]))
@@ -69,11 +68,11 @@ def test_backward_direction_reads_right_to_left():
 
 
 @pytest.mark.parametrize('score,timing,window', COMBINATIONS)
-def test_teacher_forced_logits_equal_step_by_step(score, timing, window):
+def test_teacher_forced_logits_equal_step_by_step(small, score, timing, window):
   """For every score x query timing x window: one scan over the target = feeding it token by token."""
   cfg = ModelConfig(
     **{
-      **SMALL,
+      **small,
       'score': score,
       'query_timing': timing,
       'window': window,
@@ -104,8 +103,8 @@ def test_teacher_forced_logits_equal_step_by_step(score, timing, window):
 
 @pytest.mark.parametrize('init_state', ['bridge', 'last', 'zero'])
 @pytest.mark.parametrize('cell', ['lstm', 'gru'])
-def test_initial_states(init_state, cell):
-  cfg = ModelConfig(**{**SMALL, 'cell': cell, 'init_state': init_state})
+def test_initial_states(small, init_state, cell):
+  cfg = ModelConfig(**{**small, 'cell': cell, 'init_state': init_state})
   params = {'params': init_params(cfg, jax.random.key(0))}
   src, lengths = jnp.array([[5, 6, 7, 2, 0]]), jnp.array([4])
   memory, state = Seq2Seq(cfg).apply(params, src, lengths, method=Seq2Seq.encode)
@@ -121,8 +120,8 @@ def test_initial_states(init_state, cell):
     np.testing.assert_allclose(h0[0], np.tanh(mean @ p['W_bridge'] + p['b_bridge']), rtol=1e-5, atol=1e-6)
 
 
-def test_dropout_changes_training_outputs_only():
-  cfg = ModelConfig(**{**SMALL, 'dropout': 0.3, 'decoder_layers': 2, 'encoder_layers': 2})
+def test_dropout_changes_training_outputs_only(small):
+  cfg = ModelConfig(**{**small, 'dropout': 0.3, 'decoder_layers': 2, 'encoder_layers': 2})
   params = {'params': init_params(cfg, jax.random.key(0))}
   src, lengths, tgt = jnp.array([[5, 6, 7, 2]]), jnp.array([4]), jnp.array([[1, 5, 6]])
   model = Seq2Seq(cfg)
@@ -147,9 +146,9 @@ def test_dropout_changes_training_outputs_only():
     (dict(embed_size=0), 'model.embed_size must be at least 1'),
   ],
 )
-def test_config_errors_name_the_fix(overrides, message):
+def test_config_errors_name_the_fix(small, overrides, message):
   with pytest.raises(ConfigError, match=None) as err:
-    ModelConfig.from_dict({**SMALL, **overrides})
+    ModelConfig.from_dict({**small, **overrides})
   assert message in str(err.value)
 
 
@@ -158,7 +157,7 @@ def test_unknown_setting_is_refused():
     ModelConfig.from_dict({'scroe': 'dot'})
 
 
-def test_location_score_refuses_sources_longer_than_its_range():
-  cfg = ModelConfig(**{**SMALL, 'score': 'location', 'max_source_length': 4})
+def test_location_score_refuses_sources_longer_than_its_range(small):
+  cfg = ModelConfig(**{**small, 'score': 'location', 'max_source_length': 4})
   with pytest.raises(ConfigError, match='max_source_length=4'):
     init_params(cfg, jax.random.key(0), src_len=6)

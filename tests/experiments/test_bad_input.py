@@ -18,7 +18,7 @@ from attnmt.model.config import ModelConfig
 from attnmt.data import tokenizers, tsv_pairs
 from experiments.configs import tiny
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 ENV = dict(os.environ, JAX_PLATFORMS='cpu', PYTHONPATH=ROOT)
 
 

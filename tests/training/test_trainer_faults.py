@@ -17,7 +17,7 @@ import pytest
 from attnmt.training import checkpoints, guards, trainer, train_step
 from experiments.configs import tiny
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 ENV = dict(os.environ, JAX_PLATFORMS='cpu', PYTHONPATH=ROOT, PYTHONUNBUFFERED='1')
 STEPS = 120
 

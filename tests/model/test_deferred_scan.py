@@ -10,7 +10,6 @@ import pytest
 from attnmt.model import deferred_scan, rnn
 from attnmt.training import train_step
 from attnmt.model.config import ModelConfig
-from small_model import SMALL
 
 
 def _toy_step(p, carry, x):
@@ -122,9 +121,9 @@ def test_a_matrix_used_twice_in_a_step_is_refused():
     dict(score='location', bidirectional=False, decoder_hidden_size=6),
   ],
 )
-def test_model_gradients_equal_plain_autodiff(overrides, monkeypatch):
+def test_model_gradients_equal_plain_autodiff(small, overrides, monkeypatch):
   """The whole training loss: the fast scans give the gradients autodiff gives the plain scans."""
-  cfg = ModelConfig(**{**SMALL, **overrides})
+  cfg = ModelConfig(**{**small, **overrides})
   rng = np.random.default_rng(0)
   batch = dict(
     src=rng.integers(4, 20, (3, 7)),
