@@ -18,7 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from attnmt.model import decoding, scores
-from attnmt.training import train_step
+from attnmt.training import train_step, trainer
 from attnmt.model.config import ModelConfig
 from attnmt.model.seq2seq import BOS, EOS
 from benchmarks import flops
@@ -167,11 +167,12 @@ def decode_case(cfg: ModelConfig, sizes: Sizes, probe: PeakProbe, start_peak_gfl
 
 
 def seeds_case(cfg: ModelConfig, sizes: Sizes, probe: PeakProbe, start_peak_gflops: float, num_seeds: int) -> dict:
-  """K seeds trained by one vmapped program, each on its own batch: tokens/s per seed."""
+  """K seeds trained by one vmapped program, each on its own batch: tokens/s per seed. The program is the
+  one training runs (trainer.seed_functions: the guarded step, vmapped over seeds, jitted, state donated)."""
   opt = train_step.make_optimizer(1e-3)
-  states = train_step.init_train_states(cfg, opt, list(range(num_seeds)))
+  init, jitted = trainer.seed_functions(cfg, opt)
+  states = init(list(range(num_seeds)))
   batches = jax.tree.map(lambda *xs: jnp.stack(xs), *[random_batch(cfg, sizes, seed=k) for k in range(num_seeds)])
-  jitted = jax.jit(functools.partial(train_step.vmapped_train_step, cfg, opt), donate_argnums=0)
   step, compile_s = compile_timed(jitted, states, batches)
   holder = {'states': states}
 

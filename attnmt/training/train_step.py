@@ -229,7 +229,7 @@ def train_step(
 
 
 def init_train_states(cfg: ModelConfig, optimizer: optax.GradientTransformation, seeds) -> TrainState:
-  """K fresh states stacked along a leading axis, one per seed: the input of `vmapped_train_step`.
+  """K fresh states stacked along a leading axis, one per seed: the input of trainer.seed_functions' step.
 
   Seeds are initialised one by one and stacked: under `vmap` the orthogonal initialiser becomes a
   batched QR, whose jaxlib CPU kernel (ParallelBatchMap) deadlocks on a busy 2-core thread pool
@@ -238,24 +238,3 @@ def init_train_states(cfg: ModelConfig, optimizer: optax.GradientTransformation,
   init_one = jax.jit(init_train_state, static_argnums=(0, 1))
   states = [init_one(cfg, optimizer, jnp.int32(s)) for s in seeds]
   return jax.tree.map(lambda *xs: jnp.stack(xs), *states)
-
-
-def vmapped_train_step(
-  cfg: ModelConfig,
-  optimizer: optax.GradientTransformation,
-  states: TrainState,
-  batches: dict,
-  label_smoothing: float = 0.0,
-  coverage_loss_weight: float = 0.0,
-  alignment_loss_weight: float = 0.0,
-) -> tuple[TrainState, dict]:
-  """K independent runs stepped as one program: `states` and `batches` carry a leading axis K.
-
-  The K models share nothing but the compiled program, so K small runs fill a machine that one
-  cannot. Jit it like `train_step`: `jax.jit(functools.partial(vmapped_train_step, cfg, opt),
-  donate_argnums=0)`; metrics come back with the leading axis K.
-  """
-  step = lambda state, batch: train_step(
-    cfg, optimizer, state, batch, label_smoothing, coverage_loss_weight, alignment_loss_weight
-  )
-  return jax.vmap(step)(states, batches)

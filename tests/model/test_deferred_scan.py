@@ -92,7 +92,7 @@ def test_a_deferred_matrix_supports_only_products():
 
 
 def test_deferred_scan_under_vmap_over_seeds():
-  """Matrices with a leading seed axis (as in train_step.vmapped_train_step) get per-seed gradients."""
+  """Matrices with a leading seed axis (as in trainer.seed_functions: the step vmapped over seeds) get per-seed gradients."""
   params, carry, xs = _toy_problem()
   stacked = jax.tree.map(lambda w: jnp.stack([w, 0.5 * w]), params)
   grad = lambda scan: jax.vmap(jax.grad(lambda m: _loss(scan, m, carry, xs)))(stacked)
