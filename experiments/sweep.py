@@ -339,15 +339,19 @@ def shard_of(text: str, num_variants: int):
 def _finished(workdir, run_config):
   """The results of a finished run of exactly this config, or None (train_and_evaluate then resumes a run
   whose config differs only in resumable settings, such as more steps, and refuses any other)."""
-
   path = os.path.join(workdir, 'results.json')
   if not os.path.exists(path) or not os.path.exists(os.path.join(workdir, checkpoints.CONFIG_FILE)):
     return None
   saved = checkpoints.load_config(workdir).to_dict()
   if saved != json.loads(json.dumps(run_config.to_dict())):
     return None
-  with open(path) as f:
-    return json.load(f)
+  try:
+    with open(path) as f:
+      return json.load(f)
+  except ValueError as e:
+    raise ConfigError(
+      f'{path} is damaged ({e}); delete it and run the sweep again: the variant resumes from its checkpoint'
+    ) from None
 
 
 def _write(path, text):

@@ -98,8 +98,10 @@ def write(path: str, results: list[dict], table: dict, sentences: dict) -> str:
   """Writes report.html at `path` (table: analysis headers, rows of cells, notes, verdict; sentences: the
   JSON that report.embedded_sentences returns)."""
   os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-  with open(path, 'w', encoding='utf-8') as f:
+  tmp = f'{path}.tmp-{os.getpid()}'  # written whole: a browser open on the old page never sees half a new one
+  with open(tmp, 'w', encoding='utf-8') as f:
     f.write(render(page_data(results, table, sentences)))
+  os.replace(tmp, path)
   return path
 
 

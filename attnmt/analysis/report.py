@@ -38,8 +38,7 @@ def _slug(name: str) -> str:
 
 
 def _write_result(out_dir: str, result: dict) -> None:
-  with open(os.path.join(out_dir, _slug(result['variant']), 'analysis.json'), 'w') as f:
-    json.dump(result, f, indent=1)
+  write_text(os.path.join(out_dir, _slug(result['variant']), 'analysis.json'), json.dumps(result, indent=1))
 
 
 def analyze_run(
@@ -402,12 +401,10 @@ def analyze_runs(
     os.path.join(out_dir, 'bleu_by_seed.png'),
     'Test BLEU (greedy) by seed',
   )
-  with open(os.path.join(out_dir, 'analysis.json'), 'w') as f:
-    json.dump(results, f, indent=1)
+  write_text(os.path.join(out_dir, 'analysis.json'), json.dumps(results, indent=1))
   heatmap_sentences = sorted({i for r in results for i in r.get('heatmap_sentences', [])})
   embedded = embedded_sentences(results, views, heatmap_sentences, report_sentences)
-  with open(os.path.join(out_dir, SENTENCES_FILE), 'w') as f:
-    json.dump(embedded, f, separators=(',', ':'))
+  write_text(os.path.join(out_dir, SENTENCES_FILE), json.dumps(embedded, separators=(',', ':')))
   return results
 
 

@@ -419,3 +419,15 @@ def test_two_concurrent_shards_share_a_workdir_then_report_only_merges_them(tmp_
   assert not (tmp_path / 'sweep' / 'dot-bahdanau-global').exists()
   merged = run_module('experiments.sweep', *flags, '--config.sweep.report_only=true')
   assert merged.returncode == 0 and 'reporting 3 finished variant(s) of 3' in merged.stdout, merged.stderr[-2000:]
+
+
+def test_a_damaged_results_json_is_named(tmp_path):
+  from experiments import sweep
+  from experiments.configs import tiny
+
+  run = tiny.get_config()
+  del run['sweep']
+  checkpoints.save_config(str(tmp_path), run)
+  (tmp_path / 'results.json').write_text('')  # e.g. a disk that filled while it was written
+  with pytest.raises(ValueError, match=r"results.json is damaged .*delete it and run the sweep again"):
+    sweep._finished(str(tmp_path), run)
