@@ -85,9 +85,12 @@ def _page_file(name: str) -> str:
 
 
 def render(data: dict) -> str:
-  """The page (page/report.html with page/report.css and page/report.js inlined), with `data` inline
-  ('</' escaped so that no string can close the script element)."""
-  payload = json.dumps(data, separators=(',', ':'), ensure_ascii=False).replace('</', '<\\/')
+  """The page (page/report.html with page/report.css and page/report.js inlined), with `data` inline. Every
+  '<', '>' and '&' of the JSON is written as a \\u escape, which JSON.parse reads back unchanged: no corpus
+  text ('</script>', '<!--<script>', '<img onerror=...>') can end the data element or send the HTML
+  tokenizer into another state."""
+  payload = json.dumps(data, separators=(',', ':'), ensure_ascii=False)
+  payload = payload.replace('<', '\\u003c').replace('>', '\\u003e').replace('&', '\\u0026')
   page = _page_file('report.html')
   for marker, name in (('/*CSS*/\n', 'report.css'), ('/*JS*/\n', 'report.js')):
     page = page.replace(marker, _page_file(name), 1)

@@ -186,3 +186,38 @@ def test_the_report_in_a_real_browser(analysis):
   finally:
     browser.quit()
   print(f'browser part: {time.perf_counter() - start:.1f} s; screenshot {SCREENSHOT}')
+
+
+HOSTILE = '<!--<script> </script><img src=x onerror="document.title=\'owned\'"> &amp; a</b>'
+
+
+def test_corpus_text_cannot_end_or_escape_the_inline_data(analysis):
+  """Hostile corpus text in every string the page embeds: the data element stays whole and parses back to
+  the same strings, in Python and in the browser; nothing from the corpus becomes an element."""
+  _, _, data, _ = analysis
+  hostile = json.loads(json.dumps(data))
+  first = hostile['sentences'][0]
+  first['source'], first['reference'] = HOSTILE + ' source', HOSTILE + ' reference'
+  first['runs'][0]['output'] = HOSTILE + ' output'
+  page = html_report.render(hostile)
+  blob = re.search(r'<script type="application/json" id="data">(.*?)</script>', page, re.S).group(1)
+  assert json.loads(blob) == hostile and '<' not in blob and '&' not in blob
+  path = os.path.join(os.path.dirname(SCREENSHOT), 'attnmt_hostile_report.html')
+  with open(path, 'w', encoding='utf-8') as f:
+    f.write(page)
+  from selenium.webdriver.common.by import By
+
+  browser = _browser_or_skip()
+  try:
+    browser.get('file://' + path)
+    assert browser.title == 'attnmt analysis'  # no handler from the corpus ran
+    assert len(browser.find_elements(By.CSS_SELECTOR, '#results tbody tr')) == len(hostile['variants'])
+    assert not browser.find_elements(By.TAG_NAME, 'img') and not browser.find_elements(By.TAG_NAME, 'b')
+    head = browser.find_element(By.ID, 'sentence-head').text
+    assert HOSTILE + ' source' in head and HOSTILE + ' reference' in head
+    assert HOSTILE + ' output' in browser.find_element(By.CSS_SELECTOR, '.panel .output').text
+    assert len(browser.find_elements(By.CSS_SELECTOR, 'svg.heatmap[data-kind="output"]')) == len(hostile['variants'])
+    severe = [e for e in browser.get_log('browser') if e['level'] == 'SEVERE']
+    assert not severe, severe
+  finally:
+    browser.quit()
