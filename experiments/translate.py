@@ -59,6 +59,8 @@ def _translate():
     )
   if FLAGS.input == '-':
     stream = sys.stdin
+    if stream is None or stream.closed:
+      raise ValueError("standard input is closed; pipe sentences in, or pass --input FILE (one sentence per line)")
   else:  # opened before the run loads: a wrong path fails at once
     try:
       stream = open(FLAGS.input, encoding='utf-8-sig')  # a byte-order mark is dropped
@@ -73,10 +75,14 @@ def _translate():
   params = evaluation.seed_params(run.params, FLAGS.seed_index)
   src_tok, tgt_tok = run.src_tokenizer, run.tgt_tokenizer
   limit = FLAGS.max_source_tokens or (run.cfg.max_source_length if run.cfg.score == 'location' else 0)
+  first_empty = None  # empty lines are an error only when a sentence follows them (a trailing one is fine)
   for lineno, line in enumerate(stream, 1):
     text = line.lstrip('\ufeff').strip() if lineno == 1 else line.strip()
     if not text:
-      raise ValueError(f'input line {lineno} is empty; give one non-empty sentence per line')
+      first_empty = first_empty or lineno
+      continue
+    if first_empty:
+      raise ValueError(f'input line {first_empty} is empty; give one non-empty sentence per line')
     ids = src_tok.encode(text) + [data.EOS_ID]
     if limit and len(ids) > limit:
       raise ValueError(

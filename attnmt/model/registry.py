@@ -38,6 +38,10 @@ def resolve(name: str, base: type, registry: dict, kind: str) -> type:
       f"model.{kind} '{name}': cannot import module '{module_name}' ({e}); check the path "
       'and that its package is on PYTHONPATH'
     ) from None
+  except Exception as e:  # the user's module itself fails while it is imported
+    raise ConfigError(
+      f"model.{kind} '{name}': importing module '{module_name}' raised {type(e).__name__}: {e}; fix that module"
+    ) from None
   cls = getattr(module, attr, None)
   if not (isinstance(cls, type) and issubclass(cls, base)):
     raise ConfigError(

@@ -62,6 +62,9 @@ def parse_seeds(seeds) -> list[int]:
     raise ConfigError(f"train.seeds must be comma-separated integers like '0,1,2', got '{seeds}'") from None
   if not out or len(set(out)) != len(out):
     raise ConfigError(f"train.seeds must list distinct integers, got '{seeds}'")
+  big = [s for s in out if not -(2**31) <= s < 2**31]
+  if big:
+    raise ConfigError(f'train.seeds must be 32-bit integers (-2147483648 to 2147483647), got {big[0]}')
   return out
 
 

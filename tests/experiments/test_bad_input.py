@@ -209,6 +209,20 @@ def test_translate_refuses_an_empty_line_and_a_too_long_sentence(tmp_path, train
   assert (
     empty.returncode == 2 and last_line(empty) == 'error: input line 2 is empty; give one non-empty sentence per line'
   )
+  trailing = write(tmp_path / 'c.txt', '1 2\n3\n\n\n')  # empty lines at the end are no sentences: fine
+  done = run('translate', f'--run={workdir}', f'--input={trailing}', '--beam_size=0')
+  assert done.returncode == 0 and len(done.stdout.strip().splitlines()) == 2, done.stderr[-2000:]
+  closed = subprocess.run(
+    [sys.executable, '-m', 'experiments.translate', f'--run={workdir}'],
+    cwd=ROOT,
+    env=dict(os.environ, JAX_PLATFORMS='cpu', PYTHONPATH=ROOT),
+    stdin=subprocess.DEVNULL,
+    capture_output=True,
+    text=True,
+    timeout=300,
+    preexec_fn=lambda: os.close(0),
+  )
+  assert closed.returncode == 2 and 'standard input is closed' in last_line(closed), closed.stderr[-2000:]
   too_long = write(tmp_path / 'b.txt', '1 2 3 4 5 6\n')
   long = run('translate', f'--run={workdir}', f'--input={too_long}', '--max_source_tokens=4')
   assert long.returncode == 2 and 'has 7 tokens (with EOS), more than the limit 4' in last_line(long)
@@ -598,3 +612,21 @@ def test_a_10000_word_sentence_decodes_in_bounded_memory():
 
   assert footprint(False) < 0.5e9
   assert footprint(True) > 9e9
+
+
+def test_a_seed_beyond_32_bits_is_one_line():
+  config = tiny.get_config()
+  config.train.seeds = '0,18446744073709551616'
+  with pytest.raises(ConfigError, match=r'^train.seeds must be 32-bit integers .*got 18446744073709551616$'):
+    trainer.check_config(config)
+
+
+def test_a_user_module_that_fails_on_import_is_named(tmp_path, monkeypatch):
+  (tmp_path / 'broken_scores.py').write_text('raise RuntimeError("a bug in my module")\n')
+  monkeypatch.syspath_prepend(str(tmp_path))
+  with pytest.raises(ConfigError) as e:
+    ModelConfig.from_dict({'score': 'broken_scores:Mine'})
+  assert str(e.value) == (
+    "model.score 'broken_scores:Mine': importing module 'broken_scores' raised RuntimeError: a bug in my module; "
+    'fix that module'
+  )
