@@ -400,12 +400,26 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, seeds: 
           stop.requested,
         )
   ckpt.close()
+  check_trained(meta, int(parallel.to_numpy(state.step)[0]), len(seeds), state.params)
   summary = final_results(cfg, config, workdir, prepared, seeds, meta, mesh)
   writer.write(
     int(parallel.to_numpy(state.step)[0]), 'test', {k: v for k, v in summary.items() if k not in ('seeds', 'variant')}
   )
   writer.close()
   return summary
+
+
+def check_trained(meta: dict, steps: int, num_seeds: int, params) -> None:
+  """Refuses to report a run that never trained: every update skipped as non-finite (train.nonfinite=skip),
+  or final parameters that are not finite. Raised before results.json, so no table counts it a success."""
+  updates = steps * num_seeds
+  if updates and meta.get('skipped_updates', 0) >= updates:
+    raise guards.NonFiniteError(
+      f'every one of the {updates} updates ({num_seeds} seed(s) x {steps} steps) was non-finite and skipped '
+      '(train.nonfinite=skip): the model never trained; lower train.learning_rate'
+    )
+  if not all(bool(jnp.all(jnp.isfinite(x))) for x in jax.tree.leaves(params)):
+    raise guards.NonFiniteError('the final parameters are not finite; no results were written')
 
 
 def final_results(cfg, config, workdir, prepared, seeds, meta, mesh=None) -> dict:

@@ -336,3 +336,22 @@ def optax_adam_updates(grads, params):
 
   adam = optax.adam(0.1)
   return adam.update(grads, adam.init(params), params)[0]
+
+
+def test_a_run_whose_updates_were_all_skipped_is_not_a_success(tmp_path, data_dir, monkeypatch):
+  real = train_step.train_step
+
+  def always_nan(cfg, optimizer, state, batch, **losses):
+    new, metrics = real(cfg, optimizer, state, batch, **losses)
+    return new, {**metrics, 'loss': metrics['loss'] + jnp.nan}
+
+  monkeypatch.setattr(train_step, 'train_step', always_nan)
+  with pytest.raises(
+    guards.NonFiniteError, match=r'^every one of the 40 updates \(1 seed\(s\) x 40 steps\) was non-finite'
+  ):
+    trainer.train_and_evaluate(tiny_config(data_dir, nonfinite='skip'), str(tmp_path))
+  assert not (tmp_path / 'results.json').exists()
+  meta = {'skipped_updates': 3}
+  trainer.check_trained(meta, 2, 2, {'w': jnp.ones(2)})  # 3 of 4 skipped: it trained
+  with pytest.raises(guards.NonFiniteError, match='final parameters are not finite'):
+    trainer.check_trained(meta, 2, 2, {'w': jnp.array([1.0, jnp.inf])})
