@@ -157,20 +157,42 @@ class RunCheckpoints:
   def resume(self, like: train_step.TrainState) -> Optional[tuple[train_step.TrainState, dict, int]]:
     """(state, meta, step) of the newest latest-checkpoint that restores, or None when there is none.
 
-    A damaged step is moved to <workdir>/damaged/ and the next older one tried (or none: training starts
-    from step 0), with one line printed that begins as `analyze`'s message for such files. Best steps
-    newer than the restored one are deleted: the resumed run recomputes them, bitwise the same, and
-    could not save them over the old ones otherwise.
+    A damaged step is moved to <workdir>/damaged/ and the next older one tried, with one line printed
+    that begins as `analyze`'s message for such files; a file that cannot be read for lack of permission
+    is an error (CheckpointError), not damage, and nothing is moved. With no intact latest checkpoint
+    (checkpoints/ deleted, or every step damaged) the newest best checkpoint that restores is resumed
+    from, and only without one does training start from step 0. Best steps newer than the restored one
+    are deleted: the resumed run recomputes them, bitwise the same, and could not save them over the old
+    ones otherwise.
     """
     out, damaged = None, []
     for step in sorted(self.latest.all_steps(), reverse=True):
       try:
         state, meta = self.restore(like, step)
+      except PermissionError as e:
+        raise CheckpointError(
+          f'cannot read checkpoint {self.workdir}/checkpoints/{step} ({e.strerror}: {e.filename}); nothing was '
+          'moved; give this user read access to the run directory and run again'
+        ) from None
       except Exception as e:  # orbax raises many types for damaged files
         damaged.append((step, type(e).__name__))
         continue
       out = (state, meta, step)
       break
+    if out is None:  # resume from best/ rather than lose it
+      for step in sorted(self.best.all_steps(), reverse=True):
+        try:
+          state, meta = self.restore(like, step, best=True)
+        except PermissionError as e:
+          raise CheckpointError(
+            f'cannot read checkpoint {self.workdir}/best/{step} ({e.strerror}: {e.filename}); nothing was moved; '
+            'give this user read access to the run directory and run again'
+          ) from None
+        except Exception:  # a damaged best step is left where it is; an older one may restore
+          continue
+        out = (state, meta, step)
+        print(f'no intact checkpoint in {self.workdir}/checkpoints: resuming from best/{step}', flush=True)
+        break
     for step, error in damaged:
       aside = os.path.join(self.workdir, 'damaged', f'checkpoints-{step}-{time.strftime("%Y%m%d-%H%M%S")}')
       os.makedirs(os.path.dirname(aside), exist_ok=True)
@@ -181,7 +203,7 @@ class RunCheckpoints:
         + (
           f'resuming from step {out[2]}, the newest intact one'
           if out
-          else 'starting from step 0: no older checkpoint is intact'
+          else 'starting from step 0: no older checkpoint is intact, and best/ holds none'
         ),
         flush=True,
       )

@@ -355,3 +355,40 @@ def test_a_run_whose_updates_were_all_skipped_is_not_a_success(tmp_path, data_di
   trainer.check_trained(meta, 2, 2, {'w': jnp.ones(2)})  # 3 of 4 skipped: it trained
   with pytest.raises(guards.NonFiniteError, match='final parameters are not finite'):
     trainer.check_trained(meta, 2, 2, {'w': jnp.array([1.0, jnp.inf])})
+
+
+def test_checkpoints_deleted_but_best_kept_resumes_from_best(tmp_path, data_dir, uninterrupted, monkeypatch, capsys):
+  """A user who deleted checkpoints/ to save disk keeps best/: the run resumes from it, loses nothing of it,
+  and ends bitwise equal to an uninterrupted run."""
+  import shutil
+
+  workdir = str(tmp_path / 'run')
+  kill_at(monkeypatch, 30, best=False)  # best/20, checkpoints/10..30
+  with pytest.raises(Killed):
+    trainer.train_and_evaluate(fault_config(data_dir), workdir)
+  shutil.rmtree(os.path.join(workdir, 'checkpoints'))
+  capsys.readouterr()
+  assert_bitwise_equal(resume(monkeypatch, data_dir, workdir), uninterrupted)
+  out = capsys.readouterr().out
+  assert f'no intact checkpoint in {workdir}/checkpoints: resuming from best/20' in out
+  assert 20 in steps(workdir, 'best')
+
+
+def test_an_unreadable_checkpoint_is_an_error_not_damage(tmp_path, data_dir, monkeypatch):
+  workdir = str(tmp_path / 'run')
+  kill_at(monkeypatch, 20, best=False)
+  with pytest.raises(Killed):
+    trainer.train_and_evaluate(fault_config(data_dir), workdir)
+  monkeypatch.undo()
+  before = {sub: steps(workdir, sub) for sub in ('checkpoints', 'best')}
+
+  def unreadable(self, like, step=None, best=False):
+    raise PermissionError(13, 'Permission denied', os.path.join(workdir, 'checkpoints', str(step)))
+
+  monkeypatch.setattr(checkpoints.RunCheckpoints, 'restore', unreadable)  # root reads anything: simulated
+  with pytest.raises(
+    checkpoints.CheckpointError, match=r'cannot read checkpoint .*Permission denied.*nothing was moved'
+  ):
+    trainer.train_and_evaluate(fault_config(data_dir), workdir)
+  assert {sub: steps(workdir, sub) for sub in ('checkpoints', 'best')} == before
+  assert not os.path.exists(os.path.join(workdir, 'damaged'))
