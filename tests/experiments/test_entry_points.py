@@ -132,7 +132,7 @@ def test_train_is_killed_resumes_and_reloads_for_analysis(tmp_path, data_dir):
   assert tr.returncode == 0, tr.stderr[-3000:]
   out_lines = tr.stdout.splitlines()
   assert sum('<- ' in line for line in out_lines) >= 2 and out_lines[1].strip().startswith('| 4 2 </s>')
-  (tmp_path / 'bad.txt').write_text('4 2\n\n')
+  (tmp_path / 'bad.txt').write_text('4 2\n\n7\n')  # an empty line before a sentence
   bad = run_module('experiments.translate', f'--run={workdir}', f'--input={tmp_path / "bad.txt"}')
   assert bad.returncode == 2 and 'input line 2 is empty' in bad.stderr.strip().splitlines()[-1]
 
