@@ -25,7 +25,8 @@ than the truth (the bootstrap's variance factor (K - 1) / K): more seeds tighten
 interval over the seeds (scipy.stats.t), which needs no sentences.
 
 With one seed on either side the seed variance is unmeasured: the verdict then says the variants are not
-ranked, whatever the sentence bootstrap finds.
+ranked, whatever the sentence bootstrap finds. With more, a pair is ranked when p < 0.05 and the 95%
+interval of its difference excludes 0 (near the threshold the two can disagree: then it is not ranked).
 
 References: P. Koehn, Statistical significance tests for machine translation evaluation, EMNLP 2004.
 J. Clark, C. Dyer, A. Lavie, N. Smith, Better hypothesis testing for statistical machine translation:
@@ -117,11 +118,16 @@ def p_value(difference: float, replicate_differences: np.ndarray) -> float:
   return float((np.sum(centred > abs(difference)) + 1) / (len(centred) + 1))
 
 
-def verdict(a: str, b: str, difference: float, p: float, seeds_a: int, seeds_b: int, alpha: float = ALPHA) -> str:
-  """'A > B', 'A ≈ B: not distinguishable with K seeds', or, with one seed on either side, 'not ranked'."""
+def verdict(
+  a: str, b: str, difference: float, p: float, seeds_a: int, seeds_b: int, alpha: float = ALPHA, interval=None
+) -> str:
+  """'A > B', 'A ≈ B: not distinguishable with K seeds', or, with one seed on either side, 'not ranked'.
+  A ranking needs both p < alpha and, when given, a (1 - alpha) interval of the difference that excludes
+  0: the centred p-value and the percentile interval can disagree near the threshold, and then the pair
+  is not ranked."""
   if min(seeds_a, seeds_b) < 2:
     return f'{a} vs {b}: not ranked with 1 seed (seed variance unmeasured; train more seeds to rank them)'
-  if p < alpha:
+  if p < alpha and (interval is None or not interval[0] <= 0 <= interval[1]):
     return f'{a} > {b}' if difference > 0 else f'{b} > {a}'
   k = f'{seeds_a} seeds' if seeds_a == seeds_b else f'{seeds_a} and {seeds_b} seeds'
   return f'{a} ≈ {b}: not distinguishable with {k}'
@@ -136,9 +142,10 @@ def compare(
   seed: int = 12345,
   alpha: float = ALPHA,
 ) -> dict:
-  """Every variant's per-seed corpus BLEU, mean, sd and two-stage bootstrap interval, and the pairs worth
-  reading: each variant against `baseline` (e.g. `none`) and each against the best by mean BLEU, with the
-  difference, its interval, the p-value and the verdict. `per_seed_hypotheses[v][k]` holds seed k's
+  """Every variant's per-seed corpus BLEU, mean, sd and two-stage bootstrap interval, and every pair: first
+  each variant against `baseline` (e.g. `none`), then each against the best by mean BLEU, then the rest
+  ('against': 'baseline', 'best', 'other'), each with the difference, its interval, the p-value and the
+  verdict. `per_seed_hypotheses[v][k]` holds seed k's
   outputs of variant v for `references`, in order."""
   if len(names) != len(per_seed_hypotheses) or not names:
     raise ValueError('give one list of per-seed hypotheses per variant name')
@@ -151,26 +158,33 @@ def compare(
     variants.append(row)
   best = max(range(len(names)), key=lambda v: variants[v]['mean'])
   base = names.index(baseline) if baseline in names else None
-  wanted = []  # each variant against the baseline, then against the best unless that pair is listed
+  # each variant against the baseline, then against the best, then every other pair (higher mean first)
+  order = sorted(range(len(names)), key=lambda v: -variants[v]['mean'])
+  wanted = []
   for ref in (base, best):
     for v in range(len(names)):
       if ref is not None and ref != v and (v, ref) not in wanted and (ref, v) not in wanted:
+        wanted.append((v, ref))
+  for i, v in enumerate(order):
+    for ref in order[i + 1 :]:
+      if (v, ref) not in wanted and (ref, v) not in wanted:
         wanted.append((v, ref))
   pairs = []
   for v, ref in wanted:
     diff = variants[v]['mean'] - variants[ref]['mean']
     p = p_value(diff, reps[:, v] - reps[:, ref])
+    between = percentile_interval(reps[:, v] - reps[:, ref], alpha)
     k_a, k_b = variants[v]['seeds'], variants[ref]['seeds']
     pairs.append(
       {
         'a': names[v],
         'b': names[ref],
-        'against': 'baseline' if ref == base else 'best',
+        'against': 'baseline' if ref == base else 'best' if ref == best else 'other',
         'difference': diff,
-        'interval': percentile_interval(reps[:, v] - reps[:, ref], alpha),
+        'interval': between,
         'p_value': p,
         'seeds': [k_a, k_b],
-        'verdict': verdict(names[v], names[ref], diff, p, k_a, k_b, alpha),
+        'verdict': verdict(names[v], names[ref], diff, p, k_a, k_b, alpha, between),
       }
     )
   return {

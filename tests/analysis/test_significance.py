@@ -47,6 +47,9 @@ def test_verdicts():
   assert S.verdict('a', 'b', -2.0, 0.01, 3, 3) == 'b > a'
   assert S.verdict('a', 'b', 2.0, 0.2, 3, 3) == 'a ≈ b: not distinguishable with 3 seeds'
   assert S.verdict('a', 'b', 2.0, 0.2, 3, 2) == 'a ≈ b: not distinguishable with 3 and 2 seeds'
+  # p under 0.05 but an interval that holds 0 (the two rules disagree near the threshold): not ranked
+  assert S.verdict('a', 'b', -0.95, 0.049, 3, 3, interval=[-2.10, 0.15]) == 'a ≈ b: not distinguishable with 3 seeds'
+  assert S.verdict('a', 'b', -0.95, 0.049, 3, 3, interval=[-2.10, -0.05]) == 'b > a'
   assert 'not ranked with 1 seed' in S.verdict('a', 'b', 15.0, 0.001, 1, 1)
   assert 'not ranked with 1 seed' in S.verdict('a', 'b', 15.0, 0.001, 3, 1)
 
@@ -121,7 +124,7 @@ def test_pairs_against_baseline_and_best():
   out = S.compare(list(hyps), list(hyps.values()), refs, baseline='none', n_samples=50)
   got = [(p['a'], p['b'], p['against']) for p in out['pairs']]
   # none against the best (y) is y against none, listed once as the baseline pair
-  assert got == [('x', 'none', 'baseline'), ('y', 'none', 'baseline'), ('x', 'y', 'best')]
+  assert got == [('x', 'none', 'baseline'), ('y', 'none', 'baseline'), ('x', 'y', 'best')]  # every pair once
   assert out['best'] == 'y'
 
 
@@ -141,3 +144,14 @@ def test_mean_sd_never_hides_a_spread():
   assert tables.mean_sd([20.0, 22.0, 24.0]) == '22.00 ± 2.00'
   assert tables.mean_sd([0.811, 0.813]) == '0.81 ± 0.001'
   assert tables.mean_sd([5.0, 5.0]) == '5.00 ± 0.00'  # seeds that agree exactly
+
+
+def test_every_pair_is_compared_once():
+  refs, noisy = _corpus(30)
+  names = ['none', 'w', 'x', 'y']
+  hyps = [[noisy(p, s), noisy(p, s + 10)] for s, p in enumerate((0.7, 0.5, 0.3, 0.1))]
+  out = S.compare(names, hyps, refs, baseline='none', n_samples=50)
+  pairs = [frozenset((p['a'], p['b'])) for p in out['pairs']]
+  assert len(pairs) == len(set(pairs)) == 6
+  assert [p['against'] for p in out['pairs']] == ['baseline'] * 3 + ['best'] * 2 + ['other']
+  assert (out['pairs'][-1]['a'], out['pairs'][-1]['b']) == ('x', 'w')  # the higher mean first
