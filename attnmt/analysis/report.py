@@ -392,8 +392,8 @@ def analyze_runs(
   plots.bleu_by_length(
     curves,
     os.path.join(out_dir, 'bleu_by_length.png'),
-    f'BLEU by source length (test, greedy, mean over {"/".join(map(str, seeds))} seed(s); '
-    '95% bootstrap intervals over seeds and sentences)',
+    f'BLEU by source length (test, greedy, mean over {"/".join(map(str, seeds))} seed(s))\n'
+    '95% intervals of a bootstrap over seeds and sentences',
     intervals,
   )
   plots.seed_strip(
