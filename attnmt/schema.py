@@ -1,6 +1,6 @@
 """Settings declared once: each row holds a key, its default, what it means, and the values it accepts.
 
-A section (`train` in attnmt/training/config.py, `data` in attnmt/data/config.py) is one tuple of `Setting`
+A section (`train` in attnmt/training/settings.py, `data` in attnmt/data/config.py) is one tuple of `Setting`
 rows; `defaults(rows)` is the section's ConfigDict and `check(section, rows, values)` validates a section
 against the same rows, so a new setting is one line in one place. The model's settings are a frozen
 dataclass (attnmt/model/config.py) for the same reason: the field, its comment and its check sit together.
