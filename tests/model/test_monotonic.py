@@ -18,6 +18,7 @@ from attnmt.training import measures, train_step
 from attnmt.errors import ConfigError
 from attnmt.model.config import QUERY_TIMINGS, ModelConfig
 from attnmt.model.seq2seq import BOS, EOS, Seq2Seq, init_params
+from small_model import SMALL
 
 
 def np_expected_alignments(p_TxS: np.ndarray) -> np.ndarray:
@@ -133,30 +134,19 @@ def test_hard_alignment_by_hand():
       np.testing.assert_array_equal(position, at(attended))
 
 
-SMALL = dict(
-  dropout=0.0,
-  source_vocab_size=20,
-  target_vocab_size=23,
-  embed_size=8,
-  encoder_hidden_size=6,
-  decoder_hidden_size=12,
-  attention_size=5,
-  output_size=7,
-  max_source_length=10,
-  normalizer='monotonic',
-)
+MONOTONIC = {**SMALL, 'normalizer': 'monotonic'}  # the small model with monotonic attention
 
 
 def test_config_refuses_what_has_no_meaning_and_takes_the_rest():
   with pytest.raises(ConfigError, match=r"^normalizer 'monotonic' .*; use window 'global', not 'local_m'$"):
-    ModelConfig.from_dict({**SMALL, 'window': 'local_m'})
+    ModelConfig.from_dict({**MONOTONIC, 'window': 'local_m'})
   with pytest.raises(ConfigError, match=r"^normalizer 'monotonic' .*; use window 'global', not 'local_p'$"):
-    ModelConfig.from_dict({**SMALL, 'window': 'local_p'})
+    ModelConfig.from_dict({**MONOTONIC, 'window': 'local_p'})
   with pytest.raises(ConfigError, match=r"^normalizer 'monotonic' .* score 'none' has no score; use another score$"):
-    ModelConfig.from_dict({**SMALL, 'score': 'none'})
+    ModelConfig.from_dict({**MONOTONIC, 'score': 'none'})
   for score, timing in itertools.product(scores.names(), QUERY_TIMINGS):
     if score != 'none':
-      ModelConfig.from_dict({**SMALL, 'score': score, 'query_timing': timing, 'coverage': 'none'})
+      ModelConfig.from_dict({**MONOTONIC, 'score': score, 'query_timing': timing, 'coverage': 'none'})
 
 
 # Every score but 'none', the timings taken in turn (each score takes each timing in the config test above).
@@ -167,7 +157,7 @@ COMBOS = [(s, QUERY_TIMINGS[i % 2]) for i, s in enumerate(n for n in scores.name
 def test_teacher_forced_equals_expected_step_by_step(score, timing):
   """Teacher forcing (the decoder's scan) equals decode steps run in the teacher-forced mode
   (`decoding=False`: expected alignment), logits, weights and gradients; padding gets exactly 0 weight."""
-  cfg = ModelConfig.from_dict({**SMALL, 'score': score, 'query_timing': timing, 'decoder_hidden_size': 12})
+  cfg = ModelConfig.from_dict({**MONOTONIC, 'score': score, 'query_timing': timing, 'decoder_hidden_size': 12})
   params = init_params(cfg, jax.random.key(0))
   model = Seq2Seq(cfg)
   rng = np.random.default_rng(1)
@@ -341,7 +331,7 @@ def test_beam_search_carries_the_position_of_each_hypothesis():
   """Each beam hypothesis's hard attention is that of decode steps fed its tokens: the attended position is
   reordered with the hypotheses. A random model with score 'location' (p from the query alone, scaled up)
   and EOS made unlikely, so that the hypotheses of one sentence attend different positions."""
-  cfg = ModelConfig.from_dict({**SMALL, 'score': 'location'})
+  cfg = ModelConfig.from_dict({**MONOTONIC, 'score': 'location'})
   params = init_params(cfg, jax.random.key(0))
   decoder = params['decoder']
   attention = {**jax.tree.map(lambda x: 4.0 * x, decoder['attention']), 'r': jnp.float32(0.0)}
@@ -361,7 +351,7 @@ def test_beam_search_carries_the_position_of_each_hypothesis():
 def test_training_noise_only_in_training():
   """Raffel's pre-sigmoid noise: training-mode attention differs from evaluation's and varies with the key;
   evaluation (no noise) is deterministic."""
-  cfg = ModelConfig.from_dict(SMALL)
+  cfg = ModelConfig.from_dict(MONOTONIC)
   params = {'params': init_params(cfg, jax.random.key(0))}
   model = Seq2Seq(cfg)
   src, lengths, tgt = jnp.array([[5, 6, 7, 8, 2]]), jnp.array([5]), jnp.array([[1, 5, 6, 7]])

@@ -14,6 +14,7 @@ from attnmt.model import attention, decoding, normalizers
 from attnmt.errors import ConfigError
 from attnmt.model.config import ModelConfig
 from attnmt.model.seq2seq import BOS, Seq2Seq, init_params
+from small_model import SMALL
 
 NAMES = ('softmax', 'sparsemax', 'entmax15')
 SPARSE = ('sparsemax', 'entmax15')
@@ -247,18 +248,6 @@ def test_a_normaliser_of_ones_own_by_import_path():
   np.testing.assert_allclose(w, [0.25] * 4 + [0])
 
 
-SMALL = dict(
-  dropout=0.0,
-  source_vocab_size=20,
-  target_vocab_size=23,
-  embed_size=8,
-  encoder_hidden_size=6,
-  decoder_hidden_size=12,
-  attention_size=5,
-  output_size=7,
-  window_size=2,
-  max_source_length=10,
-)
 # (normaliser, score, query timing, window): the sparse normalisers with both timings and every window.
 COMBOS = [
   ('sparsemax', 'additive', 'bahdanau', 'global'),

@@ -15,6 +15,7 @@ from attnmt.model.config import ModelConfig
 from attnmt.model.seq2seq import BOS, Seq2Seq, init_params
 from benchmarks import flops
 from experiments.configs import tiny
+from small_model import SMALL
 
 
 class Cosine(scores.Score):
@@ -41,18 +42,6 @@ class Cosine(scores.Score):
 
 
 NAME = f'{__name__}:Cosine'
-SMALL = dict(
-  dropout=0.0,
-  source_vocab_size=20,
-  target_vocab_size=23,
-  embed_size=8,
-  encoder_hidden_size=6,
-  decoder_hidden_size=12,
-  attention_size=5,
-  output_size=7,
-  window_size=2,
-  max_source_length=10,
-)
 
 
 def np_cosine(p, q, h):

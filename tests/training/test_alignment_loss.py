@@ -21,7 +21,7 @@ from attnmt.model.seq2seq import Seq2Seq
 from experiments.configs import tiny
 
 EPS = train_step.ALIGNMENT_EPS
-SMALL = dict(
+REVERSE_MODEL = dict(  # sized for the toy reversal task (toy.reverse_batch, 14 ids), which it must learn in 40 updates
   dropout=0.0,
   source_vocab_size=14,
   target_vocab_size=14,
@@ -115,7 +115,7 @@ def reverse_batch_with_gold(batch_size=6, seed=0):
 
 
 def test_zero_weight_is_no_supervision_and_a_weight_adds_the_alignment_loss():
-  cfg = ModelConfig(**SMALL)
+  cfg = ModelConfig(**REVERSE_MODEL)
   params = train_step.init_train_state(cfg, train_step.make_optimizer(1e-3), 0).params
   batch = jax.tree.map(jnp.asarray, reverse_batch_with_gold())
   plain = {k: v for k, v in batch.items() if k != 'alignment'}
@@ -139,7 +139,7 @@ def test_zero_weight_is_no_supervision_and_a_weight_adds_the_alignment_loss():
 
 def test_supervision_moves_attention_to_the_gold_positions():
   """A few updates with the weight > 0 bring the attention much closer to the gold than the same updates without."""
-  cfg = ModelConfig(**SMALL)
+  cfg = ModelConfig(**REVERSE_MODEL)
   optimizer = train_step.make_optimizer(3e-2)
   batch = jax.tree.map(jnp.asarray, reverse_batch_with_gold(16, seed=1))
   alignment_after = {}
@@ -182,7 +182,7 @@ def test_sparse_normalizers_give_a_finite_loss_and_gradient(normalizer):
   assert float(row_loss(scores)) == pytest.approx(-np.log(EPS), rel=1e-6)
   assert np.all(np.isfinite(np.asarray(jax.grad(row_loss)(scores))))
   # The whole model: finite objective and gradients where the sparse weights have exact zeros.
-  cfg = ModelConfig(**{**SMALL, 'normalizer': normalizer})
+  cfg = ModelConfig(**{**REVERSE_MODEL, 'normalizer': normalizer})
   params = train_step.init_train_state(cfg, train_step.make_optimizer(1e-3), 0).params
   params = jax.tree.map(lambda p: p * 4.0, params)  # sharper scores: more exact zeros
   batch = jax.tree.map(jnp.asarray, reverse_batch_with_gold())

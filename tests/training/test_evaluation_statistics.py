@@ -25,17 +25,8 @@ from attnmt.data import pipeline
 from attnmt.model.config import ModelConfig
 from attnmt.model.seq2seq import init_params
 from experiments.configs import tiny
+from small_model import SMALL
 
-SMALL = dict(
-  dropout=0.0,
-  source_vocab_size=20,
-  target_vocab_size=23,
-  embed_size=8,
-  encoder_hidden_size=6,
-  decoder_hidden_size=12,
-  attention_size=5,
-  output_size=7,
-)
 STATISTICS = (
   'attention_entropy',
   'attention_max_weight',
