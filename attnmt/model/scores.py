@@ -122,27 +122,27 @@ class NoScore(Score):
     return 0, 0
 
 
-@register
-class Additive(Score):
-  """Bahdanau et al. 2015, Eq. 6: e_i = v . tanh(W q + U h_i + b). The bias rides with the keys."""
+class _TanhScore(Score):
+  """e_i = v . tanh(W q + U h_i [+ b]): the shape Bahdanau's additive and Luong's concat score share. A
+  subclass names its two matrices (`query_matrix`, `key_matrix`) and says whether a bias rides with the keys."""
 
-  name = 'additive'
+  query_matrix = key_matrix = ''
+  bias = False
   coverage_in_keys = True
 
   def params(self, param):
     q, h, a = self.cfg.decoder_hidden_size, self.cfg.annotation_size, self.cfg.attention_size
-    return {
-      'W': param('W', (q, a)),
-      'U': param('U', (h, a)),
-      'b': param('b', (a,), nn.initializers.zeros),
-      'v': _v(param, a),
-    }
+    p = {self.query_matrix: param(self.query_matrix, (q, a)), self.key_matrix: param(self.key_matrix, (h, a))}
+    if self.bias:
+      p['b'] = param('b', (a,), nn.initializers.zeros)
+    return {**p, 'v': _v(param, a)}
 
   def keys(self, p, annotations_SxH):
-    return annotations_SxH @ p['U'] + p['b']
+    keys = annotations_SxH @ p[self.key_matrix]
+    return keys + p['b'] if self.bias else keys
 
   def query(self, p, query_BxQ):
-    return query_BxQ @ p['W']
+    return query_BxQ @ p[self.query_matrix]
 
   def scores(self, p, half_A, keys_SxA):
     return additive_scores(half_A, keys_SxA, p['v'])
@@ -150,6 +150,14 @@ class Additive(Score):
   def flops(self, src_len):
     q, h, a = self.cfg.decoder_hidden_size, self.cfg.annotation_size, self.cfg.attention_size
     return matmul_flops(src_len, a, h), matmul_flops(1, a, q) + matmul_flops(src_len, 1, a)
+
+
+@register
+class Additive(_TanhScore):
+  """Bahdanau et al. 2015, Eq. 6: e_i = v . tanh(W q + U h_i + b). The bias rides with the keys."""
+
+  name = 'additive'
+  query_matrix, key_matrix, bias = 'W', 'U', True
 
 
 @register
@@ -222,28 +230,11 @@ class General(Score):
 
 
 @register
-class Concat(Score):
+class Concat(_TanhScore):
   """Luong et al. 2015, Eq. 8 "concat": e_i = v . tanh(W [q ; h_i]) = v . tanh(W_q q + W_h h_i), no bias."""
 
   name = 'concat'
-  coverage_in_keys = True
-
-  def params(self, param):
-    q, h, a = self.cfg.decoder_hidden_size, self.cfg.annotation_size, self.cfg.attention_size
-    return {'W_q': param('W_q', (q, a)), 'W_h': param('W_h', (h, a)), 'v': _v(param, a)}
-
-  def keys(self, p, annotations_SxH):
-    return annotations_SxH @ p['W_h']
-
-  def query(self, p, query_BxQ):
-    return query_BxQ @ p['W_q']
-
-  def scores(self, p, half_A, keys_SxA):
-    return additive_scores(half_A, keys_SxA, p['v'])
-
-  def flops(self, src_len):
-    q, h, a = self.cfg.decoder_hidden_size, self.cfg.annotation_size, self.cfg.attention_size
-    return matmul_flops(src_len, a, h), matmul_flops(1, a, q) + matmul_flops(src_len, 1, a)
+  query_matrix, key_matrix = 'W_q', 'W_h'
 
 
 @register
