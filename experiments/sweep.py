@@ -18,6 +18,7 @@ import copy
 import itertools
 import json
 import os
+import sys
 
 from absl import app, flags
 from ml_collections import config_flags
@@ -28,7 +29,7 @@ from attnmt.errors import ConfigError
 from attnmt.model.config import ModelConfig
 from attnmt.training import checkpoints, lock, parallel, settings, trainer
 from attnmt.training.lock import LockHeld
-from experiments import common
+from experiments import common, cores
 
 FLAGS = flags.FLAGS
 config_flags.DEFINE_config_file(
@@ -226,6 +227,9 @@ def _sweep():
           str(e).split('; use another')[0] + '; use another --workdir for this sweep, or move '
           'that variant directory aside'
         ) from None
+  processes = 1 if shard is not None else cores.plan(config.sweep.get('processes', 1), list(done.values()).count(None))
+  if processes > 1:
+    return _on_cores(config, root, runs, processes)
   # A shard shares the root with the other shards: each variant's own training lock keeps them apart.
   with lock.hold(root, 'sweep', enabled=parallel.is_main_process() and shard is None):
     rows, dirs = [], []
@@ -244,13 +248,29 @@ def _sweep():
       dirs.append(workdir)
     if not parallel.is_main_process():
       return  # process 0 writes the tables and plots and runs the analysis
-    if shard is not None:
+    if shard is not None and not os.environ.get(cores.CHILD_ENV):
       print(
         f'\nshard {config.sweep.shard} finished {len(rows)} variant(s); when every shard has finished, run the '
         'same command with --config.sweep.report_only=true (and no shard) to write the tables and the analysis'
       )
       return
-    _report(config, root, rows, dirs)
+    if shard is None:
+      _report(config, root, rows, dirs)
+
+
+def _on_cores(config, root, runs, processes):
+  """The unfinished variants trained by `processes` single-threaded processes, one per core
+  (experiments/cores.py), then the tables and analysis of the whole sweep, as one process would write them."""
+  print(f'training on {processes} cores: one single-threaded process per core (sweep.processes=1: one process)')
+  with lock.hold(root, 'sweep'):
+    status = cores.run_children(['--config.sweep.shard=auto', '--config.sweep.processes=1'], processes)
+    if status:
+      sys.exit(status)  # the child's own line and cores.run_children's have said why
+    rows = [_finished(workdir, run) for _, workdir, run in runs]
+    missing = [name for (name, _, _), row in zip(runs, rows) if row is None]
+    if missing:
+      raise ConfigError(f'variant(s) {", ".join(missing)} did not finish; run the same command again to resume them')
+    _report(config, root, rows, [workdir for _, workdir, _ in runs])
 
 
 def _report(config, root, rows, dirs):

@@ -1,5 +1,6 @@
 """The experiment entry points as a user runs them: train, kill, resume, analyse; a sweep; vmapped seeds."""
 
+import functools
 import json
 import os
 import signal
@@ -12,7 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from attnmt.training import checkpoints, trainer, train_step
+from attnmt.training import checkpoints, guards, trainer, train_step
 from attnmt.model import toy
 from attnmt.model.config import ModelConfig
 
@@ -268,6 +269,16 @@ def test_vmapped_seeds_give_the_losses_of_seeds_run_one_by_one():
       together, {k: jnp.asarray(v) for k, v in trainer.stack_batches([batches[0][i], batches[1][i]]).items()}
     )
     losses_together.append(np.asarray(m['loss']))
+  # One seed runs the plain guarded step on the squeezed arrays (no vmap over an axis of 1): bitwise that step.
+  plain = jax.jit(
+    guards.guard_step(functools.partial(train_step.train_step, cfg, train_step.make_optimizer(3e-3)), False)
+  )
+  first = {k: jnp.asarray(v) for k, v in batches[0][0].items()}
+  one, m_one = step(init([seeds[0]]), {k: v[None] for k, v in first.items()})
+  ref, m_ref = plain(jax.tree.map(lambda x: x[0], init([seeds[0]])), first)
+  jax.tree.map(
+    lambda a, b: np.testing.assert_array_equal(a[0], b), (one.params, m_one['loss']), (ref.params, m_ref['loss'])
+  )
   for j, s in enumerate(seeds):
     alone = init([s])
     for i in range(5):
@@ -419,6 +430,39 @@ def test_two_concurrent_shards_share_a_workdir_then_report_only_merges_them(tmp_
   assert not (tmp_path / 'sweep' / 'dot-bahdanau-global').exists()
   merged = run_module('experiments.sweep', *flags, '--config.sweep.report_only=true')
   assert merged.returncode == 0 and 'reporting 3 finished variant(s) of 3' in merged.stdout, merged.stderr[-2000:]
+
+
+def test_sweep_processes_plan():
+  from experiments import cores
+
+  assert cores.plan('3', unfinished=2) == 2 and cores.plan(1, unfinished=5) == 1
+  assert cores.plan('auto', unfinished=1) == 1
+  assert cores.plan('auto', unfinished=9) == min(len(os.sched_getaffinity(0)), 9)  # the CPU backend here
+  for bad in ('0', 'two', '-1'):
+    with pytest.raises(ValueError, match=f"sweep.processes '{bad}' is neither auto nor a positive integer"):
+      cores.plan(bad, unfinished=2)
+
+
+def test_a_sweep_on_two_cores_trains_one_variant_per_process_then_reports_them_all(tmp_path, data_dir):
+  """sweep.processes=2: two single-threaded children, pinned, share the variants; the parent writes the
+  tables. Each child's lines carry its core."""
+  flags = [
+    f'--config={TINY}',
+    f'--workdir={tmp_path}',
+    f'--config.data.data_dir={data_dir}',
+    '--config.train.num_steps=10',
+    '--config.sweep.scores=none,additive',
+    '--config.sweep.analyze=false',
+    '--config.sweep.processes=2',
+  ]
+  res = run_module('experiments.sweep', *flags)
+  assert res.returncode == 0, res.stderr[-3000:]
+  assert 'training on 2 cores' in res.stdout
+  trained = [line.split(']')[0] for line in res.stdout.splitlines() if ': 1 seed(s) on' in line]
+  assert len(trained) == 2 and all(t.startswith('[core ') for t in trained), res.stdout[-3000:]
+  assert 'when every shard has finished' not in res.stdout  # the parent reports; the children say nothing of it
+  table = (tmp_path / 'results.md').read_text().splitlines()
+  assert [line.split('|')[1].strip() for line in table[2:4]] == ['none/bahdanau/global', 'additive/bahdanau/global']
 
 
 def test_a_damaged_results_json_is_named(tmp_path):

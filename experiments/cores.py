@@ -1,0 +1,124 @@
+"""One sweep over several CPU cores: one training process per core, each single-threaded and pinned.
+
+On a CPU, the training step of attnmt's models is a chain of small products that one XLA thread pool
+cannot spread over cores well: two single-threaded processes, one per core, train 1.46x the target
+tokens per second of one process using both cores (benchmarks/README.md, "Cores"). So a sweep with
+several unfinished variants runs as that many processes (at most one per core), which share the
+variants through `sweep.shard=auto` (each variant's training lock), and the parent then writes the
+tables and the analysis. Each child's lines reach the terminal prefixed with its core.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import subprocess
+import sys
+import threading
+
+import jax
+
+# XLA flags that keep a process on one thread: Eigen's pool and the intra-op pool.
+ONE_THREAD = '--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1'
+CHILD_ENV = 'ATTNMT_SWEEP_PROCESS'  # set in each child: 'i/n'
+
+
+def usable_cores() -> list[int]:
+  """The cores this process may run on (its affinity mask), in order."""
+  return sorted(os.sched_getaffinity(0))
+
+
+def plan(setting, unfinished: int) -> int:
+  """How many training processes: `setting` is 'auto' or a positive integer (`sweep.processes`).
+
+  'auto' is one per core, up to the number of unfinished variants, on the CPU backend of a single
+  host; on an accelerator, in a multi-host run or inside a child, one."""
+  text = str(setting).strip().lower()
+  if text != 'auto':
+    try:
+      n = int(text)
+    except ValueError:
+      n = 0
+    if n < 1:
+      raise ValueError(
+        f"sweep.processes '{setting}' is neither auto nor a positive integer; e.g. --config.sweep.processes=2"
+      )
+    return min(n, max(unfinished, 1))
+  if os.environ.get(CHILD_ENV) or jax.process_count() > 1 or jax.default_backend() != 'cpu':
+    return 1
+  return max(1, min(len(usable_cores()), unfinished))
+
+
+def _child_setup(core: int) -> None:
+  """In the child before exec: its own process group (a Ctrl-C reaches it once, through the parent),
+  pinned to `core`, and SIGTERM when the parent dies (Linux prctl PR_SET_PDEATHSIG), so no child trains on
+  orphaned."""
+  os.setpgid(0, 0)
+  os.sched_setaffinity(0, {core})
+  try:
+    ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGTERM))
+  except (OSError, AttributeError):
+    pass
+
+
+def _pump(stream, prefix: str, out) -> None:
+  for line in iter(stream.readline, ''):
+    out.write(prefix + line)
+    out.flush()
+  stream.close()
+
+
+def run_children(extra_args: list[str], n: int) -> int:
+  """Runs this sweep command n times, child i pinned to core i (mod the usable cores), single-threaded,
+  with `extra_args` appended (the shard and process settings). Returns 0, or the first failing child's
+  status; SIGTERM and SIGINT are passed on to the children, which stop as a single run does."""
+  cores = usable_cores()
+  command = [sys.executable, '-m', 'experiments.sweep', *sys.argv[1:], *extra_args]
+  children, pumps = [], []
+  for i in range(n):
+    core = cores[i % len(cores)]
+    env = {
+      **os.environ,
+      'XLA_FLAGS': (os.environ.get('XLA_FLAGS', '') + ' ' + ONE_THREAD).strip(),
+      CHILD_ENV: f'{i}/{n}',
+      'PYTHONUNBUFFERED': '1',
+    }
+    child = subprocess.Popen(
+      command,
+      env=env,
+      stdout=subprocess.PIPE,
+      stderr=subprocess.PIPE,
+      text=True,
+      bufsize=1,
+      preexec_fn=lambda core=core: _child_setup(core),
+    )
+    children.append((core, child))
+    for stream, out in ((child.stdout, sys.stdout), (child.stderr, sys.stderr)):
+      pump = threading.Thread(target=_pump, args=(stream, f'[core {core}] ', out), daemon=True)
+      pump.start()
+      pumps.append(pump)
+
+  def forward(signum, frame):
+    del frame
+    for _, child in children:
+      if child.poll() is None:
+        child.send_signal(signum)
+
+  previous = {s: signal.signal(s, forward) for s in (signal.SIGTERM, signal.SIGINT)}
+  try:
+    statuses = [(core, child.wait()) for core, child in children]
+  finally:
+    for s, handler in previous.items():
+      signal.signal(s, handler)
+    for pump in pumps:
+      pump.join()
+  for core, status in statuses:
+    if status != 0:
+      print(
+        f'sweep: the process on core {core} ended with status {status} (its lines above start [core {core}]); '
+        'finished variants are kept: run the same command again to resume the rest',
+        file=sys.stderr,
+      )
+      return status if status > 0 else 128 - status
+  return 0
