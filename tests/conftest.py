@@ -1,22 +1,40 @@
 """What the tests share.
 
-`small`: the small model the model tests build on, every size distinct, so that a transposed shape fails.
+`small`: the small model the model tests build on (tests/small_model.py), as a fresh dict per test.
+
+One JAX compilation cache for the whole run: most of the suite's time is XLA compiling the same tiny
+models again, in each test and in each `python -m experiments...` the tests start. The cache lives in a
+temporary directory made when the run starts (set JAX_COMPILATION_CACHE_DIR to keep one across runs);
+pytest-xdist's workers and every subprocess inherit it through the environment. A cached executable is
+the one the compiler produced, so results are the same with it or without it. The size limit turns on
+JAX's file lock, so that processes writing and reading one entry at once never see half a file.
 """
+
+import os
+import shutil
+import tempfile
 
 import pytest
 
-SMALL = dict(
-  dropout=0.0,
-  source_vocab_size=20,
-  target_vocab_size=23,
-  embed_size=8,
-  encoder_hidden_size=6,
-  decoder_hidden_size=12,
-  attention_size=5,
-  output_size=7,
-  window_size=2,
-  max_source_length=10,
-)
+from small_model import SMALL
+
+CACHE_ENV = {
+  'JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS': '0.2',  # programs that compile faster are not worth a file
+  'JAX_COMPILATION_CACHE_MAX_SIZE': str(8 << 30),
+}
+
+
+def pytest_configure(config):
+  if 'JAX_COMPILATION_CACHE_DIR' not in os.environ:  # the controller; xdist workers inherit its directory
+    os.environ['JAX_COMPILATION_CACHE_DIR'] = config._attnmt_jax_cache = tempfile.mkdtemp(prefix='attnmt-jax-cache-')
+  for key, value in CACHE_ENV.items():
+    os.environ.setdefault(key, value)
+
+
+def pytest_unconfigure(config):
+  made = getattr(config, '_attnmt_jax_cache', None)
+  if made:
+    shutil.rmtree(made, ignore_errors=True)
 
 
 @pytest.fixture
