@@ -5,15 +5,10 @@ Three seeds per variant (trained together in one vmapped program), each variant 
 
     ./launch.sh sweep --config=experiments/configs/luong.py --workdir=runs/luong
 
-It resumes: run the same command again after an interruption. Split it over processes or machines with
---config.sweep.shard=i/n or =auto (README, "Sweeps over several processes or machines"); then the same
-command with --config.sweep.report_only=true writes the tables and the analysis. On 2 CPU cores, two
-single-threaded processes, one per core, train fastest:
-
-    export XLA_FLAGS='--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1'
-    taskset -c 0 ./launch.sh sweep --config=experiments/configs/luong.py --workdir=runs/luong --config.sweep.shard=auto &
-    taskset -c 1 ./launch.sh sweep --config=experiments/configs/luong.py --workdir=runs/luong --config.sweep.shard=auto
-    ./launch.sh sweep --config=experiments/configs/luong.py --workdir=runs/luong --config.sweep.report_only=true
+It resumes: run the same command again after an interruption. On a CPU it trains one single-threaded
+process per core (sweep.processes=auto), then writes the tables and the analysis. To split it over
+machines, --config.sweep.shard=i/n or =auto, then --config.sweep.report_only=true (README, "Sweeps over
+several processes or machines").
 
 Each variant trains its 3 seeds in one vmapped program at about 1.7 steps/s on one core of the 2-core CPU
 machines (measured, the other core busy with the other shard): about 25 minutes with its evaluations, so
