@@ -113,12 +113,15 @@ def run_children(extra_args: list[str], n: int) -> int:
       signal.signal(s, handler)
     for pump in pumps:
       pump.join()
-  for core, status in statuses:
-    if status != 0:
-      print(
-        f'sweep: the process on core {core} ended with status {status} (its lines above start [core {core}]); '
-        'finished variants are kept: run the same command again to resume the rest',
-        file=sys.stderr,
-      )
-      return status if status > 0 else 128 - status
-  return 0
+  failed = [(core, status if status > 0 else 128 - status) for core, status in statuses if status != 0]
+  if not failed:
+    return 0
+  core, status = failed[0]
+  stopped = all(s in (128 + signal.SIGINT, 128 + signal.SIGTERM) for _, s in failed)
+  what = 'stopped by a signal' if stopped else f'the process on core {core} ended with status {status}'
+  print(
+    f'sweep: {what} (its lines above start [core {core}]); finished variants and checkpoints are kept: '
+    'run the same command again to resume',
+    file=sys.stderr,
+  )
+  return status
