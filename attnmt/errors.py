@@ -1,5 +1,15 @@
-"""The error every layer raises for a setting that cannot work."""
+"""The errors attnmt raises for what a user can fix, each with a one-line message: a setting that cannot work,
+a run directory that cannot be read, input the API cannot use."""
 
 
 class ConfigError(ValueError):
   """A configuration value that cannot work; the message says which and how to fix it."""
+
+
+class CheckpointError(RuntimeError):
+  """A run directory that cannot be read; the message says what is wrong and what to do."""
+
+
+class InputError(ValueError):
+  """Input the API cannot use (an empty list, a seed the run lacks, a sentence longer than the model takes);
+  the message says which and what to pass instead."""

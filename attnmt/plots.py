@@ -1,21 +1,24 @@
 """The figures researchers read (PNG): attention heatmaps (also training's TensorBoard images, hence a module
-beside the layers), BLEU by sentence length, a results bar chart, learning curves."""
+beside the layers), BLEU by sentence length, a results bar chart, learning curves.
+
+Figures are built without pyplot (matplotlib.figure.Figure): nothing here touches the backend, so a
+notebook shows the Figures attnmt returns once, and a script on a machine without a display needs none.
+"""
 
 from __future__ import annotations
 
 import os
+from typing import Optional, Sequence
 
 import matplotlib
-
-matplotlib.use('Agg')
-import matplotlib.cm  # noqa: E402
-import matplotlib.colors  # noqa: E402
-import matplotlib.ticker  # noqa: E402
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
+import matplotlib.cm
+import matplotlib.colors
+import matplotlib.figure
+import matplotlib.ticker
+import numpy as np
 
 
-_HEATMAP_CMAP = plt.get_cmap('Greys')
+_HEATMAP_CMAP = matplotlib.colormaps['Greys']
 DPI = 110  # of every saved figure, and of heatmaps rendered for TensorBoard
 EXACT_ZERO_RGBA = (0.812, 0.886, 0.953, 1.0)  # pale blue
 
@@ -29,11 +32,27 @@ def heatmap_colors(weights_TxS: np.ndarray) -> np.ndarray:
 
 
 def attention_figure(weights_TxS: np.ndarray, source_tokens: list[str], output_tokens: list[str], title: str = ''):
-  """The figure of attention_heatmap (a matplotlib Figure, Agg backend), for callers that render it
-  elsewhere, such as a TensorBoard image; close it with plt.close when done."""
+  """The figure of attention_heatmap (a matplotlib Figure), for callers that render it elsewhere, such as
+  a TensorBoard image or a notebook."""
+  return attention_panels([(weights_TxS, source_tokens, output_tokens, title)])
+
+
+def attention_panels(panels: Sequence[tuple[np.ndarray, list[str], list[str], str]]):
+  """Heatmaps side by side in one Figure, each panel (weights T x S, source tokens, output tokens, title)
+  drawn as attention_heatmap draws one, on the same [0, 1] scale."""
+  heights = [np.shape(w)[0] for w, *_ in panels]
+  widths = [max(4.0, 0.32 * np.shape(w)[1] + 2.6) for w, *_ in panels]
+  fig = matplotlib.figure.Figure(figsize=(sum(widths), max(3.0, 0.32 * max(heights) + 1.5)), dpi=DPI)
+  axes = fig.subplots(1, len(panels), squeeze=False, width_ratios=widths)[0]
+  for ax, (weights, source_tokens, output_tokens, title) in zip(axes, panels):
+    _draw_attention(fig, ax, np.asarray(weights), source_tokens, output_tokens, title)
+  fig.tight_layout()
+  return fig
+
+
+def _draw_attention(fig, ax, weights_TxS, source_tokens, output_tokens, title: str) -> None:
   t, s = weights_TxS.shape
-  fig, ax = plt.subplots(figsize=(max(4.0, 0.32 * s + 2.6), max(3.0, 0.32 * t + 1.5)), dpi=DPI)
-  exact_zero = np.asarray(weights_TxS) == 0.0
+  exact_zero = weights_TxS == 0.0
   ax.imshow(heatmap_colors(weights_TxS), aspect='auto')
   label = 'attention weight' + (' (pale blue: exactly 0)' if exact_zero.any() else '')
   scale = matplotlib.cm.ScalarMappable(norm=matplotlib.colors.Normalize(0.0, 1.0), cmap=_HEATMAP_CMAP)
@@ -47,8 +66,6 @@ def attention_figure(weights_TxS: np.ndarray, source_tokens: list[str], output_t
   ax.set_ylabel('output')
   if title:
     ax.set_title(title, fontsize=9, pad=40)
-  fig.tight_layout()
-  return fig
 
 
 def attention_heatmap(
@@ -60,19 +77,29 @@ def attention_heatmap(
   across sentences and variants. Weights that are exactly 0 (outside a local window, or cut by a sparse
   normaliser) are drawn pale blue, apart from small ones.
   """
-  return _save(attention_figure(weights_TxS, source_tokens, output_tokens, title), path)
+  return save(attention_figure(weights_TxS, source_tokens, output_tokens, title), path)
 
 
 def bleu_by_length(
   curves: dict[str, list[dict]],
   path: str,
   title: str = 'BLEU by source sentence length',
-  intervals: dict[str, list[list[float]]] | None = None,
+  intervals: Optional[dict[str, list[list[float]]]] = None,
 ) -> str:
+  """bleu_by_length_figure saved as a PNG at `path`."""
+  return save(bleu_by_length_figure(curves, title, intervals), path)
+
+
+def bleu_by_length_figure(
+  curves: dict[str, list[dict]],
+  title: str = 'BLEU by source sentence length',
+  intervals: Optional[dict[str, list[list[float]]]] = None,
+):
   """One line per variant: BLEU of each source-length bucket (rows from evaluation.bleu_by_length), with
   error bars where `intervals` gives a [low, high] 95% interval per bucket; the x labels give each bucket's
   sentence count."""
-  fig, ax = plt.subplots(figsize=(7.5, 4.4))
+  fig = matplotlib.figure.Figure(figsize=(7.5, 4.4))
+  ax = fig.subplots()
   for name, rows in curves.items():
     x = [f"{r['bucket']}\n({r['sentences']})" for r in rows]
     y = np.array([r['bleu'] for r in rows])
@@ -85,7 +112,7 @@ def bleu_by_length(
   ax.grid(alpha=0.3)
   ax.legend(fontsize=8)
   fig.tight_layout()
-  return _save(fig, path)
+  return fig
 
 
 def seed_strip(variants: list[dict], path: str, title: str = 'Test BLEU by seed', metric: str = 'BLEU') -> str:
@@ -94,7 +121,8 @@ def seed_strip(variants: list[dict], path: str, title: str = 'Test BLEU by seed'
   ([low, high]; absent or None for one seed: no line is drawn, and the title says the variants are not
   ranked)."""
   rows = sorted(variants, key=lambda v: v['mean'])
-  fig, ax = plt.subplots(figsize=(7.5, 1.2 + 0.45 * len(rows)))
+  fig = matplotlib.figure.Figure(figsize=(7.5, 1.2 + 0.45 * len(rows)))
+  ax = fig.subplots()
   rng = np.random.default_rng(0)  # vertical jitter, so that equal seeds stay visible
   for y, v in enumerate(rows):
     interval = v.get('interval') or v.get('ci')
@@ -116,13 +144,13 @@ def seed_strip(variants: list[dict], path: str, title: str = 'Test BLEU by seed'
   ax.grid(axis='x', alpha=0.3)
   ax.set_ylim(-0.6, len(rows) - 0.4)
   fig.tight_layout()
-  return _save(fig, path)
+  return save(fig, path)
 
 
-def _save(fig, path: str) -> str:
+def save(fig, path: str) -> str:
+  """Writes the Figure as a PNG at `path` (its folder created if missing); returns the path."""
   os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
   fig.savefig(path, dpi=DPI)
-  plt.close(fig)
   return path
 
 
@@ -131,7 +159,8 @@ def learning_curves(curves: dict[str, list[dict]], path: str, title: str = '') -
 
   `curves` maps a label to its validation records from metrics.jsonl (each with 'train_seconds',
   'bleu' and 'perplexity', the last two lists over seeds: the mean is drawn)."""
-  fig, (ax_bleu, ax_ppl) = plt.subplots(1, 2, figsize=(11, 4.2))
+  fig = matplotlib.figure.Figure(figsize=(11, 4.2))
+  ax_bleu, ax_ppl = fig.subplots(1, 2)
   for name, records in curves.items():
     minutes = [r['train_seconds'] / 60 for r in records]
     style = dict(marker='o', markersize=3, label=name, linestyle='--' if name.startswith('none') else '-')
@@ -149,4 +178,4 @@ def learning_curves(curves: dict[str, list[dict]], path: str, title: str = '') -
   if title:
     fig.suptitle(title)
   fig.tight_layout()
-  return _save(fig, path)
+  return save(fig, path)

@@ -78,7 +78,9 @@ def _analyze():
     for workdir, result in zip(FLAGS.runs, results):
       run = inspection.load_run(workdir, FLAGS.which)
       paths = exports.write(
-        inspection.split_word_attention(run, 0, 'test'), os.path.join(out, report._slug(result['variant'])), formats
+        inspection.split_word_attention(run, 0, 'test', eos=True),
+        os.path.join(out, report._slug(result['variant'])),
+        formats,
       )
       print(f"Exported {result['variant']}: " + ', '.join(paths))
 

@@ -11,13 +11,8 @@ import sys
 
 from absl import app, flags
 
+from attnmt import api
 from experiments import common
-import jax.numpy as jnp
-import numpy as np
-from attnmt.analysis import inspection
-from attnmt import data
-from attnmt.model import decoding
-from attnmt.training import evaluation
 
 flags.DEFINE_string('run', None, 'Run directory (written by train.py or sweep.py).', required=True)
 flags.DEFINE_string('input', '-', "File with one sentence per line, or '-' for stdin.")
@@ -69,12 +64,10 @@ def _translate():
         f'cannot read --input {FLAGS.input} ({e.strerror}); pass a text file with one sentence '
         "per line, or '-' for stdin"
       ) from None
-  run = inspection.load_model(FLAGS.run, FLAGS.which)  # the run directory alone: no corpus is read
+  run = api.load(FLAGS.run, FLAGS.which)  # the run directory alone: no corpus is read
   if not 0 <= FLAGS.seed_index < len(run.seeds):
     raise ValueError(f'--seed_index={FLAGS.seed_index} but the run has {len(run.seeds)} seed(s)')
-  params = evaluation.seed_params(run.params, FLAGS.seed_index)
-  src_tok, tgt_tok = run.src_tokenizer, run.tgt_tokenizer
-  limit = FLAGS.max_source_tokens or (run.cfg.max_source_length if run.cfg.score == 'location' else 0)
+  limit = FLAGS.max_source_tokens or run.max_source_tokens
   first_empty = None  # empty lines are an error only when a sentence follows them (a trailing one is fine)
   for lineno, line in enumerate(stream, 1):
     text = line.lstrip('\ufeff').strip() if lineno == 1 else line.strip()
@@ -83,37 +76,16 @@ def _translate():
       continue
     if first_empty:
       raise ValueError(f'input line {first_empty} is empty; give one non-empty sentence per line')
-    ids = src_tok.encode(text) + [data.EOS_ID]
-    if limit and len(ids) > limit:
+    n = len(run.tokenize(text))
+    if limit and n > limit:
       raise ValueError(
-        f'input line {lineno} has {len(ids)} tokens (with EOS), more than the limit {limit}; '
+        f'input line {lineno} has {n} tokens (with EOS), more than the limit {limit}; '
         'split the sentence or raise --max_source_tokens'
       )
-    src = jnp.asarray([ids], jnp.int32)
-    src_len = jnp.asarray([len(ids)], jnp.int32)
-    max_len = evaluation.decode_length(len(ids), run.config.train.max_decode_factor)
-    if FLAGS.beam_size:
-      out = decoding.beam_search(
-        run.cfg,
-        params,
-        src,
-        src_len,
-        beam_size=FLAGS.beam_size,
-        max_len=max_len,
-        alpha=run.config.train.beam_alpha,
-        keep_attention=FLAGS.show_attention,
-        beta=run.config.train.get('beam_coverage_penalty', 0.0),  # absent from runs made before it existed
-      )
-      out = decoding.Decoded(*(x[:, 0] for x in out))
-    else:
-      out = decoding.greedy(run.cfg, params, src, src_len, max_len=max_len, keep_attention=FLAGS.show_attention)
-    n = int(out.lengths[0])
-    out_ids = np.asarray(out.tokens[0, :n]).tolist()
-    print(tgt_tok.decode(out_ids), flush=True)
+    (out,) = run.translate([text], FLAGS.beam_size, run.seeds[FLAGS.seed_index])
+    print(out.text, flush=True)
     if FLAGS.show_attention:
-      src_pieces = [src_tok.id_to_piece(i) for i in ids[:-1]] + ['</s>']
-      out_pieces = [tgt_tok.id_to_piece(i) if i != data.EOS_ID else '</s>' for i in out_ids]
-      print('\n'.join(attention_rows(np.asarray(out.weights[0, :n, : len(ids)]), src_pieces, out_pieces)))
+      print('\n'.join(attention_rows(out.attention, out.source_tokens, out.tokens)))
 
 
 if __name__ == '__main__':

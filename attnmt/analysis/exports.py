@@ -2,8 +2,10 @@
 tokens) and the Nematus / SoftAlignments text format.
 
 Every export holds the word-level attention of forced decoding of the reference (inspection.split_word_attention:
-subword attention summed over a source word's pieces and averaged over a target word's pieces, EOS left
-out), one entry per sentence of the split in index order, so line i of a Pharaoh file is sentence i.
+subword attention summed over a source word's pieces and averaged over a target word's pieces), one entry
+per sentence of the split in index order, so line i of a Pharaoh file is sentence i. Pharaoh, NPZ and JSON
+leave the EOS out; the Nematus format counts it on both sides (a row for the step that emits EOS, a column
+for the source EOS), as its readers expect.
 """
 
 from __future__ import annotations
@@ -33,11 +35,20 @@ def parse_formats(text: str) -> list[str]:
   return names
 
 
-def write(word_attention: dict[int, tuple], out_dir: str, formats: list[str]) -> list[str]:
-  """Writes each format of `word_attention` ({index: (weights T x S, source words, target words)}) into
-  out_dir; returns the paths."""
+def without_eos(weights, src: list[str], tgt: list[str]) -> tuple:
+  """An entry of split_word_attention(..., eos=True) as split_word_attention(...) gives it: the EOS row,
+  column and labels dropped (0 x 0 for a sentence with no words on a side)."""
+  if len(src) < 2 or len(tgt) < 2:
+    return np.zeros((0, 0)), [], []
+  return np.asarray(weights)[:-1, :-1], list(src[:-1]), list(tgt[:-1])
+
+
+def write(word_attention_eos: dict[int, tuple], out_dir: str, formats: list[str]) -> list[str]:
+  """Writes each format of `word_attention_eos` ({index: (weights (T+1) x (S+1), source words, target words),
+  EOS last on each side}: inspection.split_word_attention(..., eos=True)) into out_dir; returns the paths."""
   os.makedirs(out_dir, exist_ok=True)
-  order = sorted(word_attention)
+  order = sorted(word_attention_eos)
+  word_attention = {i: without_eos(*word_attention_eos[i]) for i in order}
   paths = []
   for fmt in formats:
     path = os.path.join(out_dir, FILES[fmt])
@@ -59,7 +70,7 @@ def write(word_attention: dict[int, tuple], out_dir: str, formats: list[str]) ->
       with open(path, 'w', encoding='utf-8') as f:
         json.dump(payload, f, ensure_ascii=False)
     else:
-      _write_softalign(path, [(i, *word_attention[i]) for i in order])
+      _write_softalign(path, [(i, *word_attention_eos[i]) for i in order])
     paths.append(path)
   return paths
 
@@ -73,19 +84,23 @@ def _write_pharaoh(path: str, matrices: list[np.ndarray]) -> None:
 
 
 def _write_softalign(path: str, sentences: list[tuple]) -> None:
-  """Nematus's soft-alignment text, as SoftAlignments reads it: per sentence a header
-  `<id> ||| <target> ||| 0 ||| <source> ||| <source words> <target words>`, then one line of weights over the
-  source words per target word, then an empty line. The target is the forced-decoded reference."""
+  """Nematus's soft-alignment text, as SoftAlignments (softalignments.functions.readNematus) reads it: per
+  sentence a header `<id> ||| <target words> ||| 0 ||| <source words> ||| <S+1> <T+1>`, the words without EOS
+  (the reader appends `<EOS>` to each side) and the sizes counting it, then T+1 lines (one per target word,
+  then the EOS step) of S+1 weights (one per source word, then the source EOS), then an empty line. The
+  target is the forced-decoded reference; `sentences` hold (index, weights, source words, target words) with
+  EOS last, as split_word_attention(..., eos=True) gives them."""
   with open(path, 'w', encoding='utf-8') as f:
     for index, w, src, tgt in sentences:
-      f.write(f'{index} ||| {" ".join(tgt)} ||| 0 ||| {" ".join(src)} ||| {len(src)} {len(tgt)}\n')
+      f.write(f'{index} ||| {" ".join(tgt[:-1])} ||| 0 ||| {" ".join(src[:-1])} ||| {len(src)} {len(tgt)}\n')
       for row in np.asarray(w):
         f.write(' '.join(f'{x:.6f}' for x in row) + '\n')
       f.write('\n')
 
 
 def read_softalign(path: str) -> list[tuple]:
-  """(index, weights T x S, source words, target words) of every sentence of a file `write` wrote."""
+  """(index, weights (T+1) x (S+1), source words, target words) of every sentence of a file `write` wrote,
+  EOS last on each side, as written."""
   out = []
   with open(path, encoding='utf-8') as f:
     blocks = f.read().split('\n\n')
@@ -94,5 +109,5 @@ def read_softalign(path: str) -> list[tuple]:
     index, tgt, _, src, sizes = (x.strip() for x in head.split('|||'))
     n_src, n_tgt = (int(x) for x in sizes.split())
     weights = np.array([[float(x) for x in r.split()] for r in rows]).reshape(n_tgt, n_src)
-    out.append((int(index), weights, src.split(' ') if src else [], tgt.split(' ') if tgt else []))
+    out.append((int(index), weights, src.split() + ['</s>'], tgt.split() + ['</s>']))
   return out

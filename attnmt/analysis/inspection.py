@@ -147,6 +147,11 @@ def split_alignments(run: LoadedRun, seed_index: int, split: str = 'test') -> di
   }
 
 
+def token_labels(tokenizer, ids: list[int]) -> list[str]:
+  """The pieces of `ids` as heatmaps and tables label them, EOS as '</s>'."""
+  return ['</s>' if i == data.EOS_ID else tokenizer.id_to_piece(i) for i in ids]
+
+
 def word_labels(tokenizer, ids: list[int]) -> list[str]:
   """The words of `ids` as word_index groups them (sentencepiece pieces joined, the '▁' dropped)."""
   words = {}
@@ -155,9 +160,30 @@ def word_labels(tokenizer, ids: list[int]) -> list[str]:
   return [words[w].replace('\u2581', '') or '\u2581' for w in sorted(words)]
 
 
-def split_word_attention(run: LoadedRun, seed_index: int, split: str = 'test') -> dict[int, tuple]:
-  """Forced-decoding attention pooled to words (pool_to_words; EOS excluded) of every example of `split`,
-  by example index: (target words x source words weights, source word labels, target word labels)."""
+def word_attention(weights_TxS, src_ids, tgt_ids, src_tok, tgt_tok, eos: bool = False) -> tuple:
+  """Forced-decoding attention of one sentence (T x S, EOS row and column included; `src_ids`, `tgt_ids`
+  without EOS) pooled to words: (weights, source word labels, target word labels). Without `eos` the EOS
+  row and column are left out (an empty sentence gives a 0 x 0 matrix); with it each is a word of its own,
+  labelled '</s>', and the other words' weights are the same."""
+  n_src, n_tgt = len(src_ids), len(tgt_ids)
+  src_words, tgt_words = word_index(src_tok, src_ids), word_index(tgt_tok, tgt_ids)
+  src_labels, tgt_labels = word_labels(src_tok, src_ids), word_labels(tgt_tok, tgt_ids)
+  if eos:
+    src_words, tgt_words = src_words + [len(src_labels)], tgt_words + [len(tgt_labels)]
+    return (
+      pool_to_words(weights_TxS[: n_tgt + 1, : n_src + 1], tgt_words, src_words),
+      src_labels + ['</s>'],
+      tgt_labels + ['</s>'],
+    )
+  if n_src < 1 or n_tgt < 1:
+    return np.zeros((0, 0)), [], []
+  return pool_to_words(weights_TxS[:n_tgt, :n_src], tgt_words, src_words), src_labels, tgt_labels
+
+
+def split_word_attention(run: LoadedRun, seed_index: int, split: str = 'test', eos: bool = False) -> dict[int, tuple]:
+  """Forced-decoding attention pooled to words (word_attention; EOS excluded unless `eos`) of every example
+  of `split`, by example index: (target words x source words weights, source word labels, target word
+  labels)."""
   params = jax.tree.map(lambda x: x[seed_index], run.params)
   src_tok, tgt_tok = run.prepared.src_tokenizer, run.prepared.tgt_tokenizer
   out = {}
@@ -170,11 +196,7 @@ def split_word_attention(run: LoadedRun, seed_index: int, split: str = 'test') -
     for row, index in enumerate(batch['index']):
       n_src, n_tgt = int(batch['src_len'][row]) - 1, int(batch['tgt_len'][row]) - 1  # drop EOS
       src_ids, tgt_ids = batch['src'][row, :n_src].tolist(), batch['tgt_out'][row, :n_tgt].tolist()
-      if n_src < 1 or n_tgt < 1:
-        out[int(index)] = (np.zeros((0, 0)), [], [])
-        continue
-      words = pool_to_words(w[row, :n_tgt, :n_src], word_index(tgt_tok, tgt_ids), word_index(src_tok, src_ids))
-      out[int(index)] = (words, word_labels(src_tok, src_ids), word_labels(tgt_tok, tgt_ids))
+      out[int(index)] = word_attention(w[row], src_ids, tgt_ids, src_tok, tgt_tok, eos)
   return out
 
 

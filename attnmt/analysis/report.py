@@ -14,8 +14,7 @@ import sacrebleu
 
 from attnmt.analysis import inspection, significance
 
-from attnmt import plots
-from attnmt import data
+from attnmt import data, plots, progress
 from attnmt.model import decoding
 from attnmt.training import evaluation, measures
 
@@ -64,7 +63,7 @@ def analyze_run(
 
 def _analyze_run(
   run,
-  out_dir,
+  out_dir: Optional[str],
   beam_size=5,
   heatmap_sentences=(),
   num_heatmaps=3,
@@ -74,26 +73,31 @@ def _analyze_run(
   heatmap_min_words=0,
 ):
   """analyze_run's result; every seed's hypotheses by mode ({'greedy': [seed 0's, seed 1's, ...], ...}) with
-  the references and sources they translate; and the first seed's view of every sentence (sentence_views)."""
+  the references and sources they translate; and the first seed's view of every sentence (sentence_views).
+  With `out_dir` None nothing is written: no translations, heatmaps or sentence views."""
   t = run.config.train
   sources, references = data.raw_texts(run.prepared, split)
-  run_dir = os.path.join(out_dir, _slug(run.name))
-  os.makedirs(run_dir, exist_ok=True)
+  run_dir = None if out_dir is None else os.path.join(out_dir, _slug(run.name))
+  if run_dir is not None:
+    os.makedirs(run_dir, exist_ok=True)
   result = {'variant': run.name, 'workdir': run.workdir, 'step': run.step, 'seeds': run.seeds}
   modes = [('greedy', 0)] + ([('beam', beam_size)] if beam_size else [])
   n_best, texts, attention_by_seed = {}, {'hypotheses': {}}, []
   batches = list(data.batches(run.prepared, split, run.config.data))
+  rows = sum(int(np.sum(b['index'] >= 0)) for b in batches)
+  bars = {mode: progress.bar(len(run.seeds) * rows, f'{run.name} {mode}', 'sentence') for mode, _ in modes}
   for seed_i, seed in enumerate(run.seeds):
     params = evaluation.seed_params(run.params, seed_i)
     for mode, k in modes:
+      counted = progress.counted(batches, bars[mode], lambda b: int(np.sum(b['index'] >= 0)))
       if mode == 'beam':
-        trans, hypotheses = _beam_translate(run, params, batches, k)
+        trans, hypotheses = _beam_translate(run, params, counted, k)
         n_best = hypotheses if seed_i == 0 else n_best
       else:
         trans = evaluation.translate(
           run.cfg,
           params,
-          batches,
+          counted,
           run.prepared.tgt_tokenizer,
           0,
           t.beam_alpha,
@@ -110,16 +114,20 @@ def _analyze_run(
       result['bleu_signature'] = scores['bleu_signature']
       texts['hypotheses'].setdefault(mode, []).append(hyps)
       texts.update(references=refs, sources=srcs)
-      _write_lines(os.path.join(run_dir, f'translations.{mode}.seed{seed}.txt'), hyps)
-      if seed_i == 0:
-        _write_lines(os.path.join(run_dir, f'translations.{mode}.txt'), hyps)
+      if run_dir is not None:
+        _write_lines(os.path.join(run_dir, f'translations.{mode}.seed{seed}.txt'), hyps)
+        if seed_i == 0:
+          _write_lines(os.path.join(run_dir, f'translations.{mode}.txt'), hyps)
       if mode == 'greedy':
         attention_by_seed.append(attention_measures(trans))
       if seed_i == 0 and mode == 'greedy':
         greedy_trans = trans
-        result['heatmaps'], result['heatmap_sentences'] = _heatmaps(
-          run, trans, sources, run_dir, heatmap_sentences, num_heatmaps, heatmap_seed, heatmap_min_words
-        )
+        if run_dir is not None:
+          result['heatmaps'], result['heatmap_sentences'] = _heatmaps(
+            run, trans, sources, run_dir, heatmap_sentences, num_heatmaps, heatmap_seed, heatmap_min_words
+          )
+  for bar in bars.values():
+    bar.close()
   for mode, _ in modes:
     result[f'{mode}_bleu_by_length'] = pool_by_length(result[f'{mode}_bleu_by_length_by_seed'])
   result['attention_by_seed'] = attention_by_seed
@@ -127,7 +135,7 @@ def _analyze_run(
   aer, gold = _alignment_error_rates(run, split, pharaoh)
   if aer is not None:
     result['aer'] = aer
-  views = sentence_views(run, greedy_trans, sources, references, n_best, gold)
+  views = {} if run_dir is None else sentence_views(run, greedy_trans, sources, references, n_best, gold)
   return result, texts, views
 
 
@@ -366,7 +374,7 @@ def add_significance(results: list[dict], texts: list[dict], n_samples: int = 10
 
 def analyze_runs(
   workdirs: list[str],
-  out_dir: str,
+  out_dir: Optional[str],
   which: str = 'best',
   bootstrap_samples: int = 1000,
   bootstrap_seed: int = 12345,
@@ -375,7 +383,8 @@ def analyze_runs(
 ) -> list[dict]:
   """analyze_run for every directory, the significance of their differences (add_significance), the
   figure comparing them (BLEU by source length), and sentences.json: the sentences the HTML report embeds
-  (select_sentences, at most `report_sentences` plus the heatmap sentences; embedded_sentences)."""
+  (select_sentences, at most `report_sentences` plus the heatmap sentences; embedded_sentences). With
+  `out_dir` None the results are only returned (attnmt.compare): nothing is written."""
   results, texts, views = [], [], []
   for workdir in workdirs:
     run = inspection.load_run(workdir, which)
@@ -384,18 +393,11 @@ def analyze_runs(
     texts.append(run_texts)
     views.append(run_views)
   add_significance(results, texts, bootstrap_samples, bootstrap_seed)
+  if out_dir is None:
+    return results
   for result in results:
     _write_result(out_dir, result)
-  curves = {r['variant']: r['greedy_bleu_by_length'] for r in results}
-  intervals = {r['variant']: [b['interval'] for b in r['significance']['by_length']] for r in results}
-  seeds = sorted({len(r['seeds']) for r in results})
-  plots.bleu_by_length(
-    curves,
-    os.path.join(out_dir, 'bleu_by_length.png'),
-    f'BLEU by source length (test, greedy, mean over {"/".join(map(str, seeds))} seed(s))\n'
-    '95% intervals of a bootstrap over seeds and sentences',
-    intervals,
-  )
+  plots.save(length_figure(results, options.get('split', 'test')), os.path.join(out_dir, 'bleu_by_length.png'))
   plots.seed_strip(
     [r['significance']['corpus'] | {'variant': r['variant']} for r in results],
     os.path.join(out_dir, 'bleu_by_seed.png'),
@@ -409,6 +411,20 @@ def analyze_runs(
 
 
 SENTENCES_FILE = 'sentences.json'
+
+
+def length_figure(results: list[dict], split: str = 'test'):
+  """The figure comparing the runs: greedy BLEU by source length, mean over seeds, with the 95% intervals
+  of add_significance (a matplotlib Figure)."""
+  curves = {r['variant']: r['greedy_bleu_by_length'] for r in results}
+  intervals = {r['variant']: [b['interval'] for b in r['significance']['by_length']] for r in results}
+  seeds = sorted({len(r['seeds']) for r in results})
+  return plots.bleu_by_length_figure(
+    curves,
+    f'BLEU by source length ({split}, greedy, mean over {"/".join(map(str, seeds))} seed(s))\n'
+    '95% intervals of a bootstrap over seeds and sentences',
+    intervals,
+  )
 
 
 def shared_sentences(views: list[dict[int, dict]]) -> list[int]:

@@ -14,6 +14,7 @@ from typing import Optional
 
 import numpy as np
 
+from attnmt import progress
 from attnmt.data import batching, pipeline, sources, stats as stats_lib, tokenizers
 
 
@@ -110,13 +111,25 @@ def _building(data_dir: str):
       fcntl.flock(handle, fcntl.LOCK_UN)
 
 
+# What prepare does, in order: a progress bar names them when they take more than a second.
+PREPARE_STAGES = ('corpus (built once)', 'tokenizers (trained once)', 'encoding', 'statistics')
+
+
 def prepare(cfg) -> PreparedData:
   """Builds or loads everything the data config `cfg` names (see get_data_config)."""
+  bar = progress.stages(PREPARE_STAGES, f'prepare {cfg.name}')
   with _building(cfg.data_dir):
+    bar.set_postfix_str(PREPARE_STAGES[0])
     corpus = sources.load_corpus(cfg, os.path.join(cfg.data_dir, 'tfds'))
+    bar.update()
+    bar.set_postfix_str(PREPARE_STAGES[1])
     vocab_dir = _vocab_dir(cfg, corpus)
     src_tok, tgt_tok = _tokenizers(cfg, corpus, vocab_dir)
+    bar.update()
+  bar.set_postfix_str(PREPARE_STAGES[2])
   tokenized = {s: pipeline.tokenize_split(corpus.splits[s], src_tok, tgt_tok) for s in sources.SPLITS}
+  bar.update()
+  bar.set_postfix_str(PREPARE_STAGES[3])
   stats = stats_lib.corpus_stats(corpus, tokenized, src_tok, tgt_tok)
   train = tokenized['train']
   keep = pipeline.length_filter(train, *length_limits(cfg, 'train'))
@@ -129,6 +142,8 @@ def prepare(cfg) -> PreparedData:
     train.src_len[keep], train.tgt_len[keep], batch_options(cfg), cfg.shuffle_seed
   )
   _write_stats(os.path.join(vocab_dir, 'stats.json'), stats)
+  bar.update()
+  bar.close()
   return PreparedData(corpus, tokenized, src_tok, tgt_tok, vocab_dir, stats)
 
 

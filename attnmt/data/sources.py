@@ -12,6 +12,7 @@ from typing import Optional
 
 import tensorflow_datasets as tfds
 
+from attnmt import progress
 from attnmt.data import bible_en_es, catalogue, pharaoh, synthetic_numbers, tsv_pairs
 
 OWN_DATASETS = ('bible_en_es', 'tsv_pairs', 'synthetic_numbers')
@@ -115,6 +116,7 @@ def tsv_alignments(cfg) -> Optional[dict[int, str]]:
 def load_corpus(cfg, tfds_dir: str) -> RawCorpus:
   """Builds (once) and reads the dataset that `cfg.name` names; see get_data_config."""
   gold_by_line = tsv_alignments(cfg)  # first: a bad alignment file fails before anything is built
+  tfds.display_progress_bar(progress.interactive())  # TFDS's own bars redraw lines: a terminal only
   if cfg.name in OWN_DATASETS:
     builder = _own_builder(cfg, tfds_dir)
     src_key, tgt_key = _language_keys(cfg, builder.info.supervised_keys, builder.info.features)

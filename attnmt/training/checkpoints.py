@@ -24,15 +24,12 @@ import ml_collections
 import orbax.checkpoint as ocp
 from etils import epath
 
+from attnmt.errors import CheckpointError
 from attnmt.training import train_step
 from attnmt.model.config import ModelConfig
 
 CONFIG_FILE = 'config.json'
 FORMAT_VERSION = 1
-
-
-class CheckpointError(RuntimeError):
-  """A run directory that cannot be read; the message says what is wrong and what to do."""
 
 
 def save_config(workdir: str, config: ml_collections.ConfigDict, model: Optional[dict] = None) -> None:

@@ -1,5 +1,5 @@
 """Metrics as JSON lines and TensorBoard event files (tensorboardX: no TensorFlow; scalars and images), and a
-progress line."""
+progress bar."""
 
 from __future__ import annotations
 
@@ -9,6 +9,8 @@ import sys
 import time
 
 import numpy as np
+
+from attnmt import progress
 
 
 class MetricsWriter:
@@ -38,13 +40,9 @@ class MetricsWriter:
           self._tb.add_scalar(f'{split}/{k}/seed{i}', x, step)
 
   def figure(self, tag: str, figure, step: int) -> None:
-    """A matplotlib figure as a TensorBoard image (rendered with Agg, stored as PNG); the figure is closed."""
+    """A matplotlib figure as a TensorBoard image (rendered with Agg, stored as PNG)."""
     if self.enabled:
       self._tb.add_figure(tag, figure, step, close=True)
-    else:
-      import matplotlib.pyplot as plt
-
-      plt.close(figure)
 
   def flush(self) -> None:
     if self.enabled:
@@ -63,72 +61,66 @@ def _plain(v):
 
 
 class Progress:
-  """A one-line progress bar with steps/s, tokens/s and an ETA (redrawn on a terminal, one line per update
-  otherwise).
+  """Training progress: a tqdm bar of steps (attnmt.progress: redrawn on a terminal, a plain line per 10 %
+  or per minute in a log) with the loss, steps/s and tokens/s, and one line per evaluation (`message`).
 
-  Without a time budget the bar and the ETA count steps against `total`. With `budget_seconds` (training
-  ends at whichever comes first: step `total` or the budget's end, `deadline`) they count against the one
-  expected to end it at the average rate so far: under a budget that runs out first, the bar is the
-  fraction of the budget spent, the ETA the budget left, and the line gives the step the rate reaches by
-  then."""
+  The rate behind the ETA is measured from the end of the first step (`compiled`): that step compiles
+  the training step and would otherwise dominate the rate. Evaluations are counted in it, so the ETA is
+  the wall-clock time left once an evaluation has happened. Training ends at step `total` or at the time
+  budget's end (`deadline`), whichever comes first: when the budget ends it first at the rate so far, the
+  bar's total is the step reached by then, and its ETA is the budget left."""
 
   def __init__(
     self,
     total: int,
     start: int = 0,
-    stream=sys.stderr,
+    stream=None,
     enabled: bool = True,
     budget_seconds: float = 0.0,
     clock=time.monotonic,
   ):
-    self.total, self.stream = total, stream if enabled else open(os.devnull, 'w')  # only process 0 prints
-    self.tty = hasattr(stream, 'isatty') and stream.isatty()
+    self.total, self.enabled = total, enabled
+    self.stream = sys.stderr if stream is None else stream
     self._t, self._step = time.perf_counter(), start
-    self._clock, self._begin, self._start = clock, clock(), start
-    self.budget_seconds = budget_seconds
-    self.deadline = self._begin + budget_seconds if budget_seconds else None
+    self._clock = clock
+    self.deadline = clock() + budget_seconds if budget_seconds else None
+    self.bar = progress.bar(
+      total, 'train', 'step', self.stream, enabled, initial=start, smoothing=0, clock=clock, every_seconds=300
+    )
+
+  def compiled(self, step: int) -> None:
+    """The first step of this process is done (and compiled): the rate is measured from here."""
+    self.bar.update(step - self.bar.n)
+    self.bar.start_rate()
 
   def update(self, step: int, tokens: float, **scalars) -> dict:
+    """Moves the bar to `step` (`tokens` trained since the last update, `scalars` shown beside it); returns
+    the steps/s and tokens/s since the last update."""
     now = time.perf_counter()
     dt = max(now - self._t, 1e-9)
     rates = {'steps_per_s': (step - self._step) / dt, 'tokens_per_s': tokens / dt}
     self._t, self._step = now, step
-    parts = [self._position(step)] + [f'{k} {v:.4g}' for k, v in scalars.items()]
-    parts += [f'{rates["steps_per_s"]:.2f} steps/s', f'{rates["tokens_per_s"]:.0f} tok/s']
-    line = ' | '.join(parts)
-    self.stream.write(('\r' + line) if self.tty else line + '\n')
-    self.stream.flush()
+    postfix = {k: f'{v:.4g}' for k, v in scalars.items()}
+    postfix['tok/s'] = f'{rates["tokens_per_s"]:.0f}'
+    total = self._total_at(step, self.bar.rate(step))
+    if total != self.total:
+      postfix['budget'] = f'ends the run at ~step {total} of {self.total}'
+    self.bar.total = total
+    self.bar.set_postfix(postfix, refresh=False)
+    self.bar.update(step - self.bar.n)
     return rates
 
-  def _position(self, step: int) -> str:
-    """The bar, where training stands and its ETA: against the budget when it ends training first."""
-    elapsed = max(self._clock() - self._begin, 1e-9)
-    rate = (step - self._start) / elapsed  # steps per second since this run (re)started, evaluation included
-    steps_left = max(self.total - step, 0)
-    eta = steps_left / rate if rate > 0 else float('inf')
-    if self.deadline is not None:
-      budget_left = max(self.deadline - self._clock(), 0.0)
-      if budget_left < eta:
-        reached = min(self.total, step + int(rate * budget_left))
-        return (
-          f'{_bar(elapsed / self.budget_seconds)} {elapsed / 60:.1f}/{self.budget_seconds / 60:.1f} min of the '
-          f'time budget | step {step} (~{reached} of {self.total} when it ends) | ETA {_clock_time(budget_left)}'
-        )
-    return f'{_bar(step / max(self.total, 1))} {step}/{self.total} | ETA {_clock_time(eta)}'
+  def _total_at(self, step: int, rate) -> int:
+    """The step training ends at: `total`, or the step `rate` reaches when the budget ends first."""
+    if self.deadline is None or not rate:
+      return self.total
+    budget_left = max(self.deadline - self._clock(), 0.0)
+    return min(self.total, step + int(rate * budget_left))
 
   def message(self, text: str) -> None:
-    self.stream.write(('\n' if self.tty else '') + text + '\n')
-    self.stream.flush()
+    """A line above the bar (an evaluation's scores)."""
+    if self.enabled:
+      progress.write(text, self.stream)
 
-
-def _bar(fraction: float, width: int = 24) -> str:
-  filled = int(width * min(max(fraction, 0.0), 1.0))
-  return f'[{"#" * filled}{"." * (width - filled)}]'
-
-
-def _clock_time(seconds: float) -> str:
-  """h:mm:ss, or '?' before a rate is known."""
-  if seconds == float('inf'):
-    return '?'
-  s = int(round(seconds))
-  return f'{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}'
+  def close(self) -> None:
+    self.bar.close()

@@ -353,6 +353,9 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, seeds: 
           'data.num_epochs or set it to 0 (repeat forever)'
         ) from None
       state, metrics = step_fn(state, parallel.shard_batch(mesh, batch, row_axis=1, local=True))
+      if step == start + 1:  # compiled: the ETA's rate is measured from here
+        jax.block_until_ready(metrics['loss'])
+        progress.compiled(step)
       first_bad, bad_count = guards.track_nonfinite(first_bad, bad_count, metrics['finite'], step)
       tokens = tokens + jnp.sum(metrics['tokens'])  # global count, summed on the device: no sync per step
       is_last = step == t.num_steps or (deadline is not None and time.monotonic() > deadline)
@@ -408,6 +411,7 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, seeds: 
       if is_last:
         break
       if stop.requested:
+        progress.close()
         ckpt.close()
         writer.close()
         raise guards.TrainingStopped(
@@ -415,6 +419,7 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, seeds: 
           'run the same command again to resume',
           stop.requested,
         )
+  progress.close()
   ckpt.close()
   check_trained(meta, int(parallel.to_numpy(state.step)[0]), len(seeds), state.params)
   summary = final_results(cfg, config, workdir, prepared, seeds, meta, mesh)

@@ -1,10 +1,13 @@
 """Attention exports (attnmt/analysis/exports.py), each read back: Pharaoh through the project's own AER code, NPZ and
-JSON against the matrices, the Nematus/SoftAlignments text through its reader; and the analyze flag."""
+JSON against the matrices, the Nematus/SoftAlignments text through SoftAlignments' own reader (the
+`softalignments` package) and ours; and the analyze flag."""
 
+import importlib
 import json
 import os
 import subprocess
 import sys
+import types
 
 import numpy as np
 import pytest
@@ -27,10 +30,35 @@ def run_and_attention(tmp_path_factory):
   return workdir, config.data.data_dir, inspection.split_word_attention(run, 0, 'test')
 
 
-def test_every_format_reads_back(run_and_attention, tmp_path):
+@pytest.fixture(scope='module')
+def attention_eos(run_and_attention):
+  run = inspection.load_run(run_and_attention[0])
+  return inspection.split_word_attention(run, 0, 'test', eos=True)
+
+
+def test_the_eos_row_and_column_leave_the_words_weights_as_they_are(run_and_attention, attention_eos):
+  _, _, attention = run_and_attention
+  for i, (w, src, tgt) in attention_eos.items():
+    assert w.shape == (len(tgt), len(src)) and src[-1] == tgt[-1] == '</s>'
+    np.testing.assert_allclose(w.sum(1), 1.0, rtol=1e-5)  # every row, the EOS step's too, is a distribution
+    np.testing.assert_allclose(w[:-1, :-1], attention[i][0], rtol=1e-6)
+    assert (src[:-1], tgt[:-1]) == (attention[i][1], attention[i][2])
+
+
+def softalignments_reader():
+  """readNematus of the `softalignments` package (SoftAlignments' own reader). Its module imports `imp`, gone
+  from Python 3.12, for a `reload` it never calls: importlib's stands in where `imp` is missing."""
+  if importlib.util.find_spec('imp') is None:
+    sys.modules['imp'] = types.SimpleNamespace(reload=importlib.reload)
+  from softalignments.functions import readNematus
+
+  return readNematus
+
+
+def test_every_format_reads_back(run_and_attention, attention_eos, tmp_path):
   _, _, attention = run_and_attention
   order = sorted(attention)
-  paths = exports.write(attention, str(tmp_path), list(exports.FORMATS))
+  paths = exports.write(attention_eos, str(tmp_path), list(exports.FORMATS))
   assert [os.path.basename(p) for p in paths] == [exports.FILES[f] for f in exports.FORMATS]
 
   # Pharaoh: line i is sentence i; read with the AER code's parser, the links are the attention's argmax links.
@@ -57,14 +85,27 @@ def test_every_format_reads_back(run_and_attention, tmp_path):
   soft = exports.read_softalign(paths[3])
   assert [s[0] for s in soft] == order
   for index, w, src, tgt in soft:
-    assert (src, tgt) == (attention[index][1], attention[index][2])
-    np.testing.assert_allclose(w, attention[index][0], atol=1e-6)
+    assert (src, tgt) == (attention_eos[index][1], attention_eos[index][2])
+    np.testing.assert_allclose(w, attention_eos[index][0], atol=1e-6)
   header = open(paths[3], encoding='utf-8').readline().split(' ||| ')
   assert (
     header[0] == str(order[0])
     and header[2] == '0'
-    and header[4].split() == [str(len(attention[order[0]][1])), str(len(attention[order[0]][2]))]
+    and header[4].split() == [str(len(attention[order[0]][1]) + 1), str(len(attention[order[0]][2]) + 1)]
   )
+
+
+def test_softalignments_reads_the_export_with_its_own_reader(attention_eos, tmp_path):
+  order = sorted(attention_eos)
+  (path,) = exports.write(attention_eos, str(tmp_path), ['softalign'])
+  srcs, tgts, alis = softalignments_reader()(path, 'Nematus')
+  assert len(srcs) == len(tgts) == len(alis) == len(order) == 40
+  for i, src, tgt, ali in zip(order, srcs, tgts, alis):
+    w, src_words, tgt_words = attention_eos[i]
+    # the reader appends <EOS> to both sides and turns the matrix to source x target
+    assert src == src_words[:-1] + ['<EOS>'] and tgt == tgt_words[:-1] + ['<EOS>']
+    assert ali.shape == (len(src), len(tgt)), (ali.shape, len(src), len(tgt))
+    np.testing.assert_allclose(ali, w.T, atol=1e-6)
 
 
 def test_unknown_format_is_one_line():

@@ -1,0 +1,315 @@
+"""attnmt's Python API: a trained run from its directory, translations with attention, the attention of forced
+decoding, heatmaps, and the comparison of runs over seeds and test sentences.
+
+    import attnmt
+    run = attnmt.load('runs/main/additive-bahdanau-global')     # best checkpoint, every seed, no corpus read
+    out = run.translate(['In the beginning God created the heavens and the earth.'], beam_size=5)
+    out[0].text, out[0].tokens, out[0].source_tokens, out[0].attention  # attention: output x source tokens
+    forced = run.attend(sources, references, level='word')      # the attention of forced decoding
+    fig = attnmt.heatmap(out[0], forced[0])                     # a matplotlib Figure, side by side
+    table = attnmt.compare([none_dir, additive_dir])            # the analysis table as data (reads the corpus)
+
+One implementation serves every caller: experiments/translate.py translates through Run.translate, and
+`compare` is experiments/analyze.py's report.analyze_runs with nothing written. Input the API cannot use
+raises attnmt.errors.InputError, a directory that is not a run attnmt.errors.CheckpointError, each with a
+one-line message. A source longer than the model takes (score `location`: model.max_source_length tokens,
+EOS included) is refused, not truncated; other models take any length.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Optional, Sequence
+
+import jax.numpy as jnp
+import ml_collections
+import numpy as np
+
+from attnmt import data, plots
+from attnmt.analysis import inspection, report, tables
+from attnmt.data import batching, pipeline, sources as corpora
+from attnmt.errors import InputError
+from attnmt.model.config import ModelConfig
+from attnmt.training import evaluation, trainer
+
+__all__ = ['Attention', 'Comparison', 'Run', 'Translation', 'compare', 'heatmap', 'load', 'train']
+
+DECODE_BATCH = 32  # sentences decoded together
+LEVELS = ('word', 'subword')
+_UNPADDED = batching.BatchOptions(batch_size=DECODE_BATCH, pad_to_multiple=1, bucket=False)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Translation:
+  """One translated sentence and where each output token looked."""
+
+  source: str
+  text: str
+  tokens: list[str]  # output pieces; '</s>' last when the model ended the sentence
+  source_tokens: list[str]  # source pieces, then '</s>'
+  attention: np.ndarray  # len(tokens) x len(source_tokens); row t: output token t's weights over the source
+  score: float  # the decoder's score of the output (beam search: length-normalised)
+  seed: int
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Attention:
+  """The attention of forced decoding: the model reads the source and is fed the reference, token by token."""
+
+  source: str
+  reference: str
+  tokens: list[str]  # the reference's words or pieces, then '</s>' (the step that emits EOS)
+  source_tokens: list[str]  # the source's words or pieces, then '</s>'
+  attention: (
+    np.ndarray
+  )  # len(tokens) x len(source_tokens); words: summed over a source word's pieces, averaged over a target word's
+  level: str  # 'word' or 'subword'
+  seed: int
+
+
+class Run:
+  """A trained run, read from its directory alone (attnmt.load): its config, seeds and checkpoint."""
+
+  def __init__(self, model: inspection.LoadedModel):
+    self._model = model
+
+  @property
+  def path(self) -> str:
+    return self._model.workdir
+
+  @property
+  def name(self) -> str:
+    """The run's label in tables: score/timing/window, or a sweep's name for it."""
+    return trainer.variant_name(self.config)
+
+  @property
+  def config(self) -> ml_collections.ConfigDict:
+    """The run's config (model, data, train sections), as config.json stores it."""
+    return self._model.config
+
+  @property
+  def model_config(self) -> ModelConfig:
+    return self._model.cfg
+
+  @property
+  def seeds(self) -> list[int]:
+    """The training seeds, all trained together; `seed=` picks one."""
+    return list(self._model.seeds)
+
+  @property
+  def step(self) -> int:
+    """The step of the loaded checkpoint."""
+    return self._model.step
+
+  @property
+  def max_source_tokens(self) -> int:
+    """The longest source the model takes, in tokens with EOS (0: any): model.max_source_length for the
+    `location` score, whose weights are one output per source position."""
+    return self.model_config.max_source_length if self.model_config.score == 'location' else 0
+
+  def __repr__(self) -> str:
+    return f'Run({self.path!r}: {self.name}, seeds {self.seeds}, step {self.step})'
+
+  def tokenize(self, sentence: str) -> list[str]:
+    """The source pieces the model reads for `sentence`, '</s>' last (their count is what max_source_tokens
+    limits)."""
+    ids = self._model.src_tokenizer.encode(sentence.strip()) + [data.EOS_ID]
+    return inspection.token_labels(self._model.src_tokenizer, ids)
+
+  def translate(self, sentences: Sequence[str], beam_size: int = 0, seed: Optional[int] = None) -> list[Translation]:
+    """Translations of `sentences`, in order, with their attention: greedy search (`beam_size` 0) or beam
+    search with the run's length and coverage penalties (train.beam_alpha, train.beam_coverage_penalty), by
+    the parameters of `seed` (default: the run's first). Sentences are batched by decoding budget, so each
+    output is the one that sentence gets alone (experiments/translate.py decodes one at a time)."""
+    if not isinstance(beam_size, int) or beam_size < 0:
+      raise InputError(f'beam_size={beam_size!r}: pass 0 (greedy search) or a beam width >= 1')
+    texts = _sentences(sentences, 'sentences')
+    params, seed = self._seed_params(seed)
+    split = self._encode(texts, [''] * len(texts))
+    t, factor = self.config.train, self.config.train.max_decode_factor
+    budgets = np.array([evaluation.decode_length(int(n), factor) for n in split.src_len])
+    batches = []  # one decoding budget per batch: evaluation.translate sets it from the batch width
+    for budget in np.unique(budgets):
+      same = np.flatnonzero(budgets == budget)
+      batches += [
+        pipeline.build_batch(split, same[k : k + DECODE_BATCH], _UNPADDED) for k in range(0, len(same), DECODE_BATCH)
+      ]
+    src_tok, tgt_tok = self._model.src_tokenizer, self._model.tgt_tokenizer
+    decoded = evaluation.translate(
+      self.model_config,
+      params,
+      batches,
+      tgt_tok,
+      beam_size,
+      t.beam_alpha,
+      factor,
+      keep_attention=True,
+      beta=t.get('beam_coverage_penalty', 0.0),  # absent from runs made before the setting existed
+    )
+    return [
+      Translation(
+        texts[x.index],
+        x.text,
+        inspection.token_labels(tgt_tok, x.ids),
+        inspection.token_labels(src_tok, split.src(x.index).tolist() + [data.EOS_ID]),
+        np.asarray(x.attention, np.float32),
+        x.score,
+        seed,
+      )
+      for x in decoded
+    ]
+
+  def attend(
+    self, sources: Sequence[str], references: Sequence[str], level: str = 'word', seed: Optional[int] = None
+  ) -> list[Attention]:
+    """The attention of forced decoding of each reference given its source (teacher forcing, as in
+    training), by `seed`'s parameters: at the `level` of words (inspection.word_attention, the pooling of
+    the alignment error rate and the exports) or of subword pieces; EOS last on each side."""
+    if level not in LEVELS:
+      raise InputError(f'level={level!r}: pass one of {", ".join(LEVELS)}')
+    srcs, refs = _sentences(sources, 'sources'), _sentences(references, 'references')
+    if len(srcs) != len(refs):
+      raise InputError(f'{len(srcs)} sources but {len(refs)} references: pass one reference per source')
+    params, seed = self._seed_params(seed)
+    split = self._encode(srcs, refs)
+    src_tok, tgt_tok = self._model.src_tokenizer, self._model.tgt_tokenizer
+    out = []
+    for start in range(0, len(srcs), DECODE_BATCH):
+      batch = pipeline.build_batch(split, np.arange(start, min(start + DECODE_BATCH, len(srcs))), _UNPADDED)
+      w = np.asarray(
+        inspection.forced_attention(
+          self.model_config, params, *(jnp.asarray(batch[k]) for k in ('src', 'src_len', 'tgt_in'))
+        )
+      )
+      for row, i in enumerate(batch['index']):
+        src_ids, tgt_ids = split.src(i).tolist(), split.tgt(i).tolist()
+        if level == 'word':
+          weights, src_labels, tgt_labels = inspection.word_attention(w[row], src_ids, tgt_ids, src_tok, tgt_tok, True)
+        else:
+          weights = w[row, : len(tgt_ids) + 1, : len(src_ids) + 1]
+          src_labels = inspection.token_labels(src_tok, src_ids + [data.EOS_ID])
+          tgt_labels = inspection.token_labels(tgt_tok, tgt_ids + [data.EOS_ID])
+        out.append(Attention(srcs[i], refs[i], tgt_labels, src_labels, np.asarray(weights, np.float32), level, seed))
+    return out
+
+  def _seed_params(self, seed: Optional[int]):
+    """The parameters of `seed` (None: the first seed) and the seed."""
+    if seed is None:
+      seed = self.seeds[0]
+    if seed not in self.seeds:
+      raise InputError(
+        f"seed {seed!r} is not one of this run's seeds ({', '.join(map(str, self.seeds))}); pass one of them, "
+        'or None for the first'
+      )
+    return evaluation.seed_params(self._model.params, self.seeds.index(seed)), seed
+
+  def _encode(self, srcs: list[str], tgts: list[str]) -> pipeline.TokenizedSplit:
+    """The sentences as the data pipeline tokenizes a split; refuses a source longer than the model takes."""
+    raw = corpora.RawSplit(srcs, tgts, [str(i) for i in range(len(srcs))])
+    split = pipeline.tokenize_split(raw, self._model.src_tokenizer, self._model.tgt_tokenizer)
+    limit = self.max_source_tokens
+    for k, n in enumerate(split.src_len):
+      if limit and n > limit:
+        raise InputError(
+          f'source {k} has {n} tokens (with EOS), more than the {limit} this model takes (model.max_source_length '
+          "of score 'location'); split the sentence"
+        )
+    return split
+
+
+def _sentences(items: Sequence[str], what: str) -> list[str]:
+  """The non-empty strings of `items`, stripped; anything else is an InputError naming the first bad one."""
+  if isinstance(items, str):
+    raise InputError(f'{what}: pass a list of strings, not one string (wrap it in a list)')
+  texts = list(items)
+  if not texts:
+    raise InputError(f'no {what} given: pass a non-empty list of strings')
+  for k, text in enumerate(texts):
+    if not isinstance(text, str):
+      raise InputError(f'{what}[{k}] is a {type(text).__name__}, not a string')
+    if not text.strip():
+      raise InputError(f'{what}[{k}] is empty: pass sentences with words in them')
+  return [text.strip() for text in texts]
+
+
+def load(run_dir: str, which: str = 'best') -> Run:
+  """The run in `run_dir` (written by experiments/train.py or sweep.py, or `train`) at its best checkpoint
+  (best validation BLEU; the latest if it never evaluated) or `which='latest'`: every seed's parameters,
+  the config and the vocabulary saved beside them. No corpus is read."""
+  if which not in ('best', 'latest'):
+    raise InputError(f"which={which!r}: pass 'best' or 'latest'")
+  return Run(inspection.load_model(run_dir, which))
+
+
+def train(config: ml_collections.ConfigDict, workdir: str) -> Run:
+  """Trains `config` (every seed of config.train.seeds) into `workdir`, as experiments/train.py does, and
+  loads the result; run again, it resumes."""
+  trainer.train_and_evaluate(config, workdir)
+  return load(workdir)
+
+
+def heatmap(*items, titles: Optional[Sequence[str]] = None):
+  """The attention of Translations or Attentions as heatmaps side by side in one matplotlib Figure: output
+  tokens down, source tokens across, one [0, 1] grey scale (white 0, black 1; exactly 0 pale blue), as
+  experiments/analyze.py draws them. `titles` default to each item's source sentence."""
+  if not items:
+    raise InputError('heatmap: pass at least one Translation or Attention')
+  titles = list(titles) if titles is not None else [x.source[:80] for x in items]
+  if len(titles) != len(items):
+    raise InputError(f'{len(titles)} titles for {len(items)} heatmaps: pass one title per heatmap')
+  return plots.attention_panels([(x.attention, x.source_tokens, x.tokens, t) for x, t in zip(items, titles)])
+
+
+@dataclasses.dataclass
+class Comparison:
+  """Runs compared over seeds and sentences (experiments/analyze.py's table, as data)."""
+
+  results: list[dict]  # report.analyze_runs' result per run: what analysis.json holds
+  split: str
+
+  @property
+  def variants(self) -> list[dict]:
+    """Per run: its greedy BLEU per seed, mean, sd and Student's t interval over seeds (sd and ci None for
+    one seed), the two-stage bootstrap interval over seeds and sentences, and chrF per seed."""
+    return [
+      {'variant': r['variant'], **r['significance']['corpus'], 'chrf_per_seed': r['greedy_chrf']} for r in self.results
+    ]
+
+  @property
+  def pairs(self) -> list[dict]:
+    """Every pair compared: the difference of mean BLEU, its interval, the p-value and the verdict."""
+    return [p for r in self.results for p in r['significance']['pairs']]
+
+  def cells(self) -> tuple[list[str], list[list[str]], list[str]]:
+    """The table as analysis.md prints it: headers, one row of cells per run, the notes."""
+    return tables.analysis_cells(self.results)
+
+  def markdown(self) -> str:
+    return tables.analysis_table(self.results)
+
+  def _repr_markdown_(self) -> str:  # a notebook shows the table
+    return self.markdown()
+
+  def bleu_by_length(self):
+    """The figure of BLEU by source length (mean over seeds, 95% intervals), as a matplotlib Figure."""
+    return report.length_figure(self.results, self.split)
+
+
+def compare(
+  run_dirs: Sequence[str],
+  split: str = 'test',
+  which: str = 'best',
+  beam_size: int = 0,
+  n_samples: int = 1000,
+  seed: int = 12345,
+) -> Comparison:
+  """Decodes `split` with every seed of every run and compares them as experiments/analyze.py does (a
+  bootstrap over seeds and sentences with `n_samples` replicates; attnmt.analysis.significance), writing
+  nothing. Unlike `load`, this reads each run's corpus (built again from the config if missing)."""
+  dirs = _sentences(run_dirs, 'run_dirs')
+  if which not in ('best', 'latest'):
+    raise InputError(f"which={which!r}: pass 'best' or 'latest'")
+  results = report.analyze_runs(
+    dirs, None, which, n_samples, seed, report_sentences=0, beam_size=beam_size, split=split, num_heatmaps=0
+  )
+  return Comparison(results, split)

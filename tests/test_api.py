@@ -1,0 +1,186 @@
+"""The Python API (attnmt/api.py) on a tiny trained run of two seeds, pinned against independent paths: each
+sentence decoded alone as decoding.greedy / beam_search decode it, what experiments/translate.py prints, the
+analysis's forced-decoding attention and per-seed BLEU; and its one-line errors."""
+
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+
+import jax.numpy as jnp
+import matplotlib.figure
+import numpy as np
+import pytest
+
+import attnmt
+from attnmt import api, data
+from attnmt.analysis import inspection
+from attnmt.errors import CheckpointError, InputError
+from attnmt.model import decoding
+from attnmt.training import evaluation, trainer
+from experiments.configs import tiny
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@pytest.fixture(scope='module')
+def trained(tmp_path_factory):
+  """A tiny run of seeds 0 and 1 (10 steps), its test split, and the run reloaded with its corpus."""
+  config = tiny.get_config()
+  config.data.data_dir = str(tmp_path_factory.mktemp('data'))
+  config.train.num_steps = 10
+  config.train.eval_every = 10
+  config.train.seeds = '0,1'
+  workdir = str(tmp_path_factory.mktemp('runs') / 'run')
+  trainer.train_and_evaluate(config, workdir)
+  full = inspection.load_run(workdir)
+  sources, references = data.raw_texts(full.prepared, 'test')
+  return workdir, full, sources, references
+
+
+def _alone(run, params, text, beam_size):
+  """One sentence decoded alone, as experiments/translate.py decoded before the API: (ids, weights)."""
+  ids = run.src_tokenizer.encode(text) + [data.EOS_ID]
+  src, src_len = jnp.asarray([ids], jnp.int32), jnp.asarray([len(ids)], jnp.int32)
+  max_len = evaluation.decode_length(len(ids), run.config.train.max_decode_factor)
+  if beam_size:
+    out = decoding.beam_search(
+      run.cfg, params, src, src_len, beam_size=beam_size, max_len=max_len, alpha=run.config.train.beam_alpha
+    )
+    out = decoding.Decoded(*(x[:, 0] for x in out))
+  else:
+    out = decoding.greedy(run.cfg, params, src, src_len, max_len=max_len)
+  n = int(out.lengths[0])
+  return np.asarray(out.tokens[0, :n]).tolist(), np.asarray(out.weights[0, :n, : len(ids)])
+
+
+@pytest.mark.parametrize('beam_size', [0, 2])
+def test_translate_gives_each_sentence_what_it_gets_decoded_alone(trained, beam_size):
+  workdir, _, sources, _ = trained
+  run, model = attnmt.load(workdir), inspection.load_model(workdir)
+  texts = sources[:2]
+  for seed_index, seed in enumerate(run.seeds if beam_size == 0 else run.seeds[1:]):
+    out = run.translate(texts, beam_size=beam_size, seed=seed)
+    params = evaluation.seed_params(model.params, run.seeds.index(seed))
+    assert [x.source for x in out] == texts and all(x.seed == seed for x in out)
+    for x in out:
+      ids, weights = _alone(model, params, x.source, beam_size)
+      assert x.text == model.tgt_tokenizer.decode(ids)
+      assert x.tokens == ['</s>' if i == data.EOS_ID else model.tgt_tokenizer.id_to_piece(i) for i in ids]
+      assert x.source_tokens == [model.src_tokenizer.id_to_piece(i) for i in model.src_tokenizer.encode(x.source)] + [
+        '</s>'
+      ]
+      assert x.attention.shape == (len(x.tokens), len(x.source_tokens))
+      np.testing.assert_allclose(x.attention, weights, atol=1e-5)
+      np.testing.assert_allclose(x.attention.sum(1), 1.0, rtol=1e-5)  # each output token's distribution
+  assert run.translate(texts[:1])[0].seed == 0  # the first seed by default
+
+
+def test_translate_py_prints_the_api_translations(trained, tmp_path):
+  workdir, _, sources, _ = trained
+  (tmp_path / 'in.txt').write_text('\n'.join(sources[:3]) + '\n')
+  res = subprocess.run(
+    [sys.executable, '-m', 'experiments.translate', f'--run={workdir}', f'--input={tmp_path / "in.txt"}']
+    + ['--beam_size=2', '--seed_index=1'],
+    cwd=ROOT,
+    env=dict(os.environ, JAX_PLATFORMS='cpu', PYTHONPATH=ROOT),
+    capture_output=True,
+    text=True,
+    timeout=600,
+  )
+  assert res.returncode == 0, res.stderr[-2000:]
+  wanted = [x.text for x in attnmt.load(workdir).translate(sources[:3], beam_size=2, seed=1)]
+  assert res.stdout.splitlines() == wanted
+
+
+def test_attend_is_the_analysis_forced_attention(trained):
+  workdir, full, sources, references = trained
+  run = attnmt.load(workdir)
+  words = run.attend(sources[:8], references[:8], level='word', seed=1)
+  pieces = run.attend(sources[:3], references[:3], level='subword')
+  expected = inspection.split_word_attention(full, 1, 'test')
+  assert len(words) == 8 and len(expected) == 40
+  for i, x in enumerate(words):
+    weights, src_words, tgt_words = expected[i]
+    assert (x.source_tokens, x.tokens) == (src_words + ['</s>'], tgt_words + ['</s>'])
+    np.testing.assert_allclose(x.attention[:-1, :-1], weights, atol=1e-6)
+    np.testing.assert_allclose(x.attention.sum(1), 1.0, rtol=1e-5)
+  for x in pieces:  # the word tokenizer: a word is a piece
+    assert x.level == 'subword' and x.seed == 0 and x.attention.shape == (len(x.tokens), len(x.source_tokens))
+
+
+def test_heatmap_draws_side_by_side(trained, tmp_path):
+  run = attnmt.load(trained[0])
+  out = run.translate(trained[2][:2])
+  fig = attnmt.heatmap(*out, titles=['first', 'second'])
+  assert isinstance(fig, matplotlib.figure.Figure)
+  panels = [ax for ax in fig.axes if ax.get_title()]
+  assert [ax.get_title() for ax in panels] == ['first', 'second']
+  assert [len(ax.get_yticklabels()) for ax in panels] == [len(x.tokens) for x in out]
+  fig.savefig(tmp_path / 'heatmap.png')
+
+
+def test_compare_is_the_analysis_table_as_data(trained):
+  workdir = trained[0]
+  table = attnmt.compare([workdir], n_samples=50)
+  (row,) = table.variants
+  assert row['variant'] == 'additive/bahdanau/global' and row['seeds'] == 2 and row['sd'] is not None
+  # the per-seed test BLEU that training measured on its own (results.json), greedy on the best checkpoint
+  trained_bleu = json.load(open(os.path.join(workdir, 'results.json')))['test_bleu']
+  assert row['per_seed'] == pytest.approx(trained_bleu) and len(set(row['per_seed'])) == 2
+  headers, rows, _ = table.cells()
+  assert headers[:3] == ['variant', 'seeds', 'greedy BLEU per seed'] and len(rows) == 1
+  assert table.markdown() == table._repr_markdown_() and '| additive/bahdanau/global | 2 |' in table.markdown()
+  assert isinstance(table.bleu_by_length(), matplotlib.figure.Figure)
+
+
+def test_bad_input_gets_one_line(trained, tmp_path):
+  workdir = trained[0]
+  run = attnmt.load(workdir)
+  cases = [
+    (lambda: attnmt.load(str(tmp_path / 'nowhere')), CheckpointError, 'does not exist; pass the workdir'),
+    (lambda: attnmt.load(workdir, 'first'), InputError, "pass 'best' or 'latest'"),
+    (lambda: run.translate([]), InputError, 'no sentences given'),
+    (lambda: run.translate('4 2'), InputError, 'not one string'),
+    (lambda: run.translate(['4 2', '  ']), InputError, r'sentences\[1\] is empty'),
+    (lambda: run.translate(['4 2'], seed=7), InputError, r"seed 7 is not one of this run's seeds \(0, 1\)"),
+    (lambda: run.translate(['4 2'], beam_size=-1), InputError, 'pass 0 \\(greedy search\\)'),
+    (lambda: run.attend(['4 2'], ['a', 'b']), InputError, '1 sources but 2 references'),
+    (lambda: run.attend(['4 2'], ['a'], level='char'), InputError, 'pass one of word, subword'),
+    (lambda: attnmt.heatmap(), InputError, 'at least one'),
+    (lambda: attnmt.compare([]), InputError, 'no run_dirs given'),
+  ]
+  for call, kind, message in cases:
+    with pytest.raises(kind, match=message) as e:
+      call()
+    assert '\n' not in str(e.value)
+
+
+def test_a_source_longer_than_a_location_model_takes_is_refused_not_cut():
+  """Only score 'location' has a limit (one weight per position up to model.max_source_length)."""
+  model = inspection.LoadedModel('run', None, None, None, [0], 1, _Words(), _Words())
+  for score, limit in (('additive', 0), ('location', 4)):
+    run = api.Run(dataclasses.replace(model, cfg=api.ModelConfig(score=score, max_source_length=4)))
+    assert run.max_source_tokens == limit and run.tokenize('1 2 3 4') == ['1', '2', '3', '4', '</s>']
+  with pytest.raises(InputError, match=r'source 1 has 5 tokens \(with EOS\), more than the 4 this model takes'):
+    run.translate(['1 2', '1 2 3 4'])  # refused before anything is decoded (the stand-in has no parameters)
+
+
+class _Words:
+  """A stand-in word tokenizer: ids 3.. for the digits."""
+
+  def encode(self, text):
+    return [3 + int(w) for w in text.split()]
+
+  def encode_batch(self, texts):
+    return [self.encode(t) for t in texts]
+
+  def id_to_piece(self, i):
+    return str(i - 3)
+
+
+def test_the_package_exports_the_api_lazily():
+  assert attnmt.load is api.load and 'compare' in dir(attnmt)
+  with pytest.raises(AttributeError):
+    attnmt.nothing  # noqa: B018
