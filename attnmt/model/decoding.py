@@ -37,15 +37,26 @@ class Decoded(NamedTuple):
   scores: jax.Array  # B or B x K: log-probability / length penalty (greedy: alpha = 0)
 
 
+def finite_or_eos(logits_xV: jax.Array) -> jax.Array:
+  """The logits, with every row holding a NaN or an infinity replaced by one that ends the hypothesis:
+  EOS at 0, the rest at NEG_INF. The arg-max of a NaN row is no token at all (greedy would emit the id V,
+  outside the vocabulary); a broken model's output ends instead of crashing what reads it."""
+  finite_x1 = jnp.all(jnp.isfinite(logits_xV), axis=-1, keepdims=True)
+  eos_only_V = jnp.where(jnp.arange(logits_xV.shape[-1]) == EOS, 0.0, NEG_INF).astype(logits_xV.dtype)
+  return jnp.where(finite_x1, logits_xV, eos_only_V)
+
+
 def _choosable_log_probs(logits_xV: jax.Array) -> jax.Array:
   """Log-probabilities over the full vocabulary, with PAD and BOS made unchoosable."""
-  return jax.nn.log_softmax(logits_xV).at[..., jnp.array([PAD, BOS])].set(NEG_INF)
+  return jax.nn.log_softmax(finite_or_eos(logits_xV)).at[..., jnp.array([PAD, BOS])].set(NEG_INF)
 
 
 def _greedy_choice(logits_BxV: jax.Array) -> tuple[jax.Array, jax.Array]:
   """The most probable choosable token and its log-probability: argmax and value of
   `_choosable_log_probs`, computed as a max, a masked min and a log-sum-exp, passes that vectorise,
-  instead of a log-softmax copy and a variadic arg-max reduction."""
+  instead of a log-softmax copy and a variadic arg-max reduction. A non-finite row chooses EOS
+  (`finite_or_eos`)."""
+  logits_BxV = finite_or_eos(logits_BxV)
   vocab_V = jnp.arange(logits_BxV.shape[-1])
   choosable_V = (vocab_V != PAD) & (vocab_V != BOS)
   best_B = jnp.max(jnp.where(choosable_V, logits_BxV, -jnp.inf), axis=-1)

@@ -115,3 +115,18 @@ def test_decoding_stops_before_max_len_when_all_ended(params):
   """The while loop ends once every hypothesis has ended: lengths below max_len, PAD after."""
   g = decoding.greedy(CFG, params, SRC, SRC_LEN, max_len=40)
   assert np.all(np.asarray(g.lengths) < 40)
+
+
+def test_nan_logits_end_the_hypothesis_instead_of_emitting_an_id_outside_the_vocabulary(params):
+  """NaN parameters give NaN logits, whose arg-max is no token: greedy emitted the id V (an IndexError in the
+  detokeniser later). Every decoder now ends such a row with EOS."""
+  poisoned = jax.tree.map(lambda x: x * jnp.nan, params)
+  g = decoding.greedy(CFG, poisoned, SRC, SRC_LEN, max_len=12)
+  b = decoding.beam_search(CFG, poisoned, SRC, SRC_LEN, beam_size=3, max_len=12)
+  for tokens in (np.asarray(g.tokens), np.asarray(b.tokens)):
+    assert tokens.min() >= 0 and tokens.max() < CFG.target_vocab_size
+  np.testing.assert_array_equal(np.asarray(g.tokens)[:, 0], EOS)
+  np.testing.assert_array_equal(np.asarray(b.tokens)[:, 0, 0], EOS)
+  np.testing.assert_array_equal(np.asarray(g.lengths), 1)
+  logits = jnp.array([[0.5, 2.0, 1.0, jnp.nan, 0.1], [0.5, 2.0, 1.0, 3.0, 0.1]])
+  np.testing.assert_array_equal(decoding.finite_or_eos(logits)[1], logits[1])  # finite rows are untouched
