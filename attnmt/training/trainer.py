@@ -25,6 +25,7 @@ import optax
 from attnmt.training import checkpoints, evaluation, guards, lock, parallel, train_step, tensorboard_heatmaps, settings
 from attnmt import data
 from attnmt.errors import ConfigError
+from attnmt.model import attention
 from attnmt.model.config import ModelConfig
 from attnmt.training.metrics_io import MetricsWriter, Progress
 
@@ -225,7 +226,9 @@ def check_config(config: ml_collections.ConfigDict) -> list[int]:
   """Validates every setting (attnmt.training.settings, ModelConfig) without writing anything; returns the seeds."""
   settings.validate(config)
   seeds = parse_seeds(config.train.seeds)
-  ModelConfig.from_dict({**config.model.to_dict(), 'source_vocab_size': 8, 'target_vocab_size': 8})
+  cfg = ModelConfig.from_dict({**config.model.to_dict(), 'source_vocab_size': 8, 'target_vocab_size': 8})
+  if any(':' in str(getattr(cfg, kind)) for kind in ('score', 'window', 'normalizer')):
+    attention.check_user_code(cfg)  # a user's class: its output shapes, before the data are prepared
   if config.train.coverage_loss_weight > 0 and config.model.score == 'none':
     raise ConfigError(
       "train.coverage_loss_weight penalises attending a source position twice, and model.score 'none' has no "
