@@ -274,7 +274,8 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, seeds: 
   }
   resumed = ckpt.resume(state)
   if resumed is not None:
-    state, meta, _ = resumed
+    state, restored, _ = resumed
+    meta = {**meta, **restored}  # a field added after the checkpoint was written reads as its default
     print(f'Resumed {workdir} at step {int(parallel.to_numpy(state.step)[0])}', flush=True)
   # config.json and the vocabulary are written with the first checkpoint: a run that fails before it
   # leaves no config that would refuse the corrected command.

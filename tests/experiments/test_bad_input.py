@@ -312,6 +312,18 @@ SETTINGS = {
     1.0,
     'data.validation_fraction must be a finite number',
   ),
+  'data.validation_fraction=0 (an empty split)': (
+    'data',
+    'validation_fraction',
+    0.0,
+    'data.validation_fraction must be a finite number > 0 and < 1, got 0.0',
+  ),
+  'data.test_fraction=0 (an empty split)': (
+    'data',
+    'test_fraction',
+    0.0,
+    'data.test_fraction must be a finite number > 0 and < 1, got 0.0',
+  ),
   'data.test_fraction=0.6 (sum >= 1)': (
     'data',
     'test_fraction',
