@@ -4,6 +4,7 @@ other cases of a kind check the same error in-process. The cases are listed in d
 
 import json
 import os
+import signal
 import subprocess
 import sys
 
@@ -486,8 +487,22 @@ def test_unwritable_workdir(tmp_path):
 
 
 @pytest.fixture
-def other_process():
-  proc = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])
+def holder(tmp_path):
+  """Another process holding the train lock of tmp_path/'w' (its flock), as a run training there would."""
+  proc = subprocess.Popen(
+    [
+      sys.executable,
+      '-c',
+      'import sys, time; from attnmt.training import lock; lock.acquire(sys.argv[1]); print("held", flush=True); '
+      'time.sleep(120)',
+      str(tmp_path / 'w'),
+    ],
+    cwd=ROOT,
+    env=dict(os.environ, PYTHONPATH=ROOT),
+    stdout=subprocess.PIPE,
+    text=True,
+  )
+  assert proc.stdout.readline().strip() == 'held'
   yield proc
   proc.kill()
   proc.wait()
@@ -499,31 +514,57 @@ def plant_lock(workdir, pid, host):
     json.dump({'pid': pid, 'host': host, 'kind': 'train'}, f)
 
 
-def test_second_training_on_a_workdir_is_refused(tmp_path, trained, other_process):
+def test_second_training_on_a_workdir_is_refused(tmp_path, trained, holder):
   import socket
 
-  plant_lock(tmp_path / 'w', other_process.pid, socket.gethostname())
   res = run('train', *train_args(tmp_path, trained[1]))
   assert res.returncode == 2
   assert last_line(res) == (
-    f'error: {tmp_path / "w"} is in use: a train run holds it (PID {other_process.pid} on host '
+    f'error: {tmp_path / "w"} is in use: a train run holds it (PID {holder.pid} on host '
     f'{socket.gethostname()}); wait for it to end or stop it, or use another --workdir'
   )
   assert sorted(os.listdir(tmp_path / 'w')) == ['.lock-train']
 
 
+def dead_pid():
+  proc = subprocess.Popen([sys.executable, '-c', 'pass'])
+  proc.wait()
+  return proc.pid
+
+
+def test_a_held_lock_whose_pid_looks_dead_from_here_is_not_taken_over(tmp_path, holder, capsys):
+  """Another PID namespace (a container sharing the host name and the disk): the holder's PID names no
+  process here. The kernel's lock says it is alive; after SIGKILL the lock is free and taken over."""
+  import socket
+
+  workdir, gone = str(tmp_path / 'w'), dead_pid()
+  plant_lock(workdir, gone, socket.gethostname())  # what the holder would have written in its namespace
+  with pytest.raises(lock.LockHeld) as e:
+    lock.acquire(workdir, 'train')
+  assert str(e.value) == (
+    f'{workdir} is in use: a train run holds it (PID {gone} on host {socket.gethostname()}); wait for it to end '
+    'or stop it, or use another --workdir'
+  )
+  holder.send_signal(signal.SIGKILL)
+  holder.wait()
+  with lock.hold(workdir, 'train') as path:
+    assert json.load(open(path))['pid'] == os.getpid()
+    with pytest.raises(lock.LockHeld, match='this process already holds its train lock'):
+      lock.acquire(workdir, 'train')
+  assert f'Took over the stale train lock of {workdir} (PID {gone} on host' in capsys.readouterr().out
+  assert not os.path.exists(path)
+
+
 def test_stale_lock_is_taken_over_and_said(tmp_path, capsys):
   import socket
 
-  dead = subprocess.Popen([sys.executable, '-c', 'pass'])
-  dead.wait()
-  plant_lock(tmp_path, dead.pid, socket.gethostname())
+  dead = dead_pid()
+  plant_lock(tmp_path, dead, socket.gethostname())
   with lock.hold(str(tmp_path), 'train') as path:
     assert json.load(open(path))['pid'] == os.getpid()
   assert not os.path.exists(path)
   assert (
-    f'Took over the stale train lock of {tmp_path} (PID {dead.pid} on host {socket.gethostname()}; that '
-    'process is gone)'
+    f'Took over the stale train lock of {tmp_path} (PID {dead} on host {socket.gethostname()}; that process is gone)'
   ) in capsys.readouterr().out
 
 
