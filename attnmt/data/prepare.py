@@ -15,6 +15,7 @@ from typing import Optional
 import numpy as np
 
 from attnmt.data import batching, pipeline, sources, stats as stats_lib, tokenizers
+from attnmt.errors import pause_point
 
 
 @dataclasses.dataclass
@@ -114,6 +115,7 @@ def prepare(cfg) -> PreparedData:
   """Builds or loads everything the data config `cfg` names (see get_data_config)."""
   with _building(cfg.data_dir):
     corpus = sources.load_corpus(cfg, os.path.join(cfg.data_dir, 'tfds'))
+    pause_point('prepare')
     vocab_dir = _vocab_dir(cfg, corpus)
     src_tok, tgt_tok = _tokenizers(cfg, corpus, vocab_dir)
   tokenized = {s: pipeline.tokenize_split(corpus.splits[s], src_tok, tgt_tok) for s in sources.SPLITS}

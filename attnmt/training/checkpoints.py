@@ -17,6 +17,7 @@ import dataclasses
 import json
 import os
 import time
+import weakref
 from typing import Any, Optional
 
 import jax
@@ -24,7 +25,7 @@ import ml_collections
 import orbax.checkpoint as ocp
 from etils import epath
 
-from attnmt.training import train_step
+from attnmt.training import guards, train_step
 from attnmt.model.config import ModelConfig
 
 CONFIG_FILE = 'config.json'
@@ -111,10 +112,21 @@ def _from_saved(state: train_step.TrainState) -> train_step.TrainState:
   return state.replace(rng=jax.random.wrap_key_data(state.rng))
 
 
+_open_runs: weakref.WeakSet = weakref.WeakSet()  # RunCheckpoints whose asynchronous saves may be under way
+
+
+def finish_saves() -> None:
+  """Waits for every checkpoint still being written in the background: a process stopping on a signal
+  calls this before it exits, so that no save is cut off."""
+  for run in list(_open_runs):
+    run.wait()
+
+
 class RunCheckpoints:
   """The latest checkpoints and the best one of a run directory."""
 
   def __init__(self, workdir: str, max_to_keep: int = 2):
+    _open_runs.add(self)
     self.workdir = os.path.abspath(workdir)
     # Several processes: synchronous saves. Two managers saving the same step asynchronously (best, then
     # latest) deadlocked in Orbax's cross-process barriers now and then (seen with 2 CPU processes).
@@ -133,10 +145,11 @@ class RunCheckpoints:
     manager = self.best if best else self.latest
     meta = {**meta, 'checkpoint_format': CHECKPOINT_FORMAT}
     args = ocp.args.Composite(state=ocp.args.StandardSave(_to_saveable(state)), meta=ocp.args.JsonSave(meta))
-    if step in manager.all_steps():
-      manager.wait_until_finished()
-      manager.delete(step)
-    manager.save(step, args=args, force=True)
+    with guards.saving():  # a signal now waits: the save is not cut off
+      if step in manager.all_steps():
+        manager.wait_until_finished()
+        manager.delete(step)
+      manager.save(step, args=args, force=True)
 
   def wait(self) -> None:
     self.latest.wait_until_finished()
@@ -225,6 +238,7 @@ class RunCheckpoints:
 
   def close(self) -> None:
     self.wait()
+    _open_runs.discard(self)
     self.latest.close()
     self.best.close()
 

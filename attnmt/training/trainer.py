@@ -24,7 +24,7 @@ import optax
 
 from attnmt.training import checkpoints, evaluation, guards, lock, parallel, train_step, tensorboard_heatmaps, settings
 from attnmt import data
-from attnmt.errors import ConfigError
+from attnmt.errors import ConfigError, pause_point
 from attnmt.model import attention
 from attnmt.model.config import ModelConfig
 from attnmt.training.metrics_io import MetricsWriter, Progress
@@ -428,6 +428,7 @@ def check_trained(meta: dict, steps: int, num_seeds: int, params) -> None:
 
 def final_results(cfg, config, workdir, prepared, seeds, meta, mesh=None) -> dict:
   """Test-split metrics of the best checkpoint per seed, plus size and speed; written to results.json."""
+  pause_point('final_evaluation')
   params, _, best_step = checkpoints.restore_params(workdir, 'best', mesh=mesh)
   ev = evaluate(cfg, config, params, prepared, 'test', len(seeds), 0, 0, mesh)
   n_params = int(sum(x.size for x in jax.tree.leaves(params)) // len(seeds))
