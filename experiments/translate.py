@@ -16,7 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 from attnmt.analysis import inspection
 from attnmt import data
-from attnmt.model import decoding
+from attnmt.model import decoding, normalizers
 from attnmt.training import evaluation
 
 flags.DEFINE_string('run', None, 'Run directory (written by train.py or sweep.py).', required=True)
@@ -93,6 +93,9 @@ def _translate():
     src_len = jnp.asarray([len(ids)], jnp.int32)
     max_len = evaluation.decode_length(len(ids), run.config.train.max_decode_factor)
     if FLAGS.beam_size:
+      # The best hypothesis's attention is recomputed by forced decoding: the beam's K attention histories,
+      # reordered at every step, grew with the square of the length (not for a recurrent normaliser).
+      recurrent = normalizers.build(run.cfg).recurrent
       out = decoding.beam_search(
         run.cfg,
         params,
@@ -101,10 +104,13 @@ def _translate():
         beam_size=FLAGS.beam_size,
         max_len=max_len,
         alpha=run.config.train.beam_alpha,
-        keep_attention=FLAGS.show_attention,
+        keep_attention=FLAGS.show_attention and recurrent,
         beta=run.config.train.get('beam_coverage_penalty', 0.0),  # absent from runs made before it existed
       )
       out = decoding.Decoded(*(x[:, 0] for x in out))
+      if FLAGS.show_attention and not recurrent:
+        n = int(out.lengths[0])
+        out = out._replace(weights=decoding.forced_attention(run.cfg, params, src, src_len, out.tokens[:, :n]))
     else:
       out = decoding.greedy(run.cfg, params, src, src_len, max_len=max_len, keep_attention=FLAGS.show_attention)
     n = int(out.lengths[0])

@@ -119,6 +119,16 @@ def greedy(
   return Decoded(c['tokens'], c['lengths'], c['weights'], c['logp'])
 
 
+@functools.partial(jax.jit, static_argnames=('cfg',))
+def forced_attention(cfg: ModelConfig, params, src_BxS: jax.Array, src_len_B: jax.Array, tokens_BxT: jax.Array):
+  """The attention (B x T x S) of given outputs, recomputed by teacher forcing them: equal to what decoding
+  them step by step gave (tests/model/test_seq2seq.py), for one T x S matrix per output instead of the
+  K histories beam search would carry and reorder at every step. Not for a recurrent normaliser
+  (`monotonic`), whose hard attention in decoding differs from its expected attention under teacher forcing."""
+  tgt_in_BxT = jnp.concatenate([jnp.full_like(tokens_BxT[:, :1], BOS), tokens_BxT[:, :-1]], axis=1)
+  return Seq2Seq(cfg).apply({'params': params}, src_BxS, src_len_B, tgt_in_BxT)[1]
+
+
 def _gather_beams(x, beam_idx_BxN):
   """Selects beams along axis 1 of x (B x K x ...) for each batch row: B x N x ..."""
   idx = beam_idx_BxN.reshape(beam_idx_BxN.shape + (1,) * (x.ndim - 2))

@@ -683,3 +683,50 @@ def test_a_user_module_that_fails_on_import_is_named(tmp_path, monkeypatch):
     "model.score 'broken_scores:Mine': importing module 'broken_scores' raised RuntimeError: a bug in my module; "
     'fix that module'
   )
+
+
+def test_a_tsv_read_through_a_pipe_is_refused_with_one_line(tmp_path):
+  """`--config.data.tsv_path=<(cat pairs.tsv)`: a pipe can be read once, and the corpus is read again later
+  (its first read saw data, the others nothing)."""
+  read_end, write_end = os.pipe()
+  os.write(write_end, b'one\tuno\ntwo\tdos\nthree\ttres\n')
+  os.close(write_end)
+  res = subprocess.run(
+    [
+      sys.executable,
+      '-m',
+      'experiments.train',
+      *train_args(
+        tmp_path, str(tmp_path / 'data'), '--config.data.name=tsv_pairs', f'--config.data.tsv_path=/dev/fd/{read_end}'
+      ),
+    ],
+    cwd=ROOT,
+    env=ENV,
+    capture_output=True,
+    text=True,
+    timeout=300,
+    pass_fds=(read_end,),
+  )
+  os.close(read_end)
+  assert res.returncode == 2, res.stderr[-2000:]
+  assert last_line(res) == (
+    f'error: data.tsv_path /dev/fd/{read_end} is a pipe or a device, not a file: attnmt reads it more than once (to '
+    'build the corpus, and again to resume or analyse the run); save it to a file first (e.g. `... > pairs.tsv`) '
+    'and pass that'
+  )
+
+
+def test_analyze_reads_a_pharaoh_file_with_a_byte_order_mark_and_names_a_bad_line(tmp_path, trained):
+  workdir, _ = trained
+  gold = tmp_path / 'gold.align'
+  gold.write_bytes(('\ufeff' + '0-0 1p1\n' * 40).encode('utf-8'))  # the test split's 40 sentences
+  res = run('analyze', f'--runs={workdir}', f'--out={tmp_path / "a"}', '--beam_size=0', f'--pharaoh={gold}')
+  assert res.returncode == 0, res.stderr[-2000:]
+  assert json.loads((tmp_path / 'a' / 'analysis.json').read_text())[0]['aer'][0] >= 0
+  gold.write_bytes(('\ufeff0-0\n0-0\n0-x\n' + '0-0\n' * 37).encode('utf-8'))
+  res = run('analyze', f'--runs={workdir}', f'--out={tmp_path / "b"}', '--beam_size=0', f'--pharaoh={gold}')
+  assert res.returncode == 2 and last_line(res) == (
+    f"error: {gold}:3: '0-x' is not a Pharaoh link; write 0-based source-target word pairs such as '0-0 1-2' "
+    'separated by spaces (an empty line: no links)'
+  )
+  assert not (tmp_path / 'b' / 'analysis.json').exists()

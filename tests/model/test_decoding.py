@@ -130,3 +130,15 @@ def test_nan_logits_end_the_hypothesis_instead_of_emitting_an_id_outside_the_voc
   np.testing.assert_array_equal(np.asarray(g.lengths), 1)
   logits = jnp.array([[0.5, 2.0, 1.0, jnp.nan, 0.1], [0.5, 2.0, 1.0, 3.0, 0.1]])
   np.testing.assert_array_equal(decoding.finite_or_eos(logits)[1], logits[1])  # finite rows are untouched
+
+
+def test_forced_attention_equals_the_attention_beam_search_kept(params):
+  """translate --show_attention with a beam recomputes the best hypothesis's attention by forced decoding
+  instead of carrying K reordered histories: the same matrix."""
+  b = decoding.beam_search(CFG, params, SRC, SRC_LEN, beam_size=3, max_len=12, keep_attention=True)
+  for row in range(SRC.shape[0]):
+    n = int(b.lengths[row, 0])
+    forced = decoding.forced_attention(
+      CFG, params, SRC[row : row + 1], SRC_LEN[row : row + 1], b.tokens[row : row + 1, 0, :n]
+    )
+    np.testing.assert_allclose(forced[0], b.weights[row, 0, :n], rtol=1e-5, atol=1e-6)
