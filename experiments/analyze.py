@@ -35,7 +35,7 @@ FLAGS = flags.FLAGS
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f'unexpected arguments {argv[1:]}')
-  common.run_guarded(_analyze)
+  common.run_guarded(_analyze, 'the analysis is incomplete (the runs are untouched): run the same command again')
 
 
 def _analyze():

@@ -2,13 +2,14 @@
 
 import os
 import re
+import signal
 import sys
 
 import jax
 from absl import app, flags, logging
 
 from attnmt.errors import ConfigError
-from attnmt.training import parallel
+from attnmt.training import checkpoints, guards, parallel
 from attnmt.training.checkpoints import CheckpointError
 from attnmt.training.guards import NonFiniteError, TrainingStopped
 from attnmt.training.lock import LockHeld
@@ -67,9 +68,10 @@ def describe_unknown_override(e: Exception, argv) -> str:
   return f'{flag} names no setting of the config (its sections: model, data, train)'
 
 
-def run_guarded(fn):
+def run_guarded(fn, after_signal: str = 'run the same command again'):
   """Runs fn; a bad-input error becomes one line on stderr and exit status 2 (3 for a non-finite loss;
-  128 + signal number after a graceful stop).
+  128 + signal number after a graceful stop, or after SIGTERM / Ctrl-C anywhere else: checkpoints being
+  written are finished first, further signals ignored, and the line ends with `after_signal`).
 
   Settings and data problems surface as ConfigError, CheckpointError, the ValueErrors of attnmt.data
   (unknown names, malformed files), LockHeld (another run holds the workdir) and OSError on a path the
@@ -79,10 +81,16 @@ def run_guarded(fn):
 
   if logging.get_verbosity() == logging.INFO and '--verbosity' not in ' '.join(sys.argv):
     logging.set_verbosity(logging.WARNING)  # Orbax logs every file it writes at INFO
+  guards.exit_on_signals()
   try:
     return fn()
   except TrainingStopped as e:
     _exit(str(e), e.exit_code)
+  except KeyboardInterrupt as e:  # guards.Interrupted: SIGINT or SIGTERM outside the training loop
+    guards.ignore_signals()
+    checkpoints.finish_saves()
+    signum = getattr(e, 'signum', signal.SIGINT)
+    _exit(f'stopped by signal {signum} ({signal.Signals(signum).name}); {after_signal}', 128 + signum)
   except NonFiniteError as e:
     _exit(f'error: {e}', 3)
   except (ConfigError, CheckpointError, LockHeld, ValueError, OSError) as e:

@@ -186,7 +186,7 @@ def _combinations(config, swept, extra_keys, keep, refused, seen):
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f'unexpected arguments {argv[1:]}')
-  common.run_guarded(_sweep)
+  common.run_guarded(_sweep, 'finished variants and saved checkpoints are kept: run the same command again to resume')
 
 
 def _sweep():

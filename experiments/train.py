@@ -28,7 +28,9 @@ common.define_distributed_flags()
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f'unexpected arguments {argv[1:]}; settings go in --config.x=y flags')
-  common.run_guarded(lambda: _train())
+  common.run_guarded(
+    _train, f'{FLAGS.workdir} keeps every checkpoint saved so far: run the same command again to resume'
+  )
 
 
 def _train():

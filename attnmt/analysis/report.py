@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Optional
+from typing import NamedTuple, Optional
 
 import jax.numpy as jnp
 import numpy as np
@@ -15,6 +15,8 @@ import sacrebleu
 from attnmt.analysis import inspection, significance
 
 from attnmt import data, plots, progress
+from attnmt.data import pharaoh as pharaoh_file
+from attnmt.errors import pause_point
 from attnmt.model import decoding
 from attnmt.training import evaluation, measures
 
@@ -83,9 +85,12 @@ def _analyze_run(
   result = {'variant': run.name, 'workdir': run.workdir, 'step': run.step, 'seeds': run.seeds}
   modes = [('greedy', 0)] + ([('beam', beam_size)] if beam_size else [])
   n_best, texts, attention_by_seed = {}, {'hypotheses': {}}, []
+  if pharaoh:
+    pharaoh = read_pharaoh(pharaoh)  # a malformed file fails before anything is decoded
   batches = list(data.batches(run.prepared, split, run.config.data))
   rows = sum(int(np.sum(b['index'] >= 0)) for b in batches)
   bars = {mode: progress.bar(len(run.seeds) * rows, f'{run.name} {mode}', 'sentence') for mode, _ in modes}
+  pause_point('analysis')
   for seed_i, seed in enumerate(run.seeds):
     params = evaluation.seed_params(run.params, seed_i)
     for mode, k in modes:
@@ -280,13 +285,27 @@ def _heatmaps(run, trans, sources, run_dir, chosen, count, seed, min_words=0) ->
   return paths, [int(i) for i in picks]
 
 
+class GoldLinks(NamedTuple):
+  path: str
+  lines: list  # (sure, possible) link sets of each line
+
+
+def read_pharaoh(pharaoh) -> GoldLinks:
+  """The (sure, possible) links of every line of a Pharaoh file given as --pharaoh, read once (it may be a
+  pipe): a byte-order mark is dropped, and a malformed line is refused naming the file and the line. Already
+  read GoldLinks pass through."""
+  if isinstance(pharaoh, GoldLinks):
+    return pharaoh
+  lines = pharaoh_file.read_lines(pharaoh, '--pharaoh')
+  return GoldLinks(pharaoh, [pharaoh_file.parse_sure_possible(line, pharaoh, k) for k, line in enumerate(lines, 1)])
+
+
 def _alignment_error_rates(run, split, pharaoh) -> tuple[Optional[list[float]], Optional[dict]]:
   """AER of every seed against the dataset's gold alignments or a Pharaoh file (one line per example), and
   the gold links with the first seed's forced attention ({'sure', 'possible', 'forced'}, by example index;
   inspection.split_word_attention); (None, None) without gold."""
   if pharaoh:
-    with open(pharaoh) as f:
-      gold_lines = [inspection.parse_pharaoh(line) for line in f]
+    pharaoh, gold_lines = read_pharaoh(pharaoh)
     n = len(data.raw_texts(run.prepared, split)[0])
     if len(gold_lines) != n:
       raise ValueError(
@@ -386,6 +405,8 @@ def analyze_runs(
   (select_sentences, at most `report_sentences` plus the heatmap sentences; embedded_sentences). With
   `out_dir` None the results are only returned (attnmt.compare): nothing is written."""
   results, texts, views = [], [], []
+  if options.get('pharaoh'):
+    options['pharaoh'] = read_pharaoh(options['pharaoh'])  # once for every run
   for workdir in workdirs:
     run = inspection.load_run(workdir, which)
     result, run_texts, run_views = _analyze_run(run, out_dir, **options)
@@ -453,21 +474,39 @@ def _thousandths(weights: np.ndarray) -> list[list[int]]:
   return np.rint(np.asarray(weights, float) * 1000).astype(int).tolist()
 
 
+# The report draws at most this many output rows and source columns of a heatmap: a 6,000-token sentence would
+# embed 36 million cells (100 MB of page). What is cut is said on the page.
+HEATMAP_MAX = 200
+
+
+def bounded_heatmap(weights: np.ndarray, rows: list, cols: list, limit: int = HEATMAP_MAX) -> dict:
+  """The page's data of one heatmap: {'w': integer thousandths, 'rows', 'cols': labels}, cut to the first
+  `limit` rows and columns, with 'truncated': [rows, columns] of the whole matrix when it was cut."""
+  weights = np.asarray(weights)
+  out = {'w': _thousandths(weights[:limit, :limit]), 'rows': list(rows[:limit]), 'cols': list(cols[:limit])}
+  if weights.shape[0] > limit or weights.shape[1] > limit:
+    out['truncated'] = [int(weights.shape[0]), int(weights.shape[1])]
+  return out
+
+
 def embedded_sentences(results: list[dict], views: list[dict[int, dict]], must=(), limit: int = 200) -> dict:
   """The sentences of the HTML report as JSON-ready data: each run's view (sentence_views) of the sentences
-  select_sentences picks, with attention weights rounded to 3 decimals and stored as integer thousandths."""
+  select_sentences picks, with attention weights rounded to 3 decimals and stored as integer thousandths, each
+  heatmap cut to HEATMAP_MAX rows and columns (bounded_heatmap)."""
   ids = select_sentences(views, must, limit)
   sentences = []
   for i in ids:
     first = views[0][i]
     entry = {'id': i, 'words': first['words'], 'source': first['source'], 'reference': first['reference'], 'runs': []}
     for v in views:
-      view = {k: v[i][k] for k in ('output', 'bleu', 'src', 'out', 'beam')}
-      view['w'] = _thousandths(v[i]['attention'])
+      view = {k: v[i][k] for k in ('output', 'bleu', 'beam')}
+      shown = bounded_heatmap(v[i]['attention'], v[i]['out'], v[i]['src'])
+      view.update(out=shown.pop('rows'), src=shown.pop('cols'), **shown)
       if 'forced' in v[i]:
         forced = v[i]['forced']
-        view['forced'] = {k: forced[k] for k in ('src', 'tgt', 'aer')}
-        view['forced']['w'] = _thousandths(forced['attention']) if forced['attention'].size else []
+        weights = forced['attention'] if forced['attention'].size else np.zeros((0, 0))
+        shown = bounded_heatmap(weights, forced['tgt'], forced['src'])
+        view['forced'] = {'aer': forced['aer'], 'tgt': shown.pop('rows'), 'src': shown.pop('cols'), **shown}
         entry['gold'] = {'sure': [list(x) for x in forced['sure']], 'possible': [list(x) for x in forced['possible']]}
       entry['runs'].append(view)
     sentences.append(entry)

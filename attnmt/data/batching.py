@@ -56,6 +56,27 @@ def _cut(positions: np.ndarray, src_len, tgt_len, options: BatchOptions) -> list
   return batches
 
 
+# An evaluation batch (validation, test, analysis) holds at most this many padded source positions: a long
+# sentence goes in a batch of its own (or with a few others as long), so decoding memory follows the
+# sentence being decoded, not a batch of 64 of them. Batches of ordinary lengths (64 x 128) are not cut.
+EVAL_BATCH_POSITIONS = 8192
+
+
+def cap_positions(batch: np.ndarray, src_len, options: BatchOptions, limit: int = EVAL_BATCH_POSITIONS) -> list:
+  """`batch` cut, in order, into consecutive batches of rows x padded source width <= `limit` (one row at
+  least: a sentence longer than `limit` is alone)."""
+  out, start, widest = [], 0, 0
+  for k, p in enumerate(batch):
+    width = padded_length(int(src_len[p]), options.pad_to_multiple, options.fixed_source_length)
+    if k > start and max(widest, width) * (k - start + 1) > limit:
+      out.append(batch[start:k])
+      start, widest = k, 0
+    widest = max(widest, width)
+  if start < len(batch):
+    out.append(batch[start:])
+  return out
+
+
 def plan_epoch(
   src_len: np.ndarray, tgt_len: np.ndarray, options: BatchOptions, seed: int, epoch: int, shuffle: bool
 ) -> list[np.ndarray]:
@@ -76,6 +97,8 @@ def plan_epoch(
     batches = _cut(order, src_len, tgt_len, options)
   if options.drop_remainder and not options.batch_tokens:
     batches = [b for b in batches if len(b) == options.batch_size]
+  if not shuffle:  # evaluation: very long sentences in batches of their own
+    batches = [part for b in batches for part in cap_positions(b, src_len, options)]
   return batches
 
 

@@ -11,10 +11,8 @@ the file and line and says what to fix. The word links become token links in `pi
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-  from attnmt.data.tsv_pairs import TsvPairs
+from attnmt.data.tsv_pairs import TsvPairs, refuse_pipes
 
 _LINK = re.compile(r'(\d+)[-p](\d+)')
 
@@ -37,18 +35,28 @@ def parse_links(line: str, path: str = '<alignment>', lineno: int = 0) -> set[tu
   return links
 
 
+def parse_sure_possible(line: str, path: str, lineno: int) -> tuple[set, set]:
+  """'0-1 2p3' -> (sure, possible) sets of (source, target) pairs, sure links also possible; a malformed
+  item is refused naming the file and line (parse_links's message)."""
+  parse_links(line, path, lineno)
+  sure = {(int(s), int(t)) for s, t in (item.split('-') for item in line.split() if '-' in item)}
+  possible = {(int(s), int(t)) for s, t in (item.split('p') for item in line.split() if 'p' in item)}
+  return sure, possible | sure
+
+
 def format_links(links: set[tuple[int, int]]) -> str:
   """{(0, 0), (2, 1)} -> '0-0 2-1' (sorted)."""
   return ' '.join(f'{s}-{t}' for s, t in sorted(links))
 
 
-def read_lines(path: str) -> list[str]:
-  """The lines of `path` as read_pairs counts them: a final newline ends the last line, '\\r' is dropped."""
+def read_lines(path: str, setting: str = 'data.alignment_path') -> list[str]:
+  """The lines of `path` as read_pairs counts them: a final newline ends the last line, '\\r' is dropped, and
+  so is a byte-order mark. `setting` is what the user gave the path as, for the message."""
   try:
     with open(path, 'rb') as f:
       raw = f.read()
   except OSError as e:
-    raise PharaohFormatError(f'cannot read alignment file {path}: {e.strerror}; check data.alignment_path') from None
+    raise PharaohFormatError(f'cannot read alignment file {path}: {e.strerror}; check {setting}') from None
   raw = raw[3:] if raw.startswith(b'\xef\xbb\xbf') else raw  # UTF-8 byte-order mark
   pieces = raw.split(b'\n')
   if pieces[-1] == b'':
@@ -68,6 +76,7 @@ def read_alignments(path: str, tsv_path: str, pairs: TsvPairs) -> dict[int, str]
   Refuses a file whose line count differs from the pair file's, a malformed item, and a word index
   beyond its sentence, each with one line naming the file, the line and the fix.
   """
+  refuse_pipes(path, 'data.alignment_path')
   lines = read_lines(path)
   if len(lines) != pairs.num_lines:
     raise PharaohFormatError(

@@ -176,9 +176,13 @@ _KINDS = {'sentencepiece': SentencePieceTokenizer, 'word': WordTokenizer}
 
 
 def _write_meta(directory: str, meta: dict) -> None:
+  """Written last and whole (temporary file, then rename): its presence says the tokenizer is complete, so a
+  process stopped while saving leaves a directory that is trained again, never half read."""
   meta = {**meta, 'pad_id': PAD_ID, 'bos_id': BOS_ID, 'eos_id': EOS_ID, 'unk_id': UNK_ID}
-  with open(os.path.join(directory, _META), 'w') as f:
+  path = os.path.join(directory, _META)
+  with open(f'{path}.tmp-{os.getpid()}', 'w') as f:
     json.dump(meta, f, indent=1)
+  os.replace(f'{path}.tmp-{os.getpid()}', path)
 
 
 def load_tokenizer(directory: str):

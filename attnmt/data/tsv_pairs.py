@@ -14,6 +14,7 @@ splits; the file needs at least 3 distinct source sentences (one per split).
 import dataclasses
 import hashlib
 import os
+import stat
 
 import numpy as np
 import tensorflow_datasets as tfds
@@ -58,9 +59,25 @@ def _split_line(line: str, path: str, lineno: int) -> tuple[str, str]:
   return source, target
 
 
+def refuse_pipes(path: str, setting: str) -> None:
+  """Refuses a path that is not a regular file or a directory (a pipe from process substitution, a device):
+  such a file can be read only once, and the corpus is read several times (to check it, to build it, and
+  again to resume or analyse the run); only the first read would see data."""
+  try:
+    mode = os.stat(path).st_mode
+  except OSError:
+    return  # the read itself names what is wrong
+  if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+    raise TsvFormatError(
+      f'{setting} {path} is a pipe or a device, not a file: attnmt reads it more than once (to build the corpus, '
+      'and again to resume or analyse the run); save it to a file first (e.g. `... > pairs.tsv`) and pass that'
+    )
+
+
 def read_pairs(path: str, skip_bad_lines: bool = False) -> TsvPairs:
   """Parses `path`; raises TsvFormatError (one line, file and line number) on a bad line
-  unless `skip_bad_lines`, and on an empty or unreadable file."""
+  unless `skip_bad_lines`, and on an empty or unreadable file, or a pipe (refuse_pipes)."""
+  refuse_pipes(path, 'data.tsv_path')
   try:
     with open(path, 'rb') as f:
       raw_lines = f.read().split(b'\n')

@@ -15,6 +15,7 @@ import flax.linen as nn
 
 from attnmt.model import deferred_scan, normalizers, scores, windows
 from attnmt.model.config import ModelConfig
+from attnmt.model.registry import check_output
 from attnmt.model.scores import additive_scores  # noqa: F401  (the score primitive)
 from attnmt.model.normalizers import masked_entmax15, masked_softmax, masked_sparsemax  # noqa: F401
 
@@ -34,7 +35,12 @@ def context(weights_BxS: jax.Array, annotations_BxSxH) -> jax.Array:
 
 def precompute_keys(cfg: ModelConfig, p: Params, annotations_SxH: jax.Array) -> jax.Array:
   """The per-sentence half of the configured score (S x K, K may be 0)."""
-  return scores.build(cfg).keys(p, annotations_SxH)
+  score = scores.build(cfg)
+  keys_SxK = score.keys(p, annotations_SxH)
+  check_output(
+    'score', score, 'from keys() per sentence', keys_SxK, (annotations_SxH.shape[0], None), '(source_len, K)'
+  )
+  return keys_SxK
 
 
 def attention_weights(
@@ -50,11 +56,16 @@ def attention_weights(
   score, window = scores.build(cfg), windows.build(cfg)
   half_Bx_ = score.query(p, query_BxQ)
   centre_B = window.centre(p, query_BxQ, length_B, t)
+  check_output('window', window, 'from centre()', centre_B, length_B.shape, '(batch,)')
   p_values = deferred_scan.values(p)
 
   def one(half, keys_SxK, length, centre):
     positions_S = jnp.arange(keys_SxK.shape[0])
-    return window.weights(score.scores(p_values, half, keys_SxK), positions_S, positions_S < length, centre)
+    e_S = score.scores(p_values, half, keys_SxK)
+    check_output('score', score, 'per query', e_S, positions_S.shape, '(source_len,)')
+    weights_S = window.weights(e_S, positions_S, positions_S < length, centre)
+    check_output('window', window, 'from weights() per query', weights_S, positions_S.shape, '(source_len,)')
+    return weights_S
 
   return jax.vmap(one)(half_Bx_, keys_BxSxK, length_B, centre_B)
 
@@ -77,7 +88,11 @@ def recurrent_weights(
 
   def one(half, keys_SxK, length, state_S, noise_S):
     mask_S = jnp.arange(keys_SxK.shape[0]) < length
-    return normalizer.step(p_values, score.scores(p_values, half, keys_SxK), mask_S, state_S, decoding, noise_S)
+    e_S = score.scores(p_values, half, keys_SxK)
+    check_output('score', score, 'per query', e_S, mask_S.shape, '(source_len,)')
+    weights_S, updated = normalizer.step(p_values, e_S, mask_S, state_S, decoding, noise_S)
+    check_output('normaliser', normalizer, 'from step() per query', weights_S, mask_S.shape, '(source_len,)')
+    return weights_S, updated
 
   weights_BxS, updated = jax.vmap(one)(half_Bx_, keys_BxSxK, length_B, state, noise_BxS)
   return weights_BxS, {**state, **updated}
@@ -140,6 +155,25 @@ def attend(
   """
   weights_S = attention_weights(cfg, p, query_Q[None], keys_SxK[None], jnp.asarray(length)[None], t)[0]
   return context_vector(weights_S, annotations_SxH), weights_S
+
+
+def check_user_code(cfg: ModelConfig) -> None:
+  """Traces the configured score, window and normaliser once on 2 queries against 3 source positions, without
+  computing anything (`jax.eval_shape`): an output of the wrong shape or dtype is refused (check_output's one
+  line naming the class) before any data is prepared."""
+  length_B = jnp.array([3, 2])
+
+  def run(decoding):
+    module = AttentionParams(cfg)
+    p = module.apply({'params': module.init(jax.random.key(0)).get('params', {})})
+    keys_BxSxK = jax.vmap(lambda h: precompute_keys(cfg, p, h))(jnp.zeros((2, 3, cfg.annotation_size)))
+    query_BxQ = jnp.zeros((2, cfg.decoder_hidden_size))
+    return attention_step(
+      cfg, p, query_BxQ, keys_BxSxK, length_B, jnp.int32(0), initial_state(cfg, length_B, 3), decoding
+    )
+
+  for decoding in (False, True):
+    jax.eval_shape(lambda: run(decoding))
 
 
 class AttentionParams(nn.Module):

@@ -37,15 +37,26 @@ class Decoded(NamedTuple):
   scores: jax.Array  # B or B x K: log-probability / length penalty (greedy: alpha = 0)
 
 
+def finite_or_eos(logits_xV: jax.Array) -> jax.Array:
+  """The logits, with every row holding a NaN or an infinity replaced by one that ends the hypothesis:
+  EOS at 0, the rest at NEG_INF. The arg-max of a NaN row is no token at all (greedy would emit the id V,
+  outside the vocabulary); a broken model's output ends instead of crashing what reads it."""
+  finite_x1 = jnp.all(jnp.isfinite(logits_xV), axis=-1, keepdims=True)
+  eos_only_V = jnp.where(jnp.arange(logits_xV.shape[-1]) == EOS, 0.0, NEG_INF).astype(logits_xV.dtype)
+  return jnp.where(finite_x1, logits_xV, eos_only_V)
+
+
 def _choosable_log_probs(logits_xV: jax.Array) -> jax.Array:
   """Log-probabilities over the full vocabulary, with PAD and BOS made unchoosable."""
-  return jax.nn.log_softmax(logits_xV).at[..., jnp.array([PAD, BOS])].set(NEG_INF)
+  return jax.nn.log_softmax(finite_or_eos(logits_xV)).at[..., jnp.array([PAD, BOS])].set(NEG_INF)
 
 
 def _greedy_choice(logits_BxV: jax.Array) -> tuple[jax.Array, jax.Array]:
   """The most probable choosable token and its log-probability: argmax and value of
   `_choosable_log_probs`, computed as a max, a masked min and a log-sum-exp, passes that vectorise,
-  instead of a log-softmax copy and a variadic arg-max reduction."""
+  instead of a log-softmax copy and a variadic arg-max reduction. A non-finite row chooses EOS
+  (`finite_or_eos`)."""
+  logits_BxV = finite_or_eos(logits_BxV)
   vocab_V = jnp.arange(logits_BxV.shape[-1])
   choosable_V = (vocab_V != PAD) & (vocab_V != BOS)
   best_B = jnp.max(jnp.where(choosable_V, logits_BxV, -jnp.inf), axis=-1)
@@ -106,6 +117,16 @@ def greedy(
 
   c = jax.lax.while_loop(cond, body, init)
   return Decoded(c['tokens'], c['lengths'], c['weights'], c['logp'])
+
+
+@functools.partial(jax.jit, static_argnames=('cfg',))
+def forced_attention(cfg: ModelConfig, params, src_BxS: jax.Array, src_len_B: jax.Array, tokens_BxT: jax.Array):
+  """The attention (B x T x S) of given outputs, recomputed by teacher forcing them: equal to what decoding
+  them step by step gave (tests/model/test_seq2seq.py), for one T x S matrix per output instead of the
+  K histories beam search would carry and reorder at every step. Not for a recurrent normaliser
+  (`monotonic`), whose hard attention in decoding differs from its expected attention under teacher forcing."""
+  tgt_in_BxT = jnp.concatenate([jnp.full_like(tokens_BxT[:, :1], BOS), tokens_BxT[:, :-1]], axis=1)
+  return Seq2Seq(cfg).apply({'params': params}, src_BxS, src_len_B, tgt_in_BxT)[1]
 
 
 def _gather_beams(x, beam_idx_BxN):

@@ -8,6 +8,7 @@ import importlib
 from typing import Callable
 
 import jax
+import jax.numpy as jnp
 
 from attnmt.errors import ConfigError
 
@@ -48,6 +49,23 @@ def resolve(name: str, base: type, registry: dict, kind: str) -> type:
       f"model.{kind} '{name}': '{attr}' in {module_name} is not a {base.__module__}.{base.__name__} subclass"
     )
   return cls
+
+
+def check_output(kind: str, obj, what: str, x, expected: tuple, names: str) -> None:
+  """Refuses, with one line naming the class, an output of a user's (or a built-in) score, window or normaliser
+  whose shape is not `expected` (None: any size) or whose dtype is not floating point. Shapes are static, so
+  this runs once, while the computation is traced, and costs nothing when it runs. `what` says per what
+  the output is ('per query'); `names` spells the expected axes ('(source_len,)')."""
+  shape, dtype = tuple(getattr(x, 'shape', ())), getattr(x, 'dtype', None)
+  fits = len(shape) == len(expected) and all(e is None or s == e for s, e in zip(shape, expected))
+  if not fits:
+    want = '(' + ', '.join('any' if e is None else str(e) for e in expected) + (',)' if len(expected) == 1 else ')')
+    raise ConfigError(
+      f'{kind} {type(obj).__name__} returned shape {shape} {what}; expected {names} = {want}'
+      + ('' if shape else ' (one number where there should be one per source position)')
+    )
+  if dtype is None or not jnp.issubdtype(dtype, jnp.floating):
+    raise ConfigError(f'{kind} {type(obj).__name__} returned dtype {dtype} {what}; expected a floating-point array')
 
 
 class Registry:

@@ -26,7 +26,7 @@ import jax.numpy as jnp
 from attnmt.model import normalizers
 from attnmt.errors import ConfigError  # noqa: F401  (for windows' check())
 from attnmt.model.normalizers import masked_softmax  # noqa: F401  (the softmax normaliser's function)
-from attnmt.model.registry import Declare, Params, matmul_flops, Registry
+from attnmt.model.registry import Declare, Params, Registry, check_output, matmul_flops
 
 
 class Window:
@@ -45,7 +45,10 @@ class Window:
 
   def normalize(self, e_S: jax.Array, keep_S: jax.Array) -> jax.Array:
     """The configured normaliser's weights over the positions where `keep_S` is true (0 elsewhere)."""
-    return normalizers.build(self.cfg).normalize(e_S, keep_S)
+    normalizer = normalizers.build(self.cfg)
+    weights_S = normalizer.normalize(e_S, keep_S)
+    check_output('normaliser', normalizer, 'per query', weights_S, keep_S.shape, '(source_len,)')
+    return weights_S
 
   def weights(self, e_S: jax.Array, positions_S: jax.Array, mask_S: jax.Array, centre: jax.Array) -> jax.Array:
     return self.normalize(e_S, mask_S)

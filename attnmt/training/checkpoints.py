@@ -17,6 +17,7 @@ import dataclasses
 import json
 import os
 import time
+import weakref
 from typing import Any, Optional
 
 import jax
@@ -25,11 +26,14 @@ import orbax.checkpoint as ocp
 from etils import epath
 
 from attnmt.errors import CheckpointError
-from attnmt.training import train_step
+from attnmt.training import guards, train_step
 from attnmt.model.config import ModelConfig
 
 CONFIG_FILE = 'config.json'
 FORMAT_VERSION = 1
+# The layout of a checkpoint's state and meta, stored in its meta as 'checkpoint_format' (absent: 1). A
+# checkpoint of a newer format, or whose state has other parts than this attnmt's, is an error, not damage.
+CHECKPOINT_FORMAT = 1
 
 
 def save_config(workdir: str, config: ml_collections.ConfigDict, model: Optional[dict] = None) -> None:
@@ -105,10 +109,21 @@ def _from_saved(state: train_step.TrainState) -> train_step.TrainState:
   return state.replace(rng=jax.random.wrap_key_data(state.rng))
 
 
+_open_runs: weakref.WeakSet = weakref.WeakSet()  # RunCheckpoints whose asynchronous saves may be under way
+
+
+def finish_saves() -> None:
+  """Waits for every checkpoint still being written in the background: a process stopping on a signal
+  calls this before it exits, so that no save is cut off."""
+  for run in list(_open_runs):
+    run.wait()
+
+
 class RunCheckpoints:
   """The latest checkpoints and the best one of a run directory."""
 
   def __init__(self, workdir: str, max_to_keep: int = 2):
+    _open_runs.add(self)
     self.workdir = os.path.abspath(workdir)
     # Several processes: synchronous saves. Two managers saving the same step asynchronously (best, then
     # latest) deadlocked in Orbax's cross-process barriers now and then (seen with 2 CPU processes).
@@ -125,11 +140,13 @@ class RunCheckpoints:
   def save(self, step: int, state: train_step.TrainState, meta: dict, best: bool = False) -> None:
     """Saves `step`, replacing a step of that number already there (Orbax refuses to write over one)."""
     manager = self.best if best else self.latest
+    meta = {**meta, 'checkpoint_format': CHECKPOINT_FORMAT}
     args = ocp.args.Composite(state=ocp.args.StandardSave(_to_saveable(state)), meta=ocp.args.JsonSave(meta))
-    if step in manager.all_steps():
-      manager.wait_until_finished()
-      manager.delete(step)
-    manager.save(step, args=args, force=True)
+    with guards.saving():  # a signal now waits: the save is not cut off
+      if step in manager.all_steps():
+        manager.wait_until_finished()
+        manager.delete(step)
+      manager.save(step, args=args, force=True)
 
   def wait(self) -> None:
     self.latest.wait_until_finished()
@@ -164,6 +181,7 @@ class RunCheckpoints:
     """
     out, damaged = None, []
     for step in sorted(self.latest.all_steps(), reverse=True):
+      check_format(os.path.join(self.workdir, 'checkpoints'), step, like)
       try:
         state, meta = self.restore(like, step)
       except PermissionError as e:
@@ -178,6 +196,7 @@ class RunCheckpoints:
       break
     if out is None:  # resume from best/ rather than lose it
       for step in sorted(self.best.all_steps(), reverse=True):
+        check_format(os.path.join(self.workdir, 'best'), step, like)
         try:
           state, meta = self.restore(like, step, best=True)
         except PermissionError as e:
@@ -216,8 +235,62 @@ class RunCheckpoints:
 
   def close(self) -> None:
     self.wait()
+    _open_runs.discard(self)
     self.latest.close()
     self.best.close()
+
+
+def _leaf_shapes(tree) -> dict:
+  """{path of names: shape} of every leaf: a saved state's metadata and a live state compare equal when their
+  parts do (dict keys, attribute names and sequence indices all become names)."""
+
+  def name(key):
+    for attr in ('key', 'name', 'idx'):
+      if hasattr(key, attr):
+        return str(getattr(key, attr))
+    return str(key)
+
+  leaves = jax.tree_util.tree_flatten_with_path(tree)[0]
+  return {tuple(name(k) for k in path): tuple(getattr(leaf, 'shape', ())) for path, leaf in leaves}
+
+
+def check_format(directory: str, step: int, like: Optional[train_step.TrainState] = None) -> None:
+  """Raises CheckpointError (nothing moved) for a checkpoint that reads cleanly but is of another format: a
+  newer `checkpoint_format` in its meta, or a state whose parts or shapes differ from `like`'s. A
+  checkpoint whose meta or state metadata cannot be read is not judged here: restoring it decides whether
+  it is damaged."""
+  path = os.path.join(directory, str(step))
+  try:
+    with open(os.path.join(path, 'meta', 'metadata')) as f:
+      version = json.load(f).get('checkpoint_format', 1)
+  except (OSError, ValueError, AttributeError):
+    return
+  if not isinstance(version, int) or version > CHECKPOINT_FORMAT:
+    raise CheckpointError(
+      f'checkpoint {path} has format {version!r}, this attnmt reads up to {CHECKPOINT_FORMAT}; nothing was moved; '
+      'use the attnmt version that wrote it'
+    )
+  if like is None:
+    return
+  try:
+    saved = _leaf_shapes(ocp.StandardCheckpointHandler().metadata(epath.Path(path) / 'state'))
+  except Exception:  # unreadable metadata: damage, if the restore fails too
+    return
+  wanted = _leaf_shapes(_to_saveable(like))
+  if saved != wanted:
+    extra, missing = sorted(set(saved) - set(wanted)), sorted(set(wanted) - set(saved))
+    shaped = sorted(k for k in set(saved) & set(wanted) if saved[k] != wanted[k])
+    first = (
+      'has ' + '/'.join(extra[0])
+      if extra
+      else 'lacks ' + '/'.join(missing[0])
+      if missing
+      else f'holds {"/".join(shaped[0])} as {saved[shaped[0]]}, not {wanted[shaped[0]]}'
+    )
+    raise CheckpointError(
+      f'checkpoint {path} is of another format than this attnmt trains (its state {first}); nothing was moved; '
+      'use the attnmt version that wrote it, or another --workdir'
+    )
 
 
 def _abstract_state(directory: str, step: int, sharding: jax.sharding.Sharding):
@@ -247,6 +320,7 @@ def restore_params(
       step = manager.latest_step()
       if step is None:
         continue
+      check_format(directory, step)
       sharding = (
         jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec())
         if mesh is not None
@@ -258,6 +332,8 @@ def restore_params(
           state=ocp.args.StandardRestore(_abstract_state(directory, step, sharding)), meta=ocp.args.JsonRestore()
         ),
       )
+    except CheckpointError:
+      raise
     except Exception as e:  # orbax raises many types for damaged files
       raise CheckpointError(
         f'checkpoint {directory}/{step} is corrupted or unreadable ({type(e).__name__}); '

@@ -13,7 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 import sacrebleu
 
-from attnmt.model import decoding
+from attnmt.model import decoding, normalizers
 from attnmt.training import measures, parallel, train_step
 from attnmt.model.config import ModelConfig
 
@@ -73,6 +73,10 @@ def translate(
     src, src_len = on['src'], on['src_len']
     max_len = decode_length(src.shape[1], factor)
     if beam_size:
+      # The best hypothesis's attention is recomputed by forced decoding: the beam's K attention histories,
+      # reordered at every step, grow with the square of the length (kept only for a recurrent normaliser,
+      # whose hard attention in decoding differs from its attention under teacher forcing).
+      recurrent = normalizers.build(cfg).recurrent
       d = decoding.beam_search(
         cfg,
         params,
@@ -81,10 +85,16 @@ def translate(
         beam_size=beam_size,
         max_len=max_len,
         alpha=alpha,
-        keep_attention=keep_attention,
+        keep_attention=keep_attention and recurrent,
         beta=beta,
       )
       d = decoding.Decoded(*(x[:, 0] for x in d))  # the best hypothesis
+      if keep_attention and not recurrent:
+        forced = decoding.forced_attention(cfg, params, src, src_len, d.tokens)
+        kept = (
+          jnp.arange(forced.shape[1])[None, :, None] < d.lengths[:, None, None]
+        )  # 0 after EOS, as decoding keeps it
+        d = d._replace(weights=jnp.where(kept, forced, 0.0))
     else:
       d = decoding.greedy(cfg, params, src, src_len, max_len=max_len, keep_attention=keep_attention)
     tokens, lengths, scores = (parallel.to_numpy(x) for x in (d.tokens, d.lengths, d.scores))

@@ -1,7 +1,14 @@
-"""Run guards: a graceful stop on SIGTERM / Ctrl-C, and non-finite losses caught without a host sync per step."""
+"""Run guards: a graceful stop on SIGTERM / Ctrl-C, and non-finite losses caught without a host sync per step.
+
+Signals: inside the training loop (`StopSignals`) the first SIGTERM or Ctrl-C asks the loop to save and stop.
+Everywhere else (data preparation, the final evaluation, analysis) `exit_on_signals` makes them raise
+`Interrupted`, which the entry points turn into one line and status 128 + signal. Within a `saving()` block
+(a checkpoint being written) a signal waits for the block's end, so no save is cut off by one.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import signal
 
 import jax
@@ -14,6 +21,56 @@ class TrainingStopped(Exception):
   def __init__(self, message: str, signum: int):
     super().__init__(message)
     self.exit_code = 128 + signum
+
+
+class Interrupted(KeyboardInterrupt):
+  """SIGINT or SIGTERM outside the training loop's own handling; `exit_code` is 128 + the signal number. A
+  KeyboardInterrupt, so that no `except Exception` (a restore judging damage, say) takes it for an error."""
+
+  def __init__(self, signum: int):
+    super().__init__(signum)
+    self.signum, self.exit_code = signum, 128 + signum
+
+
+class _Saving:
+  depth = 0  # nested saving() blocks now open
+  pending = None  # a signal that arrived inside one
+
+
+@contextlib.contextmanager
+def saving():
+  """Defers SIGINT and SIGTERM for the block: a signal arriving inside it raises Interrupted at its end."""
+  _Saving.depth += 1
+  try:
+    yield
+  finally:
+    _Saving.depth -= 1
+  if _Saving.depth == 0 and _Saving.pending is not None:
+    signum, _Saving.pending = _Saving.pending, None
+    raise Interrupted(signum)
+
+
+def _interrupt(signum, frame):
+  if _Saving.depth:
+    _Saving.pending = signum
+    return
+  raise Interrupted(signum)
+
+
+def exit_on_signals() -> None:
+  """From now on SIGINT and SIGTERM raise Interrupted (deferred within `saving()`); a no-op off the main thread."""
+  for s in StopSignals.SIGNALS:
+    try:
+      signal.signal(s, _interrupt)
+    except ValueError:
+      pass
+
+
+def ignore_signals() -> None:
+  """SIGINT and SIGTERM are ignored from now on: a process finishing its saves before it exits."""
+  for s in StopSignals.SIGNALS:
+    with contextlib.suppress(ValueError):
+      signal.signal(s, signal.SIG_IGN)
 
 
 class NonFiniteError(RuntimeError):
@@ -32,7 +89,8 @@ class StopSignals:
 
   def _handle(self, signum, frame):
     if self.requested is not None and signum == signal.SIGINT:
-      raise KeyboardInterrupt  # a second Ctrl-C stops at once
+      _interrupt(signum, frame)  # a second Ctrl-C stops at once, or once the save under way is written
+      return
     self.requested = signum
 
   def __enter__(self):

@@ -24,7 +24,8 @@ import optax
 
 from attnmt.training import checkpoints, evaluation, guards, lock, parallel, train_step, tensorboard_heatmaps, settings
 from attnmt import data
-from attnmt.errors import ConfigError
+from attnmt.errors import ConfigError, pause_point
+from attnmt.model import attention
 from attnmt.model.config import ModelConfig
 from attnmt.training.metrics_io import MetricsWriter, Progress
 
@@ -241,7 +242,9 @@ def check_config(config: ml_collections.ConfigDict) -> list[int]:
   """Validates every setting (attnmt.training.settings, ModelConfig) without writing anything; returns the seeds."""
   settings.validate(config)
   seeds = parse_seeds(config.train.seeds)
-  ModelConfig.from_dict({**config.model.to_dict(), 'source_vocab_size': 8, 'target_vocab_size': 8})
+  cfg = ModelConfig.from_dict({**config.model.to_dict(), 'source_vocab_size': 8, 'target_vocab_size': 8})
+  if any(':' in str(getattr(cfg, kind)) for kind in ('score', 'window', 'normalizer')):
+    attention.check_user_code(cfg)  # a user's class: its output shapes, before the data are prepared
   if config.train.coverage_loss_weight > 0 and config.model.score == 'none':
     raise ConfigError(
       "train.coverage_loss_weight penalises attending a source position twice, and model.score 'none' has no "
@@ -287,7 +290,8 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, seeds: 
   }
   resumed = ckpt.resume(state)
   if resumed is not None:
-    state, meta, _ = resumed
+    state, restored, _ = resumed
+    meta = {**meta, **restored}  # a field added after the checkpoint was written reads as its default
     print(f'Resumed {workdir} at step {int(parallel.to_numpy(state.step)[0])}', flush=True)
   # config.json and the vocabulary are written with the first checkpoint: a run that fails before it
   # leaves no config that would refuse the corrected command.
@@ -445,6 +449,7 @@ def check_trained(meta: dict, steps: int, num_seeds: int, params) -> None:
 
 def final_results(cfg, config, workdir, prepared, seeds, meta, mesh=None) -> dict:
   """Test-split metrics of the best checkpoint per seed, plus size and speed; written to results.json."""
+  pause_point('final_evaluation')
   params, _, best_step = checkpoints.restore_params(workdir, 'best', mesh=mesh)
   ev = evaluate(cfg, config, params, prepared, 'test', len(seeds), 0, 0, mesh)
   n_params = int(sum(x.size for x in jax.tree.leaves(params)) // len(seeds))

@@ -221,3 +221,30 @@ def test_corpus_text_cannot_end_or_escape_the_inline_data(analysis):
     assert not severe, severe
   finally:
     browser.quit()
+
+
+def test_a_long_sentence_heatmap_is_truncated_and_the_page_says_so():
+  """A 300 x 250 attention matrix is embedded as its first 200 x 200 cells, labels cut alike, with the full
+  size for the page's note; a small one whole."""
+  weights = np.full((300, 250), 0.004)
+  rows, cols = [f'o{i}' for i in range(300)], [f's{j}' for j in range(250)]
+  shown = report.bounded_heatmap(weights, rows, cols)
+  assert np.asarray(shown['w']).shape == (200, 200) and shown['w'][0][0] == 4
+  assert shown['rows'] == rows[:200] and shown['cols'] == cols[:200] and shown['truncated'] == [300, 250]
+  small = report.bounded_heatmap(weights[:3, :2], rows[:3], cols[:2])
+  assert np.asarray(small['w']).shape == (3, 2) and 'truncated' not in small
+  view = {
+    'words': 250,
+    'source': 'x',
+    'reference': 'y',
+    'output': 'z',
+    'bleu': 0.0,
+    'beam': [],
+    'src': cols,
+    'out': rows,
+    'attention': weights,
+  }
+  entry = report.embedded_sentences([{'variant': 'v'}], [{0: view}])['sentences'][0]['runs'][0]
+  assert entry['truncated'] == [300, 250] and len(entry['w']) == 200 and len(entry['src']) == 200
+  script = open(os.path.join(os.path.dirname(html_report.__file__), 'page', 'report.js')).read()
+  assert 'heatmap truncated: the first ${shown.length} of ${rows} output' in script

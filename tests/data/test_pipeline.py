@@ -189,3 +189,18 @@ def test_config_has_every_field_and_unknown_names_fail(numbers, tmp_path):
   assert '\n' not in message and 'bible_en_es, tsv_pairs, synthetic_numbers' in message
   with pytest.raises(ValueError, match='unknown split'):
     batches(numbers[1], 'dev', numbers[0])
+
+
+def test_very_long_evaluation_sentences_go_in_batches_of_their_own():
+  """Hand-worked: sources of 3, 5000, 4, 6000 and 2 tokens, batch_size 4, padding to 8, sorted by length (the
+  evaluation order): [2, 3, 4, 5000] would be one batch of 4 x 5000 padded positions, more than the 8192 an
+  evaluation batch may hold, so 5000 leaves it; 6000 is alone anyway. Training plans are not cut."""
+  src_len, tgt_len = np.array([3, 5000, 4, 6000, 2]), np.array([3, 4, 5, 6, 2])
+  options = batching.BatchOptions(batch_size=4, pad_to_multiple=8)
+  plan = batching.plan_epoch(src_len, tgt_len, options, seed=0, epoch=0, shuffle=False)
+  assert [b.tolist() for b in plan] == [[4, 0, 2], [1], [3]]
+  assert batching.EVAL_BATCH_POSITIONS == 8192
+  cut = batching.cap_positions(np.array([0, 1, 2, 3]), np.array([1000, 1000, 3000, 10]), options, limit=4096)
+  assert [b.tolist() for b in cut] == [[0, 1], [2], [3]]  # 2 x 1000 fits; 3 x 3000 does not; 10 starts anew
+  train = batching.plan_epoch(src_len, tgt_len, options, seed=0, epoch=0, shuffle=True)
+  assert sorted(len(b) for b in train) == [1, 4]

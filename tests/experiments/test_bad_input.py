@@ -4,6 +4,7 @@ other cases of a kind check the same error in-process. The cases are listed in d
 
 import json
 import os
+import signal
 import subprocess
 import sys
 
@@ -312,6 +313,18 @@ SETTINGS = {
     1.0,
     'data.validation_fraction must be a finite number',
   ),
+  'data.validation_fraction=0 (an empty split)': (
+    'data',
+    'validation_fraction',
+    0.0,
+    'data.validation_fraction must be a finite number > 0 and < 1, got 0.0',
+  ),
+  'data.test_fraction=0 (an empty split)': (
+    'data',
+    'test_fraction',
+    0.0,
+    'data.test_fraction must be a finite number > 0 and < 1, got 0.0',
+  ),
   'data.test_fraction=0.6 (sum >= 1)': (
     'data',
     'test_fraction',
@@ -474,8 +487,22 @@ def test_unwritable_workdir(tmp_path):
 
 
 @pytest.fixture
-def other_process():
-  proc = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])
+def holder(tmp_path):
+  """Another process holding the train lock of tmp_path/'w' (its flock), as a run training there would."""
+  proc = subprocess.Popen(
+    [
+      sys.executable,
+      '-c',
+      'import sys, time; from attnmt.training import lock; lock.acquire(sys.argv[1]); print("held", flush=True); '
+      'time.sleep(120)',
+      str(tmp_path / 'w'),
+    ],
+    cwd=ROOT,
+    env=dict(os.environ, PYTHONPATH=ROOT),
+    stdout=subprocess.PIPE,
+    text=True,
+  )
+  assert proc.stdout.readline().strip() == 'held'
   yield proc
   proc.kill()
   proc.wait()
@@ -487,31 +514,57 @@ def plant_lock(workdir, pid, host):
     json.dump({'pid': pid, 'host': host, 'kind': 'train'}, f)
 
 
-def test_second_training_on_a_workdir_is_refused(tmp_path, trained, other_process):
+def test_second_training_on_a_workdir_is_refused(tmp_path, trained, holder):
   import socket
 
-  plant_lock(tmp_path / 'w', other_process.pid, socket.gethostname())
   res = run('train', *train_args(tmp_path, trained[1]))
   assert res.returncode == 2
   assert last_line(res) == (
-    f'error: {tmp_path / "w"} is in use: a train run holds it (PID {other_process.pid} on host '
+    f'error: {tmp_path / "w"} is in use: a train run holds it (PID {holder.pid} on host '
     f'{socket.gethostname()}); wait for it to end or stop it, or use another --workdir'
   )
   assert sorted(os.listdir(tmp_path / 'w')) == ['.lock-train']
 
 
+def dead_pid():
+  proc = subprocess.Popen([sys.executable, '-c', 'pass'])
+  proc.wait()
+  return proc.pid
+
+
+def test_a_held_lock_whose_pid_looks_dead_from_here_is_not_taken_over(tmp_path, holder, capsys):
+  """Another PID namespace (a container sharing the host name and the disk): the holder's PID names no
+  process here. The kernel's lock says it is alive; after SIGKILL the lock is free and taken over."""
+  import socket
+
+  workdir, gone = str(tmp_path / 'w'), dead_pid()
+  plant_lock(workdir, gone, socket.gethostname())  # what the holder would have written in its namespace
+  with pytest.raises(lock.LockHeld) as e:
+    lock.acquire(workdir, 'train')
+  assert str(e.value) == (
+    f'{workdir} is in use: a train run holds it (PID {gone} on host {socket.gethostname()}); wait for it to end '
+    'or stop it, or use another --workdir'
+  )
+  holder.send_signal(signal.SIGKILL)
+  holder.wait()
+  with lock.hold(workdir, 'train') as path:
+    assert json.load(open(path))['pid'] == os.getpid()
+    with pytest.raises(lock.LockHeld, match='this process already holds its train lock'):
+      lock.acquire(workdir, 'train')
+  assert f'Took over the stale train lock of {workdir} (PID {gone} on host' in capsys.readouterr().out
+  assert not os.path.exists(path)
+
+
 def test_stale_lock_is_taken_over_and_said(tmp_path, capsys):
   import socket
 
-  dead = subprocess.Popen([sys.executable, '-c', 'pass'])
-  dead.wait()
-  plant_lock(tmp_path, dead.pid, socket.gethostname())
+  dead = dead_pid()
+  plant_lock(tmp_path, dead, socket.gethostname())
   with lock.hold(str(tmp_path), 'train') as path:
     assert json.load(open(path))['pid'] == os.getpid()
   assert not os.path.exists(path)
   assert (
-    f'Took over the stale train lock of {tmp_path} (PID {dead.pid} on host {socket.gethostname()}; that '
-    'process is gone)'
+    f'Took over the stale train lock of {tmp_path} (PID {dead} on host {socket.gethostname()}; that process is gone)'
   ) in capsys.readouterr().out
 
 
@@ -630,3 +683,50 @@ def test_a_user_module_that_fails_on_import_is_named(tmp_path, monkeypatch):
     "model.score 'broken_scores:Mine': importing module 'broken_scores' raised RuntimeError: a bug in my module; "
     'fix that module'
   )
+
+
+def test_a_tsv_read_through_a_pipe_is_refused_with_one_line(tmp_path):
+  """`--config.data.tsv_path=<(cat pairs.tsv)`: a pipe can be read once, and the corpus is read again later
+  (its first read saw data, the others nothing)."""
+  read_end, write_end = os.pipe()
+  os.write(write_end, b'one\tuno\ntwo\tdos\nthree\ttres\n')
+  os.close(write_end)
+  res = subprocess.run(
+    [
+      sys.executable,
+      '-m',
+      'experiments.train',
+      *train_args(
+        tmp_path, str(tmp_path / 'data'), '--config.data.name=tsv_pairs', f'--config.data.tsv_path=/dev/fd/{read_end}'
+      ),
+    ],
+    cwd=ROOT,
+    env=ENV,
+    capture_output=True,
+    text=True,
+    timeout=300,
+    pass_fds=(read_end,),
+  )
+  os.close(read_end)
+  assert res.returncode == 2, res.stderr[-2000:]
+  assert last_line(res) == (
+    f'error: data.tsv_path /dev/fd/{read_end} is a pipe or a device, not a file: attnmt reads it more than once (to '
+    'build the corpus, and again to resume or analyse the run); save it to a file first (e.g. `... > pairs.tsv`) '
+    'and pass that'
+  )
+
+
+def test_analyze_reads_a_pharaoh_file_with_a_byte_order_mark_and_names_a_bad_line(tmp_path, trained):
+  workdir, _ = trained
+  gold = tmp_path / 'gold.align'
+  gold.write_bytes(('\ufeff' + '0-0 1p1\n' * 40).encode('utf-8'))  # the test split's 40 sentences
+  res = run('analyze', f'--runs={workdir}', f'--out={tmp_path / "a"}', '--beam_size=0', f'--pharaoh={gold}')
+  assert res.returncode == 0, res.stderr[-2000:]
+  assert json.loads((tmp_path / 'a' / 'analysis.json').read_text())[0]['aer'][0] >= 0
+  gold.write_bytes(('\ufeff0-0\n0-0\n0-x\n' + '0-0\n' * 37).encode('utf-8'))
+  res = run('analyze', f'--runs={workdir}', f'--out={tmp_path / "b"}', '--beam_size=0', f'--pharaoh={gold}')
+  assert res.returncode == 2 and last_line(res) == (
+    f"error: {gold}:3: '0-x' is not a Pharaoh link; write 0-based source-target word pairs such as '0-0 1-2' "
+    'separated by spaces (an empty line: no links)'
+  )
+  assert not (tmp_path / 'b' / 'analysis.json').exists()

@@ -115,3 +115,30 @@ def test_decoding_stops_before_max_len_when_all_ended(params):
   """The while loop ends once every hypothesis has ended: lengths below max_len, PAD after."""
   g = decoding.greedy(CFG, params, SRC, SRC_LEN, max_len=40)
   assert np.all(np.asarray(g.lengths) < 40)
+
+
+def test_nan_logits_end_the_hypothesis_instead_of_emitting_an_id_outside_the_vocabulary(params):
+  """NaN parameters give NaN logits, whose arg-max is no token: greedy emitted the id V (an IndexError in the
+  detokeniser later). Every decoder now ends such a row with EOS."""
+  poisoned = jax.tree.map(lambda x: x * jnp.nan, params)
+  g = decoding.greedy(CFG, poisoned, SRC, SRC_LEN, max_len=12)
+  b = decoding.beam_search(CFG, poisoned, SRC, SRC_LEN, beam_size=3, max_len=12)
+  for tokens in (np.asarray(g.tokens), np.asarray(b.tokens)):
+    assert tokens.min() >= 0 and tokens.max() < CFG.target_vocab_size
+  np.testing.assert_array_equal(np.asarray(g.tokens)[:, 0], EOS)
+  np.testing.assert_array_equal(np.asarray(b.tokens)[:, 0, 0], EOS)
+  np.testing.assert_array_equal(np.asarray(g.lengths), 1)
+  logits = jnp.array([[0.5, 2.0, 1.0, jnp.nan, 0.1], [0.5, 2.0, 1.0, 3.0, 0.1]])
+  np.testing.assert_array_equal(decoding.finite_or_eos(logits)[1], logits[1])  # finite rows are untouched
+
+
+def test_forced_attention_equals_the_attention_beam_search_kept(params):
+  """translate --show_attention with a beam recomputes the best hypothesis's attention by forced decoding
+  instead of carrying K reordered histories: the same matrix."""
+  b = decoding.beam_search(CFG, params, SRC, SRC_LEN, beam_size=3, max_len=12, keep_attention=True)
+  for row in range(SRC.shape[0]):
+    n = int(b.lengths[row, 0])
+    forced = decoding.forced_attention(
+      CFG, params, SRC[row : row + 1], SRC_LEN[row : row + 1], b.tokens[row : row + 1, 0, :n]
+    )
+    np.testing.assert_allclose(forced[0], b.weights[row, 0, :n], rtol=1e-5, atol=1e-6)

@@ -2,13 +2,18 @@
 checks every built-in score passes: a NumPy reference, teacher forcing = step-by-step decoding, zero weight
 and gradient on padding, greedy and beam search, FLOPs, a training run. (README, "A new attention score".)"""
 
+import os
+import subprocess
+import sys
+import textwrap
+
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from attnmt.model import attention, decoding, scores
+from attnmt.model import attention, decoding, normalizers, scores, windows
 from attnmt.training import trainer
 from attnmt.errors import ConfigError
 from attnmt.model.config import ModelConfig
@@ -177,3 +182,108 @@ def test_trains_through_the_experiment_code(tmp_path):
   result = trainer.train_and_evaluate(cfg, str(tmp_path / 'run'))
   assert result['variant'].startswith(NAME) and np.isfinite(result['test_perplexity'][0])
   assert (tmp_path / 'run' / 'checkpoints' / '4').is_dir()
+
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+PER_SENTENCE = textwrap.dedent("""
+  import jax.numpy as jnp
+  from attnmt.model import scores
+
+  class PerSentence(scores.Score):  # one number per sentence: broadcast, it would make attention uniform
+    def scores(self, p, half, keys_SxH):
+      return jnp.sum(keys_SxH @ half[: keys_SxH.shape[1]])
+
+    def flops(self, src_len):
+      return 0, 0
+""")
+
+
+def test_a_score_returning_one_number_per_sentence_is_refused_through_train(tmp_path):
+  """One line naming the class and the expected shape, status 2, before any data is prepared."""
+  (tmp_path / 'per_sentence.py').write_text(PER_SENTENCE)
+  res = subprocess.run(
+    [
+      sys.executable,
+      '-m',
+      'experiments.train',
+      '--config=experiments/configs/tiny.py',
+      f'--workdir={tmp_path / "run"}',
+      f'--config.data.data_dir={tmp_path / "data"}',
+      '--config.model.score=per_sentence:PerSentence',
+    ],
+    cwd=ROOT,
+    env=dict(os.environ, JAX_PLATFORMS='cpu', PYTHONPATH=f'{ROOT}:{tmp_path}'),
+    capture_output=True,
+    text=True,
+    timeout=300,
+  )
+  assert res.returncode == 2, res.stderr
+  assert res.stderr.strip().splitlines() == [
+    'error: score PerSentence returned shape () per query; expected (source_len,) = (3,) (one number where there '
+    'should be one per source position)'
+  ]
+  assert not (tmp_path / 'data').exists() and not (tmp_path / 'run').exists()
+
+
+class OnePerBatch(Cosine):
+  def scores(self, p, half_H, keys_SxH):
+    return super().scores(p, half_H, keys_SxH)[:1]  # (1,): one score per sentence
+
+
+class IntegerScores(Cosine):
+  def scores(self, p, half_H, keys_SxH):
+    return jnp.argsort(super().scores(p, half_H, keys_SxH))
+
+
+class FlatCentre(windows.Window):
+  def centre(self, p, query_BxQ, length_B, t):
+    return jnp.zeros((query_BxQ.shape[0], 1))
+
+  def flops(self):
+    return 0
+
+
+class TransposedSoftmax(normalizers.Normalizer):
+  def normalize(self, e_S, mask_S):
+    return attention.masked_softmax(e_S, mask_S)[None]
+
+
+@pytest.mark.parametrize(
+  'over,message',
+  [
+    (
+      dict(score=f'{__name__}:OnePerBatch'),
+      r'^score OnePerBatch returned shape \(1,\) per query; expected \(source_len,\) = \(3,\)',
+    ),
+    (
+      dict(score=f'{__name__}:IntegerScores'),
+      r'^score IntegerScores returned dtype int32 per query; expected a floating-point',
+    ),
+    (
+      dict(window=f'{__name__}:FlatCentre'),
+      r'^window FlatCentre returned shape \(2, 1\) from centre\(\); expected \(batch,\) = \(2,\)',
+    ),
+    (
+      dict(normalizer=f'{__name__}:TransposedSoftmax'),
+      r'^normaliser TransposedSoftmax returned shape \(1, 3\) per query; expected \(source_len,\) = \(3,\)',
+    ),
+  ],
+)
+def test_user_outputs_are_checked_once_at_trace_time(over, message):
+  cfg = config(**over)
+  with pytest.raises(ConfigError, match=message):
+    attention.check_user_code(cfg)
+  params = init_params(config(), jax.random.key(0))  # the checks also guard every traced model, not only the probe
+  if 'score' in over:
+    src, lengths = jnp.ones((2, 5), jnp.int32), jnp.array([5, 3])
+    with pytest.raises(ConfigError, match=message.replace('(3,)', '(5,)').replace('\\(3,\\)', '\\(5,\\)')):
+      decoding.greedy(cfg, params, src, lengths, max_len=4)
+
+
+def test_the_built_in_classes_pass_the_checks():
+  for score in ('additive', 'dot', 'general', 'concat', 'location', 'none'):
+    attention.check_user_code(ModelConfig.from_dict({**SMALL, 'score': score, 'decoder_hidden_size': 12}))
+  for window in ('local_m', 'local_p'):
+    attention.check_user_code(ModelConfig.from_dict({**SMALL, 'score': 'additive', 'window': window}))
+  for normalizer in ('sparsemax', 'entmax15', 'monotonic'):
+    attention.check_user_code(ModelConfig.from_dict({**SMALL, 'score': 'additive', 'normalizer': normalizer}))

@@ -392,3 +392,65 @@ def test_an_unreadable_checkpoint_is_an_error_not_damage(tmp_path, data_dir, mon
     trainer.train_and_evaluate(fault_config(data_dir), workdir)
   assert {sub: steps(workdir, sub) for sub in ('checkpoints', 'best')} == before
   assert not os.path.exists(os.path.join(workdir, 'damaged'))
+
+
+def test_a_checkpoint_written_before_a_meta_field_existed_resumes_with_its_default(
+  tmp_path, data_dir, uninterrupted, monkeypatch
+):
+  """A checkpoint from before `skipped_updates` (and the format marker) existed: a KeyError on resume once."""
+  import json
+
+  workdir = str(tmp_path / 'run')
+  kill_at(monkeypatch, 30, best=False)
+  with pytest.raises(Killed):
+    trainer.train_and_evaluate(fault_config(data_dir), workdir)
+  for sub in ('checkpoints', 'best'):
+    for step in steps(workdir, sub):
+      path = os.path.join(workdir, sub, str(step), 'meta', 'metadata')
+      with open(path) as f:
+        meta = json.load(f)
+      meta.pop('skipped_updates'), meta.pop('checkpoint_format', None)
+      with open(path, 'w') as f:
+        json.dump(meta, f)
+  assert_bitwise_equal(resume(monkeypatch, data_dir, workdir), uninterrupted)
+  assert json.load(open(os.path.join(workdir, 'results.json')))['skipped_updates'] == 0
+
+
+def test_a_checkpoint_of_another_format_is_an_error_and_nothing_is_moved(tmp_path, data_dir, monkeypatch):
+  """A newer format marker, or a state with other parts than this attnmt trains, is refused with one line:
+  never quarantined as damage, never the reason to restart from step 0."""
+  import json
+
+  workdir = str(tmp_path / 'run')
+  kill_at(monkeypatch, 20, best=False)
+  with pytest.raises(Killed):
+    trainer.train_and_evaluate(fault_config(data_dir), workdir)
+  monkeypatch.undo()
+  before = {sub: steps(workdir, sub) for sub in ('checkpoints', 'best')}
+  real_init = train_step.init_train_states
+
+  def grown(cfg, optimizer, seeds):  # a later attnmt whose state has one more part
+    state = real_init(cfg, optimizer, seeds)
+    return state.replace(params={**state.params, 'extra': jnp.zeros((len(seeds), 3))})
+
+  monkeypatch.setattr(train_step, 'init_train_states', grown)
+  with pytest.raises(checkpoints.CheckpointError) as e:
+    trainer.train_and_evaluate(fault_config(data_dir), workdir)
+  assert str(e.value) == (
+    f'checkpoint {workdir}/checkpoints/20 is of another format than this attnmt trains (its state lacks '
+    'params/extra); nothing was moved; use the attnmt version that wrote it, or another --workdir'
+  )
+  monkeypatch.undo()
+  path = os.path.join(workdir, 'checkpoints', '20', 'meta', 'metadata')
+  with open(path) as f:
+    meta = json.load(f)
+  with open(path, 'w') as f:
+    json.dump({**meta, 'checkpoint_format': 99}, f)
+  for read in (
+    lambda: trainer.train_and_evaluate(fault_config(data_dir), workdir),
+    lambda: checkpoints.restore_params(workdir, 'latest'),  # analyze and translate
+  ):
+    with pytest.raises(checkpoints.CheckpointError, match=r'checkpoints/20 has format 99, this attnmt reads up to 1;'):
+      read()
+  assert {sub: steps(workdir, sub) for sub in ('checkpoints', 'best')} == before
+  assert not os.path.exists(os.path.join(workdir, 'damaged'))

@@ -220,6 +220,13 @@ function heatmap(kind, variant, rows, cols, weights, gold) {
   return svg;
 }
 
+function truncation([rows, cols], shown) {
+  // A long sentence's heatmap is cut to its first rows and columns (report.HEATMAP_MAX) to keep the page small.
+  const shownCols = shown.length ? shown[0].length : 0;
+  return el('p', {class: 'truncated muted'}, `heatmap truncated: the first ${shown.length} of ${rows} output ` +
+    `tokens and ${shownCols} of ${cols} source tokens are drawn`);
+}
+
 function drawSentence(s) {
   const head = byId('sentence-head');
   head.replaceChildren(el('div', {id: 'current-sentence', 'data-id': s.id}, `Sentence #${s.id} (${s.words} source words)`));
@@ -231,6 +238,7 @@ function drawSentence(s) {
     const panel = el('div', {class: 'panel', 'data-variant': DATA.variants[i]});
     panel.appendChild(el('h3', {style: `color:${COLORS[i % COLORS.length]}`}, DATA.variants[i]));
     panel.appendChild(el('div', {class: 'output'}, `greedy output (sentence BLEU ${fmt(r.bleu, 1)}): ${r.output}`));
+    if (r.truncated) panel.appendChild(truncation(r.truncated, r.w));
     panel.appendChild(heatmap('output', DATA.variants[i], r.out, r.src, r.w, null));
     if (r.beam && r.beam.length) {
       const table = el('table', {class: 'beam'});
@@ -241,6 +249,7 @@ function drawSentence(s) {
     if (r.forced) {
       panel.appendChild(el('p', {class: 'forced-caption'},
         `Reference, forced decoding (words); gold links: solid red (sure), dashed orange (possible); AER ${fmt(r.forced.aer, 3)}`));
+      if (r.forced.truncated) panel.appendChild(truncation(r.forced.truncated, r.forced.w));
       panel.appendChild(heatmap('forced', DATA.variants[i], r.forced.tgt, r.forced.src, r.forced.w, s.gold));
     }
     panels.appendChild(panel);
