@@ -275,7 +275,7 @@ def test_killed_between_best_and_latest_of_one_step_then_newest_step_deleted(
   assert steps(workdir, 'best') == [20] and steps(workdir, 'checkpoints') == [20, 30]
   import shutil
 
-  shutil.rmtree(os.path.join(workdir, 'checkpoints', '30'))  # the README's advice for a bad checkpoint
+  shutil.rmtree(os.path.join(workdir, 'checkpoints', '30'))  # docs/troubleshooting.md's advice for a bad checkpoint
   capsys.readouterr()
   assert_bitwise_equal(resume(monkeypatch, data_dir, workdir), uninterrupted)
   assert f'Resumed {workdir} at step 20' in capsys.readouterr().out
