@@ -32,6 +32,12 @@ class Bar(tqdm.tqdm):
     """Measure the rate from now on (from the current count)."""
     self._rate_start = (self._time(), self.n)
 
+  def exclude(self, seconds: float) -> None:
+    """Leave `seconds` just spent (a one-off, such as a compilation) out of the rate."""
+    if self._rate_start is not None:
+      t0, n0 = self._rate_start
+      self._rate_start = (min(t0 + seconds, self._time()), n0)
+
   def rate(self, n: Optional[float] = None) -> Optional[float]:
     """Units per second from start_rate to now, were the count `n` (default: the count); None before any."""
     if self._rate_start is None:

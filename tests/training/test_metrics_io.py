@@ -37,6 +37,25 @@ def test_the_eta_counts_from_the_end_of_the_first_step_not_its_compilation():
   assert _eta(line) == '00:10', line  # 100 steps at 10 steps/s; the compilation's 600 s would make it 01:16
 
 
+def test_the_first_evaluation_compiles_and_is_left_out_of_the_eta_later_ones_count():
+  """Steps at 10/s, an evaluation every 200 steps: the first takes 300 s (it compiles the decoders), the
+  others 10 s. After the second evaluation the ETA is the time left by steps and evaluations alike."""
+  clock, out = FakeClock(), io.StringIO()
+  progress = Progress(1001, 0, stream=out, clock=clock)
+  progress.compiled(1)
+  for step in range(101, 1001, 100):
+    clock.now += 10.0
+    progress.update(step, 1000.0)
+    if (step - 1) % 200 == 0:
+      seconds = 300.0 if step == 201 else 10.0
+      clock.now += seconds
+      progress.evaluated(seconds)
+  # At step 901: 900 steps in 90 s plus 3 evaluations after the first in 30 s, so 7.5 steps/s; the last
+  # 100 steps take 10 s and one more evaluation 10 s: 20 s left, and the ETA says 13 s (within the
+  # evaluations' share); counting the first evaluation it would say 46 s.
+  assert _eta(out.getvalue().splitlines()[-1]) == '00:13', out.getvalue()
+
+
 def test_a_time_budget_that_ends_training_first_is_the_bars_total_and_its_eta():
   clock, out = FakeClock(), io.StringIO()
   progress = Progress(100000, 0, stream=out, budget_seconds=108.0, clock=clock)  # a 1.8-minute budget
