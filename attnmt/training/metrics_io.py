@@ -8,9 +8,14 @@ import os
 import sys
 import time
 
+import jax
 import numpy as np
 
 from attnmt import progress
+
+# The durations JAX reports for a compilation (jax._src.dispatch): lowering to MLIR and the backend's compile.
+# Tracing is left in (its events nest, one inside another, and would be counted twice).
+COMPILE_EVENTS = ('/jax/core/compile/jaxpr_to_mlir_module_duration', '/jax/core/compile/backend_compile_duration')
 
 
 class MetricsWriter:
@@ -65,9 +70,9 @@ class Progress:
   or per minute in a log) with the loss, steps/s and tokens/s, and one line per evaluation (`message`).
 
   The rate behind the ETA is measured from the end of the first step (`compiled`): that step compiles
-  the training step and would otherwise dominate the rate. The first evaluation, which compiles the
-  decoders, is left out of it too (`evaluated`); later evaluations count in it, so the ETA is the
-  wall-clock time left once an evaluation has happened. Training ends at step `total` or at the time
+  the training step and would otherwise dominate the rate. Every later compilation (the decoders', in the
+  first evaluation; a new batch width) is left out of it too, as JAX reports it (`jax.monitoring`), while
+  evaluations count in it: once one has happened, the ETA is the wall-clock time left. Training ends at step `total` or at the time
   budget's end (`deadline`), whichever comes first: when the budget ends it first at the rate so far, the
   bar's total is the step reached by then, and its ETA is the budget left."""
 
@@ -84,23 +89,21 @@ class Progress:
     self.stream = sys.stderr if stream is None else stream
     self._t, self._step = time.perf_counter(), start
     self._clock = clock
-    self._evaluated = False
     self.deadline = clock() + budget_seconds if budget_seconds else None
     self.bar = progress.bar(
       total, 'train', 'step', self.stream, enabled, initial=start, smoothing=0, clock=clock, every_seconds=300
     )
+    jax.monitoring.register_event_duration_secs_listener(self._on_event)
+
+  def _on_event(self, event: str, seconds: float, **unused) -> None:
+    """JAX reports each compilation's lowering and compile time: left out of the rate behind the ETA."""
+    if event in COMPILE_EVENTS:
+      self.bar.exclude(seconds)
 
   def compiled(self, step: int) -> None:
     """The first step of this process is done (and compiled): the rate is measured from here."""
     self.bar.update(step - self.bar.n)
     self.bar.start_rate()
-
-  def evaluated(self, seconds: float) -> None:
-    """An evaluation took `seconds`. The first one compiles the decoders, a one-off as long as many
-    evaluations: it is left out of the rate, and later ones count in it."""
-    if not self._evaluated:
-      self.bar.exclude(seconds)
-      self._evaluated = True
 
   def update(self, step: int, tokens: float, **scalars) -> dict:
     """Moves the bar to `step` (`tokens` trained since the last update, `scalars` shown beside it); returns
@@ -132,4 +135,8 @@ class Progress:
       progress.write(text, self.stream)
 
   def close(self) -> None:
+    try:
+      jax.monitoring.unregister_event_duration_listener(self._on_event)
+    except (AssertionError, ValueError):  # closed before
+      pass
     self.bar.close()

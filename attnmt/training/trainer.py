@@ -393,7 +393,6 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, seeds: 
         check_finite(step)
         jax.block_until_ready(state)
         meta['train_seconds'] += time.perf_counter() - t0  # training time only: evaluation is not counted
-        evaluation_start = time.perf_counter()
         ev = evaluate(
           cfg, config, state.params, prepared, 'validation', len(seeds), t.eval_max_sentences, t.eval_beam_size, mesh
         )
@@ -410,7 +409,6 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, seeds: 
         if meta['best_bleu'] is None or np.mean(ev['bleu']) > meta['best_bleu']:
           meta['best_bleu'] = float(np.mean(ev['bleu']))
           save(step, best=True)
-        progress.evaluated(time.perf_counter() - evaluation_start)
         t0 = time.perf_counter()
       if step % t.checkpoint_every == 0 or is_last or stop.requested:
         save(step)
