@@ -13,9 +13,13 @@ import numpy as np
 
 from attnmt import progress
 
-# The durations JAX reports for a compilation (jax._src.dispatch): lowering to MLIR and the backend's compile.
-# Tracing is left in (its events nest, one inside another, and would be counted twice).
-COMPILE_EVENTS = ('/jax/core/compile/jaxpr_to_mlir_module_duration', '/jax/core/compile/backend_compile_duration')
+# The durations JAX reports for a compilation (jax._src.dispatch): tracing, lowering to MLIR and the backend's
+# compile. Traces nest (a jitted function traced inside another), so the time left out is the union of the spans.
+COMPILE_EVENTS = (
+  '/jax/core/compile/jaxpr_trace_duration',
+  '/jax/core/compile/jaxpr_to_mlir_module_duration',
+  '/jax/core/compile/backend_compile_duration',
+)
 
 
 class MetricsWriter:
@@ -93,12 +97,25 @@ class Progress:
     self.bar = progress.bar(
       total, 'train', 'step', self.stream, enabled, initial=start, smoothing=0, clock=clock, every_seconds=300
     )
+    self._spans = []  # (start, end) of the compilations left out so far
     jax.monitoring.register_event_duration_secs_listener(self._on_event)
 
   def _on_event(self, event: str, seconds: float, **unused) -> None:
-    """JAX reports each compilation's lowering and compile time: left out of the rate behind the ETA."""
-    if event in COMPILE_EVENTS:
-      self.bar.exclude(seconds)
+    """JAX reports each compilation's trace, lowering and compile time as it ends: the part of that span not
+    already left out (an inner trace inside an outer one) is left out of the rate behind the ETA."""
+    if event not in COMPILE_EVENTS:
+      return
+    end = self._clock()
+    start = end - seconds
+    covered = sum(max(0.0, min(end, e) - max(start, s)) for s, e in self._spans)
+    self.bar.exclude(seconds - covered)
+    merged = []  # the spans stay disjoint: the new one absorbs those it overlaps
+    for s, e in sorted(self._spans + [(start, end)]):
+      if merged and s <= merged[-1][1]:
+        merged[-1] = (merged[-1][0], max(merged[-1][1], e))
+      else:
+        merged.append((s, e))
+    self._spans = merged
 
   def compiled(self, step: int) -> None:
     """The first step of this process is done (and compiled): the rate is measured from here."""

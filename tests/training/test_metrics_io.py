@@ -51,9 +51,13 @@ def test_compilations_are_left_out_of_the_eta_and_evaluations_count_in_it():
     progress.update(step, 1000.0)
     if (step - 1) % 200 == 0:
       clock.now += 10.0
-      if step == 201:
-        clock.now += 290.0
-        jax.monitoring.record_event_duration_secs(COMPILE_EVENTS[1], 290.0)
+      if step == 201:  # a trace of 40 s holding another of 30 s, then 250 s of compilation: 290 s
+        clock.now += 30.0
+        jax.monitoring.record_event_duration_secs(COMPILE_EVENTS[0], 30.0)
+        clock.now += 10.0
+        jax.monitoring.record_event_duration_secs(COMPILE_EVENTS[0], 40.0)
+        clock.now += 250.0
+        jax.monitoring.record_event_duration_secs(COMPILE_EVENTS[2], 250.0)
   progress.close()
   jax.monitoring.record_event_duration_secs(COMPILE_EVENTS[1], 1000.0)  # after close: not listened to
   # At step 901: 900 steps in 90 s plus 4 evaluations in 40 s, so 6.9 steps/s: 14 s for the last 100 steps
