@@ -1,7 +1,7 @@
 """One sweep over several CPU cores: one training process per core, each single-threaded and pinned.
 
 On a CPU, the training step of attnmt's models is a chain of small products that one XLA thread pool
-cannot spread over cores well: two single-threaded processes, one per core, train 1.46x the target
+cannot spread over cores well: two single-threaded processes, one per core, train 1.39x the target
 tokens per second of one process using both cores (benchmarks/README.md, "Cores"). So a sweep with
 several unfinished variants runs as that many processes (at most one per core), which share the
 variants through `sweep.shard=auto` (each variant's training lock), and the parent then writes the

@@ -44,7 +44,7 @@ def get_sweep_config(scores: str = 'none,additive,dot,general,concat') -> ml_col
   # Shards write no tables: sweep.report_only does, once they are done.
   s.shard = ''
   # Training processes: 'auto' = on a CPU, one single-threaded process per core while at least two variants are
-  # unfinished (they train 1.46x the tokens/s of one process on 2 cores; experiments/cores.py); N = N processes.
+  # unfinished (they train 1.39x the tokens/s of one process on 2 cores; experiments/cores.py); N = N processes.
   s.processes = 'auto'
   s.report_only = False  # True: train nothing; tables and analysis of the variants finished so far (merges shards)
   s.analyze = True  # after training: BLEU by length, heatmaps, AER where gold alignments exist
