@@ -32,17 +32,8 @@ def test_projected_nll_and_gradients_equal_autodiff(label_smoothing):
   jax.tree.map(lambda x, y: np.testing.assert_allclose(x, y, rtol=1e-5, atol=1e-6), got, want)
 
 
-def test_loss_fn_equals_masked_cross_entropy_of_the_logits():
-  cfg = ModelConfig(
-    dropout=0.0,
-    source_vocab_size=20,
-    target_vocab_size=23,
-    embed_size=8,
-    encoder_hidden_size=6,
-    decoder_hidden_size=12,
-    attention_size=5,
-    output_size=7,
-  )
+def test_loss_fn_equals_masked_cross_entropy_of_the_logits(small):
+  cfg = ModelConfig(**small)
   rng = np.random.default_rng(1)
   batch = dict(
     src=rng.integers(4, 20, (3, 7)),
