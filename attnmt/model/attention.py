@@ -13,7 +13,7 @@ import jax
 import jax.numpy as jnp
 import flax.linen as nn
 
-from attnmt.model import deferred_scan, normalizers, scores, windows
+from attnmt.model import normalizers, scores, windows
 from attnmt.model.config import ModelConfig
 from attnmt.model.registry import check_output
 from attnmt.model.scores import additive_scores  # noqa: F401  (the score primitive)
@@ -28,8 +28,8 @@ def context_vector(weights_S: jax.Array, annotations_SxH: jax.Array) -> jax.Arra
 
 
 def context(weights_BxS: jax.Array, annotations_BxSxH) -> jax.Array:
-  """c_b = sum_i a_bi h_bi for a batch: one product a @ h per sentence. Inside the decoder's scan the
-  annotations are a `deferred_scan.Deferred` matrix, and this is its product."""
+  """c_b = sum_i a_bi h_bi for a batch: one product a @ h per sentence (inside the decoder's scan, a
+  product whose gradient for the annotations `deferred_scan` forms after the backward scan)."""
   return (weights_BxS.astype(annotations_BxSxH.dtype)[:, None, :] @ annotations_BxSxH)[:, 0]
 
 
@@ -49,19 +49,18 @@ def attention_weights(
   """Attention weights (B x S, float32) of a batch of queries: the decoder's per-step attention.
 
   The query products (the score's `query`, the window's `centre`) run once for the whole batch: inside
-  the decoder's scan, `q @ p[name]` there is a product with a deferred weight gradient
-  (`deferred_scan.Deferred`). Scores and window run per sentence and read the parameters' values.
+  the decoder's scan, `q @ p[name]` there is a product whose weight gradient `deferred_scan` forms after
+  the backward scan. Scores and window run per sentence.
   `t` is the 0-based target position, positions >= length are padding.
   """
   score, window = scores.build(cfg), windows.build(cfg)
   half_Bx_ = score.query(p, query_BxQ)
   centre_B = window.centre(p, query_BxQ, length_B, t)
   check_output('window', window, 'from centre()', centre_B, length_B.shape, '(batch,)')
-  p_values = deferred_scan.values(p)
 
   def one(half, keys_SxK, length, centre):
     positions_S = jnp.arange(keys_SxK.shape[0])
-    e_S = score.scores(p_values, half, keys_SxK)
+    e_S = score.scores(p, half, keys_SxK)
     check_output('score', score, 'per query', e_S, positions_S.shape, '(source_len,)')
     weights_S = window.weights(e_S, positions_S, positions_S < length, centre)
     check_output('window', window, 'from weights() per query', weights_S, positions_S.shape, '(source_len,)')
@@ -84,13 +83,12 @@ def recurrent_weights(
   and the state with the entries it updates: the score per sentence, then the normaliser's `step`."""
   score, normalizer = scores.build(cfg), normalizers.build(cfg)
   half_Bx_ = score.query(p, query_BxQ)
-  p_values = deferred_scan.values(p)
 
   def one(half, keys_SxK, length, state_S, noise_S):
     mask_S = jnp.arange(keys_SxK.shape[0]) < length
-    e_S = score.scores(p_values, half, keys_SxK)
+    e_S = score.scores(p, half, keys_SxK)
     check_output('score', score, 'per query', e_S, mask_S.shape, '(source_len,)')
-    weights_S, updated = normalizer.step(p_values, e_S, mask_S, state_S, decoding, noise_S)
+    weights_S, updated = normalizer.step(p, e_S, mask_S, state_S, decoding, noise_S)
     check_output('normaliser', normalizer, 'from step() per query', weights_S, mask_S.shape, '(source_len,)')
     return weights_S, updated
 

@@ -6,15 +6,17 @@ luong:    s_t = RNN(s_{t-1}, [E y_{t-1} ; h~_{t-1}]); query s_t; h~_t = tanh(W_c
 Both paths share `_step`, so teacher-forced logits equal step-by-step logits. Work that does not
 depend on the previous step stays outside the scan as one large matrix product: the embedding part
 of the first RNN layer's input projection, the attention keys (`Memory.keys`) and the output layer.
-The step is written with plain products (`h @ W_hh`); inside the teacher-forced scan the matrices
-are `deferred_scan.Deferred` stand-ins, so that each product's weight gradient is formed after the
-backward scan, one product over all steps, instead of a thin product and an update per step.
+The step is an ordinary function of the parameters; `deferred_scan.deferred_weight_scan` runs the
+teacher-forced scan so that every product by a parameter (or by the annotations) has its weight
+gradient formed after the backward scan, one product over all steps, instead of a thin product and
+an update per step.
 Letters: B batch, T target positions, S source positions, H annotation size, D decoder size, V vocab.
 """
 
 from __future__ import annotations
 
 import functools
+from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 import jax
@@ -40,12 +42,6 @@ class State(NamedTuple):
   feed: jax.Array  # B x D input-feeding vector h~_{t-1} (B x 0 when unused)
   t: jax.Array  # scalar int32, the 0-based target position of the next step
   attention: dict  # the attention's own recurrent state, B x S arrays by name (attention.initial_state)
-
-
-def _multiplied(path: tuple, leaf: jax.Array) -> bool:
-  """The matrices the step multiplies by (deferred in the teacher-forced scan): every 2-D parameter,
-  and the annotations (c = a @ h per sentence)."""
-  return leaf.ndim == 2 or path[-1] == jax.tree_util.GetAttrKey('annotations')
 
 
 _embed_init = nn.initializers.variance_scaling(1.0, 'fan_in', 'normal', out_axis=0)
@@ -76,17 +72,10 @@ class Decoder(nn.Module):
     self.b_out = self.param('b_out', nn.initializers.zeros, (cfg.target_vocab_size,))
 
   def _params(self) -> dict[str, Any]:
-    """All parameters as one pytree in the compute dtype, gathered outside any scan."""
-    p = {
-      'embed': self.embed,
-      'attention': self.attention(),
-      'layers': [l() for l in self.layers],
-      'W_out': self.W_out,
-      'b_out': self.b_out,
-    }
-    for name in ('W_bridge', 'b_bridge', 'W_g', 'b_g', 'W_c'):
-      if hasattr(self, name):
-        p[name] = getattr(self, name)
+    """All parameters as one pytree in the compute dtype, gathered outside any scan: this module's own
+    (`self.param` in `setup`, by name), the attention's and one dict per RNN layer."""
+    own = {k: v for k, v in self.variables['params'].items() if not isinstance(v, Mapping)}
+    p = {**own, 'attention': self.attention(), 'layers': [l() for l in self.layers]}
     dtype = jnp.dtype(self.cfg.dtype)
     return jax.tree.map(lambda x: x.astype(dtype), p)
 
@@ -120,46 +109,32 @@ class Decoder(nn.Module):
     return jnp.where(keep, x / (1.0 - self.cfg.dropout), 0).astype(x.dtype)
 
   def _embed_projection(self, p, emb_xE):
-    """The embedding half of layer 0's input product, E y W_ih[:E]: hoistable out of the scan.
+    """The embedding half of layer 0's input product, E y W_ih[:E]: hoisted out of the teacher-forced scan.
 
     The bias is left to the step, where adding it fuses with the gate arithmetic; added here it
     would be a pass of its own over all steps' gates.
     """
     return emb_xE @ p['layers'][0]['W_ih'][: self.cfg.embed_size]
 
-  def _step_params(self, p, embedding_hoisted: bool) -> dict[str, Any]:
-    """The parameters one step reads. Layer 0's input matrix is whole for a decoding step, which
-    multiplies [E y ; x] at once (slicing it would copy it at every step of a decoding loop); when the
-    embedding half is hoisted out of the teacher-forced scan, the step keeps only its rows for
-    x = c_t or h~_{t-1} ('W_feed', absent when layer 0 takes no x)."""
-    e = self.cfg.embed_size
-    layers = [dict(lp) for lp in p['layers']]
-    if embedding_hoisted:
-      w_ih = layers[0].pop('W_ih')
-      if w_ih.shape[0] > e:
-        layers[0]['W_feed'] = w_ih[e:]
-    sp = {'attention': p['attention'], 'layers': layers}
-    if self.cfg.query_timing == 'luong':
-      sp['W_c'] = p['W_c']
-    return sp
-
-  def _step(
-    self, p, memory: Memory, state: State, layer0_input, drop_masks=None, decoding: bool = False, noise_BxS=None
-  ):
+  def _step(self, p, memory: Memory, state: State, emb_proj_BxG, drop_masks=None, decoding=False, noise_BxS=None):
     """One decoder step, as the equations read; returns the new state and the per-step outputs the
-    output layer needs. `p` is `_step_params`; `layer0_input(x)` returns layer 0's input projection
-    [E y_{t-1} ; x] W_ih + b for x = c_t or h~_{t-1} (None: no x). `decoding`: greedy or beam search;
-    `noise_BxS`: standard normal draws for a normaliser's training noise (None otherwise).
+    output layer needs. `emb_proj_BxG` is E y_{t-1} W_ih[:E] (`_embed_projection`); layer 0's input
+    product is [E y_{t-1} ; x] W_ih + b = emb_proj + x W_ih[E:] + b, for x = c_t or h~_{t-1}.
+    `decoding`: greedy or beam search; `noise_BxS`: standard normal draws for a normaliser's training
+    noise (None otherwise).
     """
     cfg = self.cfg
 
-    def run_layers(carries, x0_BxG):
-      new, x = [], None
+    def run_layers(carries, x):
+      new = []
       for i, (lp, carry) in enumerate(zip(p['layers'], carries)):
-        if i > 0:
-          inp = x if drop_masks is None else x * drop_masks[i - 1]
-          x0_BxG = inp @ lp['W_ih'] + lp['b']
-        new.append(rnn.cell_update(cfg.cell, lp, carry, x0_BxG, carry[0] @ lp['W_hh']))
+        if i == 0:
+          x_BxG = emb_proj_BxG + lp['b']
+          if x is not None:
+            x_BxG = x_BxG + x @ lp['W_ih'][cfg.embed_size :]
+        else:
+          x_BxG = (x if drop_masks is None else x * drop_masks[i - 1]) @ lp['W_ih'] + lp['b']
+        new.append(rnn.cell_update(cfg.cell, lp, carry, x_BxG, carry[0] @ lp['W_hh']))
         x = new[-1][0]
       return tuple(new), x
 
@@ -171,9 +146,9 @@ class Decoder(nn.Module):
 
     if cfg.query_timing == 'bahdanau':
       ctx_BxH, weights_BxS, attention_state = attend(state.rnn[-1][0])
-      carries, s_BxD = run_layers(state.rnn, layer0_input(ctx_BxH))
+      carries, s_BxD = run_layers(state.rnn, ctx_BxH)
       return State(carries, state.feed, state.t + 1, attention_state), (s_BxD, ctx_BxH, weights_BxS)
-    carries, s_BxD = run_layers(state.rnn, layer0_input(state.feed if cfg.input_feeding else None))
+    carries, s_BxD = run_layers(state.rnn, state.feed if cfg.input_feeding else None)
     ctx_BxH, weights_BxS, attention_state = attend(s_BxD)
     h_tilde_BxD = jnp.tanh(jnp.concatenate([ctx_BxH, s_BxD], -1) @ p['W_c'])
     feed = h_tilde_BxD if cfg.input_feeding else state.feed
@@ -212,16 +187,13 @@ class Decoder(nn.Module):
     if train and normalizers.build(cfg).noise_std > 0:  # the normaliser's training noise, drawn outside the scan
       noise = jax.random.normal(self.make_rng('dropout'), (steps, batch, memory.annotations.shape[1]), jnp.float32)
 
-    def step(params, st, xs):
-      sp, mem = params
+    def step(invariants, st, xs):
+      p, mem = invariants
       emb_proj_BxG, step_masks, step_noise = xs
-      x0_BxG = emb_proj_BxG + sp['layers'][0]['b']
-      layer0_input = lambda x: x0_BxG if x is None else x0_BxG + x @ sp['layers'][0]['W_feed']
-      return self._step(sp, mem, st, layer0_input, step_masks, noise_BxS=step_noise)
+      return self._step(p, mem, st, emb_proj_BxG, step_masks, noise_BxS=step_noise)
 
-    params = (self._step_params(p, embedding_hoisted=True), memory)
     xs = (emb_proj_TxBxG, masks, noise)
-    _, outs = deferred_scan.deferred_weight_scan(step, params, state, xs, deferred=_multiplied)
+    _, outs = deferred_scan.deferred_weight_scan(step, (p, memory), state, xs)
     outs = jax.tree.map(lambda x: jnp.swapaxes(x, 0, 1), outs)
     if features:
       return self._output_features(p, outs, emb_BxTxE, train), outs[-1]
@@ -232,8 +204,5 @@ class Decoder(nn.Module):
     `decoding=False` the attention is the teacher-forced one (monotonic: expected, not hard)."""
     p = self._params()
     emb_BxE = jnp.take(p['embed'], token_B, axis=0)
-    sp = self._step_params(p, embedding_hoisted=False)
-    b = p['layers'][0]['b']
-    layer0_input = lambda x: (emb_BxE if x is None else jnp.concatenate([emb_BxE, x], -1)) @ sp['layers'][0]['W_ih'] + b
-    state, out = self._step(sp, memory, state, layer0_input, decoding=decoding)
+    state, out = self._step(p, memory, state, self._embed_projection(p, emb_BxE), decoding=decoding)
     return state, self._output_layer(p, out, emb_BxE, False), out[-1]

@@ -2,102 +2,161 @@
 
 Autodiff of a scan whose step computes y_t = x_t @ W accumulates dW += x_tᵀ dy_t inside the backward
 loop: at every step a thin product (contracting only the batch) and a read-modify-write of all of
-dW. Here the step is written with plain products, `h @ p['W_hh']`, and the scan hands it its
-parameters with every deferred matrix replaced by a `Deferred` stand-in whose `x @ w` is recorded.
-The backward pass
+dW. `deferred_weight_scan` takes an ordinary step, written with ordinary arrays, and applies the
+speed-up from outside. It traces the step once (`jax.make_jaxpr`) and finds every product x @ W whose
+right operand W is the same at every step (a leaf of `invariants`, or a slice, cast, reshape or
+transpose of one) and whose left operand is not. It then evaluates the step's equations itself and,
+for those products,
 
-  1. runs the scan's own VJP with those matrices held constant, which yields every other cotangent
-     plus dy_t for each recorded product (as the cotangent of a zero tapped onto y_t), then
-  2. forms dW = Σ_t x_tᵀ dy_t once, as a single matrix product over all steps (x_t recorded in the
-     forward pass).
+  1. records the left operand x_t in the forward pass, and taps the product's output with a zero
+     whose cotangent is therefore dy_t;
+  2. runs the scan's own VJP with those right operands held constant, which yields every other
+     cotangent plus dy_t for each recorded product; then
+  3. forms dW = Σ_t x_tᵀ dy_t once, as a single product over all steps, and pulls it back through
+     the slice or cast to the leaf of `invariants`.
 
-The result equals autodiff of the plain scan up to float summation order (tests/model/test_deferred_scan.py).
-
-A deferred matrix is 2-D (I x N), used as x_{...xI} @ W, or batched (... x I x N), used as a batched
-product x_{...xMxI} @ W_{...xIxN} with the same leading axes (the attention context c = a @ h per
-sentence). Any other read of it goes through `.value`, an ordinary input of the scan whose gradient
-autodiff forms as usual (a score's `scores` reads its parameters so).
+The step knows nothing of this: a matrix may be multiplied any number of times in a step, sliced or
+read in any other way (such reads are differentiated as usual). The result equals autodiff of the
+plain scan up to float summation order (tests/model/test_deferred_scan.py); `reference_scan` is that
+plain scan.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Callable
 
 import jax
 import jax.numpy as jnp
+from jax.extend import core as jax_core
 
-# step(params, carry, x) -> (carry, y), written with plain products `x @ params[...]`.
+# step(invariants, carry, x) -> (carry, y): an ordinary function of ordinary arrays.
 Step = Callable[..., tuple[Any, Any]]
-# deferred(path, leaf) -> whether the step multiplies by this leaf of params with `@`.
-Selector = Callable[[tuple, jax.Array], bool]
+
+# Equations that only re-view one array (linear, one operand): a product by their output is deferred
+# like a product by the array itself, and its weight gradient is pulled back through them.
+_VIEWS = frozenset({'convert_element_type', 'slice', 'reshape', 'squeeze', 'transpose', 'copy'})
 
 
-def matrices_2d(path: tuple, leaf: jax.Array) -> bool:
-  """The default selector: every 2-D leaf is a matrix the step multiplies by."""
-  del path
-  return leaf.ndim == 2
+@dataclasses.dataclass(frozen=True)
+class _Product:
+  """A deferred product x @ W of the step: the `dot_general` equation `eqn` of its jaxpr."""
+
+  eqn: Any
+  view: int  # its right operand: index into _Plan.views
+  lhs: int  # its left operand, recorded at every step: index into _Plan.lhs_vars
+  standard: bool  # x_{...xI} @ W_{IxN}: a 2-D W contracted on its first axis, no batch axes
 
 
-class Deferred:
-  """A matrix as the step sees it inside `deferred_weight_scan`: `x @ w` is a recorded product whose
-  weight gradient is formed after the backward scan. `.value` is the array itself, for any other
-  read (its gradient then comes from ordinary autodiff). Nothing else is supported, so no use can
-  bypass the recorded product by accident."""
+@dataclasses.dataclass(frozen=True)
+class _Plan:
+  """What tracing the step found: its jaxpr, the deferred products by equation index, their right
+  operands as (leaf of invariants, chain of view equations), and their distinct left operands."""
 
-  __slots__ = ('name', 'value', '_mm')
-
-  def __init__(self, name: str, value: jax.Array, mm: Callable[[str, jax.Array], jax.Array]):
-    self.name, self.value, self._mm = name, value, mm
-
-  shape = property(lambda self: self.value.shape)
-  dtype = property(lambda self: self.value.dtype)
-  ndim = property(lambda self: self.value.ndim)
-
-  def __rmatmul__(self, x: jax.Array) -> jax.Array:
-    return self._mm(self.name, x)
-
-  def __repr__(self):
-    return f'Deferred({self.name!r}, shape={self.shape}: use it as `x @ w`, or read `.value`)'
+  jaxpr: Any
+  consts: list
+  out_tree: Any
+  views: tuple
+  products: dict
+  lhs_vars: tuple
+  used: tuple  # the leaves of invariants that the step reads: only these enter the scan
+  needed: frozenset  # the equations evaluated: not those whose outputs only deferred products read
 
 
-def value(x):
-  """The array behind `x`: a Deferred's `.value`, anything else as it is."""
-  return x.value if isinstance(x, Deferred) else x
+def _plan(step: Step, invariants, carry, xs) -> _Plan:
+  """Traces one step and finds its deferred products."""
+  leaves, tree = jax.tree.flatten(invariants)
+  abstract = jax.eval_shape(lambda *a: a, leaves, carry, jax.tree.map(lambda a: a[0], xs))
+  out_tree = []
+
+  def flat_step(inv, c, x):
+    out, treedef = jax.tree.flatten(step(jax.tree.unflatten(tree, inv), c, x))
+    out_tree.append(treedef)
+    return out
+
+  closed = jax.make_jaxpr(flat_step)(*abstract)
+  jaxpr, n = closed.jaxpr, len(leaves)
+  invariant = set(jaxpr.constvars) | set(jaxpr.invars[:n])  # the same at every step
+  origin = {v: (i, ()) for i, v in enumerate(jaxpr.invars[:n])}  # a leaf, or a view of one: (leaf, chain)
+  views, view_index, lhs_index, products = [], {}, {}, {}
+  for k, eqn in enumerate(jaxpr.eqns):
+    operands = [v for v in eqn.invars if not isinstance(v, jax_core.Literal)]
+    if all(v in invariant for v in operands) and not eqn.effects:
+      invariant.update(eqn.outvars)
+    name = eqn.primitive.name
+    if len(operands) != len(eqn.invars):  # a literal operand: neither a view nor a deferred product
+      continue
+    if name in _VIEWS and len(eqn.invars) == 1 and eqn.invars[0] in origin:
+      leaf, chain = origin[eqn.invars[0]]
+      origin[eqn.outvars[0]] = (leaf, chain + (eqn,))
+    elif name == 'dot_general' and eqn.invars[1] in origin:
+      x, w = eqn.invars
+      if x in invariant:
+        continue
+      if w not in view_index:
+        view_index[w] = len(views)
+        views.append(origin[w])
+      lhs_index.setdefault(x, len(lhs_index))
+      (x_contract, w_contract), (x_batch, w_batch) = eqn.params['dimension_numbers']
+      standard = (
+        w.aval.ndim == 2
+        and tuple(w_contract) == (0,)
+        and tuple(x_contract) == (x.aval.ndim - 1,)
+        and not len(x_batch) + len(w_batch)
+      )
+      products[k] = _Product(eqn, view_index[w], lhs_index[x], standard)
+  # Liveness from the outputs back, a deferred product reading only its left operand: the views it
+  # multiplies by are made once, outside the scan.
+  live = {v for v in jaxpr.outvars if not isinstance(v, jax_core.Literal)}
+  needed = set()
+  for k in reversed(range(len(jaxpr.eqns))):
+    eqn = jaxpr.eqns[k]
+    if eqn.effects or any(v in live for v in eqn.outvars):
+      needed.add(k)
+      operands = eqn.invars[:1] if k in products else eqn.invars
+      live.update(v for v in operands if not isinstance(v, jax_core.Literal))
+  viewed = {leaf for leaf, _ in views}
+  used = tuple(i for i, v in enumerate(jaxpr.invars[:n]) if v in live or i in viewed)
+  return _Plan(
+    jaxpr, list(closed.consts), out_tree[0], tuple(views), products, tuple(lhs_index), used, frozenset(needed)
+  )
 
 
-def values(tree):
-  """`tree` with every Deferred replaced by its `.value` (for code that reads parameters otherwise
-  than as `x @ w`, such as a score's `scores`)."""
-  return jax.tree.map(value, tree, is_leaf=lambda x: isinstance(x, Deferred))
+def _apply_chain(chain: tuple, w: jax.Array) -> jax.Array:
+  """A leaf through its view equations (a slice, a cast...)."""
+  for eqn in chain:
+    w = eqn.primitive.bind(w, **eqn.params)
+  return w
 
 
-def product(x: jax.Array, w: jax.Array) -> jax.Array:
-  """x @ w, in x's dtype: a 2-D w, or a batched w with the same leading axes as x."""
-  return jnp.matmul(x, w.astype(x.dtype))
+def _bind(eqn, *args):
+  with eqn.ctx.manager:
+    out = eqn.primitive.bind(*args, **eqn.primitive.get_bind_params(eqn.params))
+  return out if eqn.primitive.multiple_results else [out]
 
 
-@jax.custom_vjp
-def _product_transposed_vjp(x: jax.Array, w: jax.Array, w_t: jax.Array) -> jax.Array:
-  """x @ w whose input gradient dy @ w_t multiplies by a stored copy w_t = wᵀ.
+def _transposed_product(eqn):
+  """x @ w as `eqn` computes it, whose input gradient dy @ w_t multiplies by a stored copy w_t = wᵀ.
 
   Autodiff would form dy @ wᵀ as a product contracting w's second axis; XLA:CPU (YNNPACK) runs that
   form about 10 % slower than a product with a row-major N x I matrix at the scans' sizes (64 rows),
   and inside a scan it runs once per step. The transpose is made once per scan, outside it. No
   gradient flows to w or w_t here: the scan's weights get theirs after the backward scan.
   """
-  del w_t
-  return product(x, w)
 
+  @jax.custom_vjp
+  def product(x, w, w_t):
+    del w_t
+    return _bind(eqn, x, w)[0]
 
-def _product_t_fwd(x, w, w_t):
-  return product(x, w), w_t
+  def fwd(x, w, w_t):
+    return product(x, w, w_t), w_t
 
+  def bwd(w_t, dy):
+    return jnp.matmul(dy, w_t.astype(dy.dtype)).astype(eqn.invars[0].aval.dtype), None, None
 
-def _product_t_bwd(w_t, dy):
-  return product(dy, w_t), None, None
-
-
-_product_transposed_vjp.defvjp(_product_t_fwd, _product_t_bwd)
+  product.defvjp(fwd, bwd)
+  return product
 
 
 @jax.custom_jvp
@@ -115,102 +174,118 @@ def _tap_jvp(primals, tangents):
   return primals[0], tangents[0] + tangents[1]
 
 
-def _weight_grad(x_Txi: jax.Array, dy_Txn: jax.Array, w: jax.Array) -> jax.Array:
+def _evaluate(plan: _Plan, consts, leaves, carry, x, views, zs=None, transposed=None):
+  """One step, its equations evaluated in order, the deferred products by the stored `views` (tapped
+  with `zs` and multiplied through `transposed` copies when differentiated). `leaves` are the used
+  leaves of the invariants. Returns the step's (carry, y) and the left operands of the deferred products."""
+  env = {}
+  read = lambda v: v.val if isinstance(v, jax_core.Literal) else env[v]
+  n = len(plan.jaxpr.invars) - len(jax.tree.leaves((carry, x)))
+  env.update(zip(plan.jaxpr.constvars, consts))
+  env.update((plan.jaxpr.invars[i], leaf) for i, leaf in zip(plan.used, leaves))
+  env.update(zip(plan.jaxpr.invars[n:], jax.tree.leaves((carry, x))))
+  lhs = [None] * len(plan.lhs_vars)
+  for k, eqn in enumerate(plan.jaxpr.eqns):
+    if k not in plan.needed:
+      continue
+    product = plan.products.get(k)
+    if product is None:
+      outs = _bind(eqn, *map(read, eqn.invars))
+    else:
+      x_val = lhs[product.lhs] = read(eqn.invars[0])
+      w = views[product.view]
+      if transposed is not None and product.standard:
+        out = _transposed_product(eqn)(x_val, w, transposed[product.view])
+      else:
+        out = _bind(eqn, x_val, w)[0]
+      outs = [out if zs is None else _tap(out, zs[k])]
+    env.update(zip(eqn.outvars, outs))
+  return jax.tree.unflatten(plan.out_tree, [read(v) for v in plan.jaxpr.outvars]), lhs
+
+
+def _weight_grad(product: _Product, x_Tx_: jax.Array, dy_Tx_: jax.Array, w: jax.Array) -> jax.Array:
   """Σ over steps (and rows) of x_tᵀ dy_t: one large product instead of one per step."""
-  if w.ndim == 2:
-    x2 = x_Txi.reshape(-1, x_Txi.shape[-1])
-    dy2 = dy_Txn.reshape(-1, dy_Txn.shape[-1])
+  if product.standard:
+    x2 = x_Tx_.reshape(-1, x_Tx_.shape[-1])
+    dy2 = dy_Tx_.reshape(-1, dy_Tx_.shape[-1])
     return jnp.matmul(x2.T, dy2, preferred_element_type=jnp.float32).astype(w.dtype)
-  return jnp.einsum('t...mi,t...mn->...in', x_Txi, dy_Txn, preferred_element_type=jnp.float32).astype(w.dtype)
+  over_steps = lambda w: jax.vmap(lambda x: _bind(product.eqn, x, w)[0])(x_Tx_)  # e.g. c = a @ h per sentence
+  return jax.vjp(over_steps, w)[1](dy_Tx_)[0]
 
 
-def _split(params, deferred: Selector):
-  """The deferred matrices of `params` by name (their key path), and a function that rebuilds
-  `params` from the matrices' stand-ins and the other leaves."""
-  flat, treedef = jax.tree_util.tree_flatten_with_path(params)
-  names = [jax.tree_util.keystr(path) if deferred(path, leaf) else None for path, leaf in flat]
-  matrices = {n: leaf for n, (_, leaf) in zip(names, flat) if n is not None}
-  return matrices, names, treedef
+def deferred_weight_scan(step: Step, invariants, carry, xs):
+  """`lax.scan(lambda c, x: step(invariants, c, x), carry, xs)` with late weight gradients.
 
-
-def _scan(step: Step, matrices: dict, params, names, treedef, carry, xs, zs, aliases: dict, transposed=None):
-  """The scan itself; records each deferred product's left operand and taps its output with zs[name].
-
-  `params` holds every leaf (the deferred ones as their ordinary values, read through `.value`).
-  A left operand multiplied by several matrices is recorded once; `aliases` (filled while tracing)
-  maps the other names to the recorded one. `transposed` holds wᵀ for the 2-D matrices when the
-  scan is differentiated (see `_product_transposed_vjp`).
+  Every product in the step of a changing left operand by a matrix from `invariants` (or a slice or
+  cast of one) has its weight gradient formed after the backward scan; everything else is
+  differentiated the ordinary way. Returns (final carry, ys).
   """
+  plan = _plan(step, invariants, carry, xs)
+  if not plan.products:
+    return reference_scan(step, invariants, carry, xs)
+  steps = jax.tree.leaves(xs)[0].shape[0]
+  position = {leaf: j for j, leaf in enumerate(plan.used)}  # a leaf's place among the used ones
 
-  def body(carry, inputs):
-    x, z = inputs
-    lhs, used = {}, set()
+  def views_of(used):
+    return [_apply_chain(chain, used[position[leaf]]) for leaf, chain in plan.views]
 
-    def mm(name, v):
-      if name in used:
-        raise ValueError(f'matrix {name} multiplied twice in one step; multiply once and reuse the product')
-      used.add(name)
-      same = [k for k, prev in lhs.items() if prev is v]
-      if same:
-        aliases[name] = same[0]
-      else:
-        lhs[name] = v
-      if transposed is not None and name in transposed:
-        out = _product_transposed_vjp(v, matrices[name], transposed[name])
-      else:
-        out = product(v, matrices[name])
-      return out if z is None else _tap(out, z[name])
+  def scan(used, consts, carry, xs, views, zs=None, transposed=None):
+    def body(c, inputs):
+      x, z = inputs
+      out, lhs = _evaluate(plan, consts, used, c, x, views, z, transposed)
+      return out[0], (out[1], lhs)
 
-    leaves = [leaf if n is None else Deferred(n, leaf, mm) for n, leaf in zip(names, jax.tree.leaves(params))]
-    carry, y = step(jax.tree.unflatten(treedef, leaves), carry, x)
-    return carry, (y, lhs)
-
-  carry, (ys, lhs) = jax.lax.scan(body, carry, (xs, zs))
-  return (carry, ys), lhs
-
-
-def deferred_weight_scan(step: Step, params, carry, xs, deferred: Selector = matrices_2d):
-  """`lax.scan(lambda c, x: step(params, c, x), carry, xs)` with late weight gradients.
-
-  The leaves of `params` that `deferred(path, leaf)` selects reach the step as `Deferred` stand-ins:
-  `x @ w` is a product whose weight gradient is formed after the backward scan. Every other leaf,
-  and `.value` of a deferred one, is differentiated the ordinary way. Returns (final carry, ys).
-  """
-  matrices, names, treedef = _split(params, deferred)
-  aliases = {}
-
-  def zero_products():
-    _, lhs = jax.eval_shape(lambda: _scan(step, matrices, params, names, treedef, carry, xs, None, aliases))
-    used = list(lhs) + list(aliases)
-    return {
-      k: jnp.zeros(lhs[aliases.get(k, k)].shape[:-1] + matrices[k].shape[-1:], lhs[aliases.get(k, k)].dtype)
-      for k in used
-    }
+    carry, (ys, lhs) = jax.lax.scan(body, carry, (xs, zs))
+    return (carry, ys), lhs
 
   @jax.custom_vjp
-  def run(matrices, params, carry, xs):
-    return _scan(step, matrices, params, names, treedef, carry, xs, None, aliases)[0]
+  def run(used, consts, carry, xs):
+    return scan(used, consts, carry, xs, views_of(used))[0]
 
-  def run_fwd(matrices, params, carry, xs):
-    transposed = {k: w.T for k, w in matrices.items() if w.ndim == 2}
-    inner = lambda *args: _scan(step, matrices, *args[:1], names, treedef, *args[1:], aliases, transposed)
-    out, vjp_fn, lhs = jax.vjp(inner, params, carry, xs, zero_products(), has_aux=True)
-    return out, (vjp_fn, lhs, matrices)
+  def run_fwd(used, consts, carry, xs):
+    views = views_of(used)
+    transposed = {p.view: views[p.view].T for p in plan.products.values() if p.standard}
+    zs = {
+      k: jnp.zeros((steps,) + p.eqn.outvars[0].aval.shape, p.eqn.outvars[0].aval.dtype)
+      for k, p in plan.products.items()
+    }
+    inner = lambda used, consts, carry, xs, zs: scan(used, consts, carry, xs, views, zs, transposed)
+    out, vjp_fn, lhs = jax.vjp(inner, used, consts, carry, xs, zs, has_aux=True)
+    return out, (vjp_fn, lhs, used, views)
 
   def run_bwd(residuals, cotangent):
-    vjp_fn, lhs, mats = residuals
-    d_params, d_carry, d_xs, d_products = vjp_fn(cotangent)
-    d_matrices = {
-      k: _weight_grad(lhs[aliases.get(k, k)], d_products[k], w) if k in d_products else jnp.zeros_like(w)
-      for k, w in mats.items()
-    }
-    return d_matrices, d_params, d_carry, d_xs
+    vjp_fn, lhs, used, views = residuals
+    d_used, d_consts, d_carry, d_xs, d_products = vjp_fn(cotangent)
+    d_views = {}
+    for k, p in plan.products.items():
+      g = _weight_grad(p, lhs[p.lhs], d_products[k], views[p.view])
+      d_views[p.view] = g if p.view not in d_views else d_views[p.view] + g
+    d_used = list(d_used)
+    for v, g in d_views.items():
+      leaf, chain = plan.views[v]
+      j = position[leaf]
+      if chain:
+        g = jax.vjp(lambda w: _apply_chain(chain, w), used[j])[1](g)[0]
+      d_used[j] = d_used[j] + g
+    return d_used, d_consts, d_carry, d_xs
 
   run.defvjp(run_fwd, run_bwd)
-  return run(matrices, params, carry, xs)
+  leaves = jax.tree.leaves(invariants)
+  return run([leaves[i] for i in plan.used], plan.consts, carry, xs)
 
 
-def reference_scan(step: Step, params, carry, xs, deferred: Selector = matrices_2d):
+def deferred_products(step: Step, invariants, carry, xs) -> list[str]:
+  """The leaves of `invariants` (key paths, with the views taken of them) whose products in `step`
+  have deferred weight gradients: what `deferred_weight_scan` speeds up, for tests and curiosity."""
+  plan = _plan(step, invariants, carry, xs)
+  paths = [jax.tree_util.keystr(p) for p, _ in jax.tree_util.tree_flatten_with_path(invariants)[0]]
+  names = []
+  for p in plan.products.values():
+    leaf, chain = plan.views[p.view]
+    names.append(paths[leaf] + ''.join(f'.{e.primitive.name}' for e in chain))
+  return sorted(names)
+
+
+def reference_scan(step: Step, invariants, carry, xs):
   """The same scan differentiated by plain autodiff: the reference `deferred_weight_scan` must equal."""
-  del deferred
-  return jax.lax.scan(lambda c, x: step(params, c, x), carry, xs)
+  return jax.lax.scan(lambda c, x: step(invariants, c, x), carry, xs)

@@ -156,8 +156,7 @@ def run_directions(
     new = [cell_update(cell, p, carry, xp, carry[0] @ p['W_hh'], valid_B) for p, carry, xp in zip(ps, carries, xproj_G)]
     return new, [carry[0] for carry in new]
 
-  step_params = tuple({k: p[k] for k in ('W_hh', 'b_hn') if k in p} for p in params)  # all the step reads
-  finals, outs_SxBxH = deferred_scan.deferred_weight_scan(step, step_params, carries, (xproj, valid_SxB))
+  finals, outs_SxBxH = deferred_scan.deferred_weight_scan(step, params, carries, (xproj, valid_SxB))
   outs = []
   for out_SxBxH, reverse in zip(outs_SxBxH, reverses):
     out_BxSxH = jnp.swapaxes(jnp.where(valid_SxB[..., None], out_SxBxH, 0), 0, 1)  # zero at padding

@@ -6,16 +6,14 @@ step (`query`, then `scores`). One definition holds everything attnmt needs of a
 
     params(param)          its parameters, declared with param(name, shape, init=lecun_normal)
     keys(p, h_SxH)         the per-sentence half, S x K (K may be 0)
-    query(p, q_BxQ)        the per-step query half, for a batch of queries; multiply the query by a
-                           parameter with `q @ p[name]` (see below)
+    query(p, q_BxQ)        the per-step query half, for a batch of queries
     scores(p, half, keys)  the unnormalised scores e_S of one query against one sentence's keys
     check()                the constraints on the rest of the config: raise ConfigError naming the fix
     flops(src_len)         the FLOPs of its matrix products: (keys per sentence, one query's step)
 
-`self.cfg` is the model's ModelConfig. Inside the decoder's teacher-forced scan, every 2-D parameter
-`query` sees is a `deferred_scan.Deferred` whose `q @ p[name]` is a product with a deferred weight
-gradient (one product over all steps after the backward scan); read any other way, through `.value`,
-it is differentiated as usual. `keys` and `scores` get the plain arrays.
+`self.cfg` is the model's ModelConfig. Every method gets plain arrays. Inside the decoder's
+teacher-forced scan, a product `q @ p[name]` in `query` has its weight gradient formed after the
+backward scan, one product over all steps (`deferred_scan`); nothing in the score needs to know.
 
 Built-in scores register under their name (`@register`). A score of one's own needs no change to
 attnmt: define a `Score` subclass in any importable module and select it with its import path,

@@ -175,9 +175,9 @@ class RunCheckpoints:
     that begins as `analyze`'s message for such files; a file that cannot be read for lack of permission
     is an error (CheckpointError), not damage, and nothing is moved. With no intact latest checkpoint
     (checkpoints/ deleted, or every step damaged) the newest best checkpoint that restores is resumed
-    from, and only without one does training start from step 0. Best steps newer than the restored one
-    are deleted: the resumed run recomputes them, bitwise the same, and could not save them over the old
-    ones otherwise.
+    from (a damaged best step is moved aside as well), and only without one does training start from
+    step 0. Intact best steps newer than the restored one are deleted: the resumed run recomputes them,
+    bitwise the same, and could not save them over the old ones otherwise.
     """
     out, damaged = None, []
     for step in sorted(self.latest.all_steps(), reverse=True):
@@ -194,6 +194,7 @@ class RunCheckpoints:
         continue
       out = (state, meta, step)
       break
+    damaged_best = []
     if out is None:  # resume from best/ rather than lose it
       for step in sorted(self.best.all_steps(), reverse=True):
         check_format(os.path.join(self.workdir, 'best'), step, like)
@@ -204,27 +205,30 @@ class RunCheckpoints:
             f'cannot read checkpoint {self.workdir}/best/{step} ({e.strerror}: {e.filename}); nothing was moved; '
             'give this user read access to the run directory and run again'
           ) from None
-        except Exception:  # a damaged best step is left where it is; an older one may restore
+        except Exception as e:  # orbax raises many types for damaged files; an older one may restore
+          damaged_best.append((step, type(e).__name__))
           continue
         out = (state, meta, step)
         print(f'no intact checkpoint in {self.workdir}/checkpoints: resuming from best/{step}', flush=True)
         break
-    for step, error in damaged:
-      aside = os.path.join(self.workdir, 'damaged', f'checkpoints-{step}-{time.strftime("%Y%m%d-%H%M%S")}')
+    for sub, step, error in [('checkpoints', *d) for d in damaged] + [('best', *d) for d in damaged_best]:
+      aside = os.path.join(self.workdir, 'damaged', f'{sub}-{step}-{time.strftime("%Y%m%d-%H%M%S")}')
       os.makedirs(os.path.dirname(aside), exist_ok=True)
-      os.rename(os.path.join(self.workdir, 'checkpoints', str(step)), aside)
+      os.rename(os.path.join(self.workdir, sub, str(step)), aside)
       print(
-        f'checkpoint {self.workdir}/checkpoints/{step} is corrupted or unreadable ({error}); moved it to '
+        f'checkpoint {self.workdir}/{sub}/{step} is corrupted or unreadable ({error}); moved it to '
         f'{aside} and '
         + (
           f'resuming from step {out[2]}, the newest intact one'
           if out
-          else 'starting from step 0: no older checkpoint is intact, and best/ holds none'
+          else 'starting from step 0: no older checkpoint is intact, and best/ holds no intact one'
         ),
         flush=True,
       )
     if damaged:
       self.latest.reload()
+    if damaged_best:
+      self.best.reload()
     restored = out[2] if out else 0
     newer = [s for s in self.best.all_steps() if s > restored]
     for step in newer:

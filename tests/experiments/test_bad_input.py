@@ -2,6 +2,7 @@
 and nothing written or overwritten. Each kind runs the real entry point in a subprocess at least once; the
 other cases of a kind check the same error in-process. The cases are listed in docs/troubleshooting.md."""
 
+import dataclasses
 import json
 import os
 import signal
@@ -9,6 +10,7 @@ import subprocess
 import sys
 
 import ml_collections
+import numpy as np
 import pytest
 
 from attnmt.training import checkpoints, lock, trainer
@@ -16,7 +18,7 @@ from attnmt import data
 from attnmt.model import decoding
 from attnmt.errors import ConfigError
 from attnmt.model.config import ModelConfig
-from attnmt.data import tokenizers, tsv_pairs
+from attnmt.data import pipeline, tokenizers, tsv_pairs
 from experiments.configs import tiny
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -213,6 +215,10 @@ def test_translate_refuses_an_empty_line_and_a_too_long_sentence(tmp_path, train
   trailing = write(tmp_path / 'c.txt', '1 2\n3\n\n\n')  # empty lines at the end are no sentences: fine
   done = run('translate', f'--run={workdir}', f'--input={trailing}', '--beam_size=0')
   assert done.returncode == 0 and len(done.stdout.strip().splitlines()) == 2, done.stderr[-2000:]
+  marked = tmp_path / 'd.txt'  # a byte-order mark is dropped: the same translations as without it
+  marked.write_bytes('\ufeff1 2\n3\n'.encode('utf-8'))
+  with_mark = run('translate', f'--run={workdir}', f'--input={marked}', '--beam_size=0')
+  assert with_mark.returncode == 0 and with_mark.stdout == done.stdout, with_mark.stderr[-2000:]
   closed = subprocess.run(
     [sys.executable, '-m', 'experiments.translate', f'--run={workdir}'],
     cwd=ROOT,
@@ -395,6 +401,19 @@ def test_data_filters_that_remove_everything_are_named(key, value, message, prep
   with pytest.raises(ValueError) as e:
     data.check_batches(prep, cfg, 10)
   assert message in str(e.value)
+
+
+def test_an_empty_split_is_named(prepared):
+  prep, cfg = prepared
+  no_ids, one_offset = np.zeros(0, np.int32), np.zeros(1, np.int64)
+  empty = pipeline.TokenizedSplit(no_ids, one_offset, no_ids, one_offset)
+  emptied = dataclasses.replace(prep, tokenized={**prep.tokenized, 'validation': empty})
+  with pytest.raises(ValueError) as e:
+    data.check_batches(emptied, cfg, 10)
+  assert str(e.value) == (
+    f'the validation split of {cfg.name} is empty; give the dataset more sentences or change '
+    'data.validation_fraction / data.test_fraction'
+  )
 
 
 def test_sentencepiece_vocabulary_too_small():
@@ -624,6 +643,12 @@ def test_translate_and_analyze_paths(tmp_path, trained):
   assert analyze.returncode == 2 and last_line(analyze) == (
     f'error: --out {out} is a file; pass a directory for the analysis (created if missing)'
   )
+  assert open(out).read() == 'keep'
+  below_a_file = out / 'analysis'  # any other OSError on a path given: the path and the reason
+  other = run('analyze', f'--runs={workdir}', f'--out={below_a_file}', '--beam_size=0')
+  assert other.returncode == 2 and last_line(other) == (
+    f'error: {below_a_file}: Not a directory; check the path and its permissions'
+  ), other.stderr[-2000:]
   assert open(out).read() == 'keep'
 
 

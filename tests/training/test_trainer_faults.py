@@ -374,6 +374,57 @@ def test_checkpoints_deleted_but_best_kept_resumes_from_best(tmp_path, data_dir,
   assert 20 in steps(workdir, 'best')
 
 
+def test_every_latest_step_damaged_resumes_from_best(tmp_path, data_dir, uninterrupted, monkeypatch, capfd):
+  """Each damaged step of checkpoints/ is moved aside with its line, and the run resumes from best/."""
+  workdir = str(tmp_path / 'run')
+  kill_at(monkeypatch, 30, best=False)  # best/20, checkpoints/20 and 30 (two kept)
+  with pytest.raises(Killed):
+    trainer.train_and_evaluate(fault_config(data_dir), workdir)
+  damaged = steps(workdir, 'checkpoints')
+  assert damaged == [20, 30] and steps(workdir, 'best') == [20]
+  for step in damaged:
+    damage(os.path.join(workdir, 'checkpoints', str(step)))
+  capfd.readouterr()
+  assert_bitwise_equal(resume(monkeypatch, data_dir, workdir), uninterrupted)
+  out, err = capfd.readouterr()
+  notes = [l for l in out.splitlines() if 'is corrupted or unreadable' in l]
+  assert [n.split(' is corrupted')[0] for n in notes] == [f'checkpoint {workdir}/checkpoints/{s}' for s in (30, 20)]
+  assert all(n.endswith('resuming from step 20, the newest intact one') for n in notes), notes
+  assert f'no intact checkpoint in {workdir}/checkpoints: resuming from best/20' in out
+  assert 'Traceback' not in out + err
+  assert sorted(n.split('-')[1] for n in os.listdir(os.path.join(workdir, 'damaged'))) == ['20', '30']
+
+
+def test_every_step_damaged_starts_from_step_0_and_moves_every_one_aside(
+  tmp_path, data_dir, uninterrupted, monkeypatch, capfd
+):
+  """No intact checkpoint anywhere: training starts again from step 0 (bitwise the uninterrupted run), and
+  the damaged steps, best/ included, are moved to damaged/, not deleted."""
+  workdir = str(tmp_path / 'run')
+  kill_at(monkeypatch, 30, best=False)
+  with pytest.raises(Killed):
+    trainer.train_and_evaluate(fault_config(data_dir), workdir)
+  for sub in ('checkpoints', 'best'):
+    for step in steps(workdir, sub):
+      damage(os.path.join(workdir, sub, str(step)))
+  capfd.readouterr()
+  assert_bitwise_equal(resume(monkeypatch, data_dir, workdir), uninterrupted)
+  out, err = capfd.readouterr()
+  notes = [l for l in out.splitlines() if 'is corrupted or unreadable' in l]
+  assert [n.split(' is corrupted')[0].rsplit('/', 2)[-2:] for n in notes] == [
+    ['checkpoints', '30'],
+    ['checkpoints', '20'],
+    ['best', '20'],
+  ]
+  assert all(
+    n.endswith('starting from step 0: no older checkpoint is intact, and best/ holds no intact one') for n in notes
+  )
+  assert 'Traceback' not in out + err
+  aside = sorted(n.rsplit('-', 2)[0] for n in os.listdir(os.path.join(workdir, 'damaged')))
+  assert aside == ['best-20', 'checkpoints-20', 'checkpoints-30']
+  assert steps(workdir, 'best')  # the new run wrote its own best checkpoints
+
+
 def test_an_unreadable_checkpoint_is_an_error_not_damage(tmp_path, data_dir, monkeypatch):
   workdir = str(tmp_path / 'run')
   kill_at(monkeypatch, 20, best=False)
