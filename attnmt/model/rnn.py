@@ -153,7 +153,10 @@ def run_directions(
 
   def step(ps, carries, inputs):
     xproj_G, valid_B = inputs
-    new = [cell_update(cell, p, carry, xp, carry[0] @ p['W_hh'], valid_B) for p, carry, xp in zip(ps, carries, xproj_G)]
+    new = [
+      cell_update(cell, p, carry, xp, carry[0] @ p['W_hh'].astype(dtype), valid_B)
+      for p, carry, xp in zip(ps, carries, xproj_G)
+    ]
     return new, [carry[0] for carry in new]
 
   finals, outs_SxBxH = deferred_scan.deferred_weight_scan(step, params, carries, (xproj, valid_SxB))

@@ -644,7 +644,7 @@ def test_translate_and_analyze_paths(tmp_path, trained):
     f'error: --out {out} is a file; pass a directory for the analysis (created if missing)'
   )
   assert open(out).read() == 'keep'
-  below_a_file = out / 'analysis'  # any other OSError on a path given: the path and the reason
+  below_a_file = os.path.join(out, 'analysis')  # any other OSError on a path given: the path and the reason
   other = run('analyze', f'--runs={workdir}', f'--out={below_a_file}', '--beam_size=0')
   assert other.returncode == 2 and last_line(other) == (
     f'error: {below_a_file}: Not a directory; check the path and its permissions'
