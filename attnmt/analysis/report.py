@@ -276,12 +276,9 @@ def _heatmaps(run, trans, sources, run_dir, chosen, count, seed, min_words=0) ->
     src_ids = src_tok.encode(sources[i])
     src_labels = [src_tok.id_to_piece(j) for j in src_ids][: x.attention.shape[1] - 1] + ['</s>']
     out_labels = [tgt_tok.id_to_piece(j) if j != data.EOS_ID else '</s>' for j in x.ids]
-    title = f'{run.name} | test #{i}\n{sources[i][:90]}'
-    paths.append(
-      plots.attention_heatmap(
-        x.attention[:, : len(src_labels)], src_labels, out_labels, os.path.join(run_dir, f'heatmap_{i}.png'), title
-      )
-    )
+    panel = bounded_panel(x.attention[:, : len(src_labels)], src_labels, out_labels, f'{run.name} | test #{i}')
+    panel = panel[:3] + (f'{panel[3]}\n{sources[i][:90]}',)
+    paths.append(plots.attention_heatmap(*panel[:3], os.path.join(run_dir, f'heatmap_{i}.png'), panel[3]))
   return paths, [int(i) for i in picks]
 
 
@@ -474,9 +471,20 @@ def _thousandths(weights: np.ndarray) -> list[list[int]]:
   return np.rint(np.asarray(weights, float) * 1000).astype(int).tolist()
 
 
-# The report draws at most this many output rows and source columns of a heatmap: a 6,000-token sentence would
-# embed 36 million cells (100 MB of page). What is cut is said on the page.
+# The report and the heatmap PNGs draw at most this many output rows and source columns of a heatmap: a
+# 6,000-token sentence would embed 36 million cells (100 MB of page) or take 3.5 GB to draw. What is cut is said
+# on the page and in the PNG's title.
 HEATMAP_MAX = 200
+
+
+def bounded_panel(weights: np.ndarray, cols: list, rows: list, title: str, limit: int = HEATMAP_MAX) -> tuple:
+  """(weights, source labels, output labels, title) of a heatmap PNG, cut to the first `limit` rows and columns,
+  the title saying so when it was cut: a figure 6,000 tokens wide would take gigabytes to draw."""
+  weights = np.asarray(weights)
+  t, s = weights.shape
+  if max(t, s) > limit:
+    title += f' (truncated: the first {min(limit, t)} of {t} output and {min(limit, s)} of {s} source tokens)'
+  return weights[:limit, :limit], list(cols[:limit]), list(rows[:limit]), title
 
 
 def bounded_heatmap(weights: np.ndarray, rows: list, cols: list, limit: int = HEATMAP_MAX) -> dict:

@@ -11,10 +11,12 @@ import re
 import shutil
 import time
 
+import matplotlib.image
 import numpy as np
 import pytest
 import sacrebleu
 
+from attnmt import plots
 from attnmt.analysis import html_report, report, tables
 from attnmt.training import trainer
 from experiments.configs import tiny
@@ -248,3 +250,17 @@ def test_a_long_sentence_heatmap_is_truncated_and_the_page_says_so():
   assert entry['truncated'] == [300, 250] and len(entry['w']) == 200 and len(entry['src']) == 200
   script = open(os.path.join(os.path.dirname(html_report.__file__), 'page', 'report.js')).read()
   assert 'heatmap truncated: the first ${shown.length} of ${rows} output' in script
+
+
+def test_a_long_sentence_heatmap_png_is_truncated_and_its_title_says_so(tmp_path):
+  """The analysis's heatmap PNG of a 6,001-token source is drawn from its first 200 columns (the figure
+  of all of them took 3.5 GB), its title naming the cut; a short one whole, its title unchanged."""
+  weights = np.full((3, 6001), 1 / 6001)
+  cols, rows = [f's{j}' for j in range(6001)], ['a', 'b', '</s>']
+  cut, shown_cols, shown_rows, title = report.bounded_panel(weights, cols, rows, 'run | test #4')
+  assert cut.shape == (3, 200) and shown_cols == cols[:200] and shown_rows == rows
+  assert title == 'run | test #4 (truncated: the first 3 of 3 output and 200 of 6001 source tokens)'
+  path = plots.attention_heatmap(cut, shown_cols, shown_rows, str(tmp_path / 'h.png'), title)
+  assert matplotlib.image.imread(path).shape[1] < 10_000  # pixels wide: 200 columns' worth, not 6,001
+  whole = report.bounded_panel(weights[:, :5], cols[:5], rows, 'run | test #4')
+  assert whole[0].shape == (3, 5) and whole[3] == 'run | test #4'
