@@ -26,6 +26,7 @@ class BatchOptions:
   fixed_source_length: int = 0
   fixed_target_length: int = 0
   drop_remainder: bool = False
+  equal_widths: bool = False
 
 
 def padded_length(max_len: int, multiple: int, fixed: int) -> int:
@@ -34,6 +35,16 @@ def padded_length(max_len: int, multiple: int, fixed: int) -> int:
     return fixed
   multiple = max(multiple, 1)
   return max(multiple, -(-max_len // multiple) * multiple)
+
+
+def batch_widths(src_max: int, tgt_max: int, options: BatchOptions) -> tuple[int, int]:
+  """The padded (source, target) widths of a batch whose longest rows have these lengths. With
+  `equal_widths` both are the larger one (when neither is fixed): one shape per width, not one per pair."""
+  s = padded_length(src_max, options.pad_to_multiple, options.fixed_source_length)
+  t = padded_length(tgt_max, options.pad_to_multiple, options.fixed_target_length)
+  if options.equal_widths and not (options.fixed_source_length or options.fixed_target_length):
+    s = t = max(s, t)
+  return s, t
 
 
 def _cut(positions: np.ndarray, src_len, tgt_len, options: BatchOptions) -> list[np.ndarray]:
@@ -108,8 +119,7 @@ def padding_fraction(
   """Fraction of source plus target slots that are padding over `batches`."""
   real = padded = 0
   for b in batches:
-    s = padded_length(int(src_len[b].max()), options.pad_to_multiple, options.fixed_source_length)
-    t = padded_length(int(tgt_len[b].max()), options.pad_to_multiple, options.fixed_target_length)
+    s, t = batch_widths(int(src_len[b].max()), int(tgt_len[b].max()), options)
     real += int(src_len[b].sum() + tgt_len[b].sum())
     padded += len(b) * (s + t)
   return 1.0 - real / padded if padded else 0.0

@@ -59,6 +59,11 @@ DATA = (
   Setting('bucket_window', 100, 'Bucketing sorts windows of this many batches.', lo=1),
   Setting('pad_to_multiple', 8, "Pad each batch's length up to a multiple of this.", lo=1),
   Setting('eval_pad_to_multiple', 0, 'Validation/test batches: this multiple instead (0 = pad_to_multiple).', lo=0),
+  Setting(
+    'equal_widths',
+    False,
+    'Pad source and target to one width, the larger (unless one is fixed): fewer shapes to compile, more padding.',
+  ),
   Setting('fixed_source_length', 0, 'If > 0: every batch has exactly this source width.', lo=0),
   Setting('fixed_target_length', 0, 'If > 0: every batch has exactly this target width.', lo=0),
   Setting('drop_remainder', False, "Drop an epoch's last, smaller batch (sentence batches only)."),

@@ -115,8 +115,7 @@ def build_batch(
   built, at the widths of the whole batch: one host's share of a global batch.
   """
   real = positions[positions >= 0]
-  s = batching.padded_length(int(data.src_len[real].max()), options.pad_to_multiple, options.fixed_source_length)
-  t = batching.padded_length(int(data.tgt_len[real].max()), options.pad_to_multiple, options.fixed_target_length)
+  s, t = batching.batch_widths(int(data.src_len[real].max()), int(data.tgt_len[real].max()), options)
   if rows is not None:
     positions = positions[rows]
   empty = positions < 0

@@ -78,6 +78,7 @@ def batch_options(cfg, split: str = 'train') -> batching.BatchOptions:
     fixed_source_length=cfg.fixed_source_length,
     fixed_target_length=cfg.fixed_target_length,
     drop_remainder=cfg.drop_remainder,
+    equal_widths=cfg.get('equal_widths', False),
   )
 
 

@@ -73,6 +73,29 @@ def test_bucketing_lowers_padding(data):
   assert fractions[True] < 0.5 * fractions[False]
 
 
+def test_equal_widths_pad_both_sides_to_the_larger_and_cut_the_shapes(data):
+  """Worked example: longest source 13 and target 21 tokens pad to 16 x 24 apart, 24 x 24 equal (a fixed
+  width stays); over an epoch, equal widths give one shape per width and the padding counts the extra slots."""
+  apart, equal = batching.BatchOptions(), batching.BatchOptions(equal_widths=True)
+  assert batching.batch_widths(13, 21, apart) == (16, 24) and batching.batch_widths(13, 21, equal) == (24, 24)
+  assert batching.batch_widths(13, 21, batching.BatchOptions(equal_widths=True, fixed_target_length=32)) == (16, 32)
+  shapes, fractions = {}, {}
+  for flag in (False, True):
+    batches = list(_iterator(data, num_epochs=1, equal_widths=flag))
+    shapes[flag] = {(b['src'].shape[1], b['tgt_in'].shape[1]) for b in batches}
+    plan = _iterator(data, equal_widths=flag).epoch_plan(0)
+    keep = pipeline.length_filter(data, 50, 50)
+    opts = batching.BatchOptions(batch_size=32, equal_widths=flag)
+    real = sum(int(data.src_len[b].sum() + data.tgt_len[b].sum()) for b in plan)
+    slots = sum(
+      len(b) * sum(batching.batch_widths(int(data.src_len[b].max()), int(data.tgt_len[b].max()), opts)) for b in plan
+    )
+    fractions[flag] = batching.padding_fraction(plan, data.src_len, data.tgt_len, opts)
+    assert fractions[flag] == pytest.approx(1 - real / slots) and len(np.concatenate(plan)) == len(keep)
+  assert all(s == t for s, t in shapes[True]) and len(shapes[True]) < len(shapes[False])
+  assert fractions[True] > fractions[False]
+
+
 def test_shuffling_is_deterministic_by_seed_and_differs_by_epoch(data):
   a = [b['index'] for b in _iterator(data, num_epochs=2)]
   b = [b['index'] for b in _iterator(data, num_epochs=2)]
