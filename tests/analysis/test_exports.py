@@ -36,6 +36,7 @@ def attention_eos(run_and_attention):
   return inspection.split_word_attention(run, 0, 'test', eos=True)
 
 
+@pytest.mark.xdist_group('exports_run')  # one worker trains the shared run
 def test_the_eos_row_and_column_leave_the_words_weights_as_they_are(run_and_attention, attention_eos):
   _, _, attention = run_and_attention
   for i, (w, src, tgt) in attention_eos.items():
@@ -55,6 +56,7 @@ def softalignments_reader():
   return readNematus
 
 
+@pytest.mark.xdist_group('exports_run')  # one worker trains the shared run
 def test_every_format_reads_back(run_and_attention, attention_eos, tmp_path):
   _, _, attention = run_and_attention
   order = sorted(attention)
@@ -95,6 +97,7 @@ def test_every_format_reads_back(run_and_attention, attention_eos, tmp_path):
   )
 
 
+@pytest.mark.xdist_group('exports_run')  # one worker trains the shared run
 def test_softalignments_reads_the_export_with_its_own_reader(attention_eos, tmp_path):
   order = sorted(attention_eos)
   (path,) = exports.write(attention_eos, str(tmp_path), ['softalign'])
@@ -113,6 +116,7 @@ def test_unknown_format_is_one_line():
     exports.parse_formats('pharaoh,csv')
 
 
+@pytest.mark.xdist_group('exports_run')  # one worker trains the shared run
 def test_analyze_exports_beside_its_analysis(run_and_attention, tmp_path):
   workdir, data_dir, attention = run_and_attention
   env = dict(os.environ, JAX_PLATFORMS='cpu', PYTHONPATH=ROOT)

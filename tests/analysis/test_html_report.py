@@ -49,6 +49,7 @@ def analysis(tmp_path_factory):
   return path, results, json.loads(blob), page
 
 
+@pytest.mark.xdist_group('html_report_analysis')  # one worker builds the shared sweep
 def test_the_report_is_self_contained_and_embeds_the_analysis(analysis):
   path, results, data, page = analysis
   assert not re.search(r'<link|<script[^>]*\bsrc=|<img|@import|url\(', page)  # nothing is fetched
@@ -122,6 +123,7 @@ def _browser_or_skip():
   return webdriver.Chrome(service=Service(executable_path=driver), options=options)
 
 
+@pytest.mark.xdist_group('html_report_analysis')  # one worker builds the shared sweep
 def test_the_report_in_a_real_browser(analysis):
   from selenium.webdriver.common.action_chains import ActionChains
   from selenium.webdriver.common.by import By
@@ -193,6 +195,7 @@ def test_the_report_in_a_real_browser(analysis):
 HOSTILE = '<!--<script> </script><img src=x onerror="document.title=\'owned\'"> &amp; a</b>'
 
 
+@pytest.mark.xdist_group('html_report_analysis')  # one worker builds the shared sweep
 def test_corpus_text_cannot_end_or_escape_the_inline_data(analysis):
   """Hostile corpus text in every string the page embeds: the data element stays whole and parses back to
   the same strings, in Python and in the browser; nothing from the corpus becomes an element."""

@@ -64,11 +64,13 @@ def additive():
   return train_and_evaluate('additive')
 
 
+@pytest.mark.xdist_group('learns_additive')  # one worker trains the shared model
 def test_additive_attention_learns_to_reverse(additive):
   assert additive['exact'] >= 0.99, additive
   assert additive['attention_hits'] >= 0.95, additive
 
 
+@pytest.mark.xdist_group('learns_additive')  # one worker trains the shared model
 def test_no_attention_does_clearly_worse_on_long_strings(additive):
   none = train_and_evaluate('none')
   print('additive', additive, 'none', none)

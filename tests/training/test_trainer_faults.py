@@ -95,11 +95,13 @@ def reference(tmp_path_factory, data_dir):
   return final_params(workdir)
 
 
+@pytest.mark.xdist_group('faults_reference')  # one worker trains the shared reference run
 def test_same_config_and_seed_train_bitwise_identically(tmp_path, data_dir, reference):
   run_to_end(tmp_path / 'again', data_dir)
   assert_bitwise_equal(final_params(tmp_path / 'again'), reference)
 
 
+@pytest.mark.xdist_group('faults_reference')  # one worker trains the shared reference run
 def test_sigkill_at_five_points_then_resume_equals_uninterrupted(tmp_path, data_dir, reference):
   workdir = tmp_path / 'run'
   ckpts = workdir / 'checkpoints'
@@ -136,6 +138,7 @@ def test_sigkill_at_five_points_then_resume_equals_uninterrupted(tmp_path, data_
   assert (workdir / 'results.json').exists()
 
 
+@pytest.mark.xdist_group('faults_reference')  # one worker trains the shared reference run
 def test_sigterm_saves_a_checkpoint_and_says_how_to_resume(tmp_path, data_dir, reference):
   workdir = tmp_path / 'run'
   proc = start(workdir, data_dir)
@@ -261,6 +264,7 @@ def damage(step_dir):
           fh.truncate(7)
 
 
+@pytest.mark.xdist_group('faults_uninterrupted')  # one worker trains the shared uninterrupted run
 def test_killed_between_best_and_latest_of_one_step_then_newest_step_deleted(
   tmp_path, data_dir, uninterrupted, monkeypatch, capsys
 ):
@@ -281,6 +285,7 @@ def test_killed_between_best_and_latest_of_one_step_then_newest_step_deleted(
   assert f'Resumed {workdir} at step 20' in capsys.readouterr().out
 
 
+@pytest.mark.xdist_group('faults_uninterrupted')  # one worker trains the shared uninterrupted run
 def test_damaged_newest_step_is_moved_aside_and_the_run_resumes(tmp_path, data_dir, uninterrupted, monkeypatch, capfd):
   workdir = str(tmp_path / 'run')
   kill_at(monkeypatch, 30, best=False)
@@ -357,6 +362,7 @@ def test_a_run_whose_updates_were_all_skipped_is_not_a_success(tmp_path, data_di
     trainer.check_trained(meta, 2, 2, {'w': jnp.array([1.0, jnp.inf])})
 
 
+@pytest.mark.xdist_group('faults_uninterrupted')  # one worker trains the shared uninterrupted run
 def test_checkpoints_deleted_but_best_kept_resumes_from_best(tmp_path, data_dir, uninterrupted, monkeypatch, capsys):
   """A user who deleted checkpoints/ to save disk keeps best/: the run resumes from it, loses nothing of it,
   and ends bitwise equal to an uninterrupted run."""
@@ -374,6 +380,7 @@ def test_checkpoints_deleted_but_best_kept_resumes_from_best(tmp_path, data_dir,
   assert 20 in steps(workdir, 'best')
 
 
+@pytest.mark.xdist_group('faults_uninterrupted')  # one worker trains the shared uninterrupted run
 def test_every_latest_step_damaged_resumes_from_best(tmp_path, data_dir, uninterrupted, monkeypatch, capfd):
   """Each damaged step of checkpoints/ is moved aside with its line, and the run resumes from best/."""
   workdir = str(tmp_path / 'run')
@@ -395,6 +402,7 @@ def test_every_latest_step_damaged_resumes_from_best(tmp_path, data_dir, uninter
   assert sorted(n.split('-')[1] for n in os.listdir(os.path.join(workdir, 'damaged'))) == ['20', '30']
 
 
+@pytest.mark.xdist_group('faults_uninterrupted')  # one worker trains the shared uninterrupted run
 def test_every_step_damaged_starts_from_step_0_and_moves_every_one_aside(
   tmp_path, data_dir, uninterrupted, monkeypatch, capfd
 ):
@@ -445,6 +453,7 @@ def test_an_unreadable_checkpoint_is_an_error_not_damage(tmp_path, data_dir, mon
   assert not os.path.exists(os.path.join(workdir, 'damaged'))
 
 
+@pytest.mark.xdist_group('faults_uninterrupted')  # one worker trains the shared uninterrupted run
 def test_a_checkpoint_written_before_a_meta_field_existed_resumes_with_its_default(
   tmp_path, data_dir, uninterrupted, monkeypatch
 ):
