@@ -3,7 +3,7 @@
 number of steps, then the analysis: test BLEU with its bootstrap interval and p-value against `none`, BLEU
 by source length, attention monotonicity, entropy, repetition, heatmaps. With one seed the seed variance is
 unmeasured, so the output says the variants are not ranked; --config.train.seeds=0,1,2 ranks them (about
-three times the training time). About 20 minutes on 2 CPU cores.
+three times the training time). About 16 minutes on 2 CPU cores (docs/results/main.md, "Time").
 
     ./launch.sh main          # = python -m experiments.sweep --config=experiments/configs/main_ablation.py
 
@@ -22,7 +22,7 @@ def get_config():
   d.max_target_length = 64
   d.pad_to_multiple = 8  # bucketed widths 8..64: less padding (length.png)
   d.equal_widths = True  # source and target share the width: 7 shapes to compile instead of 24, 2 minutes
-  # less compilation per variant on one core, for 10 % more padded positions (README, "The main job")
+  # less compilation per variant on one core, for 10 % more padded positions (docs/results/main.md, "Time")
   d.eval_pad_to_multiple = 40  # evaluation widths 40/80/120: 3 shapes to compile per decoder
   m.embed_size = 64  # model size (size.png)
   m.encoder_hidden_size = 64  # annotations of 128 = decoder size, so 'dot' applies too
