@@ -19,7 +19,7 @@ from experiments.configs import tiny
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-@pytest.fixture(scope='module')
+@pytest.fixture(scope='session')  # with xdist_group: built once, though xdist interleaves modules
 def run_and_attention(tmp_path_factory):
   config = tiny.get_config()
   config.data.data_dir = str(tmp_path_factory.mktemp('data'))
@@ -30,7 +30,7 @@ def run_and_attention(tmp_path_factory):
   return workdir, config.data.data_dir, inspection.split_word_attention(run, 0, 'test')
 
 
-@pytest.fixture(scope='module')
+@pytest.fixture(scope='session')  # with xdist_group: built once, though xdist interleaves modules
 def attention_eos(run_and_attention):
   run = inspection.load_run(run_and_attention[0])
   return inspection.split_word_attention(run, 0, 'test', eos=True)

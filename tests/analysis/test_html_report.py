@@ -25,7 +25,7 @@ SCREENSHOT = '/tmp/attnmt_report_screenshot.png'
 VARIANTS = ('none', 'additive')
 
 
-@pytest.fixture(scope='module')
+@pytest.fixture(scope='session')  # with xdist_group: built once, though xdist interleaves modules
 def analysis(tmp_path_factory):
   """Two tiny variants of two seeds trained for a few steps, analysed with beam 2: (report path, results, page
   data)."""

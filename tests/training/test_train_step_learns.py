@@ -59,7 +59,7 @@ def train_and_evaluate(score: str) -> dict:
   return dict(exact=exact.mean(), long_exact=exact[long].mean(), attention_hits=np.mean(hits))
 
 
-@pytest.fixture(scope='module')
+@pytest.fixture(scope='session')  # with xdist_group: built once, though xdist interleaves modules
 def additive():
   return train_and_evaluate('additive')
 

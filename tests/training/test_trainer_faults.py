@@ -22,7 +22,7 @@ ENV = dict(os.environ, JAX_PLATFORMS='cpu', PYTHONPATH=ROOT, PYTHONUNBUFFERED='1
 STEPS = 120
 
 
-@pytest.fixture(scope='module')
+@pytest.fixture(scope='session')  # with xdist_group: built once, though xdist interleaves modules
 def data_dir(tmp_path_factory):
   return str(tmp_path_factory.mktemp('data'))
 
@@ -88,7 +88,7 @@ def assert_bitwise_equal(a, b):
   jax.tree.map(lambda x, y: np.testing.assert_array_equal(np.asarray(x), np.asarray(y)), a, b)
 
 
-@pytest.fixture(scope='module')
+@pytest.fixture(scope='session')  # with xdist_group: built once, though xdist interleaves modules
 def reference(tmp_path_factory, data_dir):
   workdir = tmp_path_factory.mktemp('reference') / 'run'
   run_to_end(workdir, data_dir)
@@ -225,7 +225,7 @@ def fault_config(data_dir):
   return config
 
 
-@pytest.fixture(scope='module')
+@pytest.fixture(scope='session')  # with xdist_group: built once, though xdist interleaves modules
 def uninterrupted(tmp_path_factory, data_dir):
   workdir = str(tmp_path_factory.mktemp('uninterrupted') / 'run')
   trainer.train_and_evaluate(fault_config(data_dir), workdir)
