@@ -8,7 +8,6 @@ import json
 import os
 from typing import NamedTuple, Optional
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 import sacrebleu
@@ -92,24 +91,24 @@ def _analyze_run(
   rows = sum(int(np.sum(b['index'] >= 0)) for b in batches)
   bars = {mode: progress.bar(len(run.seeds) * rows, f'{run.name} {mode}', 'sentence') for mode, _ in modes}
   pause_point('analysis')
-  seeds = len(run.seeds)
-  for mode, k in modes:  # every seed decoded in one program per batch
-    counted = progress.counted(batches, bars[mode], lambda b: seeds * int(np.sum(b['index'] >= 0)))
-    if mode == 'beam':
-      trans_by_seed, n_best = _beam_translate(run, counted, k)
-    else:
-      trans_by_seed = evaluation.translate_seeds(
-        run.cfg,
-        run.params,
-        seeds,
-        counted,
-        run.prepared.tgt_tokenizer,
-        0,
-        t.beam_alpha,
-        t.max_decode_factor,
-        keep_attention=True,
-      )
-    for seed_i, (seed, trans) in enumerate(zip(run.seeds, trans_by_seed)):
+  for seed_i, seed in enumerate(run.seeds):
+    params = evaluation.seed_params(run.params, seed_i)
+    for mode, k in modes:
+      counted = progress.counted(batches, bars[mode], lambda b: int(np.sum(b['index'] >= 0)))
+      if mode == 'beam':
+        trans, hypotheses = _beam_translate(run, params, counted, k)
+        n_best = hypotheses if seed_i == 0 else n_best
+      else:
+        trans = evaluation.translate(
+          run.cfg,
+          params,
+          counted,
+          run.prepared.tgt_tokenizer,
+          0,
+          t.beam_alpha,
+          t.max_decode_factor,
+          keep_attention=True,
+        )
       hyps, refs = [x.text for x in trans], [references[x.index] for x in trans]
       srcs = [sources[x.index] for x in trans]
       scores = evaluation.bleu_chrf(hyps, refs)
@@ -172,47 +171,38 @@ def pool_over_seeds(per_seed: list[dict]) -> dict:
 POOLED_COUNTS = ('sentences', 'undefined', 'skipped', 'tokens', 'positions')
 
 
-def _beam_translate(run, batches, beam_size) -> tuple[list[list], dict[int, list]]:
-  """Beam search over the batches, every seed in one program: per seed, evaluation.translate's Translations
-  of the best hypotheses; and the first seed's finished hypotheses of every sentence (best first) as
-  [text, score] pairs, by example index."""
-  t, tok, seeds = run.config.train, run.prepared.tgt_tokenizer, len(run.seeds)
-  best, n_best = [[] for _ in range(seeds)], {}
+def _beam_translate(run, params, batches, beam_size) -> tuple[list, dict[int, list]]:
+  """Beam search over the batches: evaluation.translate's Translations of the best hypotheses, and every
+  sentence's finished hypotheses (best first) as [text, score] pairs, by example index."""
+  t, tok = run.config.train, run.prepared.tgt_tokenizer
+  best, n_best = [], {}
   for batch in batches:
     src = jnp.asarray(batch['src'])
-
-    def search(params):
-      return decoding.beam_search(
-        run.cfg,
-        params,
-        src,
-        jnp.asarray(batch['src_len']),
-        beam_size=beam_size,
-        max_len=evaluation.decode_length(src.shape[1], t.max_decode_factor),
-        alpha=t.beam_alpha,
-        keep_attention=False,
-        beta=t.get('beam_coverage_penalty', 0.0),  # absent from runs made before the setting existed
-      )
-
-    d = jax.vmap(search)(run.params) if seeds > 1 else search(evaluation.seed_params(run.params, 0))
-    tokens, lengths, scores = (
-      np.asarray(x) if seeds > 1 else np.asarray(x)[None] for x in (d.tokens, d.lengths, d.scores)
+    d = decoding.beam_search(
+      run.cfg,
+      params,
+      src,
+      jnp.asarray(batch['src_len']),
+      beam_size=beam_size,
+      max_len=evaluation.decode_length(src.shape[1], t.max_decode_factor),
+      alpha=t.beam_alpha,
+      keep_attention=False,
+      beta=t.get('beam_coverage_penalty', 0.0),  # absent from runs made before the setting existed
     )
-    for k in range(seeds):
-      for row, index in enumerate(np.asarray(batch['index'])):
-        if index < 0:  # an empty row that pads the batch
+    tokens, lengths, scores = (np.asarray(x) for x in (d.tokens, d.lengths, d.scores))
+    for row, index in enumerate(np.asarray(batch['index'])):
+      if index < 0:  # an empty row that pads the batch
+        continue
+      hyps = []
+      for j in range(beam_size):
+        if j and scores[row, j] <= decoding.NEG_INF / 2:  # fewer hypotheses finished than the beam holds
           continue
-        hyps = []
-        for j in range(beam_size):
-          if j and scores[k, row, j] <= decoding.NEG_INF / 2:  # fewer hypotheses finished than the beam holds
-            continue
-          ids = tokens[k, row, j, : lengths[k, row, j]].tolist()
-          hyps.append([tok.decode(ids), float(scores[k, row, j])])
-          if j == 0:
-            best[k].append(evaluation.Translation(int(index), ids, hyps[0][0], None, hyps[0][1]))
-        if k == 0:
-          n_best[int(index)] = hyps
-  return [sorted(b, key=lambda x: x.index) for b in best], n_best
+        ids = tokens[row, j, : lengths[row, j]].tolist()
+        hyps.append([tok.decode(ids), float(scores[row, j])])
+        if j == 0:
+          best.append(evaluation.Translation(int(index), ids, hyps[0][0], None, hyps[0][1]))
+      n_best[int(index)] = hyps
+  return sorted(best, key=lambda x: x.index), n_best
 
 
 def sentence_views(run, trans, sources, references, n_best=None, gold=None) -> dict[int, dict]:

@@ -49,66 +49,6 @@ def _on_devices(batch: dict, keys, mesh) -> dict:
   return parallel.shard_batch(mesh, batch)
 
 
-def _decode(cfg, params, src, src_len, beam_size, max_len, alpha, keep_attention, beta) -> decoding.Decoded:
-  """One batch, greedy or the best hypothesis of beam search, for one seed's parameters (vmappable over seeds).
-
-  Beam search's attention is the best hypothesis's, recomputed by forced decoding: the beam's K attention
-  histories, reordered at every step, grow with the square of the length (kept only for a recurrent
-  normaliser, whose hard attention in decoding differs from its attention under teacher forcing)."""
-  if not beam_size:
-    return decoding.greedy(cfg, params, src, src_len, max_len=max_len, keep_attention=keep_attention)
-  recurrent = normalizers.build(cfg).recurrent
-  d = decoding.beam_search(
-    cfg,
-    params,
-    src,
-    src_len,
-    beam_size=beam_size,
-    max_len=max_len,
-    alpha=alpha,
-    keep_attention=keep_attention and recurrent,
-    beta=beta,
-  )
-  d = decoding.Decoded(*(x[:, 0] for x in d))  # the best hypothesis
-  if keep_attention and not recurrent:
-    forced = decoding.forced_attention(cfg, params, src, src_len, d.tokens)
-    kept = jnp.arange(forced.shape[1])[None, :, None] < d.lengths[:, None, None]  # 0 after EOS, as decoding keeps it
-    d = d._replace(weights=jnp.where(kept, forced, 0.0))
-  return d
-
-
-def translate_seeds(
-  cfg: ModelConfig,
-  params,
-  num_seeds: int,
-  batches: Iterable[dict],
-  tgt_tokenizer,
-  beam_size: int = 0,
-  alpha: float = 0.6,
-  factor: float = 1.5,
-  keep_attention: bool = False,
-  mesh: Optional[jax.sharding.Mesh] = None,
-  beta: float = 0.0,
-) -> list[list[Translation]]:
-  """`translate` for every seed of `params` (stacked over a leading axis of `num_seeds`), each batch decoded
-  for all seeds in one program (the decoder vmapped over the seeds); one list of Translations per seed. One
-  seed runs `translate` itself, with no vmap over an axis of 1."""
-  if num_seeds == 1:
-    return [
-      translate(
-        cfg, seed_params(params, 0), batches, tgt_tokenizer, beam_size, alpha, factor, keep_attention, mesh, beta
-      )
-    ]
-  out = [[] for _ in range(num_seeds)]
-  for batch in batches:
-    on = _on_devices(batch, ('src', 'src_len'), mesh)
-    args = (on['src'], on['src_len'], beam_size, decode_length(on['src'].shape[1], factor), alpha, keep_attention, beta)
-    d = jax.vmap(lambda p: _decode(cfg, p, *args))(params)
-    for k in range(num_seeds):
-      out[k] += _translations(batch, decoding.Decoded(*(x[k] for x in d)), tgt_tokenizer, keep_attention)
-  return [sorted(o, key=lambda t: t.index) for o in out]
-
-
 def translate(
   cfg: ModelConfig,
   params,
@@ -130,24 +70,42 @@ def translate(
   out = []
   for batch in batches:
     on = _on_devices(batch, ('src', 'src_len'), mesh)
-    max_len = decode_length(on['src'].shape[1], factor)
-    d = _decode(cfg, params, on['src'], on['src_len'], beam_size, max_len, alpha, keep_attention, beta)
-    out += _translations(batch, d, tgt_tokenizer, keep_attention)
+    src, src_len = on['src'], on['src_len']
+    max_len = decode_length(src.shape[1], factor)
+    if beam_size:
+      # The best hypothesis's attention is recomputed by forced decoding: the beam's K attention histories,
+      # reordered at every step, grow with the square of the length (kept only for a recurrent normaliser,
+      # whose hard attention in decoding differs from its attention under teacher forcing).
+      recurrent = normalizers.build(cfg).recurrent
+      d = decoding.beam_search(
+        cfg,
+        params,
+        src,
+        src_len,
+        beam_size=beam_size,
+        max_len=max_len,
+        alpha=alpha,
+        keep_attention=keep_attention and recurrent,
+        beta=beta,
+      )
+      d = decoding.Decoded(*(x[:, 0] for x in d))  # the best hypothesis
+      if keep_attention and not recurrent:
+        forced = decoding.forced_attention(cfg, params, src, src_len, d.tokens)
+        kept = (
+          jnp.arange(forced.shape[1])[None, :, None] < d.lengths[:, None, None]
+        )  # 0 after EOS, as decoding keeps it
+        d = d._replace(weights=jnp.where(kept, forced, 0.0))
+    else:
+      d = decoding.greedy(cfg, params, src, src_len, max_len=max_len, keep_attention=keep_attention)
+    tokens, lengths, scores = (parallel.to_numpy(x) for x in (d.tokens, d.lengths, d.scores))
+    weights = parallel.to_numpy(d.weights) if keep_attention else None
+    for row, index in enumerate(np.asarray(batch['index'])):
+      if index < 0:  # an empty row that pads the batch
+        continue
+      ids = tokens[row, : lengths[row]].tolist()
+      att = weights[row, : lengths[row], : int(batch['src_len'][row])] if keep_attention else None
+      out.append(Translation(int(index), ids, tgt_tokenizer.decode(ids), att, float(scores[row])))
   return sorted(out, key=lambda t: t.index)
-
-
-def _translations(batch: dict, d: decoding.Decoded, tgt_tokenizer, keep_attention: bool) -> list[Translation]:
-  """The Translations of one decoded batch's real rows (rows whose index is -1 pad the batch)."""
-  tokens, lengths, scores = (parallel.to_numpy(x) for x in (d.tokens, d.lengths, d.scores))
-  weights = parallel.to_numpy(d.weights) if keep_attention else None
-  out = []
-  for row, index in enumerate(np.asarray(batch['index'])):
-    if index < 0:
-      continue
-    ids = tokens[row, : lengths[row]].tolist()
-    att = weights[row, : lengths[row], : int(batch['src_len'][row])] if keep_attention else None
-    out.append(Translation(int(index), ids, tgt_tokenizer.decode(ids), att, float(scores[row])))
-  return out
 
 
 @functools.partial(jax.jit, static_argnames=('cfg',))

@@ -215,30 +215,3 @@ def test_no_heatmaps_when_switched_off_and_none_logs_its_uniform_statistics(data
   coverage = sum(s * abs(t / s - 1) for t, s in shapes) / sum(s for _, s in shapes)
   assert record['attention_coverage_deviation'][0] == pytest.approx(coverage, rel=1e-5)
   assert record['attention_monotonicity'] == [0.0] and record['attention_monotonicity_undefined'] == [1.0]
-
-
-class _Ids:
-  """A target tokenizer stand-in for evaluation.translate: ids as text."""
-
-  def decode(self, ids):
-    return ' '.join(map(str, ids))
-
-
-@pytest.mark.parametrize('beam_size', [0, 3])
-def test_every_seed_decoded_in_one_program_equals_each_seed_alone(beam_size):
-  """translate_seeds (the decoder vmapped over three seeds' parameters) gives each seed the translations,
-  scores and attention that translate gives that seed alone; padding rows give none."""
-  cfg = ModelConfig(**SMALL)
-  params = jax.tree.map(lambda *x: jnp.stack(x), *(init_params(cfg, jax.random.key(s)) for s in range(3)))
-  batches = [_batch(SENTENCES, 8, 8, empty_rows=1), _batch(SENTENCES[:1], 16, 8)]
-  together = evaluation.translate_seeds(cfg, params, 3, batches, _Ids(), beam_size, keep_attention=True)
-  assert [len(t) for t in together] == [4, 4, 4]
-  for k in range(3):
-    alone = evaluation.translate(
-      cfg, evaluation.seed_params(params, k), batches, _Ids(), beam_size, keep_attention=True
-    )
-    assert [(x.index, x.ids) for x in together[k]] == [(x.index, x.ids) for x in alone]
-    for a, b in zip(together[k], alone):
-      np.testing.assert_allclose(a.score, b.score, rtol=1e-5, atol=1e-5)
-      np.testing.assert_allclose(a.attention, b.attention, rtol=1e-5, atol=1e-6)
-  assert [x.ids for x in together[0]] != [x.ids for x in together[1]]  # the seeds differ, so the test can fail
