@@ -276,9 +276,11 @@ def _heatmaps(run, trans, sources, run_dir, chosen, count, seed, min_words=0) ->
     src_ids = src_tok.encode(sources[i])
     src_labels = [src_tok.id_to_piece(j) for j in src_ids][: x.attention.shape[1] - 1] + ['</s>']
     out_labels = [tgt_tok.id_to_piece(j) if j != data.EOS_ID else '</s>' for j in x.ids]
-    panel = bounded_panel(x.attention[:, : len(src_labels)], src_labels, out_labels, f'{run.name} | test #{i}')
-    panel = panel[:3] + (f'{panel[3]}\n{sources[i][:90]}',)
-    paths.append(plots.attention_heatmap(*panel[:3], os.path.join(run_dir, f'heatmap_{i}.png'), panel[3]))
+    weights, cols, rows, title = bounded_panel(
+      x.attention[:, : len(src_labels)], src_labels, out_labels, f'{run.name} | test #{i}'
+    )
+    path = os.path.join(run_dir, f'heatmap_{i}.png')
+    paths.append(plots.attention_heatmap(weights, cols, rows, path, f'{title}\n{sources[i][:90]}'))
   return paths, [int(i) for i in picks]
 
 

@@ -60,6 +60,7 @@ class _Plan:
   products: dict
   lhs_vars: tuple
   used: tuple  # the leaves of invariants that the step reads: only these enter the scan
+  num_invariants: int  # leaves of invariants: the jaxpr's first inputs, before the carry's and x's
   needed: frozenset  # the equations evaluated: not those whose outputs only deferred products read
 
 
@@ -118,7 +119,7 @@ def _plan(step: Step, invariants, carry, xs) -> _Plan:
   viewed = {leaf for leaf, _ in views}
   used = tuple(i for i, v in enumerate(jaxpr.invars[:n]) if v in live or i in viewed)
   return _Plan(
-    jaxpr, list(closed.consts), out_tree[0], tuple(views), products, tuple(lhs_index), used, frozenset(needed)
+    jaxpr, list(closed.consts), out_tree[0], tuple(views), products, tuple(lhs_index), used, n, frozenset(needed)
   )
 
 
@@ -180,10 +181,9 @@ def _evaluate(plan: _Plan, consts, leaves, carry, x, views, zs=None, transposed=
   leaves of the invariants. Returns the step's (carry, y) and the left operands of the deferred products."""
   env = {}
   read = lambda v: v.val if isinstance(v, jax_core.Literal) else env[v]
-  n = len(plan.jaxpr.invars) - len(jax.tree.leaves((carry, x)))
   env.update(zip(plan.jaxpr.constvars, consts))
   env.update((plan.jaxpr.invars[i], leaf) for i, leaf in zip(plan.used, leaves))
-  env.update(zip(plan.jaxpr.invars[n:], jax.tree.leaves((carry, x))))
+  env.update(zip(plan.jaxpr.invars[plan.num_invariants :], jax.tree.leaves((carry, x))))
   lhs = [None] * len(plan.lhs_vars)
   for k, eqn in enumerate(plan.jaxpr.eqns):
     if k not in plan.needed:

@@ -246,6 +246,18 @@ def kill_at(monkeypatch, step, best):
   monkeypatch.setattr(checkpoints.RunCheckpoints, 'save', save)
 
 
+def run_until_killed(monkeypatch, data_dir, workdir, step, best):
+  """Trains `workdir` until it is "killed" right after saving (best or latest) `step`."""
+  kill_at(monkeypatch, step, best)
+  with pytest.raises(Killed):
+    trainer.train_and_evaluate(fault_config(data_dir), workdir)
+
+
+def step_dirs(workdir):
+  """Every saved step's directory, latest (checkpoints/) and best."""
+  return [os.path.join(workdir, sub, str(step)) for sub in ('checkpoints', 'best') for step in steps(workdir, sub)]
+
+
 def resume(monkeypatch, data_dir, workdir):
   monkeypatch.undo()
   trainer.train_and_evaluate(fault_config(data_dir), workdir)
@@ -269,13 +281,9 @@ def test_killed_between_best_and_latest_of_one_step_then_newest_step_deleted(
   tmp_path, data_dir, uninterrupted, monkeypatch, capsys
 ):
   workdir = str(tmp_path / 'run')
-  kill_at(monkeypatch, 20, best=True)  # best/20 written, checkpoints/20 not
-  with pytest.raises(Killed):
-    trainer.train_and_evaluate(fault_config(data_dir), workdir)
+  run_until_killed(monkeypatch, data_dir, workdir, 20, best=True)  # best/20 written, checkpoints/20 not
   assert steps(workdir, 'best') == [20] and steps(workdir, 'checkpoints') == [10]
-  kill_at(monkeypatch, 30, best=False)  # resumed from 10, saved best/20 again, killed at 30
-  with pytest.raises(Killed):
-    trainer.train_and_evaluate(fault_config(data_dir), workdir)
+  run_until_killed(monkeypatch, data_dir, workdir, 30, best=False)  # resumed from 10, saved best/20 again, killed at 30
   assert steps(workdir, 'best') == [20] and steps(workdir, 'checkpoints') == [20, 30]
   import shutil
 
@@ -288,9 +296,7 @@ def test_killed_between_best_and_latest_of_one_step_then_newest_step_deleted(
 @pytest.mark.xdist_group('faults_uninterrupted')  # one worker trains the shared uninterrupted run
 def test_damaged_newest_step_is_moved_aside_and_the_run_resumes(tmp_path, data_dir, uninterrupted, monkeypatch, capfd):
   workdir = str(tmp_path / 'run')
-  kill_at(monkeypatch, 30, best=False)
-  with pytest.raises(Killed):
-    trainer.train_and_evaluate(fault_config(data_dir), workdir)
+  run_until_killed(monkeypatch, data_dir, workdir, 30, best=False)
   damage(os.path.join(workdir, 'checkpoints', '30'))
   capfd.readouterr()
   assert_bitwise_equal(resume(monkeypatch, data_dir, workdir), uninterrupted)
@@ -369,9 +375,7 @@ def test_checkpoints_deleted_but_best_kept_resumes_from_best(tmp_path, data_dir,
   import shutil
 
   workdir = str(tmp_path / 'run')
-  kill_at(monkeypatch, 30, best=False)  # best/20, checkpoints/10..30
-  with pytest.raises(Killed):
-    trainer.train_and_evaluate(fault_config(data_dir), workdir)
+  run_until_killed(monkeypatch, data_dir, workdir, 30, best=False)  # best/20, checkpoints/10..30
   shutil.rmtree(os.path.join(workdir, 'checkpoints'))
   capsys.readouterr()
   assert_bitwise_equal(resume(monkeypatch, data_dir, workdir), uninterrupted)
@@ -384,9 +388,7 @@ def test_checkpoints_deleted_but_best_kept_resumes_from_best(tmp_path, data_dir,
 def test_every_latest_step_damaged_resumes_from_best(tmp_path, data_dir, uninterrupted, monkeypatch, capfd):
   """Each damaged step of checkpoints/ is moved aside with its line, and the run resumes from best/."""
   workdir = str(tmp_path / 'run')
-  kill_at(monkeypatch, 30, best=False)  # best/20, checkpoints/20 and 30 (two kept)
-  with pytest.raises(Killed):
-    trainer.train_and_evaluate(fault_config(data_dir), workdir)
+  run_until_killed(monkeypatch, data_dir, workdir, 30, best=False)  # best/20, checkpoints/20 and 30 (two kept)
   damaged = steps(workdir, 'checkpoints')
   assert damaged == [20, 30] and steps(workdir, 'best') == [20]
   for step in damaged:
@@ -409,12 +411,9 @@ def test_every_step_damaged_starts_from_step_0_and_moves_every_one_aside(
   """No intact checkpoint anywhere: training starts again from step 0 (bitwise the uninterrupted run), and
   the damaged steps, best/ included, are moved to damaged/, not deleted."""
   workdir = str(tmp_path / 'run')
-  kill_at(monkeypatch, 30, best=False)
-  with pytest.raises(Killed):
-    trainer.train_and_evaluate(fault_config(data_dir), workdir)
-  for sub in ('checkpoints', 'best'):
-    for step in steps(workdir, sub):
-      damage(os.path.join(workdir, sub, str(step)))
+  run_until_killed(monkeypatch, data_dir, workdir, 30, best=False)
+  for step_dir in step_dirs(workdir):
+    damage(step_dir)
   capfd.readouterr()
   assert_bitwise_equal(resume(monkeypatch, data_dir, workdir), uninterrupted)
   out, err = capfd.readouterr()
@@ -435,9 +434,7 @@ def test_every_step_damaged_starts_from_step_0_and_moves_every_one_aside(
 
 def test_an_unreadable_checkpoint_is_an_error_not_damage(tmp_path, data_dir, monkeypatch):
   workdir = str(tmp_path / 'run')
-  kill_at(monkeypatch, 20, best=False)
-  with pytest.raises(Killed):
-    trainer.train_and_evaluate(fault_config(data_dir), workdir)
+  run_until_killed(monkeypatch, data_dir, workdir, 20, best=False)
   monkeypatch.undo()
   before = {sub: steps(workdir, sub) for sub in ('checkpoints', 'best')}
 
@@ -461,17 +458,14 @@ def test_a_checkpoint_written_before_a_meta_field_existed_resumes_with_its_defau
   import json
 
   workdir = str(tmp_path / 'run')
-  kill_at(monkeypatch, 30, best=False)
-  with pytest.raises(Killed):
-    trainer.train_and_evaluate(fault_config(data_dir), workdir)
-  for sub in ('checkpoints', 'best'):
-    for step in steps(workdir, sub):
-      path = os.path.join(workdir, sub, str(step), 'meta', 'metadata')
-      with open(path) as f:
-        meta = json.load(f)
-      meta.pop('skipped_updates'), meta.pop('checkpoint_format', None)
-      with open(path, 'w') as f:
-        json.dump(meta, f)
+  run_until_killed(monkeypatch, data_dir, workdir, 30, best=False)
+  for step_dir in step_dirs(workdir):
+    path = os.path.join(step_dir, 'meta', 'metadata')
+    with open(path) as f:
+      meta = json.load(f)
+    meta.pop('skipped_updates'), meta.pop('checkpoint_format', None)
+    with open(path, 'w') as f:
+      json.dump(meta, f)
   assert_bitwise_equal(resume(monkeypatch, data_dir, workdir), uninterrupted)
   assert json.load(open(os.path.join(workdir, 'results.json')))['skipped_updates'] == 0
 
@@ -482,9 +476,7 @@ def test_a_checkpoint_of_another_format_is_an_error_and_nothing_is_moved(tmp_pat
   import json
 
   workdir = str(tmp_path / 'run')
-  kill_at(monkeypatch, 20, best=False)
-  with pytest.raises(Killed):
-    trainer.train_and_evaluate(fault_config(data_dir), workdir)
+  run_until_killed(monkeypatch, data_dir, workdir, 20, best=False)
   monkeypatch.undo()
   before = {sub: steps(workdir, sub) for sub in ('checkpoints', 'best')}
   real_init = train_step.init_train_states
