@@ -8,6 +8,9 @@ temporary directory made when the run starts (set JAX_COMPILATION_CACHE_DIR to k
 pytest-xdist's workers and every subprocess inherit it through the environment. A cached executable is
 the one the compiler produced, so results are the same with it or without it. The size limit turns on
 JAX's file lock, so that processes writing and reading one entry at once never see half a file.
+
+Programs compile with LLVM's optimisation off (tests/compiling.py): it halves the time of most tests,
+which compile far more than they run.
 """
 
 import os
@@ -16,6 +19,7 @@ import tempfile
 
 import pytest
 
+import compiling
 from small_model import SMALL
 
 CACHE_ENV = {
@@ -29,6 +33,7 @@ def pytest_configure(config):
     os.environ['JAX_COMPILATION_CACHE_DIR'] = config._attnmt_jax_cache = tempfile.mkdtemp(prefix='attnmt-jax-cache-')
   for key, value in CACHE_ENV.items():
     os.environ.setdefault(key, value)
+  os.environ['XLA_FLAGS'] = compiling.with_fast_compilation(os.environ.get('XLA_FLAGS', ''))
 
 
 def pytest_unconfigure(config):

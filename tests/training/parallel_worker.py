@@ -11,7 +11,7 @@ over all local devices, both as parameters and as a full resumable train state, 
 import os
 import sys
 
-os.environ['XLA_FLAGS'] = f'--xla_force_host_platform_device_count={int(sys.argv[1])}'
+os.environ['XLA_FLAGS'] = f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count={int(sys.argv[1])}"
 os.environ['JAX_PLATFORMS'] = 'cpu'
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 

@@ -18,6 +18,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from compiling import FULL
 
 from attnmt.model import decoding, toy
 from attnmt.training import parallel, train_step
@@ -215,7 +216,7 @@ def test_bfloat16_training_learns_to_reverse():
   first = toy.reverse_batch(np.random.default_rng(0), 64, 10, probs)
   hlo = jax.jit(functools.partial(train_step.train_step, cfg, opt)).lower(state, first).as_text()
   assert 'bf16' in hlo and 'dot_general' in hlo
-  step = jax.jit(functools.partial(train_step.train_step, cfg, opt), donate_argnums=0)
+  step = jax.jit(functools.partial(train_step.train_step, cfg, opt), donate_argnums=0, compiler_options=FULL)
   rng = np.random.default_rng(0)
   for _ in range(BF16_STEPS):
     state, metrics = step(state, toy.reverse_batch(rng, 64, 10, probs))

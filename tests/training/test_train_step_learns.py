@@ -11,6 +11,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from compiling import FULL
 
 from attnmt.model import decoding, toy
 from attnmt.training import train_step
@@ -40,7 +41,7 @@ def train_and_evaluate(score: str) -> dict:
   )
   opt = train_step.make_optimizer(3e-3)
   state = train_step.init_train_state(cfg, opt, 0)
-  step = jax.jit(functools.partial(train_step.train_step, cfg, opt), donate_argnums=0)
+  step = jax.jit(functools.partial(train_step.train_step, cfg, opt), donate_argnums=0, compiler_options=FULL)
   rng = np.random.default_rng(0)
   for _ in range(STEPS):
     state, _ = step(state, toy.reverse_batch(rng, 64, 10, TRAIN_LENGTH_PROBS))
