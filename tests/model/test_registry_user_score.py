@@ -119,7 +119,7 @@ def test_weight_gradients_through_the_deferred_scan_equal_plain_autodiff():
   src, lengths = jnp.asarray(rng.integers(4, 20, size=(2, 6))), jnp.array([6, 4])
   tgt = jnp.asarray(rng.integers(4, 23, size=(2, 5)))
   loss = lambda p: jnp.sum(Seq2Seq(cfg).apply({'params': p}, src, lengths, tgt)[0] ** 2)
-  g = jax.grad(loss)(params)['decoder']['attention']
+  g = jax.jit(jax.grad(loss))(params)['decoder']['attention']
 
   def step_by_step(p):  # the same logits from decode steps, which never defer
     model, v = Seq2Seq(cfg), {'params': p}
@@ -130,7 +130,7 @@ def test_weight_gradients_through_the_deferred_scan_equal_plain_autodiff():
       total += jnp.sum(logits**2)
     return total
 
-  want = jax.grad(step_by_step)(params)['decoder']['attention']
+  want = jax.jit(jax.grad(step_by_step))(params)['decoder']['attention']
   for k in ('W', 'g'):
     np.testing.assert_allclose(g[k], want[k], rtol=2e-4, atol=1e-5)
   assert np.abs(np.asarray(g['W'])).sum() > 0

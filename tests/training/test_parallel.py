@@ -184,8 +184,9 @@ def test_padding_rows_change_neither_loss_nor_translations():
   batch['index'] = np.arange(5)
   padded = parallel.pad_rows(batch, 4)
   assert len(padded['src_len']) == 8 and list(padded['index'][5:]) == [-1] * 3
-  _, (t, c, _) = train_step.loss_fn(cfg, params, jax.tree.map(jnp.asarray, batch), None, False)
-  _, (tp, cp, _) = train_step.loss_fn(cfg, params, jax.tree.map(jnp.asarray, padded), None, False)
+  loss = jax.jit(lambda b: train_step.loss_fn(cfg, params, b, None, False))
+  _, (t, c, _) = loss(jax.tree.map(jnp.asarray, batch))
+  _, (tp, cp, _) = loss(jax.tree.map(jnp.asarray, padded))
   assert int(cp) == int(c) and np.isclose(float(tp), float(t), rtol=1e-6)
   a = decoding.greedy(cfg, params, jnp.asarray(batch['src']), jnp.asarray(batch['src_len']), 8)
   b = decoding.greedy(cfg, params, jnp.asarray(padded['src']), jnp.asarray(padded['src_len']), 8)
