@@ -5,7 +5,7 @@ optimisation is most of a compilation. `conftest.py` therefore adds `--xla_backe
 to `XLA_FLAGS` for the whole run (xdist workers and every subprocess inherit it), unless XLA_FLAGS already
 names a level. The level changes the machine code, not what it computes: floating-point results may
 differ in the last bits from a default build, so tests compare runs made under the same flags, as they
-always did. The few tests that train thousands of steps in one program ask for full optimisation with
+always did. The few tests that train hundreds or thousands of steps in one program ask for full optimisation with
 `jax.jit(..., compiler_options=FULL)`, where running, not compiling, is their cost.
 """
 

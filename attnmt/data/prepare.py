@@ -67,7 +67,7 @@ def batch_options(cfg, split: str = 'train') -> batching.BatchOptions:
   """The BatchOptions that `cfg` (a data config) describes for `split`: validation and test
   batches pad to `eval_pad_to_multiple` when it is set (fewer widths, fewer compilations)."""
   pad = cfg.pad_to_multiple
-  if split != 'train' and cfg.get('eval_pad_to_multiple', 0):
+  if split != 'train' and cfg.eval_pad_to_multiple:
     pad = cfg.eval_pad_to_multiple
   return batching.BatchOptions(
     batch_size=cfg.batch_size,
@@ -78,7 +78,7 @@ def batch_options(cfg, split: str = 'train') -> batching.BatchOptions:
     fixed_source_length=cfg.fixed_source_length,
     fixed_target_length=cfg.fixed_target_length,
     drop_remainder=cfg.drop_remainder,
-    equal_widths=cfg.get('equal_widths', False),
+    equal_widths=cfg.equal_widths,
   )
 
 

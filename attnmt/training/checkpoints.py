@@ -52,7 +52,7 @@ def save_config(workdir: str, config: ml_collections.ConfigDict, model: Optional
 # Train and data settings added after runs were written, with the value that does what those runs did.
 ADDED_SETTINGS = {
   'train': {'alignment_loss_weight': 0.0, 'coverage_loss_weight': 0.0, 'beam_coverage_penalty': 0.0},
-  'data': {'alignment_path': ''},
+  'data': {'alignment_path': '', 'eval_pad_to_multiple': 0, 'equal_widths': False},
 }
 
 

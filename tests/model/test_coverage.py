@@ -151,8 +151,8 @@ def test_coverage_loss_weight_adds_to_the_objective(small):
   np.testing.assert_allclose(terms_w['coverage_loss'], per_token, rtol=1e-5)
   np.testing.assert_allclose(weighted, plain + 0.5 * per_token, rtol=1e-5)
   assert total_w == total and count_w == count
-  state = train_step.init_train_state(cfg, train_step.make_optimizer(1e-3), 0)
   optimizer = train_step.make_optimizer(1e-3)
+  state = train_step.init_train_state(cfg, optimizer, 0)
   update = jax.jit(functools.partial(train_step.train_step, cfg, optimizer, coverage_loss_weight=0.5))
   _, metrics = update(state, batch)
   np.testing.assert_allclose(metrics['coverage_loss'], per_token, rtol=1e-4)  # the update's program rounds differently

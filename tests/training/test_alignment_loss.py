@@ -390,9 +390,11 @@ def test_runs_written_before_the_setting_read_it_as_off(tmp_path):
   config = tiny.get_config()
   old = config.to_dict()
   del old['train']['alignment_loss_weight'], old['data']['alignment_path']
+  del old['data']['eval_pad_to_multiple'], old['data']['equal_widths']
   (tmp_path / checkpoints.CONFIG_FILE).write_text(json.dumps({'attnmt_format': 1, 'config': old}))
   loaded = checkpoints.load_config(str(tmp_path))
   assert loaded.train.alignment_loss_weight == 0.0 and loaded.data.alignment_path == ''
+  assert loaded.data.eval_pad_to_multiple == 0 and loaded.data.equal_widths is False
   assert loaded.to_dict() == json.loads(json.dumps(config.to_dict()))
 
 
