@@ -71,6 +71,7 @@ def page_data(results: list[dict], table: dict, sentences: dict) -> dict:
       'rows': [[[cell, sort_key(cell)] for cell in row] for row in table['rows']],
       'notes': table.get('notes', []),
       'verdict': table.get('verdict', ''),
+      'pairs': table.get('pairs', {'headers': [], 'rows': [], 'note': '', 'plan': ''}),
     },
     'bleu_by_length': curves,
     'seed_strip': strip,
@@ -98,7 +99,7 @@ def render(data: dict) -> str:
 
 
 def write(path: str, results: list[dict], table: dict, sentences: dict) -> str:
-  """Writes report.html at `path` (table: analysis headers, rows of cells, notes, verdict; sentences: the
+  """Writes report.html at `path` (table: analysis headers, rows of cells, notes, pairs, verdict; sentences: the
   JSON that report.embedded_sentences returns)."""
   os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
   tmp = f'{path}.tmp-{os.getpid()}'  # written whole: a browser open on the old page never sees half a new one
@@ -110,11 +111,19 @@ def write(path: str, results: list[dict], table: dict, sentences: dict) -> str:
 
 def write_report(results: list[dict], out_dir: str, sentences_file: str = 'sentences.json') -> str:
   """<out_dir>/report.html from analyze_runs' results and the sentences file it wrote beside them: the
-  analysis table's columns and notes, the pairwise verdicts and the attention verdict, the seed strip,
+  analysis table's columns and notes, the table of pairs with its note and seed plan, the attention verdict, the seed strip,
   BLEU by length, the sentences."""
   headers, rows, notes = tables.analysis_cells(results)
   with open(os.path.join(out_dir, sentences_file)) as f:
     sentences = json.load(f)
-  verdict = '\n\n'.join(x for x in (tables.pairwise_text(results), tables.attention_verdict(results).strip()) if x)
-  table = {'headers': headers, 'rows': rows, 'notes': notes, 'verdict': verdict}
+  pair_rows = tables.pair_cells(results)
+  pairs = {'headers': tables.PAIR_HEADERS, 'rows': pair_rows, 'note': tables.pairs_note(results) if pair_rows else ''}
+  pairs['plan'] = tables.seed_plan_text(results)
+  table = {
+    'headers': headers,
+    'rows': rows,
+    'notes': notes,
+    'pairs': pairs,
+    'verdict': tables.attention_verdict(results).strip(),
+  }
   return write(os.path.join(out_dir, 'report.html'), results, table, sentences)

@@ -331,11 +331,12 @@ def _alignment_error_rates(run, split, pharaoh) -> tuple[Optional[list[float]], 
 
 
 def add_significance(results: list[dict], texts: list[dict], n_samples: int = 1000, seed: int = 12345) -> None:
-  """Sets result['significance'] of every run from significance.compare, over seeds and test sentences:
-  'corpus' holds the per-seed greedy BLEU, mean, sd, t interval over seeds ('ci') and two-stage bootstrap
-  interval ('interval'); 'pairs' the comparisons this run leads (against the baseline and against the best
-  run, each with difference, interval, p-value and verdict); 'by_length' the same per source-length
-  bucket of result['greedy_bleu_by_length'] (mean over seeds, interval, p-value against the baseline).
+  """Sets result['significance'] of every run from significance.compare_statistics, over seeds and test
+  sentences: 'corpus' holds the per-seed greedy BLEU, mean, sd and t interval over seeds with the test set's
+  variance ('ci'); 'pairs' the comparisons this run leads (against the baseline, against the best, then the
+  rest, each with difference, t interval, two-sided p, Holm-adjusted p, verdict and seed plan); 'by_length' the
+  same per source-length bucket of result['greedy_bleu_by_length'] (mean over seeds, interval, p against the
+  baseline, Holm-adjusted over every bucket test against it).
 
   `texts[k]` holds run k's 'hypotheses' ({'greedy': one list per seed}), 'references' and 'sources'. Runs
   are compared only with runs that translated the same sentences; the baseline is the first of those named
@@ -347,47 +348,61 @@ def add_significance(results: list[dict], texts: list[dict], n_samples: int = 10
     names = [results[k]['variant'] for k in members]
     baseline = next((n for n in names if n.startswith('none/')), None)
     refs, sources = texts[members[0]]['references'], texts[members[0]]['sources']
-    hyps = [texts[k]['hypotheses']['greedy'] for k in members]
-    whole = significance.compare(names, hyps, refs, baseline, n_samples, seed)
-    stats = [np.stack([significance.sentence_statistics(h, refs) for h in per_seed]) for per_seed in hyps]
-    words = evaluation.source_words(sources)
-    by_length = []
-    for row in results[members[0]]['greedy_bleu_by_length']:
-      selection = evaluation.in_bucket(words, row['lo'] - 1, row['hi'])  # rows hold lo + 1
-      reps = significance.bootstrap_replicates(stats, n_samples, seed, sentences=selection)
-      by_length.append((row, selection, reps))
+    stats = [
+      np.stack([significance.sentence_statistics(h, refs) for h in texts[k]['hypotheses']['greedy']]) for k in members
+    ]
+    whole = significance.compare_statistics(names, stats, baseline, n_samples, seed)
+    buckets = _buckets_against_baseline(
+      results[members[0]]['greedy_bleu_by_length'], sources, stats, names, baseline, n_samples, seed
+    )
     for m, k in enumerate(members):
-      base = None if baseline is None else names.index(baseline)
-      buckets = []
-      for row, selection, reps in by_length:
-        mine = next(b for b in results[k]['greedy_bleu_by_length'] if b['bucket'] == row['bucket'])
-        p = None
-        if base is not None and base != m:
-          base_row = next(b for b in results[members[base]]['greedy_bleu_by_length'] if b['bucket'] == row['bucket'])
-          p = significance.p_value(mine['bleu'] - base_row['bleu'], reps[:, m] - reps[:, base])
-        buckets.append(
-          {
-            'bucket': row['bucket'],
-            'lo': row['lo'],
-            'hi': row['hi'],
-            'sentences': int(len(selection)),
-            'bleu': mine['bleu'],
-            'per_seed': mine['per_seed'],
-            'interval': significance.percentile_interval(reps[:, m]),
-            'p_value': p,
-          }
-        )
       results[k]['significance'] = {
         'method': whole['method'],
         'baseline': baseline,
         'n_samples': n_samples,
         'seed': seed,
+        'alpha': whole['alpha'],
+        'families': whole['families'],
         'ranked': whole['ranked'],
         'best': whole['best'],
         'corpus': {'sentences': len(refs), **whole['variants'][m]},
         'pairs': [p for p in whole['pairs'] if p['a'] == names[m]],
-        'by_length': buckets,
+        'by_length': [b[m] for b in buckets],
       }
+
+
+def _buckets_against_baseline(rows, sources, stats, names, baseline, n_samples, seed) -> list[list[dict]]:
+  """Per source-length bucket (rows of greedy_bleu_by_length), per variant: mean BLEU over seeds on the
+  bucket's sentences, its interval, and the pair test against `baseline` (None without one), the p-values
+  Holm-adjusted over every bucket and variant tested (one family)."""
+  words = evaluation.source_words(sources)
+  base = None if baseline is None else names.index(baseline)
+  out, tests = [], []
+  for row in rows:
+    selection = evaluation.in_bucket(words, row['lo'] - 1, row['hi'])  # rows hold lo + 1
+    per_seed = [[significance.corpus_bleu(s[k, selection].sum(0)) for k in range(len(s))] for s in stats]
+    reps = significance.sentence_replicates(stats, n_samples, seed, sentences=selection)
+    bucket = []
+    for m in range(len(stats)):
+      summary = significance.seed_summary(per_seed[m], test_variance=significance.test_set_variance(reps[m]))
+      if summary['ci'] is None:
+        mean = summary['mean']
+        summary['ci'] = significance.sentence_test(reps[m][:, 0], np.zeros(n_samples), mean)['interval']
+      entry = {'bucket': row['bucket'], 'lo': row['lo'], 'hi': row['hi'], 'sentences': int(len(selection))}
+      entry |= {'bleu': summary['mean'], 'per_seed': per_seed[m], 'interval': summary['ci'], 'p_value': None}
+      if base is not None and base != m:
+        if min(len(per_seed[m]), len(per_seed[base])) >= 2:
+          tv = significance.test_set_variance(reps[m], reps[base])
+          entry['p_value'] = significance.welch_test(per_seed[m], per_seed[base], tv)['p_value']
+        else:
+          diff = summary['mean'] - float(np.mean(per_seed[base]))
+          entry['p_value'] = significance.sentence_test(reps[m].mean(1), reps[base].mean(1), diff)['p_value']
+        tests.append(entry)
+      bucket.append(entry)
+    out.append(bucket)
+  for entry, adjusted in zip(tests, significance.holm([e['p_value'] for e in tests])):
+    entry['p_adjusted'] = adjusted
+  return out
 
 
 def analyze_runs(
@@ -442,7 +457,7 @@ def length_figure(results: list[dict], split: str = 'test'):
   return plots.bleu_by_length_figure(
     curves,
     f'BLEU by source length ({split}, greedy, mean over {"/".join(map(str, seeds))} seed(s))\n'
-    '95% intervals of a bootstrap over seeds and sentences',
+    "95% intervals: Student's t over seeds with the test set's variance (one seed: the sentences alone)",
     intervals,
   )
 

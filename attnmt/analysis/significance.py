@@ -1,37 +1,42 @@
-"""Comparing variants over seeds and test sentences: per-seed scores, mean, spread, intervals, paired tests
-and a verdict in words.
+"""Comparing variants over seeds and test sentences: per-seed scores, mean, spread, t intervals, a test of
+every pair that is right at the 2-10 seeds researchers run, a family-wise correction, and the seeds a
+difference would need.
 
-Two sources of noise separate two variants' BLEU: the test sentences (another test set of the same kind
-would score differently) and the training seed (another initialisation and data order would train a
-different model; Clark et al. 2011 call it optimizer instability). sacrebleu's paired bootstrap
-(Koehn 2004) resamples sentences only, so it judges one trained model against another, not one variant
-against another. Here every bootstrap replicate resamples both levels (the two-stage bootstrap of
-hierarchical data, Davison & Hinkley 1997, Sec. 3.8):
+The unit of replication is the training run: two variants share the test sentences but not their seeds, and
+a verdict "A > B" claims that other seeds (and another test set of this kind) would rank them the same way.
+Two sources of noise enter a difference of mean BLEU:
 
-  1. the test sentences, with replacement, shared by every variant (the comparison stays paired over
-     sentences);
-  2. each variant's seeds, with replacement, independently (seed i of one architecture has nothing to
-     do with seed i of another);
+  * the seed (initialisation, data order, dropout: Clark et al. 2011's optimizer instability), measured by
+    the sample variance of each variant's per-seed corpus BLEU, s_A^2 / K_A + s_B^2 / K_B;
+  * the test sentences, measured by a paired bootstrap over sentences with every seed kept
+    (`sentence_replicates`). Part of that bootstrap variance is each seed's own sentence-level noise, which
+    the seed variance above already holds; only the rest, a difference between the variants that varies
+    from sentence to sentence, is added (`test_set_variance`). In an A/A comparison it is about 0.
 
-and a variant's replicate score is the mean over its drawn seeds of the corpus BLEU of the drawn
-sentences, computed by sacrebleu from summed sentence statistics. The p-value follows sacrebleu's
-paired bootstrap exactly (the centred absolute difference, `sacrebleu.significance._compute_p_value`),
-so that with one seed per variant the test is sacrebleu's. Intervals are percentile intervals of the
-replicates.
+The pair is tested with Welch's t (Welch 1947) on that standard error, its degrees of freedom by
+Welch-Satterthwaite from the seed terms alone (the test-set term counts as known): exact for normal seed
+scores with equal spreads at any K, close to it otherwise, and never a percentile of three values. The
+p-value is two-sided; the interval is the same t interval, so the interval excludes 0 exactly when p < alpha.
+A variant's own interval is the t interval of its mean over seeds with its test-set term added the same way.
 
-With K seeds the seed level can only be resampled K ways, so with K = 2 or 3 the intervals are narrower
-than the truth (the bootstrap's variance factor (K - 1) / K): more seeds tighten them honestly.
-`seed_summary` gives the plain per-seed view beside it: mean, standard deviation and Student's t
-interval over the seeds (scipy.stats.t), which needs no sentences.
+A table tests several pairs: they are a family, and `holm` (Holm 1979) keeps the chance of any false verdict
+in the family at alpha. The primary family is every variant against the baseline and against the best; the
+other pairs form a second family. A pair is ranked when its Holm-adjusted p is below alpha, never with one seed
+on either side (the seed variance is then unmeasured). `seeds_needed` says how many seeds per variant would
+detect a difference with 80 % power at the family's level, from the measured seed spread.
 
-With one seed on either side the seed variance is unmeasured: the verdict then says the variants are not
-ranked, whatever the sentence bootstrap finds. With more, a pair is ranked when p < 0.05 and the 95%
-interval of its difference excludes 0 (near the threshold the two can disagree: then it is not ranked).
+docs/design.md, "Seeds and significance", gives the calibration (an A/A simulation and real runs) and why
+this test rather than the two-stage bootstrap it replaces (its seed level resampled K values: with K = 3 its
+intervals were 2.7 times too narrow, and it ranked identical variants in 12 % of experiments).
 
-References: P. Koehn, Statistical significance tests for machine translation evaluation, EMNLP 2004.
-J. Clark, C. Dyer, A. Lavie, N. Smith, Better hypothesis testing for statistical machine translation:
-controlling for optimizer instability, ACL 2011. A. C. Davison, D. V. Hinkley, Bootstrap Methods and their
-Application, Cambridge University Press 1997, Sec. 3.8.
+References: J. Clark, C. Dyer, A. Lavie, N. Smith, Better hypothesis testing for statistical machine
+translation: controlling for optimizer instability, ACL 2011. R. Dror, G. Baumer, S. Shlomov, R. Reichart,
+The hitchhiker's guide to testing statistical significance in natural language processing, ACL 2018.
+N. Reimers, I. Gurevych, Reporting score distributions makes a difference, EMNLP 2017. X. Bouthillier et al.,
+Accounting for variance in machine learning benchmarks, MLSys 2021. B. L. Welch, The generalization of
+Student's problem when several different population variances are involved, Biometrika 1947. S. Holm, A
+simple sequentially rejective multiple test procedure, Scandinavian Journal of Statistics 1979. P. Koehn,
+Statistical significance tests for machine translation evaluation, EMNLP 2004 (the paired bootstrap).
 """
 
 from __future__ import annotations
@@ -39,10 +44,13 @@ from __future__ import annotations
 from typing import Optional, Sequence
 
 import numpy as np
-import scipy.stats
 import sacrebleu
+import scipy.stats
 
 ALPHA = 0.05
+POWER = 0.8  # the power seeds_needed plans for
+PLAN_DIFFERENCES = (0.5, 1.0)  # BLEU differences every seed plan covers, beside the observed one
+MAX_SEEDS = 1000  # seeds_needed gives up beyond this
 
 
 def sentence_statistics(hypotheses: Sequence[str], references: Sequence[str]) -> np.ndarray:
@@ -60,77 +68,174 @@ def corpus_bleu(summed: np.ndarray) -> float:
   return float(sacrebleu.BLEU()._compute_score_from_stats([int(x) for x in np.rint(summed)]).score)
 
 
-def seed_summary(values: Sequence[float], alpha: float = ALPHA) -> dict:
-  """Per-seed values, their mean, sample standard deviation and Student's t interval of the mean over
-  seeds; `sd` and `ci` are None for a single seed (no spread can be measured from one)."""
-  v = np.asarray(values, float)
-  if v.size == 0:
-    raise ValueError('no seeds to summarise')
-  out = {'per_seed': v.tolist(), 'seeds': int(v.size), 'mean': float(v.mean()), 'sd': None, 'ci': None}
-  if v.size > 1:
-    sd = float(v.std(ddof=1))
-    half = float(scipy.stats.t.ppf(1 - alpha / 2, v.size - 1)) * sd / np.sqrt(v.size)
-    out.update(sd=sd, ci=[float(out['mean'] - half), float(out['mean'] + half)])
-  return out
-
-
-def bootstrap_replicates(
+def sentence_replicates(
   stats: Sequence[np.ndarray], n_samples: int = 1000, seed: int = 12345, sentences: Optional[np.ndarray] = None
-) -> np.ndarray:
-  """R x V: each variant's mean-over-seeds corpus BLEU in R two-stage replicates (sentences shared by all
-  variants, then each variant's seeds drawn independently). `stats[v]` is K_v x N x D (sentence_statistics
-  of each seed); `sentences` restricts the resampling to those sentence positions (a length bucket)."""
-  if n_samples < 1:
-    raise ValueError(f'n_samples must be at least 1, got {n_samples}')
+) -> list[np.ndarray]:
+  """Per variant, R x K: the corpus BLEU of each of its K seeds in R bootstrap replicates of the test
+  sentences, one draw of sentences shared by every variant and seed (the comparison stays paired). `stats[v]`
+  is K_v x N x D (sentence_statistics of each seed); `sentences` restricts the draw to those positions."""
+  if n_samples < 2:
+    raise ValueError(f'n_samples must be at least 2, got {n_samples}')
   stats = [np.asarray(s, np.int64) for s in stats]
   if sentences is not None:
     stats = [s[:, sentences] for s in stats]
   n = stats[0].shape[1]
   if n == 0 or any(s.shape[1] != n for s in stats):
     raise ValueError(f'every variant needs the same, non-empty set of sentences; got {[s.shape[1] for s in stats]}')
-  rng = np.random.default_rng(seed)
-  # The sentence draw is sacrebleu's (_paired_bs_test), so one seed per variant gives its test exactly.
-  drawn_RxN = rng.choice(n, size=(n_samples, n), replace=True)
+  drawn_RxN = np.random.default_rng(seed).choice(n, size=(n_samples, n), replace=True)
   counts_RxN = np.zeros((n_samples, n), np.int64)  # how often each sentence is drawn
   np.add.at(counts_RxN, (np.arange(n_samples)[:, None], drawn_RxN), 1)
-  out = np.empty((n_samples, len(stats)))
-  for v, s_KxNxD in enumerate(stats):
+  out = []
+  for s_KxNxD in stats:
     summed_RxKxD = np.einsum('rn,knd->rkd', counts_RxN, s_KxNxD)
-    bleu_RxK = np.array([[corpus_bleu(x) for x in row] for row in summed_RxKxD])
-    k = s_KxNxD.shape[0]
-    drawn_RxK = rng.integers(0, k, size=(n_samples, k))
-    out[:, v] = np.take_along_axis(bleu_RxK, drawn_RxK, axis=1).mean(1)
+    out.append(np.array([[corpus_bleu(x) for x in row] for row in summed_RxKxD]))
   return out
 
 
-def percentile_interval(samples: np.ndarray, alpha: float = ALPHA) -> list[float]:
-  return [float(np.percentile(samples, 100 * alpha / 2)), float(np.percentile(samples, 100 * (1 - alpha / 2)))]
+def own_noise(reps_RxK: np.ndarray) -> float:
+  """The variance that each seed's own sentence-level noise adds to the mean of K seeds, sigma_e^2 / K, from
+  the bootstrap: a seed's deviation from the seeds' mean has variance sigma_e^2 (K - 1) / K in the sentence
+  draw (what all seeds share cancels). 0 for one seed, where it cannot be separated."""
+  k = reps_RxK.shape[1]
+  if k < 2:
+    return 0.0
+  deviation = reps_RxK - reps_RxK.mean(1, keepdims=True)
+  return float(deviation.var(0, ddof=1).mean() * k / (k - 1)) / k
 
 
-def p_value(difference: float, replicate_differences: np.ndarray) -> float:
-  """sacrebleu's paired-bootstrap p-value: the share of centred absolute replicate differences above the
-  observed absolute difference, with the +1 that keeps the test valid (sacrebleu.significance). Two
-  equal scores get p = 1: sacrebleu's rule would give 1 / (R + 1) when every replicate difference is 0."""
-  if difference == 0:
-    return 1.0
-  sample = np.abs(replicate_differences)
-  centred = sample - sample.mean()
-  return float((np.sum(centred > abs(difference)) + 1) / (len(centred) + 1))
+def test_set_variance(reps_a_RxK: np.ndarray, reps_b_RxK: Optional[np.ndarray] = None) -> float:
+  """The test sentences' share of the variance of a mean over seeds (of a difference of two means, given
+  both), beyond what the seed variance already holds: the paired bootstrap's variance less each side's
+  own_noise, at least 0."""
+  total = reps_a_RxK.mean(1) if reps_b_RxK is None else reps_a_RxK.mean(1) - reps_b_RxK.mean(1)
+  shared = float(np.var(total, ddof=1)) - own_noise(reps_a_RxK)
+  if reps_b_RxK is not None:
+    shared -= own_noise(reps_b_RxK)
+  return max(shared, 0.0)
+
+
+def seed_summary(values: Sequence[float], alpha: float = ALPHA, test_variance: float = 0.0) -> dict:
+  """Per-seed values, their mean, sample standard deviation and Student's t interval of the mean over seeds
+  (with `test_variance` added to the squared standard error, the degrees of freedom staying K - 1); `sd` and
+  `ci` are None for a single seed (no spread can be measured from one)."""
+  v = np.asarray(values, float)
+  if v.size == 0:
+    raise ValueError('no seeds to summarise')
+  out = {'per_seed': v.tolist(), 'seeds': int(v.size), 'mean': float(v.mean()), 'sd': None, 'ci': None}
+  if v.size > 1:
+    sd = float(v.std(ddof=1))
+    half = float(scipy.stats.t.ppf(1 - alpha / 2, v.size - 1)) * np.sqrt(sd**2 / v.size + test_variance)
+    out.update(sd=sd, ci=[float(out['mean'] - half), float(out['mean'] + half)])
+  return out
+
+
+def welch_test(a: Sequence[float], b: Sequence[float], test_variance: float = 0.0, alpha: float = ALPHA) -> dict:
+  """Welch's t test of mean(a) - mean(b) over seeds, `test_variance` added to the squared standard error:
+  the difference, standard error, degrees of freedom (Welch-Satterthwaite over the seed terms), two-sided p
+  and the (1 - alpha) t interval, which excludes 0 exactly when p < alpha. Needs 2 seeds on each side."""
+  a, b = np.asarray(a, float), np.asarray(b, float)
+  if min(a.size, b.size) < 2:
+    raise ValueError(f'a t test over seeds needs at least 2 seeds per variant, got {a.size} and {b.size}')
+  diff = float(a.mean() - b.mean())
+  va, vb = a.var(ddof=1) / a.size, b.var(ddof=1) / b.size
+  se2 = va + vb + test_variance
+  seed_part = va**2 / (a.size - 1) + vb**2 / (b.size - 1)
+  df = float(se2**2 / seed_part) if seed_part > 0 else float('inf')
+  se = float(np.sqrt(se2))
+  if se == 0:  # every seed of both variants scored the same
+    p = 1.0 if diff == 0 else 0.0
+    return {'difference': diff, 'se': 0.0, 'df': df, 'p_value': p, 'interval': [diff, diff]}
+  p = float(2 * scipy.stats.t.sf(abs(diff) / se, df))
+  half = float(scipy.stats.t.ppf(1 - alpha / 2, df)) * se
+  return {'difference': diff, 'se': se, 'df': df, 'p_value': p, 'interval': [diff - half, diff + half]}
+
+
+def sentence_test(a_R: np.ndarray, b_R: np.ndarray, difference: float, alpha: float = ALPHA) -> dict:
+  """With one seed on a side the seeds cannot be tested: the difference judged against the test sentences
+  alone (normal approximation to the paired bootstrap's replicates, two-sided). It ranks nothing."""
+  se = float(np.std(a_R - b_R, ddof=1))
+  p = (1.0 if difference == 0 else 0.0) if se == 0 else float(2 * scipy.stats.norm.sf(abs(difference) / se))
+  half = float(scipy.stats.norm.ppf(1 - alpha / 2)) * se
+  return {
+    'difference': difference,
+    'se': se,
+    'df': float('inf'),
+    'p_value': p,
+    'interval': [difference - half, difference + half],
+  }
+
+
+def holm(p_values: Sequence[float]) -> list[float]:
+  """Holm's step-down adjusted p-values (Holm 1979): the i-th smallest p times (m - i + 1), made monotone,
+  capped at 1. A pair whose adjusted p is below alpha is rejected with the family-wise error held at alpha."""
+  p = np.asarray(p_values, float)
+  m = p.size
+  order = np.argsort(p, kind='stable')
+  adjusted = np.empty(m)
+  running = 0.0
+  for i, j in enumerate(order):
+    running = max(running, min(1.0, (m - i) * p[j]))
+    adjusted[j] = running
+  return adjusted.tolist()
+
+
+def seeds_needed(
+  difference: float, sd: float, test_variance: float = 0.0, alpha: float = ALPHA, power: float = POWER
+) -> Optional[int]:
+  """Seeds per variant (equal on both sides) at which Welch's t test at level `alpha` (two-sided) detects a
+  true `difference` with probability `power`, for seeds whose BLEU has standard deviation `sd`, by the
+  noncentral t distribution. None when no number up to MAX_SEEDS does (the test set's own variance can
+  put a small difference out of reach of any number of seeds)."""
+  delta = abs(difference)
+  if delta == 0:
+    return None
+
+  def power_at(k):
+    se = np.sqrt(2 * sd**2 / k + test_variance)
+    if se == 0:
+      return 1.0
+    df = 2 * (k - 1) if sd > 0 else 1e6
+    crit = scipy.stats.t.ppf(1 - alpha / 2, df)
+    nc = delta / se
+    tails = np.array([scipy.stats.nct.sf(crit, df, nc), scipy.stats.nct.cdf(-crit, df, nc)])
+    return float(np.nan_to_num(tails, nan=0.0).sum())  # scipy's far tail can come back nan where it is ~0
+
+  if power_at(MAX_SEEDS) < power:
+    return None
+  lo, hi = 2, MAX_SEEDS  # power grows with k: the smallest k in [lo, hi] that reaches it
+  while lo < hi:
+    mid = (lo + hi) // 2
+    lo, hi = (lo, mid) if power_at(mid) >= power else (mid + 1, hi)
+  return lo
 
 
 def verdict(
-  a: str, b: str, difference: float, p: float, seeds_a: int, seeds_b: int, alpha: float = ALPHA, interval=None
+  a: str, b: str, difference: float, p_adjusted: float, seeds_a: int, seeds_b: int, alpha: float = ALPHA
 ) -> str:
-  """'A > B', 'A ≈ B: not distinguishable with K seeds', or, with one seed on either side, 'not ranked'.
-  A ranking needs both p < alpha and, when given, a (1 - alpha) interval of the difference that excludes
-  0: the centred p-value and the percentile interval can disagree near the threshold, and then the pair
-  is not ranked."""
+  """'A > B' when the family-adjusted p is below alpha, else 'A ≈ B: not distinguishable with K seeds'; with
+  one seed on either side 'not ranked'."""
   if min(seeds_a, seeds_b) < 2:
     return f'{a} vs {b}: not ranked with 1 seed (seed variance unmeasured; train more seeds to rank them)'
-  if p < alpha and (interval is None or not interval[0] <= 0 <= interval[1]):
+  if p_adjusted < alpha:
     return f'{a} > {b}' if difference > 0 else f'{b} > {a}'
   k = f'{seeds_a} seeds' if seeds_a == seeds_b else f'{seeds_a} and {seeds_b} seeds'
   return f'{a} ≈ {b}: not distinguishable with {k}'
+
+
+def _pairs_wanted(variants: list[dict], base: Optional[int], best: int) -> list[tuple[int, int, str]]:
+  """(v, ref, family) of every pair once: each variant against the baseline, then against the best (the
+  primary family), then every other pair, the higher mean first."""
+  wanted = []
+  for ref, family in ((base, 'baseline'), (best, 'best')):
+    for v in range(len(variants)):
+      if ref is not None and ref != v and not any({v, ref} == {x, y} for x, y, _ in wanted):
+        wanted.append((v, ref, family))
+  order = sorted(range(len(variants)), key=lambda v: -variants[v]['mean'])
+  for i, v in enumerate(order):
+    for ref in order[i + 1 :]:
+      if not any({v, ref} == {x, y} for x, y, _ in wanted):
+        wanted.append((v, ref, 'other'))
+  return wanted
 
 
 def compare(
@@ -142,58 +247,79 @@ def compare(
   seed: int = 12345,
   alpha: float = ALPHA,
 ) -> dict:
-  """Every variant's per-seed corpus BLEU, mean, sd and two-stage bootstrap interval, and every pair: first
-  each variant against `baseline` (e.g. `none`), then each against the best by mean BLEU, then the rest
-  ('against': 'baseline', 'best', 'other'), each with the difference, its interval, the p-value and the
-  verdict. `per_seed_hypotheses[v][k]` holds seed k's
-  outputs of variant v for `references`, in order."""
+  """Every variant's per-seed corpus BLEU, mean, sd and t interval (seeds, test set added), and every pair
+  (against the baseline, against the best, then the rest: 'against') with its difference, t interval, two-sided
+  p, Holm-adjusted p within its family ('family': 'primary' or 'other'), verdict and, when not ranked, the seeds
+  per variant that would detect the observed difference and those of PLAN_DIFFERENCES ('seeds_needed').
+  `per_seed_hypotheses[v][k]` holds seed k's outputs of variant v for `references`, in order."""
   if len(names) != len(per_seed_hypotheses) or not names:
     raise ValueError('give one list of per-seed hypotheses per variant name')
   stats = [np.stack([sentence_statistics(h, references) for h in hyps]) for hyps in per_seed_hypotheses]
+  return compare_statistics(names, stats, baseline, n_samples, seed, alpha)
+
+
+def compare_statistics(
+  names, stats, baseline=None, n_samples: int = 1000, seed: int = 12345, alpha: float = ALPHA
+) -> dict:
+  """compare from the sentence statistics (K_v x N x D per variant) instead of the texts."""
   observed = [[corpus_bleu(s.sum(0)) for s in per_variant] for per_variant in stats]
-  reps = bootstrap_replicates(stats, n_samples, seed)
+  reps = sentence_replicates(stats, n_samples, seed)
   variants = []
   for v, name in enumerate(names):
-    row = {'variant': name, **seed_summary(observed[v], alpha), 'interval': percentile_interval(reps[:, v], alpha)}
+    shared = test_set_variance(reps[v])
+    row = {'variant': name, **seed_summary(observed[v], alpha, shared), 'test_variance': shared}
+    # 'interval': the t interval; with one seed the test sentences' alone, which every table says
+    row['interval'] = row['ci']
+    if row['seeds'] == 1:
+      row['interval'] = sentence_test(reps[v][:, 0], np.zeros(n_samples), row['mean'], alpha)['interval']
     variants.append(row)
   best = max(range(len(names)), key=lambda v: variants[v]['mean'])
   base = names.index(baseline) if baseline in names else None
-  # each variant against the baseline, then against the best, then every other pair (higher mean first)
-  order = sorted(range(len(names)), key=lambda v: -variants[v]['mean'])
-  wanted = []
-  for ref in (base, best):
-    for v in range(len(names)):
-      if ref is not None and ref != v and (v, ref) not in wanted and (ref, v) not in wanted:
-        wanted.append((v, ref))
-  for i, v in enumerate(order):
-    for ref in order[i + 1 :]:
-      if (v, ref) not in wanted and (ref, v) not in wanted:
-        wanted.append((v, ref))
   pairs = []
-  for v, ref in wanted:
-    diff = variants[v]['mean'] - variants[ref]['mean']
-    p = p_value(diff, reps[:, v] - reps[:, ref])
-    between = percentile_interval(reps[:, v] - reps[:, ref], alpha)
+  for v, ref, against in _pairs_wanted(variants, base, best):
     k_a, k_b = variants[v]['seeds'], variants[ref]['seeds']
+    diff = variants[v]['mean'] - variants[ref]['mean']
+    if min(k_a, k_b) >= 2:
+      tv = test_set_variance(reps[v], reps[ref])
+      test = welch_test(observed[v], observed[ref], tv, alpha)
+    else:
+      tv = None
+      test = sentence_test(reps[v].mean(1), reps[ref].mean(1), diff, alpha)
     pairs.append(
-      {
-        'a': names[v],
-        'b': names[ref],
-        'against': 'baseline' if ref == base else 'best' if ref == best else 'other',
-        'difference': diff,
-        'interval': between,
-        'p_value': p,
-        'seeds': [k_a, k_b],
-        'verdict': verdict(names[v], names[ref], diff, p, k_a, k_b, alpha, between),
-      }
+      {'a': names[v], 'b': names[ref], 'against': against, 'family': 'other' if against == 'other' else 'primary'}
+      | {'difference': diff, 'interval': test['interval'], 'p_value': test['p_value'], 'df': test['df']}
+      | {'se': test['se'], 'test_variance': tv, 'seeds': [k_a, k_b]}
     )
+  ranked = min(r['seeds'] for r in variants) >= 2
+  families = {}
+  for family in ('primary', 'other'):
+    members = [p for p in pairs if p['family'] == family]
+    families[family] = len(members)
+    for p, adjusted in zip(members, holm([p['p_value'] for p in members]) if members else []):
+      p['p_adjusted'] = adjusted
+      p['verdict'] = verdict(p['a'], p['b'], p['difference'], adjusted, *p['seeds'], alpha=alpha)
+      p['ranked'] = ranked and adjusted < alpha
+      p['seeds_needed'] = None if p['ranked'] or not ranked else _plan(p, variants, names, alpha / len(members))
   return {
-    'method': 'two-stage bootstrap over test sentences (paired) and seeds (per variant), sacrebleu BLEU',
+    'method': "Welch's t over seeds with the test set's variance added (paired bootstrap over sentences); "
+    'two-sided; Holm over each family',
     'n_samples': n_samples,
     'seed': seed,
     'alpha': alpha,
-    'ranked': min(r['seeds'] for r in variants) >= 2,
+    'families': families,
+    'ranked': ranked,
     'best': names[best],
     'variants': variants,
     'pairs': pairs,
   }
+
+
+def _plan(pair: dict, variants: list[dict], names: list, level: float) -> dict:
+  """Seeds per variant for 80 % power at `level` (alpha over the family size, Bonferroni: the step of Holm that
+  is hardest to pass) for the observed difference and PLAN_DIFFERENCES, from the pair's pooled seed sd."""
+  a, b = variants[names.index(pair['a'])], variants[names.index(pair['b'])]
+  sd = float(np.sqrt((a['sd'] ** 2 + b['sd'] ** 2) / 2))
+  out = {'level': level, 'sd': sd, 'observed': seeds_needed(pair['difference'], sd, pair['test_variance'], level)}
+  for d in PLAN_DIFFERENCES:
+    out[f'{d:g}'] = seeds_needed(d, sd, pair['test_variance'], level)
+  return out

@@ -76,7 +76,8 @@ def results_note(rows: list[dict]) -> str:
     return ONE_SEED + '.'
   return (
     "sd: sample standard deviation over seeds; 95% CI: Student's t interval of the mean over seeds. The "
-    'analysis (analysis/analysis.md) tests each pair with a bootstrap over seeds and test sentences.'
+    "analysis (analysis/analysis.md) tests each pair with Welch's t over seeds and the test set's variance, "
+    'Holm-adjusted over its family.'
   )
 
 
@@ -150,32 +151,95 @@ def analysis_cells(results: list[dict]) -> tuple[list[str], list[list[str]], lis
   return headers, [[cell(r) for _, cell in columns] for r in results], _legend(results, has_sig, baseline)
 
 
-def pairwise_text(results: list[dict]) -> str:
-  """The pairwise comparisons of the analysis, one line each: difference, interval, p-value, verdict."""
+PAIR_HEADERS = ['pair', 'difference', '95% interval', 'p', 'adjusted p', 'verdict', 'seeds needed']
+
+
+def _seeds_cell(p: dict) -> str:
+  plan = p.get('seeds_needed')
+  if not plan:
+    return '–'
+  return ' / '.join('> 1000' if plan[k] is None else str(plan[k]) for k in ('observed', '0.5', '1'))
+
+
+def pair_cells(results: list[dict]) -> list[list[str]]:
+  """One row of PAIR_HEADERS cells per pair of the analysis, the primary family (against the baseline and the
+  best) first."""
   pairs = [p for r in results for p in r.get('significance', {}).get('pairs', [])]
-  if not pairs:
-    return ''
-  s = results[0]['significance']
-  seeds = sorted({len(r['seeds']) for r in results})
-  lines = [
-    f'Pairwise, greedy test BLEU ({"/".join(map(str, seeds))} seed(s) per variant; difference of means, 95% '
-    f"interval and p-value from {s['n_samples']} replicates of a bootstrap over seeds and test sentences):"
+  pairs = sorted(pairs, key=lambda p: p.get('family') != 'primary')
+  return [
+    [
+      f"{p['a']} − {p['b']}",
+      f"{p['difference']:+.2f}",
+      interval(p['interval']),
+      format_p(p['p_value']),
+      format_p(p.get('p_adjusted')),
+      p['verdict'],
+      _seeds_cell(p),
+    ]
+    for p in pairs
   ]
-  for p in pairs:
-    lines.append(
-      f"  {p['a']} - {p['b']}: {p['difference']:+.2f} {interval(p['interval'])}, p {format_p(p['p_value'])}: "
-      f"{p['verdict']}"
-    )
+
+
+def pairs_note(results: list[dict]) -> str:
+  """What the pair table's columns mean: the test, its families and the seed plan."""
+  s = results[0]['significance']
+  fam = s.get('families', {})
+  seeds = sorted({len(r['seeds']) for r in results})
+  text = (
+    f'Greedy test BLEU, {"/".join(map(str, seeds))} seed(s) per variant. Difference of the means over seeds; '
+    "95% interval and two-sided p from Welch's t over seeds, with the test set's variance from "
+    f"{s['n_samples']} paired bootstrap replicates of the test sentences added (the interval excludes 0 exactly "
+    f"when p < 0.05). Adjusted p: Holm over the family; the primary family is each variant against "
+    f"{s['baseline'] or 'the baseline (none here)'} and against the best ({fam.get('primary', 0)} pairs), the "
+    f"other pairs a second family ({fam.get('other', 0)} pairs). A pair is ranked when its adjusted p < 0.05. "
+    'Seeds needed: seeds per variant for 80 % power to detect the observed difference / 0.5 / 1.0 BLEU at '
+    "the family's level (0.05 over its size), from the pair's seed sd"
+  )
   if seeds[0] < 2:
-    lines.append('  ' + ONE_SEED + '.')
+    text += '. ' + ONE_SEED + ' (the p-values cover the test sentences only)'
+  return text + '.'
+
+
+def seed_plan_text(results: list[dict]) -> str:
+  """Under 'not distinguishable' verdicts of the primary family: the seeds per variant that would detect
+  0.5 and 1.0 BLEU in every such pair, and the option that trains them."""
+  pairs = [p for r in results for p in r.get('significance', {}).get('pairs', [])]
+  open_pairs = [p for p in pairs if p.get('family') == 'primary' and p.get('seeds_needed')]
+  if not open_pairs:
+    return ''
+  lines = ['Seeds to plan with (primary pairs not distinguishable; 80 % power at the family level):']
+  for key, label in (('0.5', '0.5 BLEU'), ('1', '1.0 BLEU')):
+    needed = [p['seeds_needed'][key] for p in open_pairs]
+    if any(n is None for n in needed):
+      lines.append(
+        f'  {label}: out of reach of 1000 seeds per variant in at least one pair (the test set varies too much)'
+      )
+      continue
+    n = max(needed)
+    lines.append(f"  {label}: {n} seeds per variant: --config.train.seeds={','.join(map(str, range(n)))}")
+  lines.append(
+    '  A variant trains its seeds together: rerun the sweep with that option and a new --workdir (the '
+    'settings of a finished run cannot change).'
+  )
   return '\n'.join(lines)
+
+
+def pairwise_text(results: list[dict]) -> str:
+  """The pairwise comparisons of the analysis as a Markdown table, its note, and the seed plan."""
+  rows = pair_cells(results)
+  if not rows:
+    return ''
+  lines = ['| ' + ' | '.join(PAIR_HEADERS) + ' |', '|' + '---|' * len(PAIR_HEADERS)]
+  lines += ['| ' + ' | '.join(cells) + ' |' for cells in rows]
+  plan = seed_plan_text(results)
+  return '\n'.join(lines) + '\n\n' + pairs_note(results) + ('\n\n' + plan if plan else '')
 
 
 def attention_verdict(results: list[dict]) -> str:
   """Whether each attention variant beats `none` on the two longest source-length buckets every run shares:
-  higher BLEU with p < 0.05 (bootstrap over seeds and the bucket's sentences) beats it, significantly
-  lower is below it, anything else within the uncertainty. With one seed the same test covers the
-  sentences only, and the text says so."""
+  higher BLEU with a Holm-adjusted p < 0.05 (the pair test on the bucket's sentences, every bucket and variant
+  against none one family) beats it, significantly lower is below it, anything else within the uncertainty.
+  With one seed the same test covers the sentences only, and the text says so."""
   buckets = longest_shared_buckets(results)
   none = [r for r in results if r['variant'].startswith('none/')]
   others = [r for r in results if not r['variant'].startswith('none/')]
@@ -186,24 +250,26 @@ def attention_verdict(results: list[dict]) -> str:
   for bucket in buckets:
     base_score = _bucket(base, bucket)
     head = f"Sources of {bucket} words: {base['variant']} reaches BLEU {base_score['bleu']:.2f}"
-    groups = {'beat it (p < 0.05)': [], 'within the uncertainty': [], 'below it (p < 0.05)': []}
+    groups = {'beat it (p < 0.05)': [], 'within the uncertainty': [], 'below it (p < 0.05)': []}  # adjusted p
     for r in sorted(others, key=lambda r: -_bucket(r, bucket)['bleu']):
       s = _bucket(r, bucket)
+      p = s.get('p_adjusted')
       label = (
         'within the uncertainty'
-        if s['p_value'] is None or s['p_value'] >= 0.05
+        if p is None or p >= 0.05
         else 'beat it (p < 0.05)'
         if s['bleu'] > base_score['bleu']
         else 'below it (p < 0.05)'
       )
-      groups[label].append(f"{r['variant']} {s['bleu']:.2f} (p {format_p(s['p_value'])})")
+      groups[label].append(f"{r['variant']} {s['bleu']:.2f} (adjusted p {format_p(p)})")
     lines.append(head + ''.join(f'; {label}: ' + ', '.join(names) for label, names in groups.items() if names) + '.')
   what = (
     'one seed: the test covers the sentences only, not the seeds'
     if seeds < 2
     else f'mean over seeds ({"/".join(map(str, sorted({len(r["seeds"]) for r in results})))} per variant), '
-    'bootstrap over seeds and sentences'
+    "Welch's t over seeds with the bucket's test-set variance"
   )
+  what += '; p adjusted by Holm over every bucket and variant tested against none'
   return f'\nLongest sentences, greedy BLEU against none ({what}):\n' + '\n'.join(lines)
 
 
@@ -227,12 +293,12 @@ def _bucket(result: dict, bucket: str) -> dict:
     if b['bucket'] == bucket:
       return b
   bleu = next(b['bleu'] for b in result['greedy_bleu_by_length'] if b['bucket'] == bucket)
-  return {'bleu': bleu, 'interval': None, 'p_value': None}
+  return {'bleu': bleu, 'interval': None, 'p_value': None, 'p_adjusted': None}
 
 
 def _bucket_cell(r: dict, bucket: str) -> str:
   s = _bucket(r, bucket)
-  star = s.get('p_value') is not None and s['p_value'] < 0.05
+  star = s.get('p_adjusted') is not None and s['p_adjusted'] < 0.05
   return f"{s['bleu']:.2f}" + (' *' if star else '')
 
 
@@ -260,9 +326,15 @@ def _legend(results, has_sig, baseline) -> list[str]:
   if has_sig:
     n = results[0]['significance']['n_samples']
     notes.append(
-      f'95% interval: percentile interval of the mean over seeds in {n} replicates of a bootstrap over seeds and '
-      'test sentences (attnmt.analysis.significance)'
-      + (f'; p: the same bootstrap against {baseline}; * p < 0.05 against it' if baseline else '')
+      "95% interval: Student's t interval of the mean over seeds, with the test set's variance from "
+      f'{n} paired bootstrap replicates of the test sentences added (attnmt.analysis.significance); one seed: '
+      'the test sentences alone'
+      + (
+        f"; p: the pair test against {baseline} (Welch's t, two-sided), unadjusted; * in a length column: "
+        'Holm-adjusted p < 0.05 over every bucket and variant tested against it'
+        if baseline
+        else ''
+      )
     )
   if seeds[0] < 2:
     notes.append(ONE_SEED)

@@ -1,6 +1,6 @@
 """report.html from a real (tiny) analysis, checked as data and in a real browser: headless Debian chromium
 driven by Selenium (no console errors, one heatmap per variant, hovering a cell shows its weight, the
-picker changes the sentence, the table sorts).
+picker changes the sentence, the table sorts, the pairs are a table within the page's width).
 
 `./launch.sh test` installs chromium and chromium-driver where it can (root or sudo) and then sets
 ATTNMT_REQUIRE_BROWSER=1: the browser test fails instead of skipping when the browser is missing."""
@@ -66,6 +66,11 @@ def test_the_report_is_self_contained_and_embeds_the_analysis(analysis):
     cells = [row[headers.index(column)] for row in rows]
     assert all(re.match(r'-?\d+\.\d\d', c) for c in cells), (column, cells)
   assert [[c[0] for c in row] for row in data['table']['rows']] == rows
+  pairs = data['table']['pairs']
+  assert pairs['headers'] == tables.PAIR_HEADERS and pairs['rows'] == tables.pair_cells(results)
+  (pair,) = [p for r in results for p in r['significance']['pairs']]  # two variants: one pair
+  assert pairs['rows'][0][0] == f"{pair['a']} − {pair['b']}" and pairs['rows'][0][5] == pair['verdict']
+  assert 'Holm' in pairs['note'] and '2 seed(s) per variant' in pairs['note']
   # The split has 40 sentences, under the limit of 200: all are embedded, the heatmap sentences among them.
   ids = [s['id'] for s in data['sentences']]
   assert ids == list(range(40)) and data['shared'] == 40
@@ -179,6 +184,17 @@ def test_the_report_in_a_real_browser(analysis):
     cells = [r.find_elements(By.TAG_NAME, 'td')[aer].text for r in css(By.CSS_SELECTOR, '#results tbody tr')]
     means = [float(c.split(' ± ')[0]) for c in cells]  # two seeds: mean ± sd
     assert means == sorted(means)
+
+    # The pairs are a table, one row per pair with its cells, inside the page's width (not a block of text
+    # running off its right edge); the test and its family are stated under it.
+    pair_rows = css(By.CSS_SELECTOR, '#pairs-table tbody tr')
+    want = data['table']['pairs']['rows']
+    assert [[td.text for td in r.find_elements(By.TAG_NAME, 'td')] for r in pair_rows] == want and len(want) == 1
+    assert [th.text for th in css(By.CSS_SELECTOR, '#pairs-table th')] == tables.PAIR_HEADERS
+    page_width = browser.execute_script('return document.documentElement.clientWidth')
+    right = browser.execute_script("return document.getElementById('pairs-table').getBoundingClientRect().right")
+    assert right <= page_width, (right, page_width)
+    assert 'Holm' in browser.find_element(By.CSS_SELECTOR, '#pairs p.notes').text
 
     browser.execute_script('window.scrollTo(0, 0)')
     ActionChains(browser).move_to_element(

@@ -1,9 +1,11 @@
-"""attnmt.analysis.significance: seed statistics by hand, the two-stage bootstrap against a reference
-written from strings with sacrebleu's corpus BLEU, and sacrebleu's own paired test for one seed."""
+"""attnmt.analysis.significance: seed statistics by hand, Welch's t against scipy and a hand-worked
+example, Holm and the seed plan against textbook values, the sentence bootstrap against a reference written
+from strings with sacrebleu's corpus BLEU, and the verdicts of compare."""
 
 import numpy as np
 import pytest
 import sacrebleu
+import scipy.stats
 
 from attnmt.analysis import significance as S
 from attnmt.training import measures
@@ -34,12 +36,58 @@ def test_one_seed_has_no_spread():
   assert out['sd'] is None and out['ci'] is None and out['seeds'] == 1
 
 
-def test_p_value_by_hand():
-  # |d| = 1, 2, 3, 2 -> mean 2 -> centred -1, 0, 1, 0; observed 0.5: one centred value above it
-  assert S.p_value(0.5, np.array([1.0, -2.0, 3.0, 2.0])) == pytest.approx((1 + 1) / (4 + 1))
-  assert S.p_value(-0.5, np.array([1.0, -2.0, 3.0, 2.0])) == pytest.approx(2 / 5)  # two-sided
-  assert S.p_value(10.0, np.array([1.0, -2.0, 3.0, 2.0])) == pytest.approx(1 / 5)
-  assert S.p_value(0.0, np.zeros(4)) == 1.0  # equal scores: sacrebleu's count would give 1/5
+def test_welch_matches_scipy_without_a_test_set_term():
+  a, b = [22.06, 21.48, 21.01], [21.91, 21.14, 22.53, 21.67]
+  got = S.welch_test(a, b)
+  ref = scipy.stats.ttest_ind(a, b, equal_var=False)
+  assert got['p_value'] == pytest.approx(ref.pvalue, rel=1e-12)
+  assert got['difference'] == pytest.approx(np.mean(a) - np.mean(b))
+  lo, hi = got['interval']
+  assert lo < got['difference'] < hi
+  # the interval and the test are one rule: at the p-value's own level the interval touches 0
+  edge = S.welch_test(a, b, alpha=got['p_value'])['interval']
+  assert min(abs(edge[0]), abs(edge[1])) == pytest.approx(0, abs=1e-9)
+
+
+def test_welch_with_a_test_set_term_by_hand():
+  a, b = [20.0, 22.0], [18.0, 19.0, 20.0]  # var/K: 2/2 = 1 and 1/3
+  got = S.welch_test(a, b, test_variance=0.5)
+  se2 = 1 + 1 / 3 + 0.5
+  df = se2**2 / (1**2 / 1 + (1 / 3) ** 2 / 2)  # Welch-Satterthwaite over the seed terms
+  assert got['se'] == pytest.approx(np.sqrt(se2)) and got['df'] == pytest.approx(df)
+  assert got['p_value'] == pytest.approx(2 * scipy.stats.t.sf(2.0 / np.sqrt(se2), df))
+  with pytest.raises(ValueError, match='at least 2 seeds'):
+    S.welch_test([20.0], [18.0, 19.0])
+
+
+def test_holm_by_hand():
+  # sorted 0.01, 0.02, 0.03, 0.04 times 4, 3, 2, 1 -> 0.04, 0.06, 0.06 (monotone), 0.06 (monotone)
+  assert S.holm([0.03, 0.01, 0.04, 0.02]) == pytest.approx([0.06, 0.04, 0.06, 0.06])
+  assert S.holm([0.5, 0.9]) == pytest.approx([1.0, 1.0])  # capped at 1
+  assert S.holm([0.2]) == [0.2] and S.holm([]) == []
+
+
+def test_seeds_needed_matches_the_textbook_sample_size():
+  # two-sample t, d = 1, two-sided alpha 0.05, power 0.8: 17 per group (Cohen 1988, Table 2.4.1)
+  assert S.seeds_needed(1.0, 1.0) == 17
+  assert S.seeds_needed(0.5, 0.5) == 17  # only the ratio matters
+  assert S.seeds_needed(2.0, 1.0) == 6  # d = 2
+  assert S.seeds_needed(1.0, 1.0, alpha=0.05 / 3) > 17  # a family's level needs more
+  assert S.seeds_needed(0.1, 1.0, test_variance=0.04) is None  # the test set alone hides 0.1 BLEU
+  assert S.seeds_needed(0.0, 1.0) is None
+
+
+def test_test_set_variance_removes_each_seeds_own_noise():
+  rng = np.random.default_rng(0)
+  shared_R = rng.normal(0, 0.3, (20000, 1))  # what every seed of both variants sees in a sentence draw
+  systematic_R = rng.normal(0, 0.2, (20000, 1))  # a difference between the variants, by sentence draw
+  a = shared_R + systematic_R + rng.normal(0, 0.5, (20000, 3))  # each seed's own noise, sd 0.5
+  b = shared_R + rng.normal(0, 0.5, (20000, 4))
+  assert S.own_noise(a) == pytest.approx(0.25 / 3, rel=0.05)
+  assert S.test_set_variance(a, b) == pytest.approx(0.04, abs=0.006)
+  assert S.test_set_variance(a) == pytest.approx(0.3**2 + 0.2**2, rel=0.05)
+  assert S.test_set_variance(b[:, :2], b[:, 2:]) == pytest.approx(0, abs=0.004)  # A/A: nothing to add
+  assert S.own_noise(a[:, :1]) == 0.0
 
 
 def test_verdicts():
@@ -47,46 +95,35 @@ def test_verdicts():
   assert S.verdict('a', 'b', -2.0, 0.01, 3, 3) == 'b > a'
   assert S.verdict('a', 'b', 2.0, 0.2, 3, 3) == 'a ≈ b: not distinguishable with 3 seeds'
   assert S.verdict('a', 'b', 2.0, 0.2, 3, 2) == 'a ≈ b: not distinguishable with 3 and 2 seeds'
-  # p under 0.05 but an interval that holds 0 (the two rules disagree near the threshold): not ranked
-  assert S.verdict('a', 'b', -0.95, 0.049, 3, 3, interval=[-2.10, 0.15]) == 'a ≈ b: not distinguishable with 3 seeds'
-  assert S.verdict('a', 'b', -0.95, 0.049, 3, 3, interval=[-2.10, -0.05]) == 'b > a'
   assert 'not ranked with 1 seed' in S.verdict('a', 'b', 15.0, 0.001, 1, 1)
   assert 'not ranked with 1 seed' in S.verdict('a', 'b', 15.0, 0.001, 3, 1)
 
 
-def test_one_seed_each_is_sacrebleus_paired_bootstrap():
+def test_one_seed_each_ranks_nothing_and_tests_the_sentences_two_sided():
   refs, noisy = _corpus(60)
   a, b = noisy(0.3, 1), noisy(0.45, 2)
-  out = S.compare(['a', 'b'], [[a], [b]], refs, baseline='b', n_samples=200, seed=7)
-  ref = measures.paired_bootstrap({'b': b, 'a': a}, refs, 'b', 200, 7)['systems']
+  out = S.compare(['a', 'b'], [[a], [b]], refs, baseline='b', n_samples=400, seed=7)
   (pair,) = out['pairs']
-  assert pair['p_value'] == ref['a']['p_value']
-  assert pair['difference'] == pytest.approx(ref['a']['bleu'] - ref['b']['bleu'])
-  assert not out['ranked'] and 'not ranked' in pair['verdict']
+  bleu_a, bleu_b = (sacrebleu.corpus_bleu(h, [refs]).score for h in (a, b))
+  assert pair['difference'] == pytest.approx(bleu_a - bleu_b)
+  assert not out['ranked'] and not pair['ranked'] and 'not ranked' in pair['verdict']
+  assert pair['seeds_needed'] is None
+  reps = S.sentence_replicates([S.sentence_statistics(h, refs)[None] for h in (a, b)], 400, 7)
+  se = np.std(reps[0][:, 0] - reps[1][:, 0], ddof=1)
+  assert pair['p_value'] == pytest.approx(2 * scipy.stats.norm.sf(abs(pair['difference']) / se))
+  (va, _) = out['variants']
+  assert va['ci'] is None and va['interval'][0] < va['mean'] < va['interval'][1]  # the sentences alone
 
 
-def _reference_replicates(per_seed, refs, n_samples, seed):
-  """The two-stage bootstrap from strings: resample sentences as lists, corpus BLEU by sacrebleu."""
-  rng = np.random.default_rng(seed)
-  n = len(refs)
-  idx = rng.choice(n, size=(n_samples, n), replace=True)
-  out = np.zeros((n_samples, len(per_seed)))
-  for v, seeds in enumerate(per_seed):
-    bleu = np.array(
-      [[sacrebleu.corpus_bleu([h[i] for i in row], [[refs[i] for i in row]]).score for h in seeds] for row in idx]
-    )
-    drawn = rng.integers(0, len(seeds), size=(n_samples, len(seeds)))
-    for r in range(n_samples):
-      out[r, v] = np.mean([bleu[r, j] for j in drawn[r]])
-  return out
-
-
-def test_two_stage_bootstrap_matches_a_reference_from_strings():
+def test_sentence_replicates_match_a_reference_from_strings():
   refs, noisy = _corpus(25)
   per_seed = [[noisy(0.3, s) for s in (1, 2, 3)], [noisy(0.4, s) for s in (4, 5)]]
   stats = [np.stack([S.sentence_statistics(h, refs) for h in seeds]) for seeds in per_seed]
-  got = S.bootstrap_replicates(stats, n_samples=30, seed=3)
-  np.testing.assert_allclose(got, _reference_replicates(per_seed, refs, 30, 3), rtol=0, atol=1e-9)
+  got = S.sentence_replicates(stats, n_samples=30, seed=3)
+  idx = np.random.default_rng(3).choice(len(refs), size=(30, len(refs)), replace=True)
+  for v, seeds in enumerate(per_seed):
+    want = [[sacrebleu.corpus_bleu([h[i] for i in row], [[refs[i] for i in row]]).score for h in seeds] for row in idx]
+    np.testing.assert_allclose(got[v], want, rtol=0, atol=1e-9)
 
 
 def test_seed_variance_widens_the_test():
@@ -99,6 +136,9 @@ def test_seed_variance_widens_the_test():
   assert sentence_only['p_value'] < 0.05
   assert both['p_value'] > 0.05 and both['verdict'] == 'a ≈ b: not distinguishable with 3 seeds'
   assert both['interval'][0] < 0 < both['interval'][1]
+  plan = both['seeds_needed']
+  assert plan['level'] == 0.05 and set(plan) == {'level', 'sd', 'observed', '0.5', '1'}  # a family of one pair
+  assert plan['observed'] == S.seeds_needed(both['difference'], plan['sd'], both['test_variance'], 0.05)
 
 
 def test_clear_difference_is_ranked():
@@ -109,9 +149,11 @@ def test_clear_difference_is_ranked():
   assert out['ranked'] and out['best'] == 'a'
   (pair,) = out['pairs']  # a against b is both the baseline and the best pair: listed once
   assert (pair['a'], pair['b'], pair['verdict']) == ('a', 'b', 'a > b') and pair['difference'] > 0
+  assert pair['p_adjusted'] == pair['p_value'] < 0.05 and pair['seeds_needed'] is None
   for v in out['variants']:
-    assert v['interval'][0] <= v['mean'] <= v['interval'][1]
     assert v['ci'][0] < v['mean'] < v['ci'][1]
+    t_only = S.seed_summary(v['per_seed'])['ci']  # the test set's term only widens it
+    assert v['ci'][0] <= t_only[0] and t_only[1] <= v['ci'][1]
 
 
 def test_pairs_against_baseline_and_best():
@@ -122,10 +164,16 @@ def test_pairs_against_baseline_and_best():
     'y': [noisy(0.1, 5), noisy(0.1, 6)],
   }
   out = S.compare(list(hyps), list(hyps.values()), refs, baseline='none', n_samples=50)
-  got = [(p['a'], p['b'], p['against']) for p in out['pairs']]
+  got = [(p['a'], p['b'], p['against'], p['family']) for p in out['pairs']]
   # none against the best (y) is y against none, listed once as the baseline pair
-  assert got == [('x', 'none', 'baseline'), ('y', 'none', 'baseline'), ('x', 'y', 'best')]  # every pair once
-  assert out['best'] == 'y'
+  assert got == [
+    ('x', 'none', 'baseline', 'primary'),
+    ('y', 'none', 'baseline', 'primary'),
+    ('x', 'y', 'best', 'primary'),
+  ]
+  assert out['best'] == 'y' and out['families'] == {'primary': 3, 'other': 0}
+  adjusted = S.holm([p['p_value'] for p in out['pairs']])
+  assert [p['p_adjusted'] for p in out['pairs']] == pytest.approx(adjusted)
 
 
 def test_bad_input():
@@ -134,7 +182,7 @@ def test_bad_input():
   with pytest.raises(ValueError, match='no seeds'):
     S.seed_summary([])
   with pytest.raises(ValueError, match='same, non-empty'):
-    S.bootstrap_replicates([np.zeros((1, 3, 10)), np.zeros((1, 4, 10))])
+    S.sentence_replicates([np.zeros((1, 3, 10)), np.zeros((1, 4, 10))])
 
 
 def test_mean_sd_never_hides_a_spread():

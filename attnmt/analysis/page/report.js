@@ -48,11 +48,28 @@ function drawTable() {
   fill(sorted);
   const notes = byId('notes');
   t.notes.forEach(n => notes.appendChild(el('p', {}, n + '.')));
+  drawPairs(t.pairs);
   if (t.verdict) notes.appendChild(el('pre', {}, t.verdict));
 }
 
+// The pairs: one row each (pair, difference, interval, p, adjusted p, verdict, seeds needed), the test and its
+// family below, then the seed plan.
+function drawPairs(pairs) {
+  const box = byId('pairs');
+  if (!pairs || !pairs.rows.length) return;
+  const table = el('table', {id: 'pairs-table'}), head = el('tr');
+  pairs.headers.forEach(h => head.appendChild(el('th', {}, h)));
+  table.appendChild(el('thead')).appendChild(head);
+  const body = table.appendChild(el('tbody'));
+  pairs.rows.forEach(r => { const row = el('tr'); r.forEach(c => row.appendChild(el('td', {}, c))); body.appendChild(row); });
+  box.appendChild(el('h3', {}, 'Pairs'));
+  box.appendChild(table);
+  if (pairs.note) box.appendChild(el('p', {class: 'notes'}, pairs.note));
+  if (pairs.plan) box.appendChild(el('pre', {}, pairs.plan));
+}
+
 // The ranking at a glance: one row per variant ordered by mean BLEU, its seeds as dots, the mean as a bar,
-// the 95% interval (bootstrap over seeds and sentences) as a line; one seed: no line, and no ranking.
+// the 95% interval (t over seeds, test set's variance added) as a line; one seed: no line, and no ranking.
 function drawSeedStrip() {
   const rows = DATA.seed_strip.slice().sort((a, b) => a.mean - b.mean);
   let lo = Infinity, hi = -Infinity;
@@ -83,7 +100,7 @@ function drawSeedStrip() {
   const one = rows.every(r => r.per_seed.length < 2);
   byId('seed-chart').appendChild(el('p', {class: 'notes'}, one
     ? 'One seed per variant: the variants are not ranked (no seed variance is measured). Train with train.seeds=0,1,2 to rank them.'
-    : 'Dots: seeds; bar: mean; line: 95% interval of a bootstrap over seeds and test sentences. Pairwise verdicts are under the table.'));
+    : "Dots: seeds; bar: mean; line: 95% interval (Student's t over seeds, the test set's variance added). The pairs are under the table."));
 }
 
 // BLEU by source length: one line per variant, 95% bootstrap intervals as error bars.
@@ -126,7 +143,7 @@ function drawLengthChart() {
     svg.appendChild(svgEl('text', {x: W - R + 38, y: T + 14 + 16 * i}, n));
   });
   byId('length-chart').appendChild(svg);
-  byId('length-chart').appendChild(el('p', {class: 'notes'}, `Greedy output, mean over ${DATA.seeds_text} seed(s); error bars: 95% intervals of a bootstrap over seeds and test sentences. ` + DATA.bleu_signature));
+  byId('length-chart').appendChild(el('p', {class: 'notes'}, `Greedy output, mean over ${DATA.seeds_text} seed(s); error bars: 95% intervals, Student's t over seeds with the test set's variance (one seed: the test sentences alone). ` + DATA.bleu_signature));
 }
 
 // The sentence picker.
