@@ -4,16 +4,26 @@ self-contained page: the table, the length chart, every variant's attention on t
 
     python -m experiments.analyze --runs=runs/main/none,runs/main/additive --out=runs/main/analysis \
         --beam_size=5 --num_heatmaps=3 [--sentences=4,17] [--pharaoh=gold.test.align] [--export=pharaoh,npz,json,softalign]
+
+The statistics of an analysis (per-seed BLEU and chrF, intervals, pair tests, BLEU by length) again from the
+per-seed translations it stored, without the runs (attnmt/analysis/stored.py):
+
+    python -m experiments.analyze --from_translations=docs/results/luong/translations.json.gz [--out=DIR]
 """
 
+import json
 import os
 
 from absl import app, flags
 
-from attnmt.analysis import exports, html_report, inspection, report, tables
+from attnmt import plots
+from attnmt.analysis import exports, html_report, inspection, report, stored, tables
 from experiments import common
 
-flags.DEFINE_list('runs', None, 'Run directories (comma-separated).', required=True)
+flags.DEFINE_list('runs', None, 'Run directories (comma-separated).')
+flags.DEFINE_string(
+  'from_translations', None, 'Instead of --runs: the translations.json.gz of an analysis; its statistics again.'
+)
 flags.DEFINE_string('out', None, 'Output directory (default: <first run>/../analysis).')
 flags.DEFINE_enum('which', 'best', ['best', 'latest'], 'Which checkpoint of each run.')
 flags.DEFINE_integer('beam_size', 5, 'Beam size for the beam-search scores (0: greedy only).')
@@ -39,6 +49,10 @@ def main(argv):
 
 
 def _analyze():
+  if bool(FLAGS.runs) == bool(FLAGS.from_translations):
+    raise ValueError('give either --runs (run directories) or --from_translations (a translations.json.gz), not both')
+  if FLAGS.from_translations:
+    return _from_translations(FLAGS.from_translations, FLAGS.out)
   try:
     sentences = [int(s) for s in FLAGS.sentences]
   except ValueError:
@@ -83,6 +97,22 @@ def _analyze():
         formats,
       )
       print(f"Exported {result['variant']}: " + ', '.join(paths))
+
+
+def _from_translations(path: str, out):
+  results = stored.analyze(path)
+  table = tables.analysis_table(results)
+  print(f'From {path} ({len(results)} variant(s); no runs read):\n' + table)
+  print(tables.attention_verdict(results))
+  if out:
+    if os.path.exists(out) and not os.path.isdir(out):
+      raise ValueError(f'--out {out} is a file; pass a directory for the analysis (created if missing)')
+    report.write_text(os.path.join(out, 'analysis.md'), table + '\n')
+    report.write_text(os.path.join(out, 'analysis.json'), json.dumps(results, indent=1))
+    plots.save(report.length_figure(results), os.path.join(out, 'bleu_by_length.png'))
+    rows = [r['significance']['corpus'] | {'variant': r['variant']} for r in results]
+    plots.seed_strip(rows, os.path.join(out, 'bleu_by_seed.png'), 'Test BLEU (greedy) by seed')
+    print(f'\nWrote analysis.md, analysis.json, bleu_by_length.png and bleu_by_seed.png under {out}')
 
 
 if __name__ == '__main__':

@@ -12,7 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 import sacrebleu
 
-from attnmt.analysis import inspection, significance
+from attnmt.analysis import inspection, significance, stored
 
 from attnmt import data, plots, progress
 from attnmt.data import pharaoh as pharaoh_file
@@ -439,6 +439,7 @@ def analyze_runs(
     'Test BLEU (greedy) by seed',
   )
   write_text(os.path.join(out_dir, 'analysis.json'), json.dumps(results, indent=1))
+  stored.save(os.path.join(out_dir, stored.FILE), results, texts)  # recomputes the statistics without the runs
   heatmap_sentences = sorted({i for r in results for i in r.get('heatmap_sentences', [])})
   embedded = embedded_sentences(results, views, heatmap_sentences, report_sentences)
   write_text(os.path.join(out_dir, SENTENCES_FILE), json.dumps(embedded, separators=(',', ':')))

@@ -190,8 +190,8 @@ def pairs_note(results: list[dict]) -> str:
     "95% interval and two-sided p from Welch's t over seeds, with the test set's variance from "
     f"{s['n_samples']} paired bootstrap replicates of the test sentences added (the interval excludes 0 exactly "
     f"when p < 0.05). Adjusted p: Holm over the family; the primary family is each variant against "
-    f"{s['baseline'] or 'the baseline (none here)'} and against the best ({fam.get('primary', 0)} pairs), the "
-    f"other pairs a second family ({fam.get('other', 0)} pairs). A pair is ranked when its adjusted p < 0.05. "
+    f"{s['baseline'] or 'the baseline (none here)'} and against the best ({fam.get('primary', 0)} pair(s)), the "
+    f"other pairs a second family ({fam.get('other', 0)} pair(s)). A pair is ranked when its adjusted p < 0.05. "
     'Seeds needed: seeds per variant for 80 % power to detect the observed difference / 0.5 / 1.0 BLEU at '
     "the family's level (0.05 over its size), from the pair's seed sd"
   )

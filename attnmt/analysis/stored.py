@@ -1,0 +1,86 @@
+"""An analysis's per-seed test translations in one compressed file, and its statistics recomputed from them
+without checkpoints, corpus or training.
+
+Every analysis writes `translations.json.gz` beside analysis.md: the references, the sources and each
+variant's greedy output per seed. A results page keeps that file under docs/results/<page>/, so that anyone
+can recompute its tables (per-seed BLEU and chrF, intervals, the pair tests, BLEU by source length):
+
+    ./launch.sh analyze --from_translations=docs/results/luong/translations.json.gz --out=/tmp/luong
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+
+from attnmt.analysis import report
+from attnmt.errors import InputError
+from attnmt.training import evaluation, measures
+
+FILE = 'translations.json.gz'
+FORMAT = 1
+
+
+def save(path: str, results: list[dict], texts: list[dict]) -> str:
+  """Writes the greedy translations of every seed of every run that translated the first run's test sentences
+  (analyze_runs' results and texts); returns the path."""
+  first = texts[0]
+  variants = [
+    {'variant': r['variant'], 'seeds': list(r['seeds']), 'greedy': t['hypotheses']['greedy']}
+    for r, t in zip(results, texts)
+    if t['references'] == first['references'] and t['sources'] == first['sources']
+  ]
+  doc = {'format': FORMAT, 'references': first['references'], 'sources': first['sources'], 'variants': variants}
+  tmp = f'{path}.tmp-{os.getpid()}'
+  with gzip.open(tmp, 'wt', encoding='utf-8', compresslevel=9) as f:
+    json.dump(doc, f, ensure_ascii=False, separators=(',', ':'))
+  os.replace(tmp, path)
+  return path
+
+
+def load(path: str) -> dict:
+  """The stored translations, checked: one output per reference for every seed of every variant."""
+  try:
+    with gzip.open(path, 'rt', encoding='utf-8') as f:
+      doc = json.load(f)
+  except FileNotFoundError:
+    raise InputError(f'{path} does not exist; give the translations.json.gz an analysis wrote') from None
+  except (OSError, EOFError, json.JSONDecodeError, UnicodeDecodeError) as e:
+    raise InputError(
+      f'{path} is not a gzipped JSON file of translations ({e}); give the translations.json.gz an analysis wrote'
+    ) from None
+  if not isinstance(doc, dict) or doc.get('format') != FORMAT or not doc.get('variants'):
+    raise InputError(f'{path} is not an attnmt translations file (format {FORMAT}) with at least one variant')
+  n = len(doc['references'])
+  if len(doc['sources']) != n:
+    raise InputError(f'{path} has {len(doc["sources"])} sources for {n} references; the file is damaged')
+  for v in doc['variants']:
+    if len(v['greedy']) != len(v['seeds']) or not v['seeds']:
+      raise InputError(f"{path}: {v['variant']} lists {len(v['seeds'])} seeds but {len(v['greedy'])} translations")
+    for seed, hyps in zip(v['seeds'], v['greedy']):
+      if len(hyps) != n:
+        raise InputError(f"{path}: {v['variant']} seed {seed} has {len(hyps)} outputs for {n} references")
+  return doc
+
+
+def analyze(path: str, n_samples: int = 1000, seed: int = 12345) -> list[dict]:
+  """The analysis results (as analyze_runs returns them, less what needs the model: attention, beam, AER)
+  recomputed from a stored translations file."""
+  doc = load(path)
+  refs, srcs = doc['references'], doc['sources']
+  results, texts = [], []
+  for v in doc['variants']:
+    result = {'variant': v['variant'], 'seeds': v['seeds'], 'source': path}
+    for hyps in v['greedy']:
+      scores = evaluation.bleu_chrf(hyps, refs)
+      result.setdefault('greedy_bleu', []).append(scores['bleu'])
+      result.setdefault('greedy_chrf', []).append(scores['chrf'])
+      result.setdefault('greedy_repetition', []).append(measures.repetition_rate(hyps))
+      result.setdefault('greedy_bleu_by_length_by_seed', []).append(evaluation.bleu_by_length(hyps, refs, srcs))
+      result['bleu_signature'] = scores['bleu_signature']
+    result['greedy_bleu_by_length'] = report.pool_by_length(result['greedy_bleu_by_length_by_seed'])
+    results.append(result)
+    texts.append({'hypotheses': {'greedy': v['greedy']}, 'references': refs, 'sources': srcs})
+  report.add_significance(results, texts, n_samples, seed)
+  return results

@@ -1,0 +1,96 @@
+"""A page's statistics recomputed from its stored per-seed translations (attnmt/analysis/stored.py and
+`analyze --from_translations`): the scores are sacrebleu's on the stored texts, the pair test is the
+analysis's, and bad files get one line."""
+
+import gzip
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import sacrebleu
+
+from attnmt.analysis import significance, stored
+from attnmt.errors import InputError
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+WORDS = 'the a cat dog sat on mat in house big small red'.split()
+
+
+def _doc(n=60):
+  rng = np.random.default_rng(0)
+  refs = [' '.join(rng.choice(WORDS, int(rng.integers(3, 30)))) for _ in range(n)]
+  srcs = [' '.join(['w'] * len(r.split())) for r in refs]
+
+  def noisy(p, s):
+    r = np.random.default_rng(s)
+    return [' '.join(w if r.random() > p else str(r.choice(WORDS)) for w in x.split()) for x in refs]
+
+  variants = [
+    {'variant': 'none/bahdanau/global', 'seeds': [0, 1], 'greedy': [noisy(0.6, 1), noisy(0.62, 2)]},
+    {'variant': 'additive/bahdanau/global', 'seeds': [0, 1, 2], 'greedy': [noisy(0.2, s) for s in (3, 4, 5)]},
+  ]
+  return {'format': stored.FORMAT, 'references': refs, 'sources': srcs, 'variants': variants}
+
+
+def _write(path, doc):
+  with gzip.open(path, 'wt', encoding='utf-8') as f:
+    json.dump(doc, f)
+  return str(path)
+
+
+def test_statistics_from_stored_translations(tmp_path):
+  doc = _doc()
+  path = _write(tmp_path / 'translations.json.gz', doc)
+  results = stored.analyze(path, n_samples=200)
+  for r, v in zip(results, doc['variants']):
+    want = [sacrebleu.corpus_bleu(h, [doc['references']]).score for h in v['greedy']]
+    assert r['greedy_bleu'] == pytest.approx(want) and r['seeds'] == v['seeds']
+    assert r['significance']['corpus']['per_seed'] == pytest.approx(want)
+  (pair,) = results[1]['significance']['pairs']
+  names = [v['variant'] for v in doc['variants']]
+  stats = [
+    np.stack([significance.sentence_statistics(h, doc['references']) for h in v['greedy']]) for v in doc['variants']
+  ]
+  again = significance.compare_statistics(names, stats, names[0], 200)['pairs'][0]
+  assert pair['p_value'] == again['p_value'] and pair['verdict'] == again['verdict'] == f'{names[1]} > {names[0]}'
+
+
+def test_save_then_load_round_trips(tmp_path):
+  doc = _doc(20)
+  results = [{'variant': v['variant'], 'seeds': v['seeds']} for v in doc['variants']]
+  texts = [
+    {'hypotheses': {'greedy': v['greedy']}, 'references': doc['references'], 'sources': doc['sources']}
+    for v in doc['variants']
+  ]
+  path = stored.save(str(tmp_path / stored.FILE), results, texts)
+  assert stored.load(path) == doc
+
+
+def test_the_command_recomputes_a_page_and_refuses_bad_files(tmp_path):
+  path = _write(tmp_path / 'translations.json.gz', _doc())
+  out = tmp_path / 'out'
+  env = dict(os.environ, JAX_PLATFORMS='cpu', PYTHONPATH=ROOT)
+
+  def run(*args):
+    cmd = [sys.executable, '-m', 'experiments.analyze', *args]
+    return subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+
+  res = run(f'--from_translations={path}', f'--out={out}')
+  assert res.returncode == 0, res.stderr
+  assert '| pair | difference |' in res.stdout and 'Holm' in res.stdout
+  for name in ('analysis.md', 'analysis.json', 'bleu_by_length.png', 'bleu_by_seed.png'):
+    assert os.path.getsize(out / name) > 0
+  broken = doc = _doc()
+  broken['variants'][1]['greedy'][2] = broken['variants'][1]['greedy'][2][:-1]  # one output short
+  bad = _write(tmp_path / 'short.json.gz', doc)
+  res = run(f'--from_translations={bad}')
+  assert res.returncode != 0 and res.stderr.strip().splitlines()[-1].endswith(
+    f'{bad}: additive/bahdanau/global seed 2 has 59 outputs for 60 references'
+  )
+  res = run(f'--from_translations={tmp_path / "missing.json.gz"}', '--runs=x')
+  assert res.returncode != 0 and 'not both' in res.stderr.strip().splitlines()[-1]
+  with pytest.raises(InputError, match='not a gzipped JSON file'):
+    stored.load(str(out / 'analysis.md'))
