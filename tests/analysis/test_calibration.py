@@ -4,11 +4,20 @@ seed sd grows with K. The two-stage bootstrap this test replaced ranked 16 % at 
 the same kind of experiments. docs/design.md, "Seeds and significance", holds the figures at more
 experiments (experiments/calibrate.py)."""
 
+import gzip
+import json
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
 from attnmt.analysis import calibration as C
 from attnmt.analysis import significance as S
+from attnmt.analysis import stored
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 EXPERIMENTS = 300
 SAMPLES = 100  # bootstrap replicates per experiment: the test set's term is about 0 in an A/A check
@@ -48,3 +57,36 @@ def test_real_splits_count_every_split_once():
     assert not set(row['a']) & set(row['b'])
   with pytest.raises(ValueError, match='cannot be split'):
     C.splits(stats, 5)
+
+
+def test_the_command_prints_both_checks(tmp_path):
+  words = 'the a cat dog sat on mat in house big small red'.split()
+  rng = np.random.default_rng(1)
+  refs = [' '.join(rng.choice(words, 9)) for _ in range(40)]
+  seeds = [[' '.join(w if rng.random() > 0.3 else 'x' for w in r.split()) for r in refs] for _ in range(4)]
+  doc = {'format': stored.FORMAT, 'references': refs, 'sources': refs, 'variants': []}
+  doc['variants'] = [
+    {'variant': 'additive', 'seeds': [0, 1], 'greedy': seeds[:2]},
+    {'variant': 'additive', 'seeds': [2, 3], 'greedy': seeds[2:]},
+  ]
+  path = tmp_path / 'translations.json.gz'
+  with gzip.open(path, 'wt') as f:
+    json.dump(doc, f)
+  cmd = [
+    sys.executable,
+    '-m',
+    'experiments.calibrate',
+    '--simulate',
+    '--experiments=3',
+    f'--translations={path}',
+    '--halves=2',
+  ]
+  res = subprocess.run(
+    cmd, cwd=ROOT, env=dict(os.environ, PYTHONPATH=ROOT), capture_output=True, text=True, timeout=300
+  )
+  assert res.returncode == 0, res.stderr
+  assert '| 10 | ' in res.stdout and 'Real A/A: 4 seeds' in res.stdout and '| 2 + 2 | 3 |' in res.stdout
+  bad = subprocess.run(
+    cmd[:3] + [f'--translations={path}', '--halves=3'], cwd=ROOT, capture_output=True, text=True, timeout=300
+  )
+  assert bad.returncode == 2 and bad.stderr.strip() == 'error: --halves=3: 4 seeds split into two groups of 2 to 2 only'
