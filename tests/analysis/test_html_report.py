@@ -17,7 +17,7 @@ import pytest
 import sacrebleu
 
 from attnmt import plots
-from attnmt.analysis import html_report, report, tables
+from attnmt.analysis import html_report, report, stored, tables
 from attnmt.training import trainer
 from experiments.configs import tiny
 
@@ -88,6 +88,17 @@ def test_the_report_is_self_contained_and_embeds_the_analysis(analysis):
       assert np.array(forced['w']).shape == (len(forced['tgt']), len(forced['src'])) and 0 <= forced['aer'] <= 1
     assert s['gold']['sure'] and all(0 <= a < len(s['runs'][0]['forced']['src']) for a, _ in s['gold']['sure'])
   print(f'report.html: {os.path.getsize(path)} bytes for {len(ids)} sentences x {len(data["variants"])} variants')
+
+
+@pytest.mark.xdist_group('html_report_analysis')  # one worker builds the shared sweep
+def test_the_stored_translations_give_the_analysis_again(analysis):
+  path, results, _, _ = analysis
+  again = stored.analyze(os.path.join(os.path.dirname(path), stored.FILE), n_samples=50)
+  assert [r['variant'] for r in again] == [r['variant'] for r in results]
+  for r, a in zip(results, again):
+    assert a['greedy_bleu'] == pytest.approx(r['greedy_bleu']) and a['greedy_chrf'] == pytest.approx(r['greedy_chrf'])
+    assert a['significance']['pairs'] == r['significance']['pairs']  # the same bootstrap seed and sample count
+    assert a['significance']['by_length'] == r['significance']['by_length']
 
 
 def test_select_sentences_keeps_the_must_ones_the_largest_differences_and_spreads_over_length():

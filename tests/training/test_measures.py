@@ -8,7 +8,7 @@ import pytest
 import sacrebleu
 import scipy.stats
 
-from attnmt.analysis import report
+from attnmt.analysis import report, significance
 from attnmt import data
 from attnmt.training import evaluation, measures
 from attnmt.analysis import tables
@@ -290,15 +290,9 @@ def test_significance_per_run_and_per_length_bucket():
   )
   additive = next(p for p in by_name['additive/bahdanau/global']['pairs'] if p['against'] == 'baseline')
   dot = next(p for p in by_name['dot/bahdanau/global']['pairs'] if p['against'] == 'baseline')
-  # One seed: the test is sacrebleu's paired bootstrap of the same sentences, seed and sample count.
-  sacre = measures.paired_bootstrap(
-    {'none': systems['none/bahdanau/global'], 'additive': systems['additive/bahdanau/global']},
-    references,
-    'none',
-    200,
-    12345,
-  )
-  assert additive['p_value'] == sacre['systems']['additive']['p_value'] < 0.05 and dot['p_value'] > 0.05
+  # One seed: the test covers the sentences only (two-sided, from the paired bootstrap's spread) and ranks nothing.
+  assert additive['p_value'] < 0.05 and dot['p_value'] > 0.05 and additive['df'] == float('inf')
+  assert additive['interval'][0] > 0 and dot['interval'][0] < 0 < dot['interval'][1]
   assert 'not ranked with 1 seed' in additive['verdict'] and not by_name['dot/bahdanau/global']['ranked']
   for r in results:
     s = r['significance']
@@ -360,7 +354,8 @@ def test_analysis_table_and_verdicts_with_one_seed():
   assert rows['dot/bahdanau/global'][11:13] == ['1.00', '0.00']  # one-hot rows, each position attended once
   assert rows['none/bahdanau/global'][11:13] == ['0.25', '0.00']  # 4 rows of 1/4 over 4 positions
   assert '± 0.00' not in table and 'the variants are not ranked' in table
-  assert 'additive/bahdanau/global - none/bahdanau/global: +' in table and 'not ranked with 1 seed' in table
+  assert '| additive/bahdanau/global − none/bahdanau/global | +' in table and 'not ranked with 1 seed' in table
+  assert 'the p-values cover the test sentences only' in table
   verdict = tables.attention_verdict(results)
   assert 'Sources of >60 words: none/bahdanau/global reaches BLEU' in verdict and 'one seed' in verdict
   for line in verdict.strip().splitlines()[1:]:
@@ -383,7 +378,18 @@ def test_analysis_table_with_three_seeds_ranks():
   assert additive[1] == '3' and additive[2] == ' / '.join(f'{b:.2f}' for b in bleu)
   assert additive[3] == f'{np.mean(bleu):.2f} ± {np.std(bleu, ddof=1):.2f}'
   assert 'additive/bahdanau/global > none/bahdanau/global' in table and 'not ranked' not in table
-  assert tables.pairwise_text(results).startswith('Pairwise, greedy test BLEU (3 seed(s) per variant')
+  pairs = tables.pairwise_text(results)
+  assert pairs.startswith('| pair | difference | 95% interval | p | adjusted p | verdict | seeds needed |')
+  assert 'Greedy test BLEU, 3 seed(s) per variant' in pairs and 'Holm' in pairs
+  # the adjusted p of the primary family is Holm's over its pairs
+  primary = [p for r in results for p in r['significance']['pairs'] if p['family'] == 'primary']
+  adjusted = significance.holm([p['p_value'] for p in primary])
+  assert [p['p_adjusted'] for p in primary] == pytest.approx(adjusted)
+  # a pair not distinguishable carries its seed plan, and the plan's option is printed
+  open_pairs = [p for p in primary if not p['ranked']]
+  assert all(p['seeds_needed'] and p['seeds_needed']['level'] == pytest.approx(0.05 / len(primary)) for p in open_pairs)
+  if open_pairs:
+    assert '--config.train.seeds=0,1' in pairs
 
 
 def test_sweep_results_table_and_csv():
