@@ -9,20 +9,30 @@ The statistics of an analysis (per-seed BLEU and chrF, intervals, pair tests, BL
 per-seed translations it stored, without the runs (attnmt/analysis/stored.py):
 
     python -m experiments.analyze --from_translations=docs/results/luong/translations.json.gz [--out=DIR]
+
+Only the pair tests, from per-seed scores alone (a sweep's results.csv, or any CSV with the columns variant and
+test_bleu_per_seed, space-separated): the test set is then held fixed.
+
+    python -m experiments.analyze --from_scores=runs/luong/results.csv [--baseline=VARIANT]
 """
 
+import csv
 import json
 import os
 
 from absl import app, flags
 
 from attnmt import plots
-from attnmt.analysis import exports, html_report, inspection, report, stored, tables
+from attnmt.analysis import comparison, exports, html_report, inspection, report, stored, tables
 from experiments import common
 
 flags.DEFINE_list('runs', None, 'Run directories (comma-separated).')
 flags.DEFINE_string(
   'from_translations', None, 'Instead of --runs: the translations.json.gz of an analysis; its statistics again.'
+)
+flags.DEFINE_string('from_scores', None, "Instead of --runs: a CSV of per-seed scores (a sweep's results.csv).")
+flags.DEFINE_string(
+  'baseline', None, 'With --from_scores: the variant the others are tested against (default: none/...).'
 )
 flags.DEFINE_string('out', None, 'Output directory (default: <first run>/../analysis).')
 flags.DEFINE_enum('which', 'best', ['best', 'latest'], 'Which checkpoint of each run.')
@@ -49,8 +59,12 @@ def main(argv):
 
 
 def _analyze():
-  if bool(FLAGS.runs) == bool(FLAGS.from_translations):
-    raise ValueError('give either --runs (run directories) or --from_translations (a translations.json.gz), not both')
+  if sum(map(bool, (FLAGS.runs, FLAGS.from_translations, FLAGS.from_scores))) != 1:
+    raise ValueError(
+      'give one of --runs (run directories), --from_translations (a translations.json.gz) or --from_scores (a CSV)'
+    )
+  if FLAGS.from_scores:
+    return _from_scores(FLAGS.from_scores, FLAGS.baseline)
   if FLAGS.from_translations:
     return _from_translations(FLAGS.from_translations, FLAGS.out)
   try:
@@ -97,6 +111,23 @@ def _analyze():
         formats,
       )
       print(f"Exported {result['variant']}: " + ', '.join(paths))
+
+
+def _from_scores(path: str, baseline):
+  with open(path, newline='', encoding='utf-8') as f:
+    rows = list(csv.DictReader(f))
+  if not rows or not {'variant', 'test_bleu_per_seed'} <= set(rows[0]):
+    raise ValueError(f'{path} has no rows with the columns variant and test_bleu_per_seed; give a sweep\'s results.csv')
+  names = [r['variant'] for r in rows]
+  try:
+    scores = [[float(x) for x in r['test_bleu_per_seed'].split()] for r in rows]
+  except ValueError:
+    raise ValueError(f'{path}: test_bleu_per_seed must hold numbers separated by spaces') from None
+  if baseline is not None and baseline not in names:
+    raise ValueError(f'--baseline {baseline} is not a variant of {path}; variants: {", ".join(names)}')
+  baseline = baseline or next((n for n in names if n.startswith('none/')), None)
+  results = tables.scores_results(comparison.compare_scores(names, scores, baseline))
+  print(f'From {path} ({len(names)} variant(s), per-seed scores only):\n' + tables.pairwise_text(results))
 
 
 def _from_translations(path: str, out):

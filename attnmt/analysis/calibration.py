@@ -10,7 +10,7 @@ standard deviations.
 `splits` does the same on real runs: the seeds of one variant, split every way into two halves, each
 split compared as if the halves were two variants.
 
-Both test a pair exactly as `significance.compare_statistics` does (one pair is a family of one).
+Both test a pair exactly as `comparison.compare_statistics` does (one pair is a family of one).
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 import sacrebleu
 
-from attnmt.analysis import inspection, significance, stored
+from attnmt.analysis import comparison, inspection, significance, stored
 
 from attnmt import data, plots, progress
 from attnmt.data import pharaoh as pharaoh_file
@@ -331,7 +331,7 @@ def _alignment_error_rates(run, split, pharaoh) -> tuple[Optional[list[float]], 
 
 
 def add_significance(results: list[dict], texts: list[dict], n_samples: int = 1000, seed: int = 12345) -> None:
-  """Sets result['significance'] of every run from significance.compare_statistics, over seeds and test
+  """Sets result['significance'] of every run from comparison.compare_statistics, over seeds and test
   sentences: 'corpus' holds the per-seed greedy BLEU, mean, sd and t interval over seeds with the test set's
   variance ('ci'); 'pairs' the comparisons this run leads (against the baseline, against the best, then the
   rest, each with difference, t interval, two-sided p, Holm-adjusted p, verdict and seed plan); 'by_length' the
@@ -351,7 +351,7 @@ def add_significance(results: list[dict], texts: list[dict], n_samples: int = 10
     stats = [
       np.stack([significance.sentence_statistics(h, refs) for h in texts[k]['hypotheses']['greedy']]) for k in members
     ]
-    whole = significance.compare_statistics(names, stats, baseline, n_samples, seed)
+    whole = comparison.compare_statistics(names, stats, baseline, n_samples, seed)
     buckets = _buckets_against_baseline(
       results[members[0]]['greedy_bleu_by_length'], sources, stats, names, baseline, n_samples, seed
     )

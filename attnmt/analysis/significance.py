@@ -20,10 +20,9 @@ p-value is two-sided; the interval is the same t interval, so the interval exclu
 A variant's own interval is the t interval of its mean over seeds with its test-set term added the same way.
 
 A table tests several pairs: they are a family, and `holm` (Holm 1979) keeps the chance of any false verdict
-in the family at alpha. The primary family is every variant against the baseline and against the best; the
-other pairs form a second family. A pair is ranked when its Holm-adjusted p is below alpha, never with one seed
-on either side (the seed variance is then unmeasured). `seeds_needed` says how many seeds per variant would
-detect a difference with 80 % power at the family's level, from the measured seed spread.
+in the family at alpha; `seeds_needed` says how many seeds per variant would detect a difference with 80 %
+power at the family's level, from the measured seed spread. attnmt.analysis.comparison turns these into the
+verdicts of a table.
 
 docs/design.md, "Seeds and significance", gives the calibration (an A/A simulation and real runs) and why
 this test rather than the two-stage bootstrap it replaces (its seed level resampled K values: with K = 3 its
@@ -207,119 +206,3 @@ def seeds_needed(
     mid = (lo + hi) // 2
     lo, hi = (lo, mid) if power_at(mid) >= power else (mid + 1, hi)
   return lo
-
-
-def verdict(
-  a: str, b: str, difference: float, p_adjusted: float, seeds_a: int, seeds_b: int, alpha: float = ALPHA
-) -> str:
-  """'A > B' when the family-adjusted p is below alpha, else 'A ≈ B: not distinguishable with K seeds'; with
-  one seed on either side 'not ranked'."""
-  if min(seeds_a, seeds_b) < 2:
-    return f'{a} vs {b}: not ranked with 1 seed (seed variance unmeasured; train more seeds to rank them)'
-  if p_adjusted < alpha:
-    return f'{a} > {b}' if difference > 0 else f'{b} > {a}'
-  k = f'{seeds_a} seeds' if seeds_a == seeds_b else f'{seeds_a} and {seeds_b} seeds'
-  return f'{a} ≈ {b}: not distinguishable with {k}'
-
-
-def _pairs_wanted(variants: list[dict], base: Optional[int], best: int) -> list[tuple[int, int, str]]:
-  """(v, ref, family) of every pair once: each variant against the baseline, then against the best (the
-  primary family), then every other pair, the higher mean first."""
-  wanted = []
-  for ref, family in ((base, 'baseline'), (best, 'best')):
-    for v in range(len(variants)):
-      if ref is not None and ref != v and not any({v, ref} == {x, y} for x, y, _ in wanted):
-        wanted.append((v, ref, family))
-  order = sorted(range(len(variants)), key=lambda v: -variants[v]['mean'])
-  for i, v in enumerate(order):
-    for ref in order[i + 1 :]:
-      if not any({v, ref} == {x, y} for x, y, _ in wanted):
-        wanted.append((v, ref, 'other'))
-  return wanted
-
-
-def compare(
-  names: Sequence[str],
-  per_seed_hypotheses: Sequence[Sequence[Sequence[str]]],
-  references: Sequence[str],
-  baseline: Optional[str] = None,
-  n_samples: int = 1000,
-  seed: int = 12345,
-  alpha: float = ALPHA,
-) -> dict:
-  """Every variant's per-seed corpus BLEU, mean, sd and t interval (seeds, test set added), and every pair
-  (against the baseline, against the best, then the rest: 'against') with its difference, t interval, two-sided
-  p, Holm-adjusted p within its family ('family': 'primary' or 'other'), verdict and, when not ranked, the seeds
-  per variant that would detect the observed difference and those of PLAN_DIFFERENCES ('seeds_needed').
-  `per_seed_hypotheses[v][k]` holds seed k's outputs of variant v for `references`, in order."""
-  if len(names) != len(per_seed_hypotheses) or not names:
-    raise ValueError('give one list of per-seed hypotheses per variant name')
-  stats = [np.stack([sentence_statistics(h, references) for h in hyps]) for hyps in per_seed_hypotheses]
-  return compare_statistics(names, stats, baseline, n_samples, seed, alpha)
-
-
-def compare_statistics(
-  names, stats, baseline=None, n_samples: int = 1000, seed: int = 12345, alpha: float = ALPHA
-) -> dict:
-  """compare from the sentence statistics (K_v x N x D per variant) instead of the texts."""
-  observed = [[corpus_bleu(s.sum(0)) for s in per_variant] for per_variant in stats]
-  reps = sentence_replicates(stats, n_samples, seed)
-  variants = []
-  for v, name in enumerate(names):
-    shared = test_set_variance(reps[v])
-    row = {'variant': name, **seed_summary(observed[v], alpha, shared), 'test_variance': shared}
-    # 'interval': the t interval; with one seed the test sentences' alone, which every table says
-    row['interval'] = row['ci']
-    if row['seeds'] == 1:
-      row['interval'] = sentence_test(reps[v][:, 0], np.zeros(n_samples), row['mean'], alpha)['interval']
-    variants.append(row)
-  best = max(range(len(names)), key=lambda v: variants[v]['mean'])
-  base = names.index(baseline) if baseline in names else None
-  pairs = []
-  for v, ref, against in _pairs_wanted(variants, base, best):
-    k_a, k_b = variants[v]['seeds'], variants[ref]['seeds']
-    diff = variants[v]['mean'] - variants[ref]['mean']
-    if min(k_a, k_b) >= 2:
-      tv = test_set_variance(reps[v], reps[ref])
-      test = welch_test(observed[v], observed[ref], tv, alpha)
-    else:
-      tv = None
-      test = sentence_test(reps[v].mean(1), reps[ref].mean(1), diff, alpha)
-    pairs.append(
-      {'a': names[v], 'b': names[ref], 'against': against, 'family': 'other' if against == 'other' else 'primary'}
-      | {'difference': diff, 'interval': test['interval'], 'p_value': test['p_value'], 'df': test['df']}
-      | {'se': test['se'], 'test_variance': tv, 'seeds': [k_a, k_b]}
-    )
-  ranked = min(r['seeds'] for r in variants) >= 2
-  families = {}
-  for family in ('primary', 'other'):
-    members = [p for p in pairs if p['family'] == family]
-    families[family] = len(members)
-    for p, adjusted in zip(members, holm([p['p_value'] for p in members]) if members else []):
-      p['p_adjusted'] = adjusted
-      p['verdict'] = verdict(p['a'], p['b'], p['difference'], adjusted, *p['seeds'], alpha=alpha)
-      p['ranked'] = ranked and adjusted < alpha
-      p['seeds_needed'] = None if p['ranked'] or not ranked else _plan(p, variants, names, alpha / len(members))
-  return {
-    'method': "Welch's t over seeds with the test set's variance added (paired bootstrap over sentences); "
-    'two-sided; Holm over each family',
-    'n_samples': n_samples,
-    'seed': seed,
-    'alpha': alpha,
-    'families': families,
-    'ranked': ranked,
-    'best': names[best],
-    'variants': variants,
-    'pairs': pairs,
-  }
-
-
-def _plan(pair: dict, variants: list[dict], names: list, level: float) -> dict:
-  """Seeds per variant for 80 % power at `level` (alpha over the family size, Bonferroni: the step of Holm that
-  is hardest to pass) for the observed difference and PLAN_DIFFERENCES, from the pair's pooled seed sd."""
-  a, b = variants[names.index(pair['a'])], variants[names.index(pair['b'])]
-  sd = float(np.sqrt((a['sd'] ** 2 + b['sd'] ** 2) / 2))
-  out = {'level': level, 'sd': sd, 'observed': seeds_needed(pair['difference'], sd, pair['test_variance'], level)}
-  for d in PLAN_DIFFERENCES:
-    out[f'{d:g}'] = seeds_needed(d, sd, pair['test_variance'], level)
-  return out

@@ -161,6 +161,15 @@ def _seeds_cell(p: dict) -> str:
   return ' / '.join('> 1000' if plan[k] is None else str(plan[k]) for k in ('observed', '0.5', '1'))
 
 
+def scores_results(comparison: dict) -> list[dict]:
+  """The rows pairwise_text reads, from attnmt.analysis.comparison.compare_scores alone (no analysis)."""
+  return [
+    {'variant': v['variant'], 'seeds': list(range(v['seeds']))}
+    | {'significance': comparison | {'pairs': [p for p in comparison['pairs'] if p['a'] == v['variant']]}}
+    for v in comparison['variants']
+  ]
+
+
 def pair_cells(results: list[dict]) -> list[list[str]]:
   """One row of PAIR_HEADERS cells per pair of the analysis, the primary family (against the baseline and the
   best) first."""
@@ -185,11 +194,15 @@ def pairs_note(results: list[dict]) -> str:
   s = results[0]['significance']
   fam = s.get('families', {})
   seeds = sorted({len(r['seeds']) for r in results})
+  test_set = (
+    f"with the test set's variance from {s['n_samples']} paired bootstrap replicates of the test sentences added"
+    if s.get('n_samples')
+    else 'from the per-seed scores alone, the test set held fixed (its variance is not in the interval)'
+  )
   text = (
     f'Greedy test BLEU, {"/".join(map(str, seeds))} seed(s) per variant. Difference of the means over seeds; '
-    "95% interval and two-sided p from Welch's t over seeds, with the test set's variance from "
-    f"{s['n_samples']} paired bootstrap replicates of the test sentences added (the interval excludes 0 exactly "
-    f"when p < 0.05). Adjusted p: Holm over the family; the primary family is each variant against "
+    f"95% interval and two-sided p from Welch's t over seeds, {test_set}; the interval excludes 0 exactly "
+    f"when p < 0.05. Adjusted p: Holm over the family; the primary family is each variant against "
     f"{s['baseline'] or 'the baseline (none here)'} and against the best ({fam.get('primary', 0)} pair(s)), the "
     f"other pairs a second family ({fam.get('other', 0)} pair(s)). A pair is ranked when its adjusted p < 0.05. "
     'Seeds needed: seeds per variant for 80 % power to detect the observed difference / 0.5 / 1.0 BLEU at '
@@ -200,23 +213,32 @@ def pairs_note(results: list[dict]) -> str:
   return text + '.'
 
 
+def seeds_option(n: int) -> str:
+  """The option that trains seeds 0..n-1 (a shell expansion when the list is long)."""
+  return (
+    f"--config.train.seeds={','.join(map(str, range(n)))}" if n <= 12 else f'--config.train.seeds=$(seq -s, 0 {n - 1})'
+  )
+
+
 def seed_plan_text(results: list[dict]) -> str:
-  """Under 'not distinguishable' verdicts of the primary family: the seeds per variant that would detect
-  0.5 and 1.0 BLEU in every such pair, and the option that trains them."""
+  """Under 'not distinguishable' verdicts of the primary family: for 0.5 and 1.0 BLEU, the seeds per variant
+  that would detect it in every such pair (naming the pair that needs the most), and the option that trains them."""
   pairs = [p for r in results for p in r.get('significance', {}).get('pairs', [])]
   open_pairs = [p for p in pairs if p.get('family') == 'primary' and p.get('seeds_needed')]
   if not open_pairs:
     return ''
   lines = ['Seeds to plan with (primary pairs not distinguishable; 80 % power at the family level):']
   for key, label in (('0.5', '0.5 BLEU'), ('1', '1.0 BLEU')):
-    needed = [p['seeds_needed'][key] for p in open_pairs]
-    if any(n is None for n in needed):
-      lines.append(
-        f'  {label}: out of reach of 1000 seeds per variant in at least one pair (the test set varies too much)'
-      )
+    out_of_reach = [f"{p['a']} − {p['b']}" for p in open_pairs if p['seeds_needed'][key] is None]
+    if out_of_reach:
+      lines.append(f'  {label}: out of reach of 1000 seeds per variant in ' + ', '.join(out_of_reach))
       continue
-    n = max(needed)
-    lines.append(f"  {label}: {n} seeds per variant: --config.train.seeds={','.join(map(str, range(n)))}")
+    hardest = max(open_pairs, key=lambda p: p['seeds_needed'][key])
+    n = hardest['seeds_needed'][key]
+    lines.append(
+      f"  {label}: {n} seeds per variant ({hardest['a']} − {hardest['b']}, seed sd "
+      f"{hardest['seeds_needed']['sd']:.2f}, needs the most): {seeds_option(n)}"
+    )
   lines.append(
     '  A variant trains its seeds together: rerun the sweep with that option and a new --workdir (the '
     'settings of a finished run cannot change).'

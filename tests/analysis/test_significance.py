@@ -7,6 +7,7 @@ import pytest
 import sacrebleu
 import scipy.stats
 
+from attnmt.analysis import comparison as C
 from attnmt.analysis import significance as S
 from attnmt.training import measures
 
@@ -91,18 +92,18 @@ def test_test_set_variance_removes_each_seeds_own_noise():
 
 
 def test_verdicts():
-  assert S.verdict('a', 'b', 2.0, 0.01, 3, 3) == 'a > b'
-  assert S.verdict('a', 'b', -2.0, 0.01, 3, 3) == 'b > a'
-  assert S.verdict('a', 'b', 2.0, 0.2, 3, 3) == 'a ≈ b: not distinguishable with 3 seeds'
-  assert S.verdict('a', 'b', 2.0, 0.2, 3, 2) == 'a ≈ b: not distinguishable with 3 and 2 seeds'
-  assert 'not ranked with 1 seed' in S.verdict('a', 'b', 15.0, 0.001, 1, 1)
-  assert 'not ranked with 1 seed' in S.verdict('a', 'b', 15.0, 0.001, 3, 1)
+  assert C.verdict('a', 'b', 2.0, 0.01, 3, 3) == 'a > b'
+  assert C.verdict('a', 'b', -2.0, 0.01, 3, 3) == 'b > a'
+  assert C.verdict('a', 'b', 2.0, 0.2, 3, 3) == 'a ≈ b: not distinguishable with 3 seeds'
+  assert C.verdict('a', 'b', 2.0, 0.2, 3, 2) == 'a ≈ b: not distinguishable with 3 and 2 seeds'
+  assert 'not ranked with 1 seed' in C.verdict('a', 'b', 15.0, 0.001, 1, 1)
+  assert 'not ranked with 1 seed' in C.verdict('a', 'b', 15.0, 0.001, 3, 1)
 
 
 def test_one_seed_each_ranks_nothing_and_tests_the_sentences_two_sided():
   refs, noisy = _corpus(60)
   a, b = noisy(0.3, 1), noisy(0.45, 2)
-  out = S.compare(['a', 'b'], [[a], [b]], refs, baseline='b', n_samples=400, seed=7)
+  out = C.compare(['a', 'b'], [[a], [b]], refs, baseline='b', n_samples=400, seed=7)
   (pair,) = out['pairs']
   bleu_a, bleu_b = (sacrebleu.corpus_bleu(h, [refs]).score for h in (a, b))
   assert pair['difference'] == pytest.approx(bleu_a - bleu_b)
@@ -132,7 +133,7 @@ def test_seed_variance_widens_the_test():
   a = [noisy(0.15, 1), noisy(0.5, 2), noisy(0.2, 3)]  # one bad seed
   b = [noisy(0.3, 4), noisy(0.32, 5), noisy(0.28, 6)]
   sentence_only = measures.paired_bootstrap({'b': b[0], 'a': a[0]}, refs, 'b', 500, 11)['systems']['a']
-  both = S.compare(['a', 'b'], [a, b], refs, baseline='b', n_samples=500, seed=11)['pairs'][0]
+  both = C.compare(['a', 'b'], [a, b], refs, baseline='b', n_samples=500, seed=11)['pairs'][0]
   assert sentence_only['p_value'] < 0.05
   assert both['p_value'] > 0.05 and both['verdict'] == 'a ≈ b: not distinguishable with 3 seeds'
   assert both['interval'][0] < 0 < both['interval'][1]
@@ -145,7 +146,7 @@ def test_clear_difference_is_ranked():
   refs, noisy = _corpus(80)
   a = [noisy(0.1, s) for s in (1, 2, 3)]
   b = [noisy(0.6, s) for s in (4, 5, 6)]
-  out = S.compare(['b', 'a'], [b, a], refs, baseline='b', n_samples=300)
+  out = C.compare(['b', 'a'], [b, a], refs, baseline='b', n_samples=300)
   assert out['ranked'] and out['best'] == 'a'
   (pair,) = out['pairs']  # a against b is both the baseline and the best pair: listed once
   assert (pair['a'], pair['b'], pair['verdict']) == ('a', 'b', 'a > b') and pair['difference'] > 0
@@ -163,7 +164,7 @@ def test_pairs_against_baseline_and_best():
     'x': [noisy(0.3, 3), noisy(0.3, 4)],
     'y': [noisy(0.1, 5), noisy(0.1, 6)],
   }
-  out = S.compare(list(hyps), list(hyps.values()), refs, baseline='none', n_samples=50)
+  out = C.compare(list(hyps), list(hyps.values()), refs, baseline='none', n_samples=50)
   got = [(p['a'], p['b'], p['against'], p['family']) for p in out['pairs']]
   # none against the best (y) is y against none, listed once as the baseline pair
   assert got == [
@@ -198,7 +199,7 @@ def test_every_pair_is_compared_once():
   refs, noisy = _corpus(30)
   names = ['none', 'w', 'x', 'y']
   hyps = [[noisy(p, s), noisy(p, s + 10)] for s, p in enumerate((0.7, 0.5, 0.3, 0.1))]
-  out = S.compare(names, hyps, refs, baseline='none', n_samples=50)
+  out = C.compare(names, hyps, refs, baseline='none', n_samples=50)
   pairs = [frozenset((p['a'], p['b'])) for p in out['pairs']]
   assert len(pairs) == len(set(pairs)) == 6
   assert [p['against'] for p in out['pairs']] == ['baseline'] * 3 + ['best'] * 2 + ['other']

@@ -11,8 +11,9 @@ import sys
 import numpy as np
 import pytest
 import sacrebleu
+import scipy.stats
 
-from attnmt.analysis import significance, stored
+from attnmt.analysis import comparison, significance, stored
 from attnmt.errors import InputError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -54,7 +55,7 @@ def test_statistics_from_stored_translations(tmp_path):
   stats = [
     np.stack([significance.sentence_statistics(h, doc['references']) for h in v['greedy']]) for v in doc['variants']
   ]
-  again = significance.compare_statistics(names, stats, names[0], 200)['pairs'][0]
+  again = comparison.compare_statistics(names, stats, names[0], 200)['pairs'][0]
   assert pair['p_value'] == again['p_value'] and pair['verdict'] == again['verdict'] == f'{names[1]} > {names[0]}'
 
 
@@ -91,6 +92,35 @@ def test_the_command_recomputes_a_page_and_refuses_bad_files(tmp_path):
     f'{bad}: additive/bahdanau/global seed 2 has 59 outputs for 60 references'
   )
   res = run(f'--from_translations={tmp_path / "missing.json.gz"}', '--runs=x')
-  assert res.returncode != 0 and 'not both' in res.stderr.strip().splitlines()[-1]
+  assert res.returncode != 0 and 'give one of --runs' in res.stderr.strip().splitlines()[-1]
   with pytest.raises(InputError, match='not a gzipped JSON file'):
     stored.load(str(out / 'analysis.md'))
+
+
+def test_pair_tests_from_per_seed_scores(tmp_path):
+  """--from_scores: Welch's t of the per-seed scores (the test set held fixed), Holm over the family."""
+  scores = tmp_path / 'results.csv'
+  scores.write_text(
+    'variant,seeds,test_bleu_per_seed\nnone/bahdanau/global,0 1 2,6.1 6.3 5.9\n'
+    'additive/bahdanau/global,0 1 2,21.6 22.1 21.2\ngeneral/bahdanau/global,0 1 2,22.7 21.5 22.0\n'
+  )
+  cmd = [sys.executable, '-m', 'experiments.analyze', f'--from_scores={scores}']
+  res = subprocess.run(
+    cmd, cwd=ROOT, env=dict(os.environ, PYTHONPATH=ROOT), capture_output=True, text=True, timeout=300
+  )
+  assert res.returncode == 0, res.stderr
+  row = next(line for line in res.stdout.splitlines() if line.startswith('| additive/bahdanau/global − none/'))
+  p = scipy.stats.ttest_ind([21.6, 22.1, 21.2], [6.1, 6.3, 5.9], equal_var=False).pvalue
+  cells = [c.strip() for c in row.strip('|').split('|')]
+  assert (
+    cells[3] == ('< 0.001' if p < 0.001 else f'{p:.3f}')
+    and cells[5] == 'additive/bahdanau/global > none/bahdanau/global'
+  )
+  assert (
+    'test set held fixed' in res.stdout and 'primary family is each variant against none/bahdanau/global' in res.stdout
+  )
+  scores.write_text('variant,bleu\na,1\n')
+  bad = subprocess.run(
+    cmd, cwd=ROOT, env=dict(os.environ, PYTHONPATH=ROOT), capture_output=True, text=True, timeout=300
+  )
+  assert bad.returncode == 2 and 'columns variant and test_bleu_per_seed' in bad.stderr.strip().splitlines()[-1]
