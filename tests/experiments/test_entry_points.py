@@ -178,6 +178,20 @@ def test_sweep_of_two_variants_and_two_seeds_writes_its_table_and_never_reuses_s
   assert 'use another --workdir for this sweep' in line and '===' not in changed.stdout
   assert (tmp_path / 'results.md').read_text() == before
 
+  # With the analysis it prints per-seed scores, t intervals, the pair table (two-sided p, Holm-adjusted p,
+  # verdict, seeds needed) and, under a pair it cannot tell apart, the seed plan with its option.
+  analyzed = run_module(
+    'experiments.sweep', *[f for f in flags if 'sweep.analyze' not in f], '--config.sweep.beam_size=0'
+  )
+  assert analyzed.returncode == 0, analyzed.stderr[-3000:]
+  out = analyzed.stdout
+  assert '| variant | seeds | test BLEU per seed | mean | sd | 95% CI (t, seeds) |' in out
+  assert '| pair | difference | 95% interval | p | adjusted p | verdict | seeds needed |' in out
+  assert "two-sided p from Welch's t over seeds" in out and 'Holm over the family' in out
+  pair = next(line for line in out.splitlines() if line.startswith('| dot/bahdanau/global − none/bahdanau/global'))
+  if '≈' in pair:
+    assert 'Seeds to plan with' in out and '--config.train.seeds=0,1' in out
+
 
 @pytest.mark.parametrize(
   'extra,message',
