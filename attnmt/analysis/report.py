@@ -87,6 +87,7 @@ def _analyze_run(
   n_best, texts, attention_by_seed = {}, {'hypotheses': {}}, []
   if pharaoh:
     pharaoh = read_pharaoh(pharaoh)  # a malformed file fails before anything is decoded
+    check_pharaoh(pharaoh, sources, references, split)
   batches = list(data.batches(run.prepared, split, run.config.data))
   rows = sum(int(np.sum(b['index'] >= 0)) for b in batches)
   bars = {mode: progress.bar(len(run.seeds) * rows, f'{run.name} {mode}', 'sentence') for mode, _ in modes}
@@ -299,18 +300,32 @@ def read_pharaoh(pharaoh) -> GoldLinks:
   return GoldLinks(pharaoh, [pharaoh_file.parse_sure_possible(line, pharaoh, k) for k, line in enumerate(lines, 1)])
 
 
+def check_pharaoh(gold: GoldLinks, sources: list[str], targets: list[str], split: str) -> None:
+  """Refuses gold links that cannot belong to the split: a line count other than its sentence count, or a
+  link naming a word beyond its sentence (AER would silently count it as missed), naming file, line and link."""
+  if len(gold.lines) != len(sources):
+    raise ValueError(
+      f'{gold.path} has {len(gold.lines)} lines but the {split} split has {len(sources)} sentences; '
+      'give one Pharaoh line per sentence, in split order'
+    )
+  for k, ((_, possible), src, tgt) in enumerate(zip(gold.lines, sources, targets), 1):
+    for s, t in sorted(possible):
+      for side, index, n in (('source', s, len(src.split())), ('target', t, len(tgt.split()))):
+        if index >= n:
+          raise ValueError(
+            f'{gold.path}:{k}: link {s}-{t} names {side} word {index}, but {split} sentence {k} has {n} {side} '
+            f'words (0 to {n - 1}); indices are 0-based over whitespace-separated words, source first'
+          )
+
+
 def _alignment_error_rates(run, split, pharaoh) -> tuple[Optional[list[float]], Optional[dict]]:
   """AER of every seed against the dataset's gold alignments or a Pharaoh file (one line per example), and
   the gold links with the first seed's forced attention ({'sure', 'possible', 'forced'}, by example index;
   inspection.split_word_attention); (None, None) without gold."""
   if pharaoh:
-    pharaoh, gold_lines = read_pharaoh(pharaoh)
-    n = len(data.raw_texts(run.prepared, split)[0])
-    if len(gold_lines) != n:
-      raise ValueError(
-        f'{pharaoh} has {len(gold_lines)} lines but the {split} split has {n} sentences; '
-        'give one Pharaoh line per sentence, in split order'
-      )
+    gold = read_pharaoh(pharaoh)
+    check_pharaoh(gold, *data.raw_texts(run.prepared, split), split)
+    gold_lines = gold.lines
     sure = {i: s for i, (s, _) in enumerate(gold_lines)}
     possible = {i: p for i, (_, p) in enumerate(gold_lines)}
   else:

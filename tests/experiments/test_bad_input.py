@@ -744,7 +744,7 @@ def test_a_tsv_read_through_a_pipe_is_refused_with_one_line(tmp_path):
 def test_analyze_reads_a_pharaoh_file_with_a_byte_order_mark_and_names_a_bad_line(tmp_path, trained):
   workdir, _ = trained
   gold = tmp_path / 'gold.align'
-  gold.write_bytes(('\ufeff' + '0-0 1p1\n' * 40).encode('utf-8'))  # the test split's 40 sentences
+  gold.write_bytes(('\ufeff' + '0-0 0p0\n' * 40).encode('utf-8'))  # the test split's 40 sentences (one word at least)
   res = run('analyze', f'--runs={workdir}', f'--out={tmp_path / "a"}', '--beam_size=0', f'--pharaoh={gold}')
   assert res.returncode == 0, res.stderr[-2000:]
   assert json.loads((tmp_path / 'a' / 'analysis.json').read_text())[0]['aer'][0] >= 0
@@ -755,3 +755,11 @@ def test_analyze_reads_a_pharaoh_file_with_a_byte_order_mark_and_names_a_bad_lin
     'separated by spaces (an empty line: no links)'
   )
   assert not (tmp_path / 'b' / 'analysis.json').exists()
+  # A link beyond its sentence would count as missed (AER 1.0, no warning): refused, naming file, line and link.
+  gold.write_text('0-0\n' * 4 + '0-0 999-0\n' + '0-0\n' * 35)
+  res = run('analyze', f'--runs={workdir}', f'--out={tmp_path / "c"}', '--beam_size=0', f'--pharaoh={gold}')
+  assert res.returncode == 2 and last_line(res).startswith(
+    f'error: {gold}:5: link 999-0 names source word 999, but test sentence 5 has '
+  )
+  assert last_line(res).endswith('indices are 0-based over whitespace-separated words, source first')
+  assert not (tmp_path / 'c' / 'analysis.json').exists()
