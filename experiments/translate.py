@@ -56,9 +56,10 @@ def _translate():
     stream = sys.stdin
     if stream is None or stream.closed:
       raise ValueError("standard input is closed; pipe sentences in, or pass --input FILE (one sentence per line)")
+    stream = stream.buffer
   else:  # opened before the run loads: a wrong path fails at once
     try:
-      stream = open(FLAGS.input, encoding='utf-8-sig')  # a byte-order mark is dropped
+      stream = open(FLAGS.input, 'rb')
     except OSError as e:
       raise ValueError(
         f'cannot read --input {FLAGS.input} ({e.strerror}); pass a text file with one sentence '
@@ -69,8 +70,8 @@ def _translate():
     raise ValueError(f'--seed_index={FLAGS.seed_index} but the run has {len(run.seeds)} seed(s)')
   limit = FLAGS.max_source_tokens or run.max_source_tokens
   first_empty = None  # empty lines are an error only when a sentence follows them (a trailing one is fine)
-  for lineno, line in enumerate(stream, 1):
-    text = line.lstrip('\ufeff').strip() if lineno == 1 else line.strip()
+  for lineno, line in _decoded_lines(stream, 'standard input' if FLAGS.input == '-' else f'--input {FLAGS.input}'):
+    text = line.lstrip('\ufeff').strip() if lineno == 1 else line.strip()  # a byte-order mark is dropped
     if not text:
       first_empty = first_empty or lineno
       continue
@@ -86,6 +87,19 @@ def _translate():
     print(out.text, flush=True)
     if FLAGS.show_attention:
       print('\n'.join(attention_rows(out.attention, out.source_tokens, out.tokens)))
+
+
+def _decoded_lines(stream, name: str):
+  """(line number, text) of every line of a binary stream, each decoded as UTF-8 on its own, so that a
+  binary or mis-encoded file is refused naming its line."""
+  for lineno, raw in enumerate(stream, 1):
+    try:
+      yield lineno, raw.decode('utf-8')
+    except UnicodeDecodeError as e:
+      raise ValueError(
+        f'{name} line {lineno} is not UTF-8 text (byte {raw[e.start]:#04x} at column {e.start + 1}); give a UTF-8 '
+        'text file with one sentence per line (iconv -t UTF-8 converts one)'
+      ) from None
 
 
 if __name__ == '__main__':

@@ -233,6 +233,23 @@ def test_translate_refuses_an_empty_line_and_a_too_long_sentence(tmp_path, train
   too_long = write(tmp_path / 'b.txt', '1 2 3 4 5 6\n')
   long = run('translate', f'--run={workdir}', f'--input={too_long}', '--max_source_tokens=4')
   assert long.returncode == 2 and 'has 7 tokens (with EOS), more than the limit 4' in last_line(long)
+  binary = tmp_path / 'e.txt'  # not UTF-8 on line 2: the file and line, not the codec's message
+  binary.write_bytes(b'1 2\n\xd0\xff 3\n')
+  res = run('translate', f'--run={workdir}', f'--input={binary}', '--beam_size=0')
+  assert res.returncode == 2 and last_line(res) == (
+    f'error: --input {binary} line 2 is not UTF-8 text (byte 0xd0 at column 1); give a UTF-8 text file with one '
+    'sentence per line (iconv -t UTF-8 converts one)'
+  )
+  piped = subprocess.run(
+    [sys.executable, '-m', 'experiments.translate', f'--run={workdir}', '--beam_size=0'],
+    cwd=ROOT,
+    env=dict(os.environ, JAX_PLATFORMS='cpu', PYTHONPATH=ROOT),
+    input='\ufeff1 2\n3\n',
+    capture_output=True,
+    text=True,
+    timeout=300,
+  )
+  assert piped.returncode == 0 and piped.stdout == done.stdout, piped.stderr[-2000:]  # stdin reads the same
 
 
 # The entry point's one-line path for each kind is covered by a subprocess case above; the cases below
