@@ -34,10 +34,26 @@ def initialize_distributed():
     print(f'process {jax.process_index()} of {jax.process_count()}: {parallel.describe()}', flush=True)
 
 
+def config_path(argv) -> str | None:
+  """The --config file named on the command line (its ':arguments' left off), or None."""
+  for i, arg in enumerate(argv):
+    if arg.startswith('--config='):
+      return arg.split('=', 1)[1].split(':', 1)[0]
+    if arg == '--config' and i + 1 < len(argv):
+      return argv[i + 1].split(':', 1)[0]
+  return None
+
+
 def parse_flags(argv):
   """absl's flag parsing (usage errors as absl prints them), with a --config file that cannot be loaded
-  (ml_collections raises OSError while applying --config.x overrides) reported as one line, status 2."""
+  reported as one line naming it, status 2: missing or a directory, one that raises while it is imported, one
+  without get_config(), with or without --config.x overrides."""
 
+  path = config_path(argv)
+  if path is not None and os.path.isdir(path):  # ml_collections fails later, and differently with overrides
+    _exit(
+      f'error: cannot load the --config file {path} (Is a directory); pass a config file such as {DEFAULT_CONFIG}', 2
+    )
   try:
     return app.parse_flags_with_usage(argv)
   except OSError as e:
@@ -47,7 +63,24 @@ def parse_flags(argv):
   except (AttributeError, KeyError) as e:  # ml_collections: an override naming no setting of the config
     if os.environ.get('ATTNMT_DEBUG'):
       raise
+    if isinstance(e, AttributeError) and 'get_config' in str(e):
+      _exit(
+        f'error: the --config file {path} defines no get_config(); a config file is Python with get_config() '
+        f'returning an ml_collections.ConfigDict, such as {DEFAULT_CONFIG}',
+        2,
+      )
     _exit(f'error: {describe_unknown_override(e, argv)}', 2)
+  except Exception as e:  # the config file's own code raised while it was imported or called
+    if os.environ.get('ATTNMT_DEBUG'):
+      raise
+    _exit(
+      f'error: the --config file {path} raised {type(e).__name__} while loading: {e}; fix that file '
+      '(ATTNMT_DEBUG=1 shows the traceback)',
+      2,
+    )
+
+
+DEFAULT_CONFIG = 'experiments/configs/default.py'
 
 
 def describe_unknown_override(e: Exception, argv) -> str:

@@ -128,6 +128,25 @@ def test_bad_training_settings(case, tmp_path, trained):
 
 
 @pytest.mark.parametrize(
+  'name,content,message',
+  [
+    ('raises.py', 'raise RuntimeError("boom")\n', 'raised RuntimeError while loading: boom; fix that file'),
+    ('no_get.py', 'x = 1\n', 'defines no get_config(); a config file is Python with get_config()'),
+    ('config.json', '{"model": {}}\n', 'defines no get_config()'),  # a JSON file imports as Python
+    ('a_dir', None, '(Is a directory); pass a config file such as experiments/configs/default.py'),
+  ],
+)
+def test_config_files_that_cannot_load(name, content, message, tmp_path, trained):
+  """With and without --config.x overrides: one line naming the file, status 2, nothing written."""
+  path = tmp_path / name
+  path.mkdir() if content is None else path.write_text(content)
+  for extra in ([], ['--config.train.num_steps=3']):
+    res = run('train', f'--config={path}', f'--workdir={tmp_path / "w"}', *extra)
+    assert res.returncode == 2 and str(path) in last_line(res) and message in last_line(res), res.stderr[-2000:]
+    assert 'Traceback' not in res.stderr and not (tmp_path / 'w').exists()
+
+
+@pytest.mark.parametrize(
   'content,message',
   [
     ('', 'no sentence pairs'),
