@@ -10,6 +10,8 @@
 #   ./launch.sh bench [FLAGS]      the speed benchmark    (benchmarks/bench.py)
 #   ./launch.sh ab [FLAGS]         paired A/B of the training step, with a control (tools/ab_step.py)
 #   ./launch.sh profile [FLAGS]    the training step by part against its FLOPs (tools/profile_step.py)
+#   ./launch.sh wheelhouse DIR     wheels and corpus files for an offline host (tools/wheelhouse.py); there:
+#                                  ATTNMT_WHEELHOUSE=DIR ./launch.sh main   (no network used)
 set -Eeuo pipefail
 trap 'echo "launch.sh: line $LINENO failed (status $?); nothing after it ran" >&2' ERR
 cd "$(dirname "$0")"
@@ -96,9 +98,47 @@ use_tcmalloc() {
   export TCMALLOC_LARGE_ALLOC_REPORT_THRESHOLD=${TCMALLOC_LARGE_ALLOC_REPORT_THRESHOLD:-1099511627776}
 }
 
+# Offline set-up (ATTNMT_WHEELHOUSE=DIR, a folder made by `./launch.sh wheelhouse DIR` on a machine with
+# network): the environment sees the host Python's own packages (a GPU image's jax stays), pip installs the
+# rest from DIR/wheels only (--no-index, no pip configuration), apt-get is never run, and the corpus comes
+# from DIR/sword when the host has no SWORD modules. $1 = browser: the test tools too (a --dev wheelhouse).
+setup_offline() {
+  local house=$ATTNMT_WHEELHOUSE extra="" stamp=$VENV/.attnmt-installed sum log missing
+  [ -d "$house/wheels" ] && [ -f "$house/attnmt-wheelhouse.json" ] \
+    || die "ATTNMT_WHEELHOUSE=$house is not a wheelhouse (no wheels/ and attnmt-wheelhouse.json); make one on a machine with network: ./launch.sh wheelhouse $house"
+  if [ "${1:-}" = browser ]; then
+    grep -q '"dev": true' "$house/attnmt-wheelhouse.json" \
+      || die "the wheelhouse $house has no test tools; make it with: ./launch.sh wheelhouse $house --dev"
+    extra="[dev]"
+  fi
+  if [ ! -x "$PY" ]; then
+    python3 -m venv --system-site-packages "$VENV" || die "could not create $VENV; install the venv module (apt-get install python3-venv)"
+  fi
+  sum="$(sha256sum pyproject.toml | cut -d' ' -f1) $house$extra"
+  if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$sum" ]; then
+    log=$(mktemp)
+    if ! PIP_CONFIG_FILE=/dev/null "$PY" -m pip install -q --no-index --find-links "$house/wheels" "attnmt$extra" >"$log" 2>&1; then
+      missing=$(sed -n 's/.*No matching distribution found for \([^ ]*\).*/\1/p' "$log" | head -n 1)
+      [ -z "$missing" ] || { rm -f "$log"; die "the wheelhouse $house has no wheel for $missing, and this Python ($("$PY" -c 'import sys; print("%d.%d" % sys.version_info[:2])')) does not have it; on a machine with network run: ./launch.sh wheelhouse $house --python-version=$("$PY" -c 'import sys; print("%d.%d" % sys.version_info[:2])') (without $missing in --skip)"; }
+      cat "$log" >&2; rm -f "$log"
+      die "offline install from $house failed (above); nothing was fetched from the network"
+    fi
+    rm -f "$log"
+    echo "$sum" > "$stamp"
+  fi
+  if ! have_sword_modules && [ -d "$house/sword/mods.d" ]; then
+    export SWORD_PATH=$house/sword
+  fi
+  use_tcmalloc
+}
+
 # $1 = browser: the Debian packages include chromium (install_debian_packages).
 setup() {
   command -v python3 >/dev/null || die "python3 not found; install Python 3.10 or newer"
+  if [ -n "${ATTNMT_WHEELHOUSE:-}" ]; then
+    setup_offline "${1:-}"
+    return
+  fi
   if [ ! -x "$PY" ]; then
     python3 -m venv "$VENV" || die "could not create $VENV; install the venv module (apt-get install python3-venv)"
   fi
@@ -139,6 +179,10 @@ case "$cmd" in
   profile)
     setup
     exec "$PY" -m tools.profile_step "$@" ;;
-  help|-h|--help) sed -n '2,12p' "$0" ;;
-  *) die "unknown subcommand '$cmd'; valid: setup, test, main, train, sweep, analyze, translate, bench, ab, profile, help" ;;
+  wheelhouse)
+    [ -z "${ATTNMT_WHEELHOUSE:-}" ] || die "wheelhouse makes a folder on a machine with network; unset ATTNMT_WHEELHOUSE"
+    setup
+    exec "$PY" -m tools.wheelhouse "$@" ;;
+  help|-h|--help) sed -n '2,14p' "$0" ;;
+  *) die "unknown subcommand '$cmd'; valid: setup, test, main, train, sweep, analyze, translate, bench, ab, profile, wheelhouse, help" ;;
 esac
