@@ -24,6 +24,17 @@ ONE_THREAD = '--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1'
 CHILD_ENV = 'ATTNMT_SWEEP_PROCESS'  # set in each child: 'i/n'
 
 
+# `train.seeds=auto` in a sweep (the main job): on an accelerator K vmapped seeds cost little more than one, so
+# the variants are ranked with five; on a CPU K seeds cost about K times one, so one seed keeps the job short.
+ACCELERATOR_SEEDS = '0,1,2,3,4'
+CPU_SEEDS = '0'
+
+
+def auto_seeds(backend: str) -> str:
+  """The seeds `train.seeds=auto` stands for on `backend` ('cpu', 'gpu', 'tpu')."""
+  return CPU_SEEDS if backend == 'cpu' else ACCELERATOR_SEEDS
+
+
 def usable_cores() -> list[int]:
   """The cores this process may run on (its affinity mask), in order."""
   return sorted(os.sched_getaffinity(0))

@@ -20,6 +20,7 @@ import json
 import os
 import sys
 
+import jax
 from absl import app, flags
 from ml_collections import config_flags
 
@@ -196,6 +197,17 @@ def _sweep():
     raise ConfigError(
       f'{FLAGS["config"].value} has no sweep section; use a sweep config such as '
       'experiments/configs/main_ablation.py, or experiments/train.py for one run'
+    )
+  if str(config.train.seeds).strip().lower() == 'auto':
+    backend = jax.default_backend()
+    config.train.seeds = cores.auto_seeds(backend)
+    print(
+      f'train.seeds=auto on {backend}: seeds {config.train.seeds}'
+      + (
+        ' (one seed on a CPU: the variants are not ranked)'
+        if backend == 'cpu'
+        else ' (vmapped: the variants are ranked)'
+      )
     )
   keep, refused = variants(config)
   for over, why in refused:

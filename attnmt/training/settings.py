@@ -19,7 +19,12 @@ from attnmt.errors import ConfigError
 from attnmt.schema import Setting
 
 TRAIN = (
-  Setting('seeds', '0', 'comma-separated; several seeds train together in one vmapped program'),
+  Setting(
+    'seeds',
+    '0',
+    "comma-separated; several seeds train together in one vmapped program; in a sweep 'auto' is 0 on a CPU and "
+    '0,1,2,3,4 on an accelerator (experiments/cores.py)',
+  ),
   Setting('num_steps', 12000, 'optimiser steps (the cosine schedule ends here)', lo=1),
   Setting(
     'time_budget_minutes', 0.0, '> 0: the step at which this much training time has passed becomes the last one', lo=0.0

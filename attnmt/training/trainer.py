@@ -60,7 +60,8 @@ def parse_seeds(seeds) -> list[int]:
   try:
     out = [int(s) for s in str(seeds).split(',') if s.strip()]
   except ValueError:
-    raise ConfigError(f"train.seeds must be comma-separated integers like '0,1,2', got '{seeds}'") from None
+    hint = " ('auto' is resolved by a sweep: pass the seeds to a single run)" if str(seeds).strip() == 'auto' else ''
+    raise ConfigError(f"train.seeds must be comma-separated integers like '0,1,2', got '{seeds}'{hint}") from None
   if not out or len(set(out)) != len(out):
     raise ConfigError(f"train.seeds must list distinct integers, got '{seeds}'")
   big = [s for s in out if not -(2**31) <= s < 2**31]

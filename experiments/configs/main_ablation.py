@@ -30,7 +30,8 @@ def get_config():
   m.attention_size = 64
   m.output_size = 128
   m.dropout = 0.1  # (regularisation.png)
-  t.seeds = '0'  # one seed per variant: the tables say the variants are not ranked (--config.train.seeds=0,1,2 ranks)
+  t.seeds = 'auto'  # a CPU: one seed per variant, not ranked (--config.train.seeds=0,1,2 ranks); an accelerator: 5
+  # vmapped seeds, ranked (experiments/cores.py, auto_seeds)
   t.num_steps = 2200  # the same number of updates for every variant (step-matched)
   t.time_budget_minutes = 0.0
   t.learning_rate = 1e-2  # (schedule.png)

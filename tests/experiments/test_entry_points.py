@@ -489,3 +489,15 @@ def test_a_damaged_results_json_is_named(tmp_path):
   (tmp_path / 'results.json').write_text('')  # e.g. a disk that filled while it was written
   with pytest.raises(ValueError, match=r"results.json is damaged .*delete it and run the sweep again"):
     sweep._finished(str(tmp_path), run)
+
+
+def test_auto_seeds_are_one_on_a_cpu_and_five_on_an_accelerator():
+  from experiments import cores
+  from experiments.configs import main_ablation
+
+  assert main_ablation.get_config().train.seeds == 'auto'
+  assert cores.auto_seeds('cpu') == '0' and cores.auto_seeds('gpu') == cores.auto_seeds('tpu') == '0,1,2,3,4'
+  from attnmt.training import trainer
+
+  with pytest.raises(trainer.ConfigError, match="'auto' is resolved by a sweep"):
+    trainer.parse_seeds('auto')
