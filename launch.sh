@@ -106,13 +106,18 @@ setup_offline() {
   local house=$ATTNMT_WHEELHOUSE extra="" stamp=$VENV/.attnmt-installed sum log missing
   [ -d "$house/wheels" ] && [ -f "$house/attnmt-wheelhouse.json" ] \
     || die "ATTNMT_WHEELHOUSE=$house is not a wheelhouse (no wheels/ and attnmt-wheelhouse.json); make one on a machine with network: ./launch.sh wheelhouse $house"
-  if [ "${1:-}" = browser ]; then
+  if [ "${cmd:-}" = test ]; then
     grep -q '"dev": true' "$house/attnmt-wheelhouse.json" \
       || die "the wheelhouse $house has no test tools; make it with: ./launch.sh wheelhouse $house --dev"
     extra="[dev]"
   fi
   if [ ! -x "$PY" ]; then
     python3 -m venv --system-site-packages "$VENV" || die "could not create $VENV; install the venv module (apt-get install python3-venv)"
+    # A host Python that is itself a virtual environment (a GPU image's /opt/.../.venv) keeps its packages
+    # there, which --system-site-packages does not see: a .pth file adds its site directory.
+    python3 -c 'import sys; sys.exit(sys.prefix == sys.base_prefix)' \
+      && python3 -c 'import sysconfig; print("import site; site.addsitedir(%r)" % sysconfig.get_paths()["purelib"])' \
+        > "$("$PY" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/attnmt_host_python.pth"
   fi
   sum="$(sha256sum pyproject.toml | cut -d' ' -f1) $house$extra"
   if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$sum" ]; then

@@ -30,6 +30,7 @@ _ONLY = flags.DEFINE_list('only', list(SECTIONS), f'sections to run, from {",".j
 _DTYPE = flags.DEFINE_enum('dtype', 'float32', ['float32', 'bfloat16'], 'compute dtype (parameters stay float32)')
 _OUT = flags.DEFINE_string('out', None, 'JSON output path; default benchmarks/results/bench_<host>.json')
 _STEPS = flags.DEFINE_integer('steps', None, 'timed calls per figure (default 10, or 3 with --quick)')
+_SEEDS = flags.DEFINE_list('seeds', ['1', '2', '4'], 'the seeds section: K seeds in one vmapped program, for each K')
 _MODEL = flags.DEFINE_enum(
   'model',
   'bench',
@@ -79,7 +80,7 @@ def machine() -> dict:
   }
 
 
-def run(cfg, sizes, sections=SECTIONS, peak_sizes=(1024, 2048), peak_repeats=10, log=print) -> dict:
+def run(cfg, sizes, sections=SECTIONS, peak_sizes=(1024, 2048), peak_repeats=10, log=print, seeds=(1, 2, 4)) -> dict:
   """Runs the chosen sections on model `cfg` at `sizes`; returns the results as one JSON-able dict."""
   from benchmarks import cases
   from benchmarks.timing import PeakProbe, matmul_peak
@@ -111,7 +112,7 @@ def run(cfg, sizes, sections=SECTIONS, peak_sizes=(1024, 2048), peak_repeats=10,
     result['beam'] = checked(cases.decode_case(cfg, sizes, probe, peak, beam=sizes.beam))
     log(f'beam: {result["beam"]["call_s"]:.3f} s')
   if 'seeds' in sections:
-    result['seeds'] = [checked(cases.seeds_case(cfg, sizes, probe, peak, k)) for k in (1, 2, 4)]
+    result['seeds'] = [checked(cases.seeds_case(cfg, sizes, probe, peak, k)) for k in seeds]
     log('seeds: ' + ', '.join(f'{s["seeds"]}: {s["step_s"]:.3f} s' for s in result['seeds']))
   if 'scores' in sections:
     result['scores'] = {}
@@ -211,7 +212,8 @@ def main(argv):
   steps = _STEPS.value or (3 if _QUICK.value else 10)
   sizes = dataclasses.replace(sizes, steps=steps, warmup=1 if _QUICK.value else 2)
   peak_sizes = (512, 1024) if _QUICK.value else (1024, 2048)
-  result = run(cfg, sizes, tuple(_ONLY.value), peak_sizes, 3 if _QUICK.value else 10)
+  seeds = [int(k) for k in _SEEDS.value]
+  result = run(cfg, sizes, tuple(_ONLY.value), peak_sizes, 3 if _QUICK.value else 10, seeds=seeds)
   print(table(result))
   name = f'bench_{socket.gethostname()}' + ('_main' if _MODEL.value == 'main' else '')
   out = Path(_OUT.value or Path(__file__).parent / 'results' / f'{name}.json')
