@@ -199,17 +199,22 @@ def pairs_note(results: list[dict]) -> str:
     if s.get('n_samples')
     else 'from the per-seed scores alone, the test set held fixed (its variance is not in the interval)'
   )
+  how = (
+    f"95% interval and two-sided p from Welch's t over seeds, {test_set}"
+    if seeds[0] >= 2
+    else '95% interval and two-sided p from the paired bootstrap over the test sentences alone (one seed: the '
+    'seeds cannot be tested)'
+  )
   text = (
     f'Greedy test BLEU, {"/".join(map(str, seeds))} seed(s) per variant. Difference of the means over seeds; '
-    f"95% interval and two-sided p from Welch's t over seeds, {test_set}; the interval excludes 0 exactly "
-    f"when p < 0.05. Adjusted p: Holm over the family; the primary family is each variant against "
+    f"{how}; the interval excludes 0 exactly when p < 0.05. Adjusted p: Holm over the family; the primary family is each variant against "
     f"{s['baseline'] or 'the baseline (none here)'} and against the best ({fam.get('primary', 0)} pair(s)), the "
     f"other pairs a second family ({fam.get('other', 0)} pair(s)). A pair is ranked when its adjusted p < 0.05. "
     'Seeds needed: seeds per variant for 80 % power to detect the observed difference / 0.5 / 1.0 BLEU at '
     "the family's level (0.05 over its size), from the pair's seed sd"
   )
   if seeds[0] < 2:
-    text += '. ' + ONE_SEED + ' (the p-values cover the test sentences only)'
+    text += '. ' + ONE_SEED
   return text + '.'
 
 

@@ -355,7 +355,7 @@ def test_analysis_table_and_verdicts_with_one_seed():
   assert rows['none/bahdanau/global'][11:13] == ['0.25', '0.00']  # 4 rows of 1/4 over 4 positions
   assert '± 0.00' not in table and 'the variants are not ranked' in table
   assert '| additive/bahdanau/global − none/bahdanau/global | +' in table and 'not ranked with 1 seed' in table
-  assert 'the p-values cover the test sentences only' in table
+  assert 'paired bootstrap over the test sentences alone (one seed: the seeds cannot be tested)' in table
   verdict = tables.attention_verdict(results)
   assert 'Sources of >60 words: none/bahdanau/global reaches BLEU' in verdict and 'one seed' in verdict
   for line in verdict.strip().splitlines()[1:]:
