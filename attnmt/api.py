@@ -269,15 +269,17 @@ class Comparison:
 
   @property
   def variants(self) -> list[dict]:
-    """Per run: its greedy BLEU per seed, mean, sd and Student's t interval over seeds (sd and ci None for
-    one seed), the two-stage bootstrap interval over seeds and sentences, and chrF per seed."""
+    """Per run: its greedy BLEU per seed, mean, sd and Student's t interval over seeds with the test set's
+    variance ('ci', 'interval'; with one seed ci is None and 'interval' covers the sentences only), and chrF per
+    seed."""
     return [
       {'variant': r['variant'], **r['significance']['corpus'], 'chrf_per_seed': r['greedy_chrf']} for r in self.results
     ]
 
   @property
   def pairs(self) -> list[dict]:
-    """Every pair compared: the difference of mean BLEU, its interval, the p-value and the verdict."""
+    """Every pair compared: the difference of mean BLEU, its interval, the two-sided p, the Holm-adjusted p
+    within its family, the verdict and, when not ranked, the seeds it would need."""
     return [p for r in self.results for p in r['significance']['pairs']]
 
   def cells(self) -> tuple[list[str], list[list[str]], list[str]]:
@@ -303,8 +305,9 @@ def compare(
   n_samples: int = 1000,
   seed: int = 12345,
 ) -> Comparison:
-  """Decodes `split` with every seed of every run and compares them as experiments/analyze.py does (a
-  bootstrap over seeds and sentences with `n_samples` replicates; attnmt.analysis.significance), writing
+  """Decodes `split` with every seed of every run and compares them as experiments/analyze.py does (Welch's
+  t over seeds with the test set's variance from `n_samples` bootstrap replicates, Holm over each family;
+  attnmt.analysis.comparison), writing
   nothing. Unlike `load`, this reads each run's corpus (built again from the config if missing)."""
   dirs = _sentences(run_dirs, 'run_dirs')
   if which not in ('best', 'latest'):
