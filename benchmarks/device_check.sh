@@ -52,9 +52,9 @@ say "device"
 {
   command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv
   ./launch.sh train --helpshort >/dev/null   # the set-up (from ATTNMT_WHEELHOUSE when set), once
-  .venv/bin/python -c 'import jax, flax, sys; print(sys.version.split()[0], "jax", jax.__version__, "flax", flax.__version__, jax.devices())'
+  "${ATTNMT_VENV:-.venv}/bin/python" -c 'import jax, flax, sys; print(sys.version.split()[0], "jax", jax.__version__, "flax", flax.__version__, jax.devices())'
 } >> "$LOG" 2>&1 || say "device: set-up failed (see above)"
-PY=.venv/bin/python
+PY=${ATTNMT_VENV:-.venv}/bin/python
 step $((90 * slow)) "bench config, float32" "$PY" -m benchmarks.bench "${quick[@]}" --only=$only_bench --out="$OUT/bench_f32.json"
 [ -n "$DRY" ] || step 90 "bench config, bfloat16" "$PY" -m benchmarks.bench "${quick[@]}" --only=$only_bench --dtype=bfloat16 --out="$OUT/bench_bf16.json"
 step $((100 * slow)) "main model, seeds $seeds vmapped" "$PY" -m benchmarks.bench "${quick[@]}" --model=main --only=train,seeds --seeds=$seeds --out="$OUT/bench_main_seeds.json"
