@@ -23,7 +23,7 @@ import os
 from absl import app, flags
 
 from attnmt import plots
-from attnmt.analysis import comparison, exports, html_report, inspection, report, stored, tables
+from attnmt.analysis import comparison, exports, html_report, inspection, report, tables
 from experiments import common
 
 flags.DEFINE_list('runs', None, 'Run directories (comma-separated).')
@@ -131,7 +131,7 @@ def _from_scores(path: str, baseline):
 
 
 def _from_translations(path: str, out):
-  results = stored.analyze(path)
+  results = report.analyze_translations(path)
   table = tables.analysis_table(results)
   print(f'From {path} ({len(results)} variant(s); no runs read):\n' + table)
   print(tables.attention_verdict(results))

@@ -558,3 +558,25 @@ def embedded_sentences(results: list[dict], views: list[dict[int, dict]], must=(
     'limit': limit,
     'heatmap_sentences': [int(i) for i in must],
   }
+
+
+def analyze_translations(path: str, n_samples: int = 1000, seed: int = 12345) -> list[dict]:
+  """The analysis results (as analyze_runs returns them, less what needs the model: attention, beam, AER)
+  recomputed from a stored translations file (attnmt.analysis.stored)."""
+  doc = stored.load(path)
+  refs, srcs = doc['references'], doc['sources']
+  results, texts = [], []
+  for v in doc['variants']:
+    result = {'variant': v['variant'], 'seeds': v['seeds'], 'source': path}
+    for hyps in v['greedy']:
+      scores = evaluation.bleu_chrf(hyps, refs)
+      result.setdefault('greedy_bleu', []).append(scores['bleu'])
+      result.setdefault('greedy_chrf', []).append(scores['chrf'])
+      result.setdefault('greedy_repetition', []).append(measures.repetition_rate(hyps))
+      result.setdefault('greedy_bleu_by_length_by_seed', []).append(evaluation.bleu_by_length(hyps, refs, srcs))
+      result['bleu_signature'] = scores['bleu_signature']
+    result['greedy_bleu_by_length'] = pool_by_length(result['greedy_bleu_by_length_by_seed'])
+    results.append(result)
+    texts.append({'hypotheses': {'greedy': v['greedy']}, 'references': refs, 'sources': srcs})
+  add_significance(results, texts, n_samples, seed)
+  return results

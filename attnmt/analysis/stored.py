@@ -1,5 +1,5 @@
-"""An analysis's per-seed test translations in one compressed file, and its statistics recomputed from them
-without checkpoints, corpus or training.
+"""An analysis's per-seed test translations in one compressed file (report.analyze_translations recomputes its
+statistics from it, without checkpoints, corpus or training).
 
 Every analysis writes `translations.json.gz` beside analysis.md: the references, the sources and each
 variant's greedy output per seed. A results page keeps that file under docs/results/<page>/, so that anyone
@@ -14,9 +14,7 @@ import gzip
 import json
 import os
 
-from attnmt.analysis import report
 from attnmt.errors import InputError
-from attnmt.training import evaluation, measures
 
 FILE = 'translations.json.gz'
 FORMAT = 1
@@ -62,25 +60,3 @@ def load(path: str) -> dict:
       if len(hyps) != n:
         raise InputError(f"{path}: {v['variant']} seed {seed} has {len(hyps)} outputs for {n} references")
   return doc
-
-
-def analyze(path: str, n_samples: int = 1000, seed: int = 12345) -> list[dict]:
-  """The analysis results (as analyze_runs returns them, less what needs the model: attention, beam, AER)
-  recomputed from a stored translations file."""
-  doc = load(path)
-  refs, srcs = doc['references'], doc['sources']
-  results, texts = [], []
-  for v in doc['variants']:
-    result = {'variant': v['variant'], 'seeds': v['seeds'], 'source': path}
-    for hyps in v['greedy']:
-      scores = evaluation.bleu_chrf(hyps, refs)
-      result.setdefault('greedy_bleu', []).append(scores['bleu'])
-      result.setdefault('greedy_chrf', []).append(scores['chrf'])
-      result.setdefault('greedy_repetition', []).append(measures.repetition_rate(hyps))
-      result.setdefault('greedy_bleu_by_length_by_seed', []).append(evaluation.bleu_by_length(hyps, refs, srcs))
-      result['bleu_signature'] = scores['bleu_signature']
-    result['greedy_bleu_by_length'] = report.pool_by_length(result['greedy_bleu_by_length_by_seed'])
-    results.append(result)
-    texts.append({'hypotheses': {'greedy': v['greedy']}, 'references': refs, 'sources': srcs})
-  report.add_significance(results, texts, n_samples, seed)
-  return results

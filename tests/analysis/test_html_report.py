@@ -93,7 +93,7 @@ def test_the_report_is_self_contained_and_embeds_the_analysis(analysis):
 @pytest.mark.xdist_group('html_report_analysis')  # one worker builds the shared sweep
 def test_the_stored_translations_give_the_analysis_again(analysis):
   path, results, _, _ = analysis
-  again = stored.analyze(os.path.join(os.path.dirname(path), stored.FILE), n_samples=50)
+  again = report.analyze_translations(os.path.join(os.path.dirname(path), stored.FILE), n_samples=50)
   assert [r['variant'] for r in again] == [r['variant'] for r in results]
   for r, a in zip(results, again):
     assert a['greedy_bleu'] == pytest.approx(r['greedy_bleu']) and a['greedy_chrf'] == pytest.approx(r['greedy_chrf'])

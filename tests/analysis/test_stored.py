@@ -13,7 +13,7 @@ import pytest
 import sacrebleu
 import scipy.stats
 
-from attnmt.analysis import comparison, significance, stored
+from attnmt.analysis import comparison, report, significance, stored
 from attnmt.errors import InputError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -45,7 +45,7 @@ def _write(path, doc):
 def test_statistics_from_stored_translations(tmp_path):
   doc = _doc()
   path = _write(tmp_path / 'translations.json.gz', doc)
-  results = stored.analyze(path, n_samples=200)
+  results = report.analyze_translations(path, n_samples=200)
   for r, v in zip(results, doc['variants']):
     want = [sacrebleu.corpus_bleu(h, [doc['references']]).score for h in v['greedy']]
     assert r['greedy_bleu'] == pytest.approx(want) and r['seeds'] == v['seeds']
