@@ -59,8 +59,7 @@ def seed_bleu(stats: np.ndarray) -> np.ndarray:
 
 def pair_ranked(bleu_a, bleu_b, reps_a_RxK, reps_b_RxK, alpha: float = significance.ALPHA) -> bool:
   """Whether compare_statistics ranks a single pair: Welch's t with the test set's variance, p < alpha."""
-  tv = significance.test_set_variance(reps_a_RxK, reps_b_RxK)
-  return significance.welch_test(bleu_a, bleu_b, tv, alpha)['p_value'] < alpha
+  return significance.pair_test(bleu_a, bleu_b, reps_a_RxK, reps_b_RxK, alpha)['p_value'] < alpha
 
 
 def share_ranked(
@@ -130,8 +129,7 @@ def splits(
         continue
       seen.add(key)
       a_i, b_i = list(a), list(b)
-      tv = significance.test_set_variance(reps[:, a_i], reps[:, b_i])
-      test = significance.welch_test(bleu[a_i], bleu[b_i], tv, alpha)
+      test = significance.pair_test(bleu[a_i], bleu[b_i], reps[:, a_i], reps[:, b_i], alpha)
       rows.append({'a': a, 'b': b, 'difference': test['difference'], 'p_value': test['p_value']})
   ranked = sum(r['p_value'] < alpha for r in rows)
   return {'half': half, 'splits': len(rows), 'ranked': ranked, 'share': ranked / len(rows), 'rows': rows}

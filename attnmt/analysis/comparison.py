@@ -19,12 +19,12 @@ from attnmt.analysis.significance import (
   PLAN_DIFFERENCES,
   corpus_bleu,
   holm,
+  pair_test,
   seed_summary,
   seeds_needed,
   sentence_replicates,
   sentence_statistics,
-  sentence_test,
-  test_set_variance,
+  variant_summary,
   welch_test,
 )
 
@@ -95,26 +95,25 @@ def compare_scores(names, observed, baseline=None, alpha: float = ALPHA, reps=No
     raise ValueError('give every variant a name and at least one per-seed score')
   variants = []
   for v, name in enumerate(names):
-    shared = 0.0 if reps is None else test_set_variance(reps[v])
-    row = {'variant': name, **seed_summary(observed[v], alpha, shared), 'test_variance': shared}
-    # 'interval': the t interval; with one seed the test sentences' alone, which every table says
-    row['interval'] = row['ci']
-    if row['seeds'] == 1 and reps is not None:
-      row['interval'] = sentence_test(reps[v][:, 0], np.zeros(len(reps[v])), row['mean'], alpha)['interval']
-    variants.append(row)
+    if reps is None:
+      summary = seed_summary(observed[v], alpha)
+      summary |= {'test_variance': 0.0, 'interval': summary['ci']}
+    else:
+      summary = variant_summary(observed[v], reps[v], alpha)
+    variants.append({'variant': name, **summary})
   best = max(range(len(names)), key=lambda v: variants[v]['mean'])
   base = names.index(baseline) if baseline in names else None
   pairs = []
   for v, ref, against in _pairs_wanted(variants, base, best):
     k_a, k_b = variants[v]['seeds'], variants[ref]['seeds']
     diff = variants[v]['mean'] - variants[ref]['mean']
-    if min(k_a, k_b) >= 2:
-      tv = 0.0 if reps is None else test_set_variance(reps[v], reps[ref])
-      test = welch_test(observed[v], observed[ref], tv, alpha)
-    elif reps is not None:
-      tv, test = None, sentence_test(reps[v].mean(1), reps[ref].mean(1), diff, alpha)
+    if reps is not None:
+      test = pair_test(observed[v], observed[ref], reps[v], reps[ref], alpha)
+    elif min(k_a, k_b) >= 2:
+      test = welch_test(observed[v], observed[ref], 0.0, alpha) | {'test_variance': 0.0}
     else:
-      tv, test = None, {'interval': None, 'p_value': None, 'df': None, 'se': None}
+      test = {'interval': None, 'p_value': None, 'df': None, 'se': None, 'test_variance': None}
+    tv = test['test_variance']
     pairs.append(
       {'a': names[v], 'b': names[ref], 'against': against, 'family': 'other' if against == 'other' else 'primary'}
       | {'difference': diff, 'interval': test['interval'], 'p_value': test['p_value'], 'df': test['df']}

@@ -399,19 +399,11 @@ def _buckets_against_baseline(rows, sources, stats, names, baseline, n_samples, 
     reps = significance.sentence_replicates(stats, n_samples, seed, sentences=selection)
     bucket = []
     for m in range(len(stats)):
-      summary = significance.seed_summary(per_seed[m], test_variance=significance.test_set_variance(reps[m]))
-      if summary['ci'] is None:
-        mean = summary['mean']
-        summary['ci'] = significance.sentence_test(reps[m][:, 0], np.zeros(n_samples), mean)['interval']
+      summary = significance.variant_summary(per_seed[m], reps[m])
       entry = {'bucket': row['bucket'], 'lo': row['lo'], 'hi': row['hi'], 'sentences': int(len(selection))}
-      entry |= {'bleu': summary['mean'], 'per_seed': per_seed[m], 'interval': summary['ci'], 'p_value': None}
+      entry |= {'bleu': summary['mean'], 'per_seed': per_seed[m], 'interval': summary['interval'], 'p_value': None}
       if base is not None and base != m:
-        if min(len(per_seed[m]), len(per_seed[base])) >= 2:
-          tv = significance.test_set_variance(reps[m], reps[base])
-          entry['p_value'] = significance.welch_test(per_seed[m], per_seed[base], tv)['p_value']
-        else:
-          diff = summary['mean'] - float(np.mean(per_seed[base]))
-          entry['p_value'] = significance.sentence_test(reps[m].mean(1), reps[base].mean(1), diff)['p_value']
+        entry['p_value'] = significance.pair_test(per_seed[m], per_seed[base], reps[m], reps[base])['p_value']
         tests.append(entry)
       bucket.append(entry)
     out.append(bucket)

@@ -164,6 +164,28 @@ def sentence_test(a_R: np.ndarray, b_R: np.ndarray, difference: float, alpha: fl
   }
 
 
+def pair_test(a, b, reps_a_RxK: np.ndarray, reps_b_RxK: np.ndarray, alpha: float = ALPHA) -> dict:
+  """The test a comparison ranks by, of mean(a) - mean(b) over per-seed scores: Welch's t with the test set's
+  variance (2 or more seeds on each side), else the sentences alone (sentence_test); with 'test_variance'
+  (None when the seeds cannot be tested)."""
+  if min(len(a), len(b)) >= 2:
+    tv = test_set_variance(reps_a_RxK, reps_b_RxK)
+    return welch_test(a, b, tv, alpha) | {'test_variance': tv}
+  diff = float(np.mean(a) - np.mean(b))
+  return sentence_test(reps_a_RxK.mean(1), reps_b_RxK.mean(1), diff, alpha) | {'test_variance': None}
+
+
+def variant_summary(values, reps_RxK: np.ndarray, alpha: float = ALPHA) -> dict:
+  """seed_summary with the test set's variance (test_set_variance) in its t interval, and 'interval': that
+  interval, or with one seed the test sentences' alone."""
+  shared = test_set_variance(reps_RxK)
+  out = {**seed_summary(values, alpha, shared), 'test_variance': shared}
+  out['interval'] = out['ci']
+  if out['seeds'] == 1:
+    out['interval'] = sentence_test(reps_RxK[:, 0], np.zeros(len(reps_RxK)), out['mean'], alpha)['interval']
+  return out
+
+
 def holm(p_values: Sequence[float]) -> list[float]:
   """Holm's step-down adjusted p-values (Holm 1979): the i-th smallest p times (m - i + 1), made monotone,
   capped at 1. A pair whose adjusted p is below alpha is rejected with the family-wise error held at alpha."""
