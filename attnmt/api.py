@@ -29,6 +29,7 @@ from attnmt import data, plots
 from attnmt.analysis import inspection, report, tables
 from attnmt.data import batching, pipeline, sources as corpora
 from attnmt.errors import InputError
+from attnmt.model import scores
 from attnmt.model.config import ModelConfig
 from attnmt.training import evaluation, trainer
 
@@ -105,7 +106,7 @@ class Run:
   def max_source_tokens(self) -> int:
     """The longest source the model takes, in tokens with EOS (0: any): model.max_source_length for the
     `location` score, whose weights are one output per source position."""
-    return self.model_config.max_source_length if self.model_config.score == 'location' else 0
+    return scores.build(self.model_config).max_positions() or 0
 
   def __repr__(self) -> str:
     return f'Run({self.path!r}: {self.name}, seeds {self.seeds}, step {self.step})'
@@ -211,8 +212,8 @@ class Run:
     for k, n in enumerate(split.src_len):
       if limit and n > limit:
         raise InputError(
-          f'source {k} has {n} tokens (with EOS), more than the {limit} this model takes (model.max_source_length '
-          "of score 'location'); split the sentence"
+          f'source {k} has {n} tokens (with EOS), more than the {limit} score {self.model_config.score!r} can address '
+          '(its max_positions()); split the sentence'
         )
     return split
 

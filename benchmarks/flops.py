@@ -12,7 +12,7 @@ H annotation size, D decoder size, A attention size, V vocabulary, G gates.
 
 from __future__ import annotations
 
-from attnmt.model import scores, windows
+from attnmt.model import forms, scores, windows
 from attnmt.model.config import ModelConfig
 from attnmt.model.rnn import num_gates
 from attnmt.model.registry import matmul_flops as _mm
@@ -47,22 +47,13 @@ def attention_step_flops(cfg: ModelConfig, rows: int, src_len: int) -> int:
 
 def decoder_flops(cfg: ModelConfig, rows: int, src_len: int, steps: int) -> int:
   """`steps` decoder steps for `rows` hypotheses: recurrence, attention and output layer."""
-  g, d, e, hsz, v = (
-    num_gates(cfg.cell),
-    cfg.decoder_hidden_size,
-    cfg.embed_size,
-    cfg.annotation_size,
-    cfg.target_vocab_size,
-  )
+  g, d, e, v = num_gates(cfg.cell), cfg.decoder_hidden_size, cfg.embed_size, cfg.target_vocab_size
   r = rows * steps
-  feed = hsz if cfg.query_timing == 'bahdanau' else (d if cfg.input_feeding else 0)
-  total = _mm(r, g * d, e + feed) + _mm(r, g * d, d)  # layer 0: [E y ; feed] W_ih, s W_hh
+  form = forms.build(cfg)
+  total = _mm(r, g * d, e + form.input_size()) + _mm(r, g * d, d)  # layer 0: [E y ; feed] W_ih, s W_hh
   total += (cfg.decoder_layers - 1) * (_mm(r, g * d, d) + _mm(r, g * d, d))
   total += steps * attention_step_flops(cfg, rows, src_len)
-  if cfg.query_timing == 'bahdanau':  # W_o tanh(W_g [s ; c ; E y])
-    total += _mm(r, cfg.output_size, d + hsz + e) + _mm(r, v, cfg.output_size)
-  else:  # W_s tanh(W_c [c ; s])
-    total += _mm(r, d, hsz + d) + _mm(r, v, d)
+  total += form.flops(r) + _mm(r, v, form.output_size())  # the form's own products, then W_out
   return total
 
 

@@ -27,6 +27,7 @@ from ml_collections import config_flags
 from attnmt import plots
 from attnmt.analysis import curves as curves_lib, html_report, report, tables
 from attnmt.errors import ConfigError
+from attnmt.model import forms
 from attnmt.model.config import ModelConfig
 from attnmt.training import checkpoints, lock, parallel, settings, trainer
 from attnmt.training.lock import LockHeld
@@ -161,9 +162,9 @@ def _combinations(config, swept, extra_keys, keep, refused, seen):
       del run['sweep']
       for (key, _), value in zip(swept, combo):
         _set(run, key, value)
-      if run.model.query_timing != 'luong':
-        run.model.input_feeding = True
       try:
+        if not forms.build(run.model).reads_input_feeding:  # a form that ignores the setting: one variant, not two
+          run.model.input_feeding = True
         ModelConfig.from_dict(run.model.to_dict())
         settings.validate_supervision(run)  # e.g. none with train.alignment_loss_weight > 0
       except ConfigError as e:

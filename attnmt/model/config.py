@@ -10,9 +10,8 @@ import dataclasses
 from typing import Any, Mapping
 
 from attnmt.errors import ConfigError
-from attnmt.model import normalizers, scores, windows
+from attnmt.model import forms, normalizers, scores, windows
 
-QUERY_TIMINGS = ('bahdanau', 'luong')
 CELLS = ('lstm', 'gru')
 INIT_STATES = ('bridge', 'last', 'zero')
 COVERAGES = ('none', 'sum')
@@ -48,7 +47,9 @@ class ModelConfig:
   # 'sum': Tu et al. 2016's coverage C_i = sum_{t'<t} a_t'i enters the score, e_i = v . tanh(W q + U h_i + C_i w_c + b)
   # (w_c starts at 0); for scores whose keys enter a tanh: additive, normed_additive, concat
   coverage: str = 'none'
-  query_timing: str = 'bahdanau'  # 'bahdanau': query s_{t-1}; 'luong': query s_t
+  # the decoder form (attnmt/model/forms.py): 'bahdanau': query s_{t-1}, deep output; 'luong': query s_t, h~_t;
+  # or an import path 'my_pkg.forms:MyForm'
+  query_timing: str = 'bahdanau'
   input_feeding: bool = True  # luong only: feed h~_{t-1} into the next RNN input (Luong Sec. 3.3)
   output_size: int = 256  # bahdanau only: size of tanh(W_g [s_t ; c_t ; E y_{t-1}])
   init_state: str = 'bridge'  # 'bridge': tanh(W mean_i h_i); 'last': final encoder states; 'zero'
@@ -71,7 +72,6 @@ class ModelConfig:
     return cfg
 
   def validate(self) -> 'ModelConfig':
-    _choice('query_timing', self.query_timing, QUERY_TIMINGS)
     _choice('cell', self.cell, CELLS)
     _choice('init_state', self.init_state, INIT_STATES)
     _choice('dtype', self.dtype, DTYPES)
@@ -93,7 +93,10 @@ class ModelConfig:
         raise ConfigError(f'model.{name} must be at least 1, got {getattr(self, name)}')
     if not 0.0 <= self.dropout < 1.0:
       raise ConfigError(f'model.dropout must be in [0, 1), got {self.dropout}')
-    scores.build(self).check()  # unknown names and each score's, window's and normaliser's own constraints
+    form = forms.build(self)  # unknown names and each form's, score's, window's and normaliser's own constraints
+    forms.check_sizes(form)
+    form.check()
+    scores.build(self).check()
     windows.build(self).check()
     normalizers.build(self).check()
     if self.coverage != 'none' and not scores.build(self).coverage_in_keys:

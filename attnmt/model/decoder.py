@@ -1,15 +1,19 @@
-"""The attentional decoder, in Bahdanau or Luong query timing, teacher-forced or one step at a time.
+"""The attentional decoder, teacher-forced or one step at a time, around a decoder form (attnmt/model/forms.py).
+
+The form (`model.query_timing`: `bahdanau`, `luong` or an import path) says what one step does around the
+attention and what the output layer reads:
 
 bahdanau: query s_{t-1}; s_t = RNN(s_{t-1}, [E y_{t-1} ; c_t]); p(y_t) = softmax(W_o tanh(W_g [s_t ; c_t ; E y_{t-1}]))
 luong:    s_t = RNN(s_{t-1}, [E y_{t-1} ; h~_{t-1}]); query s_t; h~_t = tanh(W_c [c_t ; s_t]); p(y_t) = softmax(W_s h~_t)
 
-Both paths share `_step`, so teacher-forced logits equal step-by-step logits. Work that does not
-depend on the previous step stays outside the scan as one large matrix product: the embedding part
-of the first RNN layer's input projection, the attention keys (`Memory.keys`) and the output layer.
-The step is an ordinary function of the parameters; `deferred_scan.deferred_weight_scan` runs the
-teacher-forced scan so that every product by a parameter (or by the annotations) has its weight
-gradient formed after the backward scan, one product over all steps, instead of a thin product and
-an update per step.
+The decoder owns the rest: embeddings, RNN layers, attention, dropout, the vocabulary projection (W_out, b_out)
+and the loss through it. Teacher forcing and step-by-step decoding share `_step`, so their logits are equal.
+Work that does not depend on the previous step stays outside the scan as one large matrix product: the
+embedding part of the first RNN layer's input projection, the attention keys (`Memory.keys`) and the
+output layer. The step is an ordinary function of the parameters; `deferred_scan.deferred_weight_scan`
+runs the teacher-forced scan so that every product by a parameter (or by the annotations) has its weight
+gradient formed after the backward scan, one product over all steps, instead of a thin product and an
+update per step.
 Letters: B batch, T target positions, S source positions, H annotation size, D decoder size, V vocab.
 """
 
@@ -23,8 +27,9 @@ import jax
 import jax.numpy as jnp
 import flax.linen as nn
 
-from attnmt.model import attention, deferred_scan, normalizers, rnn
+from attnmt.model import attention, deferred_scan, forms, fused_loss, interventions, normalizers, rnn
 from attnmt.model.config import ModelConfig
+from attnmt.model.registry import check_output
 
 
 class Memory(NamedTuple):
@@ -33,13 +38,14 @@ class Memory(NamedTuple):
   annotations: jax.Array  # B x S x H
   keys: jax.Array  # B x S x K, the score's per-sentence half (e.g. U h_i)
   length: jax.Array  # B, source lengths
+  sentence_keys: jax.Array | None = None  # B x 2 key data of a random intervention (interventions.py), else None
 
 
 class State(NamedTuple):
   """The decoder's recurrent state between steps."""
 
   rnn: tuple  # one carry per layer
-  feed: jax.Array  # B x D input-feeding vector h~_{t-1} (B x 0 when unused)
+  feed: jax.Array  # B x F, what the form hands to the next step (Luong's input feeding: h~_{t-1}; B x 0: none)
   t: jax.Array  # scalar int32, the 0-based target position of the next step
   attention: dict  # the attention's own recurrent state, B x S arrays by name (attention.initial_state)
 
@@ -49,27 +55,28 @@ _embed_init = nn.initializers.variance_scaling(1.0, 'fan_in', 'normal', out_axis
 
 class Decoder(nn.Module):
   cfg: ModelConfig
+  intervention: interventions.Intervention | None = None  # counterfactual weights for the context (analysis)
 
   def setup(self):
     cfg, d, h, e = self.cfg, self.cfg.decoder_hidden_size, self.cfg.annotation_size, self.cfg.embed_size
-    dense = functools.partial(self.param, init_fn=nn.initializers.lecun_normal())
+    self.form = forms.build(cfg)
+
+    def declare(name, shape, init=nn.initializers.lecun_normal()):
+      return self.param(name, init, shape)
+
     self.embed = self.param('embed', _embed_init, (cfg.target_vocab_size, e), jnp.float32)
     self.attention = attention.AttentionParams(cfg)
-    feed = h if cfg.query_timing == 'bahdanau' else (d if cfg.input_feeding else 0)
     self.layers = [
-      rnn.RNNLayerParams(cfg.cell, e + feed if i == 0 else d, d, name=f'layer{i}') for i in range(cfg.decoder_layers)
+      rnn.RNNLayerParams(cfg.cell, e + self.form.input_size() if i == 0 else d, d, name=f'layer{i}')
+      for i in range(cfg.decoder_layers)
     ]
     if cfg.init_state == 'bridge':
-      self.W_bridge = dense('W_bridge', shape=(h, d * cfg.decoder_layers))
-      self.b_bridge = self.param('b_bridge', nn.initializers.zeros, (d * cfg.decoder_layers,))
-    if cfg.query_timing == 'bahdanau':
-      self.W_g = dense('W_g', shape=(d + h + e, cfg.output_size))
-      self.b_g = self.param('b_g', nn.initializers.zeros, (cfg.output_size,))
-      self.W_out = dense('W_out', shape=(cfg.output_size, cfg.target_vocab_size))
-    else:
-      self.W_c = dense('W_c', shape=(h + d, d))
-      self.W_out = dense('W_out', shape=(d, cfg.target_vocab_size))
-    self.b_out = self.param('b_out', nn.initializers.zeros, (cfg.target_vocab_size,))
+      declare('W_bridge', (h, d * cfg.decoder_layers))
+      declare('b_bridge', (d * cfg.decoder_layers,), nn.initializers.zeros)
+    # The declaration order fixes each parameter's initial draw: the form's parameters, then W_out and b_out.
+    self.form.params(declare)
+    declare('W_out', (self.form.output_size(), cfg.target_vocab_size))
+    declare('b_out', (cfg.target_vocab_size,), nn.initializers.zeros)
 
   def _params(self) -> dict[str, Any]:
     """All parameters as one pytree in the compute dtype, gathered outside any scan: this module's own
@@ -98,7 +105,7 @@ class Decoder(nn.Module):
       carries = (tuple(x.astype(dtype) for x in encoder_final),) * cfg.decoder_layers
     else:
       carries = (rnn.zero_carry(cfg.cell, (batch,), d, dtype),) * cfg.decoder_layers
-    feed_size = d if (cfg.query_timing == 'luong' and cfg.input_feeding) else 0
+    feed_size = self.form.feed_size()
     attention_state = attention.initial_state(cfg, memory.length, memory.annotations.shape[1])
     return State(carries, jnp.zeros((batch, feed_size), dtype), jnp.zeros((), jnp.int32), attention_state)
 
@@ -117,15 +124,16 @@ class Decoder(nn.Module):
     return emb_xE @ p['layers'][0]['W_ih'][: self.cfg.embed_size]
 
   def _step(self, p, memory: Memory, state: State, emb_proj_BxG, drop_masks=None, decoding=False, noise_BxS=None):
-    """One decoder step, as the equations read; returns the new state and the per-step outputs the
-    output layer needs. `emb_proj_BxG` is E y_{t-1} W_ih[:E] (`_embed_projection`); layer 0's input
-    product is [E y_{t-1} ; x] W_ih + b = emb_proj + x W_ih[E:] + b, for x = c_t or h~_{t-1}.
+    """One decoder step: the form's step (`forms.DecoderForm.step`) with the decoder's layers and attention.
+    Returns the new state and (the form's per-step outputs, the attention weights B x S).
+    `emb_proj_BxG` is E y_{t-1} W_ih[:E] (`_embed_projection`); layer 0's input product is
+    [E y_{t-1} ; x] W_ih + b = emb_proj + x W_ih[E:] + b, for the form's x (c_t, h~_{t-1} or none).
     `decoding`: greedy or beam search; `noise_BxS`: standard normal draws for a normaliser's training
     noise (None otherwise).
     """
     cfg = self.cfg
 
-    def run_layers(carries, x):
+    def layers(carries, x):
       new = []
       for i, (lp, carry) in enumerate(zip(p['layers'], carries)):
         if i == 0:
@@ -142,30 +150,32 @@ class Decoder(nn.Module):
       weights_BxS, attention_state = attention.attention_step(
         cfg, p['attention'], query_BxD, memory.keys, memory.length, state.t, state.attention, decoding, noise_BxS
       )
+      if self.intervention is not None:  # the context reads counterfactual weights; the attention's state does not
+        weights_BxS = self.intervention.apply(weights_BxS, memory.length, state.t, memory.sentence_keys)
       return attention.context(weights_BxS, memory.annotations), weights_BxS, attention_state
 
-    if cfg.query_timing == 'bahdanau':
-      ctx_BxH, weights_BxS, attention_state = attend(state.rnn[-1][0])
-      carries, s_BxD = run_layers(state.rnn, ctx_BxH)
-      return State(carries, state.feed, state.t + 1, attention_state), (s_BxD, ctx_BxH, weights_BxS)
-    carries, s_BxD = run_layers(state.rnn, state.feed if cfg.input_feeding else None)
-    ctx_BxH, weights_BxS, attention_state = attend(s_BxD)
-    h_tilde_BxD = jnp.tanh(jnp.concatenate([ctx_BxH, s_BxD], -1) @ p['W_c'])
-    feed = h_tilde_BxD if cfg.input_feeding else state.feed
-    return State(carries, feed, state.t + 1, attention_state), (h_tilde_BxD, weights_BxS)
+    out = self.form.step(p, state, forms.Tools(attend, layers))
+    return State(out.rnn, out.feed, state.t + 1, out.attention), (out.out, out.weights)
 
-  def _output_features(self, p, step_out, emb_xE, train: bool):
+  def _output_features(self, p, step_out: dict, emb_xE, train: bool):
     """The output layer's hidden vector, before the vocabulary projection; any leading shape."""
-    if self.cfg.query_timing == 'bahdanau':
-      s, ctx = step_out[0], step_out[1]
-      hidden = jnp.tanh(jnp.concatenate([s, ctx, emb_xE], -1) @ p['W_g'] + p['b_g'])
-    else:
-      hidden = step_out[0]
+    hidden = self.form.hidden(p, step_out, emb_xE)
+    check_output(
+      'decoder form', self.form, 'from hidden()', hidden, emb_xE.shape[:-1] + (self.form.output_size(),),
+      '(..., output_size())',
+    )
     return self._dropout(hidden, train)
 
-  def _output_layer(self, p, step_out, emb_xE, train: bool):
+  def _output_layer(self, p, step_out: dict, emb_xE, train: bool):
     """Logits from the per-step outputs; any leading shape, so it runs once over all steps."""
     return (self._output_features(p, step_out, emb_xE, train) @ p['W_out'] + p['b_out']).astype(jnp.float32)
+
+  def token_nll(self, hidden_NxO: jax.Array, labels_N: jax.Array, label_smoothing: float = 0.0) -> jax.Array:
+    """-log p(label) of each row of output-layer hidden vectors (`features=True`), through the vocabulary
+    projection (with label smoothing: the smoothed cross-entropy). The projection runs inside
+    `fused_loss.projected_nll`, whose gradient avoids extra passes over the N x V logits."""
+    own = self.variables['params']
+    return fused_loss.projected_nll(hidden_NxO, own['W_out'], own['b_out'], labels_N, label_smoothing)
 
   def __call__(self, memory: Memory, state: State, tgt_in_BxT: jax.Array, train: bool = False, features: bool = False):
     """Teacher forcing: logits (B x T x V) and attention weights (B x T x S) for inputs y_{<t}.
@@ -193,16 +203,17 @@ class Decoder(nn.Module):
       return self._step(p, mem, st, emb_proj_BxG, step_masks, noise_BxS=step_noise)
 
     xs = (emb_proj_TxBxG, masks, noise)
-    _, outs = deferred_scan.deferred_weight_scan(step, (p, memory), state, xs)
+    _, (outs, weights_TxBxS) = deferred_scan.deferred_weight_scan(step, (p, memory), state, xs)
     outs = jax.tree.map(lambda x: jnp.swapaxes(x, 0, 1), outs)
+    weights_BxTxS = jnp.swapaxes(weights_TxBxS, 0, 1)
     if features:
-      return self._output_features(p, outs, emb_BxTxE, train), outs[-1]
-    return self._output_layer(p, outs, emb_BxTxE, train), outs[-1]
+      return self._output_features(p, outs, emb_BxTxE, train), weights_BxTxS
+    return self._output_layer(p, outs, emb_BxTxE, train), weights_BxTxS
 
   def step(self, memory: Memory, state: State, token_B: jax.Array, decoding: bool = True):
     """One step of decoding from token y_{t-1}: new state, logits (B x V), weights (B x S). With
     `decoding=False` the attention is the teacher-forced one (monotonic: expected, not hard)."""
     p = self._params()
     emb_BxE = jnp.take(p['embed'], token_B, axis=0)
-    state, out = self._step(p, memory, state, self._embed_projection(p, emb_BxE), decoding=decoding)
-    return state, self._output_layer(p, out, emb_BxE, False), out[-1]
+    state, (out, weights_BxS) = self._step(p, memory, state, self._embed_projection(p, emb_BxE), decoding=decoding)
+    return state, self._output_layer(p, out, emb_BxE, False), weights_BxS

@@ -23,6 +23,7 @@ import jax
 import jax.numpy as jnp
 
 from attnmt.model.config import ModelConfig
+from attnmt.model.interventions import Intervention
 from attnmt.model.seq2seq import BOS, EOS, PAD, Seq2Seq
 
 NEG_INF = -1.0e9
@@ -75,12 +76,20 @@ def coverage_penalty(coverage_xS: jax.Array, valid_xS: jax.Array, beta: float) -
   return beta * jnp.sum(jnp.where(valid_xS, jnp.log(capped), 0.0), axis=-1)
 
 
-@functools.partial(jax.jit, static_argnames=('cfg', 'max_len', 'keep_attention'))
+@functools.partial(jax.jit, static_argnames=('cfg', 'max_len', 'keep_attention', 'intervention'))
 def greedy(
-  cfg: ModelConfig, params, src_BxS: jax.Array, src_len_B: jax.Array, max_len: int, keep_attention: bool = True
+  cfg: ModelConfig,
+  params,
+  src_BxS: jax.Array,
+  src_len_B: jax.Array,
+  max_len: int,
+  keep_attention: bool = True,
+  intervention: Intervention | None = None,
 ) -> Decoded:
-  """Picks the most probable token at every step until every sentence has produced EOS."""
-  model, variables = Seq2Seq(cfg), {'params': params}
+  """Picks the most probable token at every step until every sentence has produced EOS. `intervention`:
+  counterfactual attention at every step (attnmt/model/interventions.py); `weights` are then the
+  counterfactual ones the context read."""
+  model, variables = Seq2Seq(cfg, intervention), {'params': params}
   memory, state = model.apply(variables, src_BxS, src_len_B, method=Seq2Seq.encode)
   batch, src_positions = src_BxS.shape
   init = dict(
@@ -120,13 +129,15 @@ def greedy(
 
 
 @functools.partial(jax.jit, static_argnames=('cfg',))
-def forced_attention(cfg: ModelConfig, params, src_BxS: jax.Array, src_len_B: jax.Array, tokens_BxT: jax.Array):
+def forced_attention(
+  cfg: ModelConfig, params, src_BxS: jax.Array, src_len_B: jax.Array, tokens_BxT: jax.Array, intervention=None
+):
   """The attention (B x T x S) of given outputs, recomputed by teacher forcing them: equal to what decoding
   them step by step gave (tests/model/test_seq2seq.py), for one T x S matrix per output instead of the
   K histories beam search would carry and reorder at every step. Not for a recurrent normaliser
   (`monotonic`), whose hard attention in decoding differs from its expected attention under teacher forcing."""
   tgt_in_BxT = jnp.concatenate([jnp.full_like(tokens_BxT[:, :1], BOS), tokens_BxT[:, :-1]], axis=1)
-  return Seq2Seq(cfg).apply({'params': params}, src_BxS, src_len_B, tgt_in_BxT)[1]
+  return Seq2Seq(cfg, intervention).apply({'params': params}, src_BxS, src_len_B, tgt_in_BxT)[1]
 
 
 def _gather_beams(x, beam_idx_BxN):
@@ -146,7 +157,7 @@ def _flat_state_gather(state, beam_idx_BxK, beam: int):
   return jax.tree.map(gather, state)
 
 
-@functools.partial(jax.jit, static_argnames=('cfg', 'beam_size', 'max_len', 'keep_attention'))
+@functools.partial(jax.jit, static_argnames=('cfg', 'beam_size', 'max_len', 'keep_attention', 'intervention'))
 def beam_search(
   cfg: ModelConfig,
   params,
@@ -157,11 +168,12 @@ def beam_search(
   alpha: float = 0.6,
   keep_attention: bool = True,
   beta: float = 0.0,
+  intervention: Intervention | None = None,
 ) -> Decoded:
   """Beam search; returns the K best hypotheses per sentence, best first. A finished hypothesis
   scores log p / lp(len) + cp (`coverage_penalty` with `beta`; 0 when beta is 0). The penalty is never
   positive, so the stopping bound on alive hypotheses stays valid."""
-  model, variables, k = Seq2Seq(cfg), {'params': params}, beam_size
+  model, variables, k = Seq2Seq(cfg, intervention), {'params': params}, beam_size
   batch, src_positions = src_BxS.shape
   tile = lambda x: x if x.ndim == 0 else jnp.repeat(x, k, axis=0)
   memory, state = jax.tree.map(tile, model.apply(variables, src_BxS, src_len_B, method=Seq2Seq.encode))

@@ -49,7 +49,7 @@ import jax.numpy as jnp
 
 import flax.linen as nn
 
-from attnmt.model import monotonic
+from attnmt.model import monotonic, scores
 from attnmt.errors import ConfigError
 from attnmt.model.registry import Declare, Params, Registry
 
@@ -270,7 +270,8 @@ class Monotonic(Normalizer):
         f"normalizer 'monotonic' scans every source position from the last one attended; use window 'global', "
         f"not '{cfg.window}'"
       )
-    if cfg.score == 'none':
+    if not scores.build(cfg).attends:
       raise ConfigError(
-        "normalizer 'monotonic' stops where the score is high, and score 'none' has no score; use another score"
+        f"normalizer 'monotonic' stops where the score is high, and score '{cfg.score}' gives every position the "
+        'same score; use another score'
       )

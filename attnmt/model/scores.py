@@ -39,6 +39,10 @@ class Score:
   # True when the keys are the pre-activation of a tanh (v . tanh(query half + k_i)), where coverage
   # (`model.coverage`, Tu et al. 2016) adds its term C_i w_c to each key.
   coverage_in_keys: ClassVar[bool] = False
+  # False for a score that gives every valid position the same weight (no attention: `none`). Supervised
+  # attention, the coverage loss and the monotonic normaliser refuse it, and an analysis takes a variant
+  # whose score does not attend as the baseline that every attention variant is tested against.
+  attends: ClassVar[bool] = True
 
   def __init__(self, cfg):
     self.cfg = cfg
@@ -57,6 +61,10 @@ class Score:
 
   def check(self) -> None:
     """Raises ConfigError if the score cannot work with the rest of `self.cfg`."""
+
+  def max_positions(self) -> int | None:
+    """The most source positions (tokens with EOS) the score can give weight to; None: any."""
+    return None
 
   def flops(self, src_len: int) -> tuple[int, int]:
     """(FLOPs of `keys` for one sentence, FLOPs of `query` + `scores` for one query): required."""
@@ -108,6 +116,7 @@ class NoScore(Score):
   fixed summary. Equal scores give every valid position the weight 1 / length."""
 
   name = 'none'
+  attends = False
 
   def scores(self, p, half, keys_SxK):
     return jnp.zeros(keys_SxK.shape[:1], half.dtype)
@@ -238,7 +247,8 @@ class Concat(_TanhScore):
 @register
 class Location(Score):
   """Luong et al. 2015, Eq. 9 "location": a_t = softmax(W_a q), from the query alone; W_a has one output
-  per source position up to model.max_source_length."""
+  per source position up to model.max_source_length. A longer source's later positions get no weight (their
+  score is the lowest finite number): the score cannot address them, and the sentence is still translated."""
 
   name = 'location'
 
@@ -250,12 +260,13 @@ class Location(Score):
 
   def scores(self, p, half_L, keys_SxK):
     num_positions, max_len = keys_SxK.shape[0], half_L.shape[-1]
-    if num_positions > max_len:
-      raise ConfigError(
-        f"score 'location' addresses at most model.max_source_length={max_len} positions but "
-        f'the batch has {num_positions}; raise max_source_length or filter longer sources'
-      )
+    if num_positions > max_len:  # static shapes: only a batch with longer sources pays for the padding
+      beyond = jnp.full((num_positions - max_len,), jnp.finfo(half_L.dtype).min, half_L.dtype)
+      return jnp.concatenate([half_L, beyond])
     return half_L[:num_positions]
+
+  def max_positions(self):
+    return self.cfg.max_source_length
 
   def flops(self, src_len):
     return 0, matmul_flops(1, self.cfg.max_source_length, self.cfg.decoder_hidden_size)

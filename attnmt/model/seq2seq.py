@@ -17,6 +17,7 @@ import flax.linen as nn
 from attnmt.model.config import ModelConfig
 from attnmt.model.decoder import Decoder, Memory, State
 from attnmt.model.encoder import Encoder
+from attnmt.model.interventions import Intervention
 import jax.numpy as jnp
 
 PAD, BOS, EOS, UNK = 0, 1, 2, 3
@@ -24,15 +25,19 @@ PAD, BOS, EOS, UNK = 0, 1, 2, 3
 
 class Seq2Seq(nn.Module):
   cfg: ModelConfig
+  # Counterfactual attention at every decoder step (attnmt/model/interventions.py); the parameters are the same.
+  intervention: Intervention | None = None
 
   def setup(self):
     self.encoder = Encoder(self.cfg)
-    self.decoder = Decoder(self.cfg)
+    self.decoder = Decoder(self.cfg, self.intervention)
 
   def encode(self, src_BxS: jax.Array, src_len_B: jax.Array, train: bool = False) -> tuple[Memory, State]:
     """Annotations, precomputed keys and the decoder's initial state."""
     annotations, final = self.encoder(src_BxS, src_len_B, train)
     memory = self.decoder.memory(annotations, src_len_B)
+    if self.intervention is not None and self.intervention.random:
+      memory = memory._replace(sentence_keys=self.intervention.sentence_keys(src_BxS))
     return memory, self.decoder.initial_state(memory, final)
 
   def __call__(self, src_BxS, src_len_B, tgt_in_BxT, train: bool = False):
@@ -44,6 +49,14 @@ class Seq2Seq(nn.Module):
     """Teacher-forced output-layer vectors before the vocabulary projection (B x T x O), and weights."""
     memory, state = self.encode(src_BxS, src_len_B, train)
     return self.decoder(memory, state, tgt_in_BxT, train, features=True)
+
+  def token_nll(self, src_BxS, src_len_B, tgt_in_BxT, labels_BxT, train: bool = False, label_smoothing: float = 0.0):
+    """-log p(y_t = label) at every target position (B x T, float32, padding included: mask it) and the
+    teacher-forced attention weights (B x T x S); the decoder applies its own vocabulary projection
+    (`Decoder.token_nll`), so no caller reaches into its parameters."""
+    hidden_BxTxO, weights_BxTxS = self.features(src_BxS, src_len_B, tgt_in_BxT, train)
+    nll_N = self.decoder.token_nll(hidden_BxTxO.reshape(-1, hidden_BxTxO.shape[-1]), labels_BxT.reshape(-1), label_smoothing)
+    return nll_N.reshape(labels_BxT.shape), weights_BxTxS
 
   def decode_step(self, memory: Memory, state: State, token_B: jax.Array, decoding: bool = True):
     """Feeds y_{t-1} = token_B; returns (state, logits B x V, weights B x S). `decoding=False`: the

@@ -16,6 +16,7 @@ import ml_collections
 from attnmt import schema
 from attnmt.data.config import validate_data
 from attnmt.errors import ConfigError
+from attnmt.model import scores
 from attnmt.schema import Setting
 
 TRAIN = (
@@ -116,10 +117,10 @@ def validate_supervision(config) -> None:
   weight = config.train.get('alignment_loss_weight', 0.0)
   if not weight:
     return
-  if config.model.get('score') == 'none':
+  if not scores.build(config.model).attends:
     raise ConfigError(
-      f'train.alignment_loss_weight={weight} trains attention, and model.score=none has none (every weight is '
-      '1 / length); use an attention score such as additive, or set the weight to 0'
+      f'train.alignment_loss_weight={weight} trains attention, and model.score={config.model.score} has none '
+      '(every weight is 1 / length); use an attention score such as additive, or set the weight to 0'
     )
   if not has_gold_alignments(config.data):
     raise ConfigError(

@@ -15,7 +15,6 @@ import jax.numpy as jnp
 import optax
 from flax import struct
 
-from attnmt.model import fused_loss
 from attnmt.model.config import ModelConfig
 from attnmt.model.seq2seq import Seq2Seq, init_params
 
@@ -142,28 +141,23 @@ class LossParts(NamedTuple):
 def summed_loss(cfg: ModelConfig, params, batch: dict, rng, train: bool, label_smoothing: float = 0.0):
   """(summed token cross-entropy, token count, teacher-forced attention weights B x T x S).
 
-  The cross-entropy equals `masked_cross_entropy` of the model's logits; the vocabulary projection runs
-  inside `fused_loss.projected_nll`, whose gradient avoids extra passes over the B x T x V logits.
+  The cross-entropy equals `masked_cross_entropy` of the model's logits; the model applies its own
+  vocabulary projection (`Seq2Seq.token_nll`, fused with the loss: no B x T x V logits are stored).
   """
-  hidden_BxTxO, weights_BxTxS = Seq2Seq(cfg).apply(
+  labels_BxT = batch['tgt_out']
+  nll_BxT, weights_BxTxS = Seq2Seq(cfg).apply(
     {'params': params},
     batch['src'],
     batch['src_len'],
     batch['tgt_in'],
+    labels_BxT,
     train=train,
+    label_smoothing=label_smoothing,
     rngs={'dropout': rng} if train else None,
-    method=Seq2Seq.features,
-  )
-  labels_BxT = batch['tgt_out']
-  nll_N = fused_loss.projected_nll(
-    hidden_BxTxO.reshape(-1, hidden_BxTxO.shape[-1]),
-    params['decoder']['W_out'],
-    params['decoder']['b_out'],
-    labels_BxT.reshape(-1),
-    label_smoothing,
+    method=Seq2Seq.token_nll,
   )
   mask_BxT = jnp.arange(labels_BxT.shape[1])[None, :] < batch['tgt_len'][:, None]
-  return jnp.sum(jnp.where(mask_BxT, nll_N.reshape(labels_BxT.shape), 0.0)), jnp.sum(mask_BxT), weights_BxTxS
+  return jnp.sum(jnp.where(mask_BxT, nll_BxT, 0.0)), jnp.sum(mask_BxT), weights_BxTxS
 
 
 def loss_fn(

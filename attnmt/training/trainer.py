@@ -25,7 +25,7 @@ import optax
 from attnmt.training import checkpoints, evaluation, guards, lock, parallel, train_step, tensorboard_heatmaps, settings
 from attnmt import data
 from attnmt.errors import ConfigError, pause_point
-from attnmt.model import attention
+from attnmt.model import attention, forms, scores
 from attnmt.model.config import ModelConfig
 from attnmt.training.metrics_io import MetricsWriter, Progress
 
@@ -246,10 +246,10 @@ def check_config(config: ml_collections.ConfigDict) -> list[int]:
   cfg = ModelConfig.from_dict({**config.model.to_dict(), 'source_vocab_size': 8, 'target_vocab_size': 8})
   if any(':' in str(getattr(cfg, kind)) for kind in ('score', 'window', 'normalizer')):
     attention.check_user_code(cfg)  # a user's class: its output shapes, before the data are prepared
-  if config.train.coverage_loss_weight > 0 and config.model.score == 'none':
+  if config.train.coverage_loss_weight > 0 and not scores.build(cfg).attends:
     raise ConfigError(
-      "train.coverage_loss_weight penalises attending a source position twice, and model.score 'none' has no "
-      'attention; set the weight to 0 or choose a score'
+      f"train.coverage_loss_weight penalises attending a source position twice, and model.score '{cfg.score}' has "
+      'no attention; set the weight to 0 or choose a score'
     )
   learning_rate_schedule(config.train)
   return seeds
@@ -509,4 +509,4 @@ def variant_name(config) -> str:
     return config.variant
   m = config.model
   name = f'{m.score}/{m.query_timing}/{m.window}'
-  return name + ('/feed' if m.query_timing == 'luong' and m.input_feeding else '')
+  return name + ('/feed' if forms.build(m).reads_input_feeding and m.input_feeding else '')

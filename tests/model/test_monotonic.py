@@ -16,7 +16,8 @@ from jax.test_util import check_grads
 from attnmt.model import decoding, monotonic, scores, toy
 from attnmt.training import measures, train_step
 from attnmt.errors import ConfigError
-from attnmt.model.config import QUERY_TIMINGS, ModelConfig
+from attnmt.model.config import ModelConfig
+from attnmt.model.forms import names as form_names
 from attnmt.model.seq2seq import BOS, EOS, Seq2Seq, init_params
 from small_model import SMALL
 
@@ -142,15 +143,15 @@ def test_config_refuses_what_has_no_meaning_and_takes_the_rest():
     ModelConfig.from_dict({**MONOTONIC, 'window': 'local_m'})
   with pytest.raises(ConfigError, match=r"^normalizer 'monotonic' .*; use window 'global', not 'local_p'$"):
     ModelConfig.from_dict({**MONOTONIC, 'window': 'local_p'})
-  with pytest.raises(ConfigError, match=r"^normalizer 'monotonic' .* score 'none' has no score; use another score$"):
+  with pytest.raises(ConfigError, match=r"^normalizer 'monotonic' .* score 'none' gives every position the same score; use another score$"):
     ModelConfig.from_dict({**MONOTONIC, 'score': 'none'})
-  for score, timing in itertools.product(scores.names(), QUERY_TIMINGS):
+  for score, timing in itertools.product(scores.names(), form_names()):
     if score != 'none':
       ModelConfig.from_dict({**MONOTONIC, 'score': score, 'query_timing': timing, 'coverage': 'none'})
 
 
 # Every score but 'none', the timings taken in turn (each score takes each timing in the config test above).
-COMBOS = [(s, QUERY_TIMINGS[i % 2]) for i, s in enumerate(n for n in scores.names() if n != 'none')]
+COMBOS = [(s, form_names()[i % 2]) for i, s in enumerate(n for n in scores.names() if n != 'none')]
 
 
 @pytest.mark.parametrize('score,timing', COMBOS)

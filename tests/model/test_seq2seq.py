@@ -9,13 +9,14 @@ import pytest
 
 from attnmt.model import rnn, scores, windows
 from attnmt.errors import ConfigError
-from attnmt.model.config import QUERY_TIMINGS, ModelConfig
+from attnmt.model.config import ModelConfig
+from attnmt.model.forms import names as form_names
 from attnmt.model.encoder import Encoder
 from attnmt.model.seq2seq import Seq2Seq, init_params
 
 COMBINATIONS = [
   (s, q, w)
-  for s, q, w in itertools.product(scores.names(), QUERY_TIMINGS, windows.names())
+  for s, q, w in itertools.product(scores.names(), form_names(), windows.names())
   if not (s == 'none' and w != 'global')
 ]
 
@@ -157,7 +158,24 @@ def test_unknown_setting_is_refused():
     ModelConfig.from_dict({'scroe': 'dot'})
 
 
-def test_location_score_refuses_sources_longer_than_its_range(small):
+def test_location_score_gives_no_weight_beyond_its_range(small):
+  """A source longer than max_source_length is translated; its positions beyond the range get weight 0, the
+  first ones the softmax of W_a q over the range (Luong Eq. 9), as NumPy computes it."""
   cfg = ModelConfig(**{**small, 'score': 'location', 'max_source_length': 4})
-  with pytest.raises(ConfigError, match='max_source_length=4'):
-    init_params(cfg, jax.random.key(0), src_len=6)
+  params = init_params(cfg, jax.random.key(0), src_len=6)
+  src, lengths = jnp.array([[5, 6, 7, 8, 9, 2], [5, 6, 2, 0, 0, 0]]), jnp.array([6, 3])
+  tgt = jnp.array([[1, 5, 6], [1, 7, 8]])
+  logits, weights = Seq2Seq(cfg).apply({'params': params}, src, lengths, tgt)
+  w = np.asarray(weights)
+  assert np.all(np.isfinite(np.asarray(logits)))
+  assert np.all(w[0, :, 4:] == 0.0) and np.all(w[1, :, 3:] == 0.0)
+  np.testing.assert_allclose(w.sum(-1), 1.0, rtol=1e-5)
+  memory, state = Seq2Seq(cfg).apply({'params': params}, src, lengths, method=Seq2Seq.encode)
+  _, _, w0 = Seq2Seq(cfg).apply({'params': params}, memory, state, tgt[:, 0], method=Seq2Seq.decode_step)
+  p = params['decoder']
+  s0 = np.asarray(state.rnn[-1][0])  # bahdanau timing: the query is the state before the step
+  e = s0 @ np.asarray(p['attention']['W'])
+  want = np.exp(e - e.max(-1, keepdims=True))
+  want[1, 3:] = 0.0
+  want /= want.sum(-1, keepdims=True)
+  np.testing.assert_allclose(np.asarray(w0)[:, :4], want, rtol=1e-5, atol=1e-6)

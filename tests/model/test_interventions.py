@@ -1,0 +1,176 @@
+"""Counterfactual attention (attnmt/model/interventions.py): each intervention against a NumPy reference (weights,
+padding, sums), the same counterfactual for a sentence in any batch, the identity reproducing ordinary decoding
+bit for bit, `uniform` on the score `none` changing nothing, and teacher forcing equal to step-by-step decoding
+under every intervention (one code path)."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from attnmt.errors import ConfigError
+from attnmt.model import decoding, interventions
+from attnmt.model.config import ModelConfig
+from attnmt.model.interventions import Intervention
+from attnmt.model.seq2seq import Seq2Seq, init_params
+from small_model import SMALL
+
+W = np.array(
+  [
+    [0.1, 0.5, 0.15, 0.25, 0.0, 0.0],  # length 4
+    [0.7, 0.3, 0.0, 0.0, 0.0, 0.0],  # length 2
+    [1.0, 0.0, 0.0, 0.0, 0.0, 0.0],  # length 1
+    [0.05, 0.1, 0.2, 0.3, 0.15, 0.2],  # length 6
+  ],
+  np.float32,
+)
+LENGTH = np.array([4, 2, 1, 6])
+
+
+def np_reference(name, w, n, k=2):
+  """The counterfactual of one sentence's weights `w` (its first n positions valid), written out by hand."""
+  out = np.zeros_like(w)
+  if name == 'uniform':
+    out[:n] = 1.0 / n
+  elif name == 'first':
+    out[0] = 1.0
+  elif name == 'last':
+    out[n - 1] = 1.0
+  elif name == 'shift':
+    out[:n] = np.roll(w[:n], 1)
+  elif name in ('zero_max', 'zero_top_k'):
+    kk = 1 if name == 'zero_max' else k
+    kk = min(kk, n - 1)
+    top = np.argsort(-w[:n], kind='stable')[:kk]
+    rest = w[:n].copy()
+    rest[top] = 0.0
+    if rest.sum() > 0:
+      out[:n] = rest / rest.sum()
+    else:
+      keep = np.ones(n, bool)
+      keep[top] = False
+      out[:n] = keep / keep.sum()
+  return out
+
+
+@pytest.mark.parametrize('name', ['uniform', 'first', 'last', 'shift', 'zero_max', 'zero_top_k'])
+def test_deterministic_interventions_match_numpy(name):
+  got = np.asarray(Intervention(name, k=2).apply(jnp.asarray(W), jnp.asarray(LENGTH), jnp.int32(3)))
+  for row, n in enumerate(LENGTH):
+    np.testing.assert_allclose(got[row], np_reference(name, W[row], n), rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(got[row].sum(), 1.0, rtol=1e-6)
+    assert np.all(got[row, n:] == 0.0)
+
+
+def test_zero_max_spreads_uniformly_where_nothing_is_left():
+  w = np.array([[0.0, 1.0, 0.0]], np.float32)  # the rest is exactly 0
+  got = np.asarray(Intervention('zero_max').apply(jnp.asarray(w), jnp.array([3]), jnp.int32(0)))
+  np.testing.assert_allclose(got[0], [0.5, 0.0, 0.5])
+
+
+def test_permute_is_a_permutation_of_the_valid_weights_and_random_a_distribution():
+  keys = Intervention('permute', seed=1).sentence_keys(jnp.arange(24).reshape(4, 6) + 4)
+  got = np.asarray(Intervention('permute', seed=1).apply(jnp.asarray(W), jnp.asarray(LENGTH), jnp.int32(0), keys))
+  for row, n in enumerate(LENGTH):
+    np.testing.assert_array_equal(np.sort(got[row, :n]), np.sort(W[row, :n]))
+    assert np.all(got[row, n:] == 0.0)
+  assert not np.array_equal(got[3], W[3])  # six positions: the identity order would be a 1-in-720 draw
+  rnd = Intervention('random', seed=1)
+  a = np.asarray(rnd.apply(jnp.asarray(W), jnp.asarray(LENGTH), jnp.int32(0), keys))
+  b = np.asarray(rnd.apply(jnp.asarray(W), jnp.asarray(LENGTH), jnp.int32(1), keys))
+  for row, n in enumerate(LENGTH):
+    np.testing.assert_allclose(a[row].sum(), 1.0, rtol=1e-6)
+    assert np.all(a[row, :n] > 0) and np.all(a[row, n:] == 0.0)
+  assert not np.allclose(a[3], b[3])  # a new draw at every target position
+
+
+def test_a_sentence_gets_the_same_counterfactual_in_any_batch_and_padding():
+  sentence = np.array([7, 9, 5, 2])
+  alone = jnp.asarray(sentence[None])
+  padded = jnp.asarray(np.array([[11, 12, 2, 0, 0, 0, 0], [7, 9, 5, 2, 0, 0, 0]]))
+  w = np.array([[0.4, 0.3, 0.2, 0.1]], np.float32)
+  w_padded = np.zeros((2, 7), np.float32)
+  w_padded[1, :4] = w[0]
+  w_padded[0, :3] = 1 / 3
+  for name in ('permute', 'random'):
+    iv = Intervention(name, seed=4)
+    one = iv.apply(jnp.asarray(w), jnp.array([4]), jnp.int32(2), iv.sentence_keys(alone))
+    two = iv.apply(jnp.asarray(w_padded), jnp.array([3, 4]), jnp.int32(2), iv.sentence_keys(padded))
+    np.testing.assert_array_equal(np.asarray(one)[0], np.asarray(two)[1, :4])
+
+
+def small(**over):
+  return ModelConfig.from_dict({**SMALL, 'score': 'general', **over})
+
+
+def batch():
+  rng = np.random.default_rng(5)
+  src = jnp.asarray(rng.integers(4, 20, size=(3, 7)))
+  lengths = jnp.array([7, 3, 5])
+  src = jnp.where(jnp.arange(7)[None] < lengths[:, None], src, 0)
+  return src, lengths, jnp.asarray(rng.integers(4, 23, size=(3, 6)))
+
+
+@pytest.mark.parametrize('timing', ['bahdanau', 'luong'])
+def test_identity_reproduces_ordinary_decoding_bit_for_bit(timing):
+  cfg = small(query_timing=timing)
+  params = init_params(cfg, jax.random.key(0))
+  src, lengths, tgt = batch()
+  plain = Seq2Seq(cfg).apply({'params': params}, src, lengths, tgt)
+  same = Seq2Seq(cfg, Intervention('identity')).apply({'params': params}, src, lengths, tgt)
+  for a, b in zip(plain, same):
+    np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+  for search in (
+    lambda iv: decoding.greedy(cfg, params, src, lengths, 8, intervention=iv),
+    lambda iv: decoding.beam_search(cfg, params, src, lengths, 3, 8, intervention=iv),
+  ):
+    for a, b in zip(search(None), search(Intervention('identity'))):
+      np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+def test_uniform_on_the_score_none_changes_nothing():
+  cfg = small(score='none')
+  params = init_params(cfg, jax.random.key(1))
+  src, lengths, tgt = batch()
+  plain = Seq2Seq(cfg).apply({'params': params}, src, lengths, tgt)
+  uniform = Seq2Seq(cfg, Intervention('uniform')).apply({'params': params}, src, lengths, tgt)
+  np.testing.assert_allclose(np.asarray(plain[0]), np.asarray(uniform[0]), rtol=1e-6, atol=1e-6)
+  a = decoding.greedy(cfg, params, src, lengths, 8)
+  b = decoding.greedy(cfg, params, src, lengths, 8, intervention=Intervention('uniform'))
+  np.testing.assert_array_equal(np.asarray(a.tokens), np.asarray(b.tokens))
+
+
+@pytest.mark.parametrize('name', ['first', 'permute', 'random', 'zero_max'])
+def test_teacher_forcing_equals_step_by_step_under_the_intervention(name):
+  """One code path: the step-by-step logits under the intervention equal the teacher-forced ones, and the
+  weights the context read are the counterfactual ones; the output differs from the model's own."""
+  cfg = small(query_timing='luong', window='local_p')
+  params = {'params': init_params(cfg, jax.random.key(2))}
+  iv = Intervention(name, seed=3)
+  model = Seq2Seq(cfg, iv)
+  src, lengths, tgt = batch()
+  logits, weights = jax.jit(model.apply)(params, src, lengths, tgt)
+  memory, state = model.apply(params, src, lengths, method=Seq2Seq.encode)
+  step = jax.jit(lambda m, s, y: model.apply(params, m, s, y, method=Seq2Seq.decode_step))
+  for t in range(tgt.shape[1]):
+    state, step_logits, step_weights = step(memory, state, tgt[:, t])
+    np.testing.assert_allclose(step_logits, logits[:, t], rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(step_weights, weights[:, t], rtol=1e-5, atol=1e-6)
+  w = np.asarray(weights)
+  plain = Seq2Seq(cfg).apply(params, src, lengths, tgt)[0]
+  if name == 'permute':  # local-p scales its softmax by a Gaussian (total below 1); a permutation keeps the total
+    assert np.all((w.sum(-1) > 0.5) & (w.sum(-1) < 1.0))
+  else:
+    np.testing.assert_allclose(w.sum(-1), 1.0, rtol=1e-5)
+  for b, n in enumerate(np.asarray(lengths)):
+    assert np.all(w[b, :, n:] == 0.0)
+  if name == 'first':
+    assert np.all(w[:, :, 0] == 1.0)
+  assert not np.allclose(np.asarray(plain), np.asarray(logits), atol=1e-4)
+
+
+def test_bad_names_get_one_line():
+  with pytest.raises(ConfigError, match=r"^unknown intervention 'shuffle'; valid: identity, uniform, permute,"):
+    interventions.parse('uniform,shuffle')
+  with pytest.raises(ConfigError, match=r'^intervention zero_top_k needs k >= 1, got 0$'):
+    Intervention('zero_top_k', k=0)
