@@ -28,8 +28,8 @@ import numpy as np
 from attnmt import data, plots
 from attnmt.analysis import inspection, report, tables
 from attnmt.data import batching, pipeline, sources as corpora
-from attnmt.errors import InputError
-from attnmt.model import scores
+from attnmt.errors import ConfigError, InputError
+from attnmt.model import interventions, scores
 from attnmt.model.config import ModelConfig
 from attnmt.training import evaluation, trainer
 
@@ -117,11 +117,17 @@ class Run:
     ids = self._model.src_tokenizer.encode(sentence.strip()) + [data.EOS_ID]
     return inspection.token_labels(self._model.src_tokenizer, ids)
 
-  def translate(self, sentences: Sequence[str], beam_size: int = 0, seed: Optional[int] = None) -> list[Translation]:
+  def translate(
+    self, sentences: Sequence[str], beam_size: int = 0, seed: Optional[int] = None, intervention=None
+  ) -> list[Translation]:
     """Translations of `sentences`, in order, with their attention: greedy search (`beam_size` 0) or beam
     search with the run's length and coverage penalties (train.beam_alpha, train.beam_coverage_penalty), by
     the parameters of `seed` (default: the run's first). Sentences are batched by decoding budget, so each
-    output is the one that sentence gets alone (experiments/translate.py decodes one at a time)."""
+    output is the one that sentence gets alone (experiments/translate.py decodes one at a time).
+    `intervention` (an interventions.Intervention or its name): counterfactual attention at every step
+    (`intervene`)."""
+    if isinstance(intervention, str):
+      intervention = _intervention(intervention)
     if not isinstance(beam_size, int) or beam_size < 0:
       raise InputError(f'beam_size={beam_size!r}: pass 0 (greedy search) or a beam width >= 1')
     texts = _sentences(sentences, 'sentences')
@@ -146,6 +152,7 @@ class Run:
       factor,
       keep_attention=True,
       beta=t.get('beam_coverage_penalty', 0.0),  # absent from runs made before the setting existed
+      intervention=intervention,
     )
     return [
       Translation(
@@ -159,6 +166,15 @@ class Run:
       )
       for x in decoded
     ]
+
+  def intervene(
+    self, sentences: Sequence[str], intervention: str = 'uniform', seed: Optional[int] = None, beam_size: int = 0, **kw
+  ) -> list[Translation]:
+    """Translations of `sentences` with counterfactual attention at every decoder step: `intervention` is one
+    of attnmt.model.interventions.NAMES (uniform, permute, zero_max, zero_top_k, shift, first, last, random,
+    identity); `kw` its options (k, seed of the draw, concentration). Each Translation's attention is the
+    counterfactual one the context read. Compare with `translate` to see what the output owes the attention."""
+    return self.translate(sentences, beam_size, seed, _intervention(intervention, **kw))
 
   def attend(
     self, sources: Sequence[str], references: Sequence[str], level: str = 'word', seed: Optional[int] = None
@@ -216,6 +232,16 @@ class Run:
           '(its max_positions()); split the sentence'
         )
     return split
+
+
+def _intervention(name, **kw):
+  """An Intervention from its name; a bad name or option is an InputError naming the valid ones."""
+  try:
+    return interventions.Intervention(str(name), **kw)
+  except TypeError as e:
+    raise InputError(f'intervention options: {e}; valid: k, seed, concentration') from None
+  except ConfigError as e:
+    raise InputError(str(e)) from None
 
 
 def _sentences(items: Sequence[str], what: str) -> list[str]:

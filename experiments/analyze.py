@@ -19,11 +19,13 @@ test_bleu_per_seed, space-separated): the test set is then held fixed.
 import csv
 import json
 import os
+import time
 
 from absl import app, flags
 
 from attnmt import plots
-from attnmt.analysis import comparison, exports, html_report, inspection, report, tables
+from attnmt.analysis import comparison, exports, faithfulness, html_report, inspection, report, tables
+from attnmt.model import interventions
 from experiments import common
 
 flags.DEFINE_list('runs', None, 'Run directories (comma-separated).')
@@ -34,6 +36,14 @@ flags.DEFINE_string('from_scores', None, "Instead of --runs: a CSV of per-seed s
 flags.DEFINE_string(
   'baseline', None, 'With --from_scores: the variant the others are tested against (default: none/...).'
 )
+flags.DEFINE_list(
+  'interventions',
+  [],
+  'Instead of the usual analysis: does the output follow the attention? Counterfactual attention '
+  '(uniform, permute, zero_max, zero_top_k, shift, first, last, random), erasure and attention-gradient '
+  'agreement per seed, written to faithfulness.md, faithfulness.json and faithfulness.png.',
+)
+flags.DEFINE_integer('faithfulness_sentences', 400, 'With --interventions: the first this many test sentences (0: all).')
 flags.DEFINE_string('out', None, 'Output directory (default: <first run>/../analysis).')
 flags.DEFINE_enum('which', 'best', ['best', 'latest'], 'Which checkpoint of each run.')
 flags.DEFINE_integer('beam_size', 5, 'Beam size for the beam-search scores (0: greedy only).')
@@ -67,6 +77,8 @@ def _analyze():
     return _from_scores(FLAGS.from_scores, FLAGS.baseline)
   if FLAGS.from_translations:
     return _from_translations(FLAGS.from_translations, FLAGS.out)
+  if FLAGS.interventions:
+    return _faithfulness(FLAGS.runs, FLAGS.interventions, FLAGS.out, FLAGS.faithfulness_sentences)
   try:
     sentences = [int(s) for s in FLAGS.sentences]
   except ValueError:
@@ -111,6 +123,26 @@ def _analyze():
         formats,
       )
       print(f"Exported {result['variant']}: " + ', '.join(paths))
+
+
+def _faithfulness(runs: list[str], names: list[str], out, max_sentences: int):
+  chosen = interventions.parse(','.join(names))  # a bad name fails before any run is loaded
+  if max_sentences < 0:
+    raise ValueError(f'--faithfulness_sentences ({max_sentences}) must be >= 0')
+  out = out or os.path.join(os.path.dirname(os.path.abspath(runs[0])), 'analysis')
+  if os.path.exists(out) and not os.path.isdir(out):
+    raise ValueError(f'--out {out} is a file; pass a directory for the analysis (created if missing)')
+  os.makedirs(out, exist_ok=True)
+  start, results = time.time(), []
+  for workdir in runs:
+    run = inspection.load_run(workdir, FLAGS.which)
+    results.append(faithfulness.analyze_run(run, chosen, max_sentences=max_sentences))
+  table = faithfulness.markdown(results)
+  report.write_text(os.path.join(out, 'faithfulness.md'), table)
+  report.write_text(os.path.join(out, 'faithfulness.json'), json.dumps(results, indent=1) + '\n')
+  plots.faithfulness_plot(results, os.path.join(out, 'faithfulness.png'))
+  print(table)
+  print(f'Wrote faithfulness.md, faithfulness.json and faithfulness.png under {out} in {time.time() - start:.0f} s')
 
 
 def _from_scores(path: str, baseline):

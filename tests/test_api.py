@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 
 import attnmt
-from attnmt import api, data
-from attnmt.analysis import inspection
+from attnmt import api, data, plots
+from attnmt.analysis import faithfulness, inspection
 from attnmt.errors import CheckpointError, InputError
-from attnmt.model import decoding
+from attnmt.model import decoding, interventions
 from attnmt.training import evaluation, trainer
 from experiments.configs import tiny
 
@@ -184,3 +184,56 @@ def test_the_package_exports_the_api_lazily():
   assert attnmt.load is api.load and 'compare' in dir(attnmt)
   with pytest.raises(AttributeError):
     attnmt.nothing  # noqa: B018
+
+
+def test_intervene_decodes_with_counterfactual_attention(trained):
+  """Run.intervene: the attention the context read is the counterfactual one (all on the first source token);
+  the identity gives what translate gives; a bad name or option is one line naming the valid ones."""
+  workdir, _, sources, _ = trained
+  run = attnmt.load(workdir)
+  texts = sources[:3]
+  first = run.intervene(texts, 'first', seed=1)
+  for x in first:
+    assert x.seed == 1 and np.all(x.attention[:, 0] == 1.0) and np.all(x.attention[:, 1:] == 0.0)
+  same, plain = run.intervene(texts, 'identity'), run.translate(texts)
+  assert [x.text for x in same] == [x.text for x in plain]
+  for a, b in zip(same, plain):
+    np.testing.assert_array_equal(a.attention, b.attention)
+  with pytest.raises(InputError, match=r"^unknown intervention 'shuffle'; valid: identity, uniform"):
+    run.intervene(texts, 'shuffle')
+  with pytest.raises(InputError, match=r'^intervention options: .*; valid: k, seed, concentration$'):
+    run.intervene(texts, 'zero_top_k', depth=3)
+
+
+def test_faithfulness_of_a_run_per_seed_table_and_plot(trained, tmp_path):
+  """analyze --interventions' computation on a 2-seed run: a value per seed for every measure, in range; the
+  table shows the t interval over the 2 seeds; the plot is a PNG."""
+  _, full, _, _ = trained
+  chosen = interventions.parse('uniform,permute')
+  result = faithfulness.analyze_run(full, chosen, max_sentences=8)
+  assert result['attends'] and result['sentences'] >= 8 and result['seeds'] == [0, 1]
+  for name in ('uniform', 'permute'):
+    m = result['interventions'][name]
+    assert set(m) == {'jsd', 'tvd', 'argmax_changed', 'bleu', 'bleu_own', 'chrf_own', 'function_kept', 'content_kept'}
+    assert all(len(v) == 2 for v in m.values())
+    assert all(0.0 <= x <= 1.0 for k in ('jsd', 'tvd', 'argmax_changed', 'function_kept', 'content_kept') for x in m[k])
+  e, a = result['erasure'], result['agreement']
+  assert len(e['changed_max']) == 2 and all(-1.0 <= x <= 1.0 for x in a['spearman'])
+  table = faithfulness.markdown([result])
+  assert "Student's t 95 % interval" in table and '| uniform | ' in table and ' [' in table
+  path = plots.faithfulness_plot([result], str(tmp_path / 'f.png'))
+  assert open(path, 'rb').read(8) == b'\x89PNG\r\n\x1a\n'
+
+
+def test_analyze_interventions_refuses_a_bad_name_with_one_line(trained):
+  workdir = trained[0]
+  res = subprocess.run(
+    [sys.executable, '-m', 'experiments.analyze', f'--runs={workdir}', '--interventions=uniform,shuffle'],
+    cwd=ROOT,
+    env=dict(os.environ, JAX_PLATFORMS='cpu'),
+    capture_output=True,
+    text=True,
+    timeout=300,
+  )
+  assert res.returncode == 2, res.stderr
+  assert res.stderr.strip().splitlines()[-1].startswith("error: unknown intervention 'shuffle'; valid: identity,")

@@ -20,8 +20,12 @@ class Encoder(nn.Module):
   cfg: ModelConfig
 
   @nn.compact
-  def __call__(self, src_BxS: jax.Array, src_len_B: jax.Array, train: bool = False) -> tuple[jax.Array, rnn.Carry]:
-    """Returns the annotations (B x S x H) and the top layer's final carry, each part [fwd ; bwd]."""
+  def __call__(
+    self, src_BxS: jax.Array, src_len_B: jax.Array, train: bool = False, src_offset_BxSxE: jax.Array | None = None
+  ) -> tuple[jax.Array, rnn.Carry]:
+    """Returns the annotations (B x S x H) and the top layer's final carry, each part [fwd ; bwd].
+    `src_offset_BxSxE` is added to the source embeddings: at zero, its gradient is the gradient with respect to
+    them (an attribution's gradient x input, attnmt/analysis/faithfulness.py)."""
     cfg = self.cfg
     dtype = jnp.dtype(cfg.dtype)
     embed_VxE = self.param(
@@ -31,6 +35,8 @@ class Encoder(nn.Module):
       jnp.float32,
     )
     x_BxSxI = jnp.take(embed_VxE, src_BxS, axis=0).astype(dtype)
+    if src_offset_BxSxE is not None:
+      x_BxSxI = x_BxSxI + src_offset_BxSxE.astype(dtype)
     x_BxSxI = nn.Dropout(cfg.dropout, deterministic=not train)(x_BxSxI)
     directions = (False, True) if cfg.bidirectional else (False,)
     final = None

@@ -32,17 +32,19 @@ class Seq2Seq(nn.Module):
     self.encoder = Encoder(self.cfg)
     self.decoder = Decoder(self.cfg, self.intervention)
 
-  def encode(self, src_BxS: jax.Array, src_len_B: jax.Array, train: bool = False) -> tuple[Memory, State]:
-    """Annotations, precomputed keys and the decoder's initial state."""
-    annotations, final = self.encoder(src_BxS, src_len_B, train)
+  def encode(
+    self, src_BxS: jax.Array, src_len_B: jax.Array, train: bool = False, src_offset_BxSxE=None
+  ) -> tuple[Memory, State]:
+    """Annotations, precomputed keys and the decoder's initial state (`src_offset_BxSxE`: Encoder's)."""
+    annotations, final = self.encoder(src_BxS, src_len_B, train, src_offset_BxSxE)
     memory = self.decoder.memory(annotations, src_len_B)
     if self.intervention is not None and self.intervention.random:
       memory = memory._replace(sentence_keys=self.intervention.sentence_keys(src_BxS))
     return memory, self.decoder.initial_state(memory, final)
 
-  def __call__(self, src_BxS, src_len_B, tgt_in_BxT, train: bool = False):
+  def __call__(self, src_BxS, src_len_B, tgt_in_BxT, train: bool = False, src_offset_BxSxE=None):
     """Teacher-forced logits (B x T x V, float32) and attention weights (B x T x S)."""
-    memory, state = self.encode(src_BxS, src_len_B, train)
+    memory, state = self.encode(src_BxS, src_len_B, train, src_offset_BxSxE)
     return self.decoder(memory, state, tgt_in_BxT, train)
 
   def features(self, src_BxS, src_len_B, tgt_in_BxT, train: bool = False):

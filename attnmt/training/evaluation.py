@@ -60,13 +60,15 @@ def translate(
   keep_attention: bool = False,
   mesh: Optional[jax.sharding.Mesh] = None,
   beta: float = 0.0,
+  intervention=None,
 ) -> list[Translation]:
   """Translates every batch (greedy when beam_size is 0), returned sorted by example index. Beam
   search uses the length penalty `alpha` and the coverage penalty `beta` (attnmt.model.decoding).
 
   With a `mesh` every batch is split over its devices (params replicated); rows whose index is -1 are
   padding and produce no translation. The attention is kept only with `keep_attention` (its B x T x S
-  history is the one buffer quadratic in the sentence length; see attnmt.model.decoding)."""
+  history is the one buffer quadratic in the sentence length; see attnmt.model.decoding). `intervention`:
+  counterfactual attention at every step (attnmt.model.interventions)."""
   out = []
   for batch in batches:
     on = _on_devices(batch, ('src', 'src_len'), mesh)
@@ -87,16 +89,19 @@ def translate(
         alpha=alpha,
         keep_attention=keep_attention and recurrent,
         beta=beta,
+        intervention=intervention,
       )
       d = decoding.Decoded(*(x[:, 0] for x in d))  # the best hypothesis
       if keep_attention and not recurrent:
-        forced = decoding.forced_attention(cfg, params, src, src_len, d.tokens)
+        forced = decoding.forced_attention(cfg, params, src, src_len, d.tokens, intervention)
         kept = (
           jnp.arange(forced.shape[1])[None, :, None] < d.lengths[:, None, None]
         )  # 0 after EOS, as decoding keeps it
         d = d._replace(weights=jnp.where(kept, forced, 0.0))
     else:
-      d = decoding.greedy(cfg, params, src, src_len, max_len=max_len, keep_attention=keep_attention)
+      d = decoding.greedy(
+        cfg, params, src, src_len, max_len=max_len, keep_attention=keep_attention, intervention=intervention
+      )
     tokens, lengths, scores = (parallel.to_numpy(x) for x in (d.tokens, d.lengths, d.scores))
     weights = parallel.to_numpy(d.weights) if keep_attention else None
     for row, index in enumerate(np.asarray(batch['index'])):
