@@ -190,9 +190,12 @@ def faithfulness_plot(results: list[dict], path: str) -> str:
   rows = [r for r in results if r.get('attends')]
   names = sorted({n for r in rows for n in r['interventions']}, key=lambda n: list(rows[0]['interventions']).index(n))
   fig = matplotlib.figure.Figure(figsize=(11, 0.5 + 0.45 * max(1, len(rows)) * max(1, len(names))))
-  for side, (ax, (key, title, scale)) in enumerate(zip(
-    fig.subplots(1, 2), (('jsd', 'JSD of next-token distributions (bits)', 1.0), ('content_kept', 'content words kept (%)', 100.0))
-  )):
+  for side, (ax, (key, title, scale)) in enumerate(
+    zip(
+      fig.subplots(1, 2),
+      (('jsd', 'JSD of next-token distributions (bits)', 1.0), ('content_kept', 'content words kept (%)', 100.0)),
+    )
+  ):
     labels, means, errs = [], [], []
     for r in rows:
       for n in names:

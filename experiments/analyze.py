@@ -43,7 +43,9 @@ flags.DEFINE_list(
   '(uniform, permute, zero_max, zero_top_k, shift, first, last, random), erasure and attention-gradient '
   'agreement per seed, written to faithfulness.md, faithfulness.json and faithfulness.png.',
 )
-flags.DEFINE_integer('faithfulness_sentences', 400, 'With --interventions: the first this many test sentences (0: all).')
+flags.DEFINE_integer(
+  'faithfulness_sentences', 400, 'With --interventions: the first this many test sentences (0: all).'
+)
 flags.DEFINE_string('out', None, 'Output directory (default: <first run>/../analysis).')
 flags.DEFINE_enum('which', 'best', ['best', 'latest'], 'Which checkpoint of each run.')
 flags.DEFINE_integer('beam_size', 5, 'Beam size for the beam-search scores (0: greedy only).')

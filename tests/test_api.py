@@ -163,7 +163,9 @@ def test_a_source_longer_than_a_location_model_takes_is_refused_not_cut():
   for score, limit in (('additive', 0), ('location', 4)):
     run = api.Run(dataclasses.replace(model, cfg=api.ModelConfig(score=score, max_source_length=4)))
     assert run.max_source_tokens == limit and run.tokenize('1 2 3 4') == ['1', '2', '3', '4', '</s>']
-  with pytest.raises(InputError, match=r"source 1 has 5 tokens \(with EOS\), more than the 4 score 'location' can address"):
+  with pytest.raises(
+    InputError, match=r"source 1 has 5 tokens \(with EOS\), more than the 4 score 'location' can address"
+  ):
     run.translate(['1 2', '1 2 3 4'])  # refused before anything is decoded (the stand-in has no parameters)
 
 

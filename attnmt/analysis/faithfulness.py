@@ -320,7 +320,11 @@ def markdown(results: list[dict]) -> str:
       continue
     for name, m in r['interventions'].items():
       lines.append(f"| {r['variant']} | {name} | " + ' | '.join(_cell(m[k], s, d) for k, _, s, d in COLUMNS) + ' |')
-  lines += ['', '| variant | own BLEU | erasure: most attended, output changed % | random token % | attention-gradient Spearman |', '|---|---|---|---|---|']
+  lines += [
+    '',
+    '| variant | own BLEU | erasure: most attended, output changed % | random token % | attention-gradient Spearman |',
+    '|---|---|---|---|---|',
+  ]
   for r in results:
     if r['attends']:
       e, a = r['erasure'], r['agreement']

@@ -120,16 +120,6 @@ def attention_alignment(word_weights_TxS: np.ndarray) -> set[tuple[int, int]]:
   return {(int(np.argmax(row)), t) for t, row in enumerate(word_weights_TxS)}
 
 
-def parse_pharaoh(line: str) -> tuple[set, set]:
-  """'0-1 2p3' -> (sure, possible) sets of (source, target) pairs; sure links are also possible."""
-  sure, possible = set(), set()
-  for item in line.split():
-    sep = '-' if '-' in item else 'p'
-    s, t = (int(x) for x in item.split(sep))
-    (sure if sep == '-' else possible).add((s, t))
-  return sure, possible | sure
-
-
 def alignment_error_rate(predicted: list[set], sure: list[set], possible: Optional[list[set]] = None) -> float:
   """AER = 1 - (|A & S| + |A & P|) / (|A| + |S|) summed over the corpus (Och & Ney 2003)."""
   possible = possible or sure

@@ -22,11 +22,6 @@ from attnmt.model.normalizers import masked_entmax15, masked_softmax, masked_spa
 Params = dict
 
 
-def context_vector(weights_S: jax.Array, annotations_SxH: jax.Array) -> jax.Array:
-  """c = sum_i a_i h_i (Bahdanau Eq. 5) for one sentence."""
-  return jnp.einsum('s,sh->h', weights_S.astype(annotations_SxH.dtype), annotations_SxH)
-
-
 def context(weights_BxS: jax.Array, annotations_BxSxH) -> jax.Array:
   """c_b = sum_i a_bi h_bi for a batch: one product a @ h per sentence (inside the decoder's scan, a
   product whose gradient for the annotations `deferred_scan` forms after the backward scan)."""
@@ -135,24 +130,6 @@ def attention_step(
   if cfg.coverage != 'none':
     new['coverage'] = state['coverage'] + weights_BxS
   return weights_BxS, new
-
-
-def attend(
-  cfg: ModelConfig,
-  p: Params,
-  query_Q: jax.Array,
-  keys_SxK: jax.Array,
-  annotations_SxH: jax.Array,
-  length: jax.Array,
-  t: jax.Array,
-) -> tuple[jax.Array, jax.Array]:
-  """Context vector and attention weights for one query: score, window and normaliser, context.
-
-  `length` is the source length (positions >= length are padding); `t` is the 0-based target position
-  used as the centre of the `local_m` window. Returns (context_H, weights_S) with weights in float32.
-  """
-  weights_S = attention_weights(cfg, p, query_Q[None], keys_SxK[None], jnp.asarray(length)[None], t)[0]
-  return context_vector(weights_S, annotations_SxH), weights_S
 
 
 def check_user_code(cfg: ModelConfig) -> None:

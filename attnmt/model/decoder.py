@@ -161,7 +161,11 @@ class Decoder(nn.Module):
     """The output layer's hidden vector, before the vocabulary projection; any leading shape."""
     hidden = self.form.hidden(p, step_out, emb_xE)
     check_output(
-      'decoder form', self.form, 'from hidden()', hidden, emb_xE.shape[:-1] + (self.form.output_size(),),
+      'decoder form',
+      self.form,
+      'from hidden()',
+      hidden,
+      emb_xE.shape[:-1] + (self.form.output_size(),),
       '(..., output_size())',
     )
     return self._dropout(hidden, train)

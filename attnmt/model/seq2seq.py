@@ -57,7 +57,9 @@ class Seq2Seq(nn.Module):
     teacher-forced attention weights (B x T x S); the decoder applies its own vocabulary projection
     (`Decoder.token_nll`), so no caller reaches into its parameters."""
     hidden_BxTxO, weights_BxTxS = self.features(src_BxS, src_len_B, tgt_in_BxT, train)
-    nll_N = self.decoder.token_nll(hidden_BxTxO.reshape(-1, hidden_BxTxO.shape[-1]), labels_BxT.reshape(-1), label_smoothing)
+    nll_N = self.decoder.token_nll(
+      hidden_BxTxO.reshape(-1, hidden_BxTxO.shape[-1]), labels_BxT.reshape(-1), label_smoothing
+    )
     return nll_N.reshape(labels_BxT.shape), weights_BxTxS
 
   def decode_step(self, memory: Memory, state: State, token_B: jax.Array, decoding: bool = True):

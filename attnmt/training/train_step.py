@@ -19,27 +19,6 @@ from attnmt.model.config import ModelConfig
 from attnmt.model.seq2seq import Seq2Seq, init_params
 
 
-def masked_cross_entropy(
-  logits_BxTxV: jax.Array, labels_BxT: jax.Array, length_B: jax.Array, label_smoothing: float = 0.0
-) -> tuple[jax.Array, jax.Array]:
-  """Summed token cross-entropy over the first `length` positions of each row, and the token count.
-
-  With label smoothing eps the target is (1 - eps) on the label plus eps spread uniformly over the
-  vocabulary (Szegedy et al. 2016).
-  """
-  # -log p(y) = logsumexp(logits) - logits[y]. The label's logit is picked by a comparison with an
-  # iota rather than a gather, so its gradient fuses with the softmax's instead of scattering.
-  logits_BxTxV = logits_BxTxV.astype(jnp.float32)
-  lse_BxT = jax.nn.logsumexp(logits_BxTxV, axis=-1)
-  is_label_BxTxV = jnp.arange(logits_BxTxV.shape[-1]) == labels_BxT[..., None]
-  nll_BxT = lse_BxT - jnp.sum(jnp.where(is_label_BxTxV, logits_BxTxV, 0.0), axis=-1)
-  if label_smoothing:  # mean_v log p(v) = mean_v logits_v - logsumexp(logits)
-    mean_logp_BxT = jnp.mean(logits_BxTxV, axis=-1) - lse_BxT
-    nll_BxT = (1.0 - label_smoothing) * nll_BxT - label_smoothing * mean_logp_BxT
-  mask_BxT = jnp.arange(labels_BxT.shape[1])[None, :] < length_B[:, None]
-  return jnp.sum(jnp.where(mask_BxT, nll_BxT, 0.0)), jnp.sum(mask_BxT)
-
-
 ALIGNMENT_EPS = 1e-6  # alignment_loss: -log(a + eps) stays finite where a normaliser gives a = 0
 
 
@@ -141,7 +120,7 @@ class LossParts(NamedTuple):
 def summed_loss(cfg: ModelConfig, params, batch: dict, rng, train: bool, label_smoothing: float = 0.0):
   """(summed token cross-entropy, token count, teacher-forced attention weights B x T x S).
 
-  The cross-entropy equals `masked_cross_entropy` of the model's logits; the model applies its own
+  The cross-entropy equals that of the model's logits (tests/references.py); the model applies its own
   vocabulary projection (`Seq2Seq.token_nll`, fused with the loss: no B x T x V logits are stored).
   """
   labels_BxT = batch['tgt_out']

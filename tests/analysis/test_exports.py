@@ -14,6 +14,7 @@ import pytest
 
 from attnmt.analysis import exports, inspection
 from attnmt.training import trainer
+import references
 from experiments.configs import tiny
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -66,7 +67,7 @@ def test_every_format_reads_back(run_and_attention, attention_eos, tmp_path):
   # Pharaoh: line i is sentence i; read with the AER code's parser, the links are the attention's argmax links.
   lines = open(paths[0]).read().splitlines()
   assert len(lines) == len(order) == 40
-  predicted = [inspection.parse_pharaoh(line)[0] for line in lines]
+  predicted = [references.parse_pharaoh(line)[0] for line in lines]
   wanted = [inspection.attention_alignment(attention[i][0]) for i in order]
   assert predicted == wanted and inspection.alignment_error_rate(predicted, wanted) == 0.0
   assert all(len(p) == attention[i][0].shape[0] for p, i in zip(predicted, order))  # one link per target word
@@ -140,7 +141,7 @@ def test_analyze_exports_beside_its_analysis(run_and_attention, tmp_path):
   assert res.returncode == 0, res.stderr[-3000:]
   run_dir = tmp_path / 'additive-bahdanau-global'
   lines = (run_dir / 'alignments.pharaoh').read_text().splitlines()
-  assert [inspection.parse_pharaoh(line)[0] for line in lines] == [
+  assert [references.parse_pharaoh(line)[0] for line in lines] == [
     inspection.attention_alignment(attention[i][0]) for i in sorted(attention)
   ]
   assert (run_dir / 'attention.softalign').exists() and not (run_dir / 'attention.npz').exists()

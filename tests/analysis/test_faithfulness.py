@@ -5,11 +5,9 @@ gradient x input by finite differences, Spearman by scipy, the seed summary by h
 import jax
 import jax.numpy as jnp
 import numpy as np
-import pytest
 import scipy.stats
 
 from attnmt.analysis import faithfulness
-from attnmt.model import decoding
 from attnmt.model.config import ModelConfig
 from attnmt.model.interventions import Intervention
 from attnmt.model.seq2seq import BOS, Seq2Seq, init_params
@@ -91,7 +89,9 @@ def test_gradient_times_input_matches_finite_differences_and_spearman_matches_sc
   cfg = small()
   params = init_params(cfg, jax.random.key(1))
   src, lengths, tokens, out_len = data()
-  attribution, weights = faithfulness.attributions(cfg, params, jnp.asarray(src), jnp.asarray(lengths), jnp.asarray(tokens))
+  attribution, weights = faithfulness.attributions(
+    cfg, params, jnp.asarray(src), jnp.asarray(lengths), jnp.asarray(tokens)
+  )
   tgt_in = np.concatenate([np.full((3, 1), BOS), tokens[:, :-1]], 1)
   embed = np.asarray(params['encoder']['embed'])[src]
 
@@ -108,7 +108,9 @@ def test_gradient_times_input_matches_finite_differences_and_spearman_matches_sc
     np.testing.assert_allclose(float(attribution[b, t, i]), abs(fd), rtol=2e-2, atol=1e-4)
   got = faithfulness.agreement(attribution, weights, lengths, out_len)
   want = [
-    scipy.stats.spearmanr(np.asarray(weights)[b, t, : lengths[b]], np.asarray(attribution)[b, t, : lengths[b]]).statistic
+    scipy.stats.spearmanr(
+      np.asarray(weights)[b, t, : lengths[b]], np.asarray(attribution)[b, t, : lengths[b]]
+    ).statistic
     for b in range(2)
     for t in range(out_len[b])
   ]
@@ -120,7 +122,9 @@ def test_teacher_forced_shift_is_zero_for_identity_and_not_for_uniform():
   cfg = small()
   params = init_params(cfg, jax.random.key(2))
   src, lengths, tokens, out_len = data()
-  batch = dict(src=jnp.asarray(src), src_len=jnp.asarray(lengths), tgt_in=jnp.asarray(tokens), tgt_len=jnp.asarray(out_len))
+  batch = dict(
+    src=jnp.asarray(src), src_len=jnp.asarray(lengths), tgt_in=jnp.asarray(tokens), tgt_len=jnp.asarray(out_len)
+  )
   same = faithfulness.teacher_forced_shift(cfg, params, batch, Intervention('identity'))
   assert float(same['jsd']) == 0.0 and int(same['argmax_changed']) == 0 and int(same['positions']) == 12
   shifted = faithfulness.teacher_forced_shift(cfg, params, batch, Intervention('first'))

@@ -9,7 +9,7 @@ import scipy.stats
 
 from attnmt.analysis import comparison as C
 from attnmt.analysis import significance as S
-from attnmt.training import measures
+import references
 
 WORDS = 'the a cat dog sat on mat in house big small red'.split()
 
@@ -132,7 +132,7 @@ def test_seed_variance_widens_the_test():
   refs, noisy = _corpus(80)
   a = [noisy(0.15, 1), noisy(0.5, 2), noisy(0.2, 3)]  # one bad seed
   b = [noisy(0.3, 4), noisy(0.32, 5), noisy(0.28, 6)]
-  sentence_only = measures.paired_bootstrap({'b': b[0], 'a': a[0]}, refs, 'b', 500, 11)['systems']['a']
+  sentence_only = references.paired_bootstrap({'b': b[0], 'a': a[0]}, refs, 'b', 500, 11)['systems']['a']
   both = C.compare(['a', 'b'], [a, b], refs, baseline='b', n_samples=500, seed=11)['pairs'][0]
   assert sentence_only['p_value'] < 0.05
   assert both['p_value'] > 0.05 and both['verdict'] == 'a ≈ b: not distinguishable with 3 seeds'

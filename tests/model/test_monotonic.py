@@ -143,7 +143,10 @@ def test_config_refuses_what_has_no_meaning_and_takes_the_rest():
     ModelConfig.from_dict({**MONOTONIC, 'window': 'local_m'})
   with pytest.raises(ConfigError, match=r"^normalizer 'monotonic' .*; use window 'global', not 'local_p'$"):
     ModelConfig.from_dict({**MONOTONIC, 'window': 'local_p'})
-  with pytest.raises(ConfigError, match=r"^normalizer 'monotonic' .* score 'none' gives every position the same score; use another score$"):
+  with pytest.raises(
+    ConfigError,
+    match=r"^normalizer 'monotonic' .* score 'none' gives every position the same score; use another score$",
+  ):
     ModelConfig.from_dict({**MONOTONIC, 'score': 'none'})
   for score, timing in itertools.product(scores.names(), form_names()):
     if score != 'none':

