@@ -139,7 +139,9 @@ setup_offline() {
 
 # $1 = browser: the Debian packages include chromium (install_debian_packages).
 setup() {
-  command -v python3 >/dev/null || die "python3 not found; install Python 3.10 or newer"
+  command -v python3 >/dev/null || die "python3 not found; install Python 3.11 or newer"
+  python3 -c 'import sys; sys.exit(sys.version_info < (3, 11))' ||
+    die "python3 is $(python3 -c 'import sys; print(sys.version.split()[0])'); attnmt needs 3.11 or newer (current jax, jaxlib and optax releases do): install it and put it first on PATH"
   if [ -n "${ATTNMT_WHEELHOUSE:-}" ]; then
     setup_offline "${1:-}"
     return
