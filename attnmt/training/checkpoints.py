@@ -13,9 +13,14 @@ Restoring needs nothing but the directory.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import errno
+import io
 import json
+import logging
 import os
+import re
 import time
 import weakref
 from typing import Any, Optional
@@ -109,6 +114,69 @@ def _from_saved(state: train_step.TrainState) -> train_step.TrainState:
   return state.replace(rng=jax.random.wrap_key_data(state.rng))
 
 
+@contextlib.contextmanager
+def quiet_io():
+  """Keeps Orbax's, TensorStore's and asyncio's own messages off the user's stderr while a block reads or
+  writes checkpoints: absl log lines below FATAL (Orbax logs a failed background write from every thread
+  that saw it) and the tracebacks background threads print. Yields the captured text, which a failure
+  summarises in its one line; a block that succeeds leaves nothing to say, so it is dropped."""
+  absl = logging.getLogger('absl')
+  level, captured = absl.level, io.StringIO()
+  absl.setLevel(logging.FATAL)
+  try:
+    with contextlib.redirect_stderr(captured):
+      yield captured
+  finally:
+    absl.setLevel(level)
+
+
+def failure_cause(error: BaseException) -> str:
+  """The cause of a failed checkpoint write in a few words: the operating system's message where the
+  error carries one (an OSError, or TensorStore's [os_error_code='28']), else the error's first line."""
+  code = getattr(error, 'errno', None)
+  if code is None:
+    found = re.search(r"os_error_code='(\d+)'", str(error))
+    code = int(found.group(1)) if found else None
+  if code:
+    return os.strerror(code)
+  first = (str(error).strip().splitlines() or [type(error).__name__])[0]
+  return first if len(first) <= 160 else first[:157] + '...'
+
+
+def _what_to_free(cause: str) -> str:
+  if cause == os.strerror(errno.ENOSPC) or cause == os.strerror(errno.EDQUOT):
+    return 'free space on that disk (or give --workdir on another)'
+  if cause == os.strerror(errno.EACCES) or cause == os.strerror(errno.EROFS):
+    return 'give this user write access to the run directory'
+  return 'fix the cause'
+
+
+def unreadable(directory: str) -> Optional[str]:
+  """The first folder or file under `directory` this process may not read (or list), or None. Resume asks
+  this before it restores a step, so that a permission problem is an error that moves nothing, never
+  damage: Orbax and TensorStore report an unreadable file as many exception types, not PermissionError."""
+  failed = []
+  for root, _, files in os.walk(directory, onerror=lambda e: failed.append(e.filename or directory)):
+    if failed:
+      break
+    if not os.access(root, os.R_OK | os.X_OK):
+      return root
+    for name in files:
+      path = os.path.join(root, name)
+      if not os.access(path, os.R_OK):
+        return path
+  return failed[0] if failed else None
+
+
+def _refuse_unreadable(directory: str) -> None:
+  path = unreadable(directory)
+  if path is not None:
+    raise CheckpointError(
+      f'cannot read checkpoint {directory} ({path} is not readable by this user); nothing was moved; give this '
+      'user read access to the run directory and run again'
+    )
+
+
 _open_runs: weakref.WeakSet = weakref.WeakSet()  # RunCheckpoints whose asynchronous saves may be under way
 
 
@@ -125,6 +193,7 @@ class RunCheckpoints:
   def __init__(self, workdir: str, max_to_keep: int = 2):
     _open_runs.add(self)
     self.workdir = os.path.abspath(workdir)
+    self.failed = False  # a save failed: closing does not raise the same failure again
     # Several processes: synchronous saves. Two managers saving the same step asynchronously (best, then
     # latest) deadlocked in Orbax's cross-process barriers now and then (seen with 2 CPU processes).
     async_ok = jax.process_count() == 1
@@ -138,15 +207,32 @@ class RunCheckpoints:
     )
 
   def save(self, step: int, state: train_step.TrainState, meta: dict, best: bool = False) -> None:
-    """Saves `step`, replacing a step of that number already there (Orbax refuses to write over one)."""
+    """Saves `step`, replacing a step of that number already there (Orbax refuses to write over one), and
+    waits until it is written: a save that fails (a full disk, a permission) ends the run at once with one
+    CheckpointError line naming the cause and the last complete checkpoint, which is left as it was."""
     manager = self.best if best else self.latest
     meta = {**meta, 'checkpoint_format': CHECKPOINT_FORMAT}
     args = ocp.args.Composite(state=ocp.args.StandardSave(_to_saveable(state)), meta=ocp.args.JsonSave(meta))
     with guards.saving():  # a signal now waits: the save is not cut off
-      if step in manager.all_steps():
-        manager.wait_until_finished()
-        manager.delete(step)
-      manager.save(step, args=args, force=True)
+      try:
+        with quiet_io():
+          if step in manager.all_steps():
+            manager.wait_until_finished()
+            manager.delete(step)
+          manager.save(step, args=args, force=True)
+          manager.wait_until_finished()
+          manager.check_for_errors()
+      except Exception as e:  # Orbax and TensorStore raise many types for one failed write
+        self.failed = True
+        where = os.path.join(self.workdir, 'best' if best else 'checkpoints')
+        done = [s for s in self.latest.all_steps() if s != step] if not best else []
+        last = f'step {max(done)}' if done else 'the newest complete one'
+        cause = failure_cause(e)
+        raise CheckpointError(
+          f'could not save checkpoint step {step} under {where} ({cause}); training stopped, and the last '
+          f'complete checkpoint ({last}) is untouched; {_what_to_free(cause)} and run the same command again '
+          'to resume'
+        ) from None
 
   def wait(self) -> None:
     self.latest.wait_until_finished()
@@ -182,6 +268,7 @@ class RunCheckpoints:
     out, damaged = None, []
     for step in sorted(self.latest.all_steps(), reverse=True):
       check_format(os.path.join(self.workdir, 'checkpoints'), step, like)
+      _refuse_unreadable(os.path.join(self.workdir, 'checkpoints', str(step)))
       try:
         state, meta = self.restore(like, step)
       except PermissionError as e:
@@ -198,6 +285,7 @@ class RunCheckpoints:
     if out is None:  # resume from best/ rather than lose it
       for step in sorted(self.best.all_steps(), reverse=True):
         check_format(os.path.join(self.workdir, 'best'), step, like)
+        _refuse_unreadable(os.path.join(self.workdir, 'best', str(step)))
         try:
           state, meta = self.restore(like, step, best=True)
         except PermissionError as e:
@@ -238,10 +326,15 @@ class RunCheckpoints:
     return out
 
   def close(self) -> None:
-    self.wait()
     _open_runs.discard(self)
-    self.latest.close()
-    self.best.close()
+    with quiet_io():  # after a failed save, closing reports the same failure again from Orbax's threads
+      try:
+        self.wait()
+      except Exception:
+        if not self.failed:
+          raise
+      self.latest.close()
+      self.best.close()
 
 
 def _leaf_shapes(tree) -> dict:
