@@ -20,12 +20,14 @@ import csv
 import json
 import os
 import time
+import types
 
 from absl import app, flags
 
 from attnmt import plots
 from attnmt.analysis import comparison, exports, faithfulness, html_report, inspection, report, tables
-from attnmt.model import interventions
+from attnmt.errors import ConfigError
+from attnmt.model import interventions, scores
 from experiments import common
 
 flags.DEFINE_list('runs', None, 'Run directories (comma-separated).')
@@ -34,7 +36,7 @@ flags.DEFINE_string(
 )
 flags.DEFINE_string('from_scores', None, "Instead of --runs: a CSV of per-seed scores (a sweep's results.csv).")
 flags.DEFINE_string(
-  'baseline', None, 'With --from_scores: the variant the others are tested against (default: none/...).'
+  'baseline', None, 'The variant the others are tested against (default: the first whose score does not attend, none).'
 )
 flags.DEFINE_list(
   'interventions',
@@ -105,6 +107,7 @@ def _analyze():
     pharaoh=FLAGS.pharaoh,
     heatmap_min_words=FLAGS.heatmap_min_words,
     report_sentences=FLAGS.report_sentences,
+    baseline=FLAGS.baseline,
   )
   table = tables.analysis_table(results)
   report.write_text(os.path.join(out, 'analysis.md'), table + '\n')
@@ -159,13 +162,22 @@ def _from_scores(path: str, baseline):
     raise ValueError(f'{path}: test_bleu_per_seed must hold numbers separated by spaces') from None
   if baseline is not None and baseline not in names:
     raise ValueError(f'--baseline {baseline} is not a variant of {path}; variants: {", ".join(names)}')
-  baseline = baseline or next((n for n in names if n.startswith('none/')), None)
+  # A results.csv holds names only: a variant's score is its name's first part (trainer.variant_name).
+  baseline = baseline or next((n for n in names if not _score_attends(n.split('/')[0])), None)
   results = tables.scores_results(comparison.compare_scores(names, scores, baseline))
   print(f'From {path} ({len(names)} variant(s), per-seed scores only):\n' + tables.pairwise_text(results))
 
 
+def _score_attends(score: str) -> bool:
+  """Whether the score a variant name starts with attends (a name that is no score: it is taken to)."""
+  try:
+    return scores.build(types.SimpleNamespace(score=score)).attends
+  except ConfigError:
+    return True
+
+
 def _from_translations(path: str, out):
-  results = report.analyze_translations(path)
+  results = report.analyze_translations(path, baseline=FLAGS.baseline)
   table = tables.analysis_table(results)
   print(f'From {path} ({len(results)} variant(s); no runs read):\n' + table)
   print(tables.attention_verdict(results))

@@ -18,6 +18,7 @@ from attnmt import data, plots, progress
 from attnmt.data import pharaoh as pharaoh_file
 from attnmt.errors import pause_point
 from attnmt.model import decoding
+from attnmt.model import scores as score_registry
 from attnmt.training import evaluation, measures
 
 
@@ -82,7 +83,13 @@ def _analyze_run(
   run_dir = None if out_dir is None else os.path.join(out_dir, _slug(run.name))
   if run_dir is not None:
     os.makedirs(run_dir, exist_ok=True)
-  result = {'variant': run.name, 'workdir': run.workdir, 'step': run.step, 'seeds': run.seeds}
+  result = {
+    'variant': run.name,
+    'workdir': run.workdir,
+    'step': run.step,
+    'seeds': run.seeds,
+    'attends': score_registry.build(run.cfg).attends,  # False: a baseline without attention (score 'none')
+  }
   modes = [('greedy', 0)] + ([('beam', beam_size)] if beam_size else [])
   n_best, texts, attention_by_seed = {}, {'hypotheses': {}}, []
   if pharaoh:
@@ -345,7 +352,20 @@ def _alignment_error_rates(run, split, pharaoh) -> tuple[Optional[list[float]], 
   return out, {'sure': sure, 'possible': possible, 'forced': forced}
 
 
-def add_significance(results: list[dict], texts: list[dict], n_samples: int = 1000, seed: int = 12345) -> None:
+def default_baseline(results: list[dict], name: Optional[str] = None) -> Optional[str]:
+  """The variant others are tested against: `name` when given (it must be one of `results`), else the first
+  variant whose score does not attend (result['attends'] False), else None."""
+  names = [r['variant'] for r in results]
+  if name is not None:
+    if name not in names:
+      raise ValueError(f'--baseline {name} is not one of the variants compared: {", ".join(names)}')
+    return name
+  return next((r['variant'] for r in results if not r.get('attends', True)), None)
+
+
+def add_significance(
+  results: list[dict], texts: list[dict], n_samples: int = 1000, seed: int = 12345, baseline: Optional[str] = None
+) -> None:
   """Sets result['significance'] of every run from comparison.compare_statistics, over seeds and test
   sentences: 'corpus' holds the per-seed greedy BLEU, mean, sd and t interval over seeds with the test set's
   variance ('ci'); 'pairs' the comparisons this run leads (against the baseline, against the best, then the
@@ -354,21 +374,22 @@ def add_significance(results: list[dict], texts: list[dict], n_samples: int = 10
   baseline, Holm-adjusted over every bucket test against it).
 
   `texts[k]` holds run k's 'hypotheses' ({'greedy': one list per seed}), 'references' and 'sources'. Runs
-  are compared only with runs that translated the same sentences; the baseline is the first of those named
-  'none/...' (no p-values against a baseline without one)."""
+  are compared only with runs that translated the same sentences; the baseline is the variant named `baseline`,
+  else the first whose score does not attend (result['attends'] False: `none`, or a user's score that declares
+  so); without one, no p-values against a baseline."""
   groups = {}
   for k, g in enumerate(texts):
     groups.setdefault((tuple(g['references']), tuple(g['sources'])), []).append(k)
   for members in groups.values():
     names = [results[k]['variant'] for k in members]
-    baseline = next((n for n in names if n.startswith('none/')), None)
+    base = default_baseline([results[k] for k in members], baseline)
     refs, sources = texts[members[0]]['references'], texts[members[0]]['sources']
     stats = [
       np.stack([significance.sentence_statistics(h, refs) for h in texts[k]['hypotheses']['greedy']]) for k in members
     ]
-    whole = comparison.compare_statistics(names, stats, baseline, n_samples, seed)
+    whole = comparison.compare_statistics(names, stats, base, n_samples, seed)
     buckets = _buckets_against_baseline(
-      results[members[0]]['greedy_bleu_by_length'], sources, stats, names, baseline, n_samples, seed
+      results[members[0]]['greedy_bleu_by_length'], sources, stats, names, base, n_samples, seed
     )
     for m, k in enumerate(members):
       results[k]['significance'] = {
@@ -419,6 +440,7 @@ def analyze_runs(
   bootstrap_samples: int = 1000,
   bootstrap_seed: int = 12345,
   report_sentences: int = 200,
+  baseline: Optional[str] = None,
   **options,
 ) -> list[dict]:
   """analyze_run for every directory, the significance of their differences (add_significance), the
@@ -434,7 +456,7 @@ def analyze_runs(
     results.append(result)
     texts.append(run_texts)
     views.append(run_views)
-  add_significance(results, texts, bootstrap_samples, bootstrap_seed)
+  add_significance(results, texts, bootstrap_samples, bootstrap_seed, baseline)
   if out_dir is None:
     return results
   for result in results:
@@ -552,14 +574,16 @@ def embedded_sentences(results: list[dict], views: list[dict[int, dict]], must=(
   }
 
 
-def analyze_translations(path: str, n_samples: int = 1000, seed: int = 12345) -> list[dict]:
+def analyze_translations(
+  path: str, n_samples: int = 1000, seed: int = 12345, baseline: Optional[str] = None
+) -> list[dict]:
   """The analysis results (as analyze_runs returns them, less what needs the model: attention, beam, AER)
   recomputed from a stored translations file (attnmt.analysis.stored)."""
   doc = stored.load(path)
   refs, srcs = doc['references'], doc['sources']
   results, texts = [], []
   for v in doc['variants']:
-    result = {'variant': v['variant'], 'seeds': v['seeds'], 'source': path}
+    result = {'variant': v['variant'], 'seeds': v['seeds'], 'source': path, 'attends': v.get('attends', True)}
     for hyps in v['greedy']:
       scores = evaluation.bleu_chrf(hyps, refs)
       result.setdefault('greedy_bleu', []).append(scores['bleu'])
@@ -570,5 +594,5 @@ def analyze_translations(path: str, n_samples: int = 1000, seed: int = 12345) ->
     result['greedy_bleu_by_length'] = pool_by_length(result['greedy_bleu_by_length_by_seed'])
     results.append(result)
     texts.append({'hypotheses': {'greedy': v['greedy']}, 'references': refs, 'sources': srcs})
-  add_significance(results, texts, n_samples, seed)
+  add_significance(results, texts, n_samples, seed, baseline)
   return results

@@ -25,7 +25,12 @@ def save(path: str, results: list[dict], texts: list[dict]) -> str:
   (analyze_runs' results and texts); returns the path."""
   first = texts[0]
   variants = [
-    {'variant': r['variant'], 'seeds': list(r['seeds']), 'greedy': t['hypotheses']['greedy']}
+    {
+      'variant': r['variant'],
+      'seeds': list(r['seeds']),
+      'attends': r.get('attends', True),  # False: the baseline without attention
+      'greedy': t['hypotheses']['greedy'],
+    }
     for r, t in zip(results, texts)
     if t['references'] == first['references'] and t['sources'] == first['sources']
   ]

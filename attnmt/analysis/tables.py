@@ -268,8 +268,8 @@ def attention_verdict(results: list[dict]) -> str:
   against none one family) beats it, significantly lower is below it, anything else within the uncertainty.
   With one seed the same test covers the sentences only, and the text says so."""
   buckets = longest_shared_buckets(results)
-  none = [r for r in results if r['variant'].startswith('none/')]
-  others = [r for r in results if not r['variant'].startswith('none/')]
+  none = [r for r in results if not r.get('attends', True)]
+  others = [r for r in results if r.get('attends', True)]
   if not buckets or not none or not others or not all('significance' in r for r in results):
     return ''
   base, lines = none[0], []

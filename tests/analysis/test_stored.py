@@ -30,8 +30,13 @@ def _doc(n=60):
     return [' '.join(w if r.random() > p else str(r.choice(WORDS)) for w in x.split()) for x in refs]
 
   variants = [
-    {'variant': 'none/bahdanau/global', 'seeds': [0, 1], 'greedy': [noisy(0.6, 1), noisy(0.62, 2)]},
-    {'variant': 'additive/bahdanau/global', 'seeds': [0, 1, 2], 'greedy': [noisy(0.2, s) for s in (3, 4, 5)]},
+    {'variant': 'none/bahdanau/global', 'seeds': [0, 1], 'attends': False, 'greedy': [noisy(0.6, 1), noisy(0.62, 2)]},
+    {
+      'variant': 'additive/bahdanau/global',
+      'seeds': [0, 1, 2],
+      'attends': True,
+      'greedy': [noisy(0.2, s) for s in (3, 4, 5)],
+    },
   ]
   return {'format': stored.FORMAT, 'references': refs, 'sources': srcs, 'variants': variants}
 
@@ -59,9 +64,27 @@ def test_statistics_from_stored_translations(tmp_path):
   assert pair['p_value'] == again['p_value'] and pair['verdict'] == again['verdict'] == f'{names[1]} > {names[0]}'
 
 
+def test_the_baseline_is_the_variant_without_attention_not_a_name(tmp_path):
+  """A baseline is chosen by what its score declares (attends False), whatever it is called; --baseline
+  (here: the analysis's `baseline`) names another one."""
+  doc = _doc()
+  doc['variants'][0]['variant'] = 'my_pkg.scores:Flat/bahdanau/global'
+  path = _write(tmp_path / 'translations.json.gz', doc)
+  results = report.analyze_translations(path, n_samples=200)
+  (pair,) = results[1]['significance']['pairs']
+  assert pair['verdict'] == f"additive/bahdanau/global > {doc['variants'][0]['variant']}"
+  doc['variants'][0]['attends'] = True  # no variant without attention: no baseline, the pair is in the other family
+  results = report.analyze_translations(_write(tmp_path / 'b.json.gz', doc), n_samples=200)
+  assert report.default_baseline(results) is None
+  again = report.analyze_translations(path, n_samples=200, baseline='additive/bahdanau/global')
+  assert report.default_baseline(again, 'additive/bahdanau/global') == 'additive/bahdanau/global'
+  with pytest.raises(ValueError, match=r'^--baseline x is not one of the variants compared: '):
+    report.analyze_translations(path, n_samples=200, baseline='x')
+
+
 def test_save_then_load_round_trips(tmp_path):
   doc = _doc(20)
-  results = [{'variant': v['variant'], 'seeds': v['seeds']} for v in doc['variants']]
+  results = [{'variant': v['variant'], 'seeds': v['seeds'], 'attends': v['attends']} for v in doc['variants']]
   texts = [
     {'hypotheses': {'greedy': v['greedy']}, 'references': doc['references'], 'sources': doc['sources']}
     for v in doc['variants']
