@@ -1,0 +1,122 @@
+"""Equal outputs before and after a refactor: for a grid of model variants (both decoder forms, input feeding,
+every built-in score, the three windows, both cells, two layers, coverage, sparsemax, monotonic, bfloat16,
+init_state last), the initial parameters, teacher-forced logits and weights, the loss and its gradients (with
+and without dropout), and greedy and beam-search outputs, saved to one .npz and compared bit for bit.
+
+    python tools/equal_outputs.py save /tmp/before.npz        # on the code before the change
+    python tools/equal_outputs.py compare /tmp/before.npz     # after it: every array equal, or what differs
+
+About 14 minutes on 2 CPU cores for all 24 variants (compiling dominates); --first=N takes the first N.
+"""
+
+import sys
+import numpy as np
+import jax
+import jax.numpy as jnp
+
+from attnmt.model.config import ModelConfig
+from attnmt.model.seq2seq import Seq2Seq, init_params
+from attnmt.model import decoding
+from attnmt.training import train_step
+
+SMALL = dict(
+  dropout=0.0,
+  source_vocab_size=20,
+  target_vocab_size=23,
+  embed_size=8,
+  encoder_hidden_size=6,
+  decoder_hidden_size=12,
+  attention_size=5,
+  output_size=7,
+  window_size=2,
+  max_source_length=10,
+)
+
+VARIANTS = []
+for qt, feed in (('bahdanau', True), ('luong', True), ('luong', False)):
+  for score, window in (
+    ('additive', 'global'),
+    ('general', 'local_p'),
+    ('dot', 'local_m'),
+    ('location', 'global'),
+    ('concat', 'global'),
+    ('none', 'global'),
+  ):
+    VARIANTS.append(dict(query_timing=qt, input_feeding=feed, score=score, window=window))
+VARIANTS += [
+  dict(query_timing='bahdanau', cell='gru', decoder_layers=2, init_state='zero', dropout=0.3),
+  dict(query_timing='luong', cell='gru', decoder_layers=2, dropout=0.3),
+  dict(query_timing='luong', normalizer='monotonic', score='general'),
+  dict(query_timing='bahdanau', coverage='sum', score='additive', normalizer='sparsemax'),
+  dict(query_timing='luong', dtype='bfloat16', score='concat', window='local_p'),
+  dict(query_timing='bahdanau', init_state='last', decoder_hidden_size=12, encoder_hidden_size=6),
+]
+
+
+def run(v):
+  kw = {**SMALL, **v}
+  if kw.get('score') == 'dot':
+    kw['decoder_hidden_size'] = 12
+  cfg = ModelConfig.from_dict(kw)
+  params = init_params(cfg, jax.random.key(3))
+  rng = np.random.default_rng(0)
+  src = jnp.asarray(rng.integers(4, 20, (3, 9)), jnp.int32)
+  src_len = jnp.array([9, 5, 7], jnp.int32)
+  src = jnp.where(jnp.arange(9)[None] < src_len[:, None], src, 0)
+  tgt_in = jnp.asarray(rng.integers(4, 23, (3, 6)), jnp.int32)
+  tgt_out = jnp.asarray(rng.integers(4, 23, (3, 6)), jnp.int32)
+  batch = dict(src=src, src_len=src_len, tgt_in=tgt_in, tgt_out=tgt_out, tgt_len=jnp.array([6, 4, 5], jnp.int32))
+  out = {}
+  logits, w = Seq2Seq(cfg).apply({'params': params}, src, src_len, tgt_in)
+  out['logits'], out['weights'] = logits, w
+  for train in (False, True):
+    f = lambda p: train_step.summed_loss(cfg, p, batch, jax.random.key(5), train, 0.1)[0]
+    loss, g = jax.value_and_grad(f)(params)
+    out[f'loss{train}'] = loss
+    for path, x in jax.tree_util.tree_flatten_with_path(g)[0]:
+      out[f'grad{train}/' + jax.tree_util.keystr(path)] = x
+  for path, x in jax.tree_util.tree_flatten_with_path(params)[0]:
+    out['param/' + jax.tree_util.keystr(path)] = x
+  d = decoding.greedy(cfg, params, src, src_len, 8)
+  for k, x in d._asdict().items():
+    if x is not None:
+      out['greedy/' + k] = x
+  d = decoding.beam_search(cfg, params, src, src_len, 3, 8)
+  for k, x in d._asdict().items():
+    if x is not None:
+      out['beam/' + k] = x
+  return {
+    k: np.asarray(jnp.asarray(x, jnp.float32) if getattr(x, 'dtype', None) == jnp.bfloat16 else x)
+    for k, x in out.items()
+  }
+
+
+def main(argv):
+  if len(argv) < 3 or argv[1] not in ('save', 'compare'):
+    raise SystemExit('usage: python tools/equal_outputs.py save|compare FILE.npz [--first=N]')
+  mode, path = argv[1], argv[2]
+  first = next((int(a.split('=', 1)[1]) for a in argv[3:] if a.startswith('--first=')), len(VARIANTS))
+  results = {}
+  for i, v in enumerate(VARIANTS[:first]):
+    for k, x in run(v).items():
+      results[f'{i}|{k}'] = x
+  if mode == 'save':
+    np.savez(path, **results)
+    print(f'saved {len(results)} arrays of {first} variants to {path}')
+    return 0
+  ref = np.load(path)
+  bad = 0
+  if set(ref.files) != set(results):
+    print('arrays differ in name:', sorted(set(ref.files) ^ set(results))[:20])
+    bad += 1
+  for k in ref.files:
+    if k in results and not np.array_equal(ref[k], results[k]):
+      bad += 1
+      diff = np.abs(ref[k].astype(float) - results[k].astype(float)).max()
+      print('DIFF', k, VARIANTS[int(k.split('|')[0])], diff)
+  print(f'compared {len(ref.files)} arrays of {first} variants: {bad} differ')
+  return 1 if bad else 0
+
+
+if __name__ == '__main__':
+  sys.exit(main(sys.argv))
