@@ -16,11 +16,13 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import errno
+import gc
 import io
 import json
 import logging
 import os
 import re
+import sys
 import time
 import weakref
 from typing import Any, Optional
@@ -121,12 +123,19 @@ def quiet_io():
   that saw it) and the tracebacks background threads print. Yields the captured text, which a failure
   summarises in its one line; a block that succeeds leaves nothing to say, so it is dropped."""
   absl = logging.getLogger('absl')
-  level, captured = absl.level, io.StringIO()
+  level, captured, hook = absl.level, io.StringIO(), sys.unraisablehook
   absl.setLevel(logging.FATAL)
+  # Coroutines Orbax leaves behind when a read fails report themselves when collected ("Exception ignored
+  # in: <coroutine ...>"): collected here, inside the block, and recorded instead of printed.
+  sys.unraisablehook = lambda u: captured.write(f'unraisable: {u.exc_type.__name__}: {u.exc_value}\n')
   try:
     with contextlib.redirect_stderr(captured):
-      yield captured
+      try:
+        yield captured
+      finally:
+        gc.collect()
   finally:
+    sys.unraisablehook = hook
     absl.setLevel(level)
 
 
@@ -270,7 +279,8 @@ class RunCheckpoints:
       check_format(os.path.join(self.workdir, 'checkpoints'), step, like)
       _refuse_unreadable(os.path.join(self.workdir, 'checkpoints', str(step)))
       try:
-        state, meta = self.restore(like, step)
+        with quiet_io():  # a damaged step makes Orbax's threads print tracebacks: the one line below says it
+          state, meta = self.restore(like, step)
       except PermissionError as e:
         raise CheckpointError(
           f'cannot read checkpoint {self.workdir}/checkpoints/{step} ({e.strerror}: {e.filename}); nothing was '
@@ -287,7 +297,8 @@ class RunCheckpoints:
         check_format(os.path.join(self.workdir, 'best'), step, like)
         _refuse_unreadable(os.path.join(self.workdir, 'best', str(step)))
         try:
-          state, meta = self.restore(like, step, best=True)
+          with quiet_io():
+            state, meta = self.restore(like, step, best=True)
         except PermissionError as e:
           raise CheckpointError(
             f'cannot read checkpoint {self.workdir}/best/{step} ({e.strerror}: {e.filename}); nothing was moved; '
@@ -423,12 +434,13 @@ def restore_params(
         if mesh is not None
         else jax.sharding.SingleDeviceSharding(jax.local_devices()[0])
       )
-      out = manager.restore(
-        step,
-        args=ocp.args.Composite(
-          state=ocp.args.StandardRestore(_abstract_state(directory, step, sharding)), meta=ocp.args.JsonRestore()
-        ),
-      )
+      with quiet_io():  # a damaged step: Orbax's threads print tracebacks; the one line below says it
+        out = manager.restore(
+          step,
+          args=ocp.args.Composite(
+            state=ocp.args.StandardRestore(_abstract_state(directory, step, sharding)), meta=ocp.args.JsonRestore()
+          ),
+        )
     except CheckpointError:
       raise
     except Exception as e:  # orbax raises many types for damaged files
@@ -437,7 +449,8 @@ def restore_params(
         'delete that step directory to fall back to an earlier one'
       ) from e
     finally:
-      manager.close()
+      with quiet_io():
+        manager.close()
     return out.state['params'], out.meta, step
   raise CheckpointError(
     f'{workdir} holds no checkpoint yet; train longer than train.checkpoint_every steps or pass another run directory'
