@@ -25,7 +25,7 @@ import types
 from absl import app, flags
 
 from attnmt import plots
-from attnmt.analysis import comparison, exports, faithfulness, html_report, inspection, report, tables
+from attnmt.analysis import comparison, exports, faithfulness, html_report, inspection, report, stored, tables
 from attnmt.errors import ConfigError
 from attnmt.model import interventions, scores
 from experiments import common
@@ -47,6 +47,12 @@ flags.DEFINE_list(
 )
 flags.DEFINE_integer(
   'faithfulness_sentences', 400, 'With --interventions: the first this many test sentences (0: all).'
+)
+flags.DEFINE_bool(
+  'pool_seeds',
+  False,
+  "With --from_translations: runs that trained one seed each ('…/seeds=k', train.seeds as a sweep axis) pooled "
+  'into one variant with their seeds; the pooled file is written to --out as translations.json.gz.',
 )
 flags.DEFINE_string('out', None, 'Output directory (default: <first run>/../analysis).')
 flags.DEFINE_enum('which', 'best', ['best', 'latest'], 'Which checkpoint of each run.')
@@ -177,7 +183,7 @@ def _score_attends(score: str) -> bool:
 
 
 def _from_translations(path: str, out):
-  results = report.analyze_translations(path, baseline=FLAGS.baseline)
+  results = report.analyze_translations(path, baseline=FLAGS.baseline, pool_seeds=FLAGS.pool_seeds)
   table = tables.analysis_table(results)
   print(f'From {path} ({len(results)} variant(s); no runs read):\n' + table)
   print(tables.attention_verdict(results))
@@ -189,7 +195,11 @@ def _from_translations(path: str, out):
     plots.save(report.length_figure(results), os.path.join(out, 'bleu_by_length.png'))
     rows = [r['significance']['corpus'] | {'variant': r['variant']} for r in results]
     plots.seed_strip(rows, os.path.join(out, 'bleu_by_seed.png'), 'Test BLEU (greedy) by seed')
-    print(f'\nWrote analysis.md, analysis.json, bleu_by_length.png and bleu_by_seed.png under {out}')
+    written = 'analysis.md, analysis.json, bleu_by_length.png and bleu_by_seed.png'
+    if FLAGS.pool_seeds:
+      stored.save_doc(os.path.join(out, stored.FILE), stored.pool_seeds(stored.load(path)))
+      written += f' and the pooled {stored.FILE}'
+    print(f'\nWrote {written} under {out}')
 
 
 if __name__ == '__main__':

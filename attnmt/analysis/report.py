@@ -575,11 +575,14 @@ def embedded_sentences(results: list[dict], views: list[dict[int, dict]], must=(
 
 
 def analyze_translations(
-  path: str, n_samples: int = 1000, seed: int = 12345, baseline: Optional[str] = None
+  path: str, n_samples: int = 1000, seed: int = 12345, baseline: Optional[str] = None, pool_seeds: bool = False
 ) -> list[dict]:
   """The analysis results (as analyze_runs returns them, less what needs the model: attention, beam, AER)
-  recomputed from a stored translations file (attnmt.analysis.stored)."""
+  recomputed from a stored translations file (attnmt.analysis.stored); `pool_seeds`: single-seed runs of one
+  variant ('…/seeds=k') pooled first (stored.pool_seeds)."""
   doc = stored.load(path)
+  if pool_seeds:
+    doc = stored.pool_seeds(doc)
   refs, srcs = doc['references'], doc['sources']
   results, texts = [], []
   for v in doc['variants']:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import re
 
 from attnmt.errors import InputError
 
@@ -35,11 +36,7 @@ def save(path: str, results: list[dict], texts: list[dict]) -> str:
     if t['references'] == first['references'] and t['sources'] == first['sources']
   ]
   doc = {'format': FORMAT, 'references': first['references'], 'sources': first['sources'], 'variants': variants}
-  tmp = f'{path}.tmp-{os.getpid()}'
-  with gzip.open(tmp, 'wt', encoding='utf-8', compresslevel=9) as f:
-    json.dump(doc, f, ensure_ascii=False, separators=(',', ':'))
-  os.replace(tmp, path)
-  return path
+  return save_doc(path, doc)
 
 
 def load(path: str) -> dict:
@@ -65,3 +62,35 @@ def load(path: str) -> dict:
       if len(hyps) != n:
         raise InputError(f"{path}: {v['variant']} seed {seed} has {len(hyps)} outputs for {n} references")
   return doc
+
+
+SEED_PART = re.compile(r'/seeds=[^/]+$')
+
+
+def pool_seeds(doc: dict) -> dict:
+  """The variants of a loaded translations file (`load`) with seeds trained as separate runs (`train.seeds`
+  as a sweep axis: names ending in '/seeds=k') pooled into one variant per name without that part, seeds
+  and outputs in the order they appear. A seed found twice in one variant is an error, not a silent
+  duplicate; variants without the part are kept as they are."""
+  pooled: dict[str, dict] = {}
+  for v in doc['variants']:
+    name = SEED_PART.sub('', v['variant'])
+    into = pooled.setdefault(name, {'variant': name, 'seeds': [], 'attends': v.get('attends', True), 'greedy': []})
+    if into['attends'] != v.get('attends', True):
+      raise InputError(f"{v['variant']}: its runs disagree on whether the score attends; they are not one variant")
+    twice = set(into['seeds']) & set(v['seeds'])
+    if twice:
+      raise InputError(f"{name}: seed(s) {sorted(twice)} appear in more than one run; pool runs of distinct seeds")
+    into['seeds'] += list(v['seeds'])
+    into['greedy'] += list(v['greedy'])
+  return {**doc, 'variants': list(pooled.values())}
+
+
+def save_doc(path: str, doc: dict) -> str:
+  """Writes a translations document (`save`'s, or a loaded and pooled one) whole: a temporary file renamed
+  over `path`; returns the path."""
+  tmp = f'{path}.tmp-{os.getpid()}'
+  with gzip.open(tmp, 'wt', encoding='utf-8', compresslevel=9) as f:
+    json.dump(doc, f, ensure_ascii=False, separators=(',', ':'))
+  os.replace(tmp, path)
+  return path

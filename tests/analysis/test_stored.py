@@ -147,3 +147,23 @@ def test_pair_tests_from_per_seed_scores(tmp_path):
     cmd, cwd=ROOT, env=dict(os.environ, PYTHONPATH=ROOT), capture_output=True, text=True, timeout=300
   )
   assert bad.returncode == 2 and 'columns variant and test_bleu_per_seed' in bad.stderr.strip().splitlines()[-1]
+
+
+def test_single_seed_runs_pool_into_one_variant(tmp_path):
+  """train.seeds as a sweep axis gives one run per seed ('…/seeds=k'); pooled, they are one variant whose
+  statistics equal those of the same outputs stored as one multi-seed variant. A seed twice is refused."""
+  doc = _doc()
+  split = dict(doc)
+  split['variants'] = [doc['variants'][0]] + [
+    {'variant': f'additive/bahdanau/global/seeds={s}', 'seeds': [s], 'attends': True, 'greedy': [h]}
+    for s, h in zip(doc['variants'][1]['seeds'], doc['variants'][1]['greedy'])
+  ]
+  assert stored.pool_seeds(split) == doc
+  path = _write(tmp_path / 'split.json.gz', split)
+  pooled = report.analyze_translations(path, n_samples=200, pool_seeds=True)
+  whole = report.analyze_translations(_write(tmp_path / 'whole.json.gz', doc), n_samples=200)
+  assert [r['variant'] for r in pooled] == [r['variant'] for r in whole]
+  assert pooled[1]['significance']['pairs'][0]['p_value'] == whole[1]['significance']['pairs'][0]['p_value']
+  split['variants'][2]['seeds'] = [0]
+  with pytest.raises(InputError, match=r'additive/bahdanau/global: seed\(s\) \[0\] appear in more than one run'):
+    stored.pool_seeds(split)
