@@ -50,7 +50,10 @@ def test_the_tour_is_stored_without_outputs_and_runs_without_an_error(run_dir):
   outputs = [o for c in notebook.cells if c.cell_type == 'code' for o in c.outputs]
   assert not [o for o in outputs if o.output_type == 'error']
   images = [o for o in outputs if 'image/png' in o.get('data', {})]
-  assert len(images) == 4  # two heatmaps side by side, forced decoding, BLEU by length, the new score's heatmap
+  # two heatmaps side by side, forced decoding, the permuted attention, BLEU by length, the new score's heatmap
+  assert len(images) == 5
+  printed = ''.join(o.get('text', '') for o in outputs if o.output_type == 'stream')
+  assert printed.count('counterfactual: ') == 6  # 3 verses x (permute, uniform)
   (table,) = [o.data['text/markdown'] for o in outputs if 'text/markdown' in o.get('data', {})]
   assert '| none/bahdanau/global | 1 |' in table and '| additive/bahdanau/global | 1 |' in table
   assert '± 0.00' not in table and 'not ranked' in table  # one seed each: values alone, no ranking
