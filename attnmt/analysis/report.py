@@ -394,7 +394,7 @@ def add_significance(
     for m, k in enumerate(members):
       results[k]['significance'] = {
         'method': whole['method'],
-        'baseline': baseline,
+        'baseline': base,
         'n_samples': n_samples,
         'seed': seed,
         'alpha': whole['alpha'],

@@ -73,6 +73,7 @@ def test_the_baseline_is_the_variant_without_attention_not_a_name(tmp_path):
   results = report.analyze_translations(path, n_samples=200)
   (pair,) = results[1]['significance']['pairs']
   assert pair['verdict'] == f"additive/bahdanau/global > {doc['variants'][0]['variant']}"
+  assert all(r['significance']['baseline'] == doc['variants'][0]['variant'] for r in results)
   doc['variants'][0]['attends'] = True  # no variant without attention: no baseline, the pair is in the other family
   results = report.analyze_translations(_write(tmp_path / 'b.json.gz', doc), n_samples=200)
   assert report.default_baseline(results) is None

@@ -267,6 +267,7 @@ def _results(sources, references, systems):
       {
         'variant': name,
         'seeds': list(range(len(seeds))),
+        'attends': not name.startswith('none/'),  # as analyze_run sets it from the score
         'greedy_bleu': [x['bleu'] for x in scores],
         'greedy_chrf': [x['chrf'] for x in scores],
         'greedy_repetition': [measures.repetition_rate(h) for h in seeds],
