@@ -7,6 +7,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from small_model import steps_equal_teacher_forcing
+
 from attnmt.model import attention, decoding, deferred_scan
 from attnmt.training import train_step
 from attnmt.errors import ConfigError
@@ -72,13 +74,7 @@ def test_teacher_forced_equals_step_by_step_with_coverage(small, score, timing):
   params = {'params': _with_w_cov(init_params(cfg, jax.random.key(0)))}
   model = Seq2Seq(cfg)
   b = _batch(np.random.default_rng(1))
-  logits, weights = jax.jit(model.apply)(params, b['src'], b['src_len'], b['tgt_in'])
-  memory, state = model.apply(params, b['src'], b['src_len'], method=Seq2Seq.encode)
-  step = jax.jit(lambda m, s, y: model.apply(params, m, s, y, method=Seq2Seq.decode_step))
-  for t in range(b['tgt_in'].shape[1]):
-    state, step_logits, step_weights = step(memory, state, b['tgt_in'][:, t])
-    np.testing.assert_allclose(step_logits, logits[:, t], rtol=1e-5, atol=1e-5)
-    np.testing.assert_allclose(step_weights, weights[:, t], rtol=1e-5, atol=1e-6)
+  logits, weights, state = steps_equal_teacher_forcing(model, params, b['src'], b['src_len'], b['tgt_in'])
   np.testing.assert_allclose(state.attention['coverage'], np.asarray(weights).sum(1), rtol=1e-5, atol=1e-6)
   # Coverage changes the attention: the same parameters with w_c = 0 attend differently after step 1.
   no_cov = {'params': _with_w_cov(params['params'], 0.0)}

@@ -13,7 +13,7 @@ from attnmt.model import decoding, interventions
 from attnmt.model.config import ModelConfig
 from attnmt.model.interventions import Intervention
 from attnmt.model.seq2seq import Seq2Seq, init_params
-from small_model import SMALL
+from small_model import SMALL, steps_equal_teacher_forcing
 
 W = np.array(
   [
@@ -149,13 +149,7 @@ def test_teacher_forcing_equals_step_by_step_under_the_intervention(name):
   iv = Intervention(name, seed=3)
   model = Seq2Seq(cfg, iv)
   src, lengths, tgt = batch()
-  logits, weights = jax.jit(model.apply)(params, src, lengths, tgt)
-  memory, state = model.apply(params, src, lengths, method=Seq2Seq.encode)
-  step = jax.jit(lambda m, s, y: model.apply(params, m, s, y, method=Seq2Seq.decode_step))
-  for t in range(tgt.shape[1]):
-    state, step_logits, step_weights = step(memory, state, tgt[:, t])
-    np.testing.assert_allclose(step_logits, logits[:, t], rtol=1e-5, atol=1e-5)
-    np.testing.assert_allclose(step_weights, weights[:, t], rtol=1e-5, atol=1e-6)
+  logits, weights, _ = steps_equal_teacher_forcing(model, params, src, lengths, tgt)
   w = np.asarray(weights)
   plain = Seq2Seq(cfg).apply(params, src, lengths, tgt)[0]
   if name == 'permute':  # local-p scales its softmax by a Gaussian (total below 1); a permutation keeps the total

@@ -20,7 +20,7 @@ from attnmt.model.config import ModelConfig
 from attnmt.model.seq2seq import BOS, Seq2Seq, init_params
 from benchmarks import flops
 from experiments.configs import tiny
-from small_model import SMALL
+from small_model import SMALL, steps_equal_teacher_forcing
 
 
 class Cosine(scores.Score):
@@ -90,13 +90,7 @@ def test_teacher_forced_logits_equal_step_by_step_and_padding_gets_nothing(timin
   src = jnp.asarray(rng.integers(4, 20, size=(3, 7)))
   lengths = jnp.array([7, 3, 5])
   tgt = jnp.asarray(rng.integers(4, 23, size=(3, 6)))
-  logits, weights = jax.jit(model.apply)(params, src, lengths, tgt)
-  memory, state = model.apply(params, src, lengths, method=Seq2Seq.encode)
-  step = jax.jit(lambda m, s, y: model.apply(params, m, s, y, method=Seq2Seq.decode_step))
-  for t in range(tgt.shape[1]):
-    state, step_logits, step_weights = step(memory, state, tgt[:, t])
-    np.testing.assert_allclose(step_logits, logits[:, t], rtol=1e-5, atol=1e-5)
-    np.testing.assert_allclose(step_weights, weights[:, t], rtol=1e-5, atol=1e-6)
+  logits, weights, _ = steps_equal_teacher_forcing(model, params, src, lengths, tgt)
   for b, n in enumerate(np.asarray(lengths)):
     assert np.all(np.asarray(weights)[b, :, n:] == 0.0)
 

@@ -7,6 +7,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from small_model import steps_equal_teacher_forcing
+
 from attnmt.model import rnn, scores, windows
 from attnmt.errors import ConfigError
 from attnmt.model.config import ModelConfig
@@ -87,13 +89,7 @@ def test_teacher_forced_logits_equal_step_by_step(small, score, timing, window):
   src = jnp.asarray(rng.integers(4, 20, size=(3, 7)))
   lengths = jnp.array([7, 3, 5])
   tgt = jnp.asarray(rng.integers(4, 23, size=(3, 6)))
-  logits, weights = jax.jit(model.apply)(params, src, lengths, tgt)
-  memory, state = model.apply(params, src, lengths, method=Seq2Seq.encode)
-  step = jax.jit(lambda m, s, y: model.apply(params, m, s, y, method=Seq2Seq.decode_step))
-  for t in range(tgt.shape[1]):
-    state, step_logits, step_weights = step(memory, state, tgt[:, t])
-    np.testing.assert_allclose(step_logits, logits[:, t], rtol=1e-5, atol=1e-5)
-    np.testing.assert_allclose(step_weights, weights[:, t], rtol=1e-5, atol=1e-6)
+  logits, weights, _ = steps_equal_teacher_forcing(model, params, src, lengths, tgt)
   w = np.asarray(weights)
   for b, n in enumerate(np.asarray(lengths)):
     assert np.all(w[b, :, n:] == 0.0)  # no weight on padding
