@@ -179,38 +179,3 @@ def learning_curves(curves: dict[str, list[dict]], path: str, title: str = '') -
     fig.suptitle(title)
   fig.tight_layout()
   return save(fig, path)
-
-
-def faithfulness_plot(results: list[dict], path: str) -> str:
-  """Per variant and intervention: the Jensen-Shannon divergence of the next-token distributions (left) and
-  the share of the model's own content words the counterfactual output keeps (right), mean over seeds with
-  Student's t 95 % intervals (attnmt/analysis/faithfulness.py's results)."""
-  import scipy.stats  # the intervals of this figure only
-
-  rows = [r for r in results if r.get('attends')]
-  names = sorted({n for r in rows for n in r['interventions']}, key=lambda n: list(rows[0]['interventions']).index(n))
-  fig = matplotlib.figure.Figure(figsize=(11, 0.5 + 0.45 * max(1, len(rows)) * max(1, len(names))))
-  for side, (ax, (key, title, scale)) in enumerate(
-    zip(
-      fig.subplots(1, 2),
-      (('jsd', 'JSD of next-token distributions (bits)', 1.0), ('content_kept', 'content words kept (%)', 100.0)),
-    )
-  ):
-    labels, means, errs = [], [], []
-    for r in rows:
-      for n in names:
-        x = np.asarray(r['interventions'][n][key], float) * scale
-        half = scipy.stats.t.ppf(0.975, len(x) - 1) * x.std(ddof=1) / np.sqrt(len(x)) if len(x) > 1 else 0.0
-        labels.append(f"{r['variant']} · {n}")
-        means.append(x.mean())
-        errs.append(half)
-    y = np.arange(len(labels))
-    ax.barh(y, means, xerr=errs, capsize=3, color='0.6')
-    ax.set_yticks(y, labels if side == 0 else [], fontsize=7)
-    ax.invert_yaxis()
-    ax.set_title(title, fontsize=9)
-  seeds = sorted({len(r['seeds']) for r in rows})
-  bars = "95% Student's t intervals over seeds" + ('; one seed: no interval' if 1 in seeds else '')
-  fig.suptitle(f"Counterfactual attention, mean over {'/'.join(map(str, seeds))} seed(s); {bars}", fontsize=10)
-  fig.tight_layout()
-  return save(fig, path)

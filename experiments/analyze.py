@@ -151,7 +151,7 @@ def _faithfulness(runs: list[str], names: list[str], out, max_sentences: int):
   table = faithfulness.markdown(results)
   report.write_text(os.path.join(out, 'faithfulness.md'), table)
   report.write_text(os.path.join(out, 'faithfulness.json'), json.dumps(results, indent=1) + '\n')
-  plots.faithfulness_plot(results, os.path.join(out, 'faithfulness.png'))
+  faithfulness.plot(results, os.path.join(out, 'faithfulness.png'))
   print(table)
   print(f'Wrote faithfulness.md, faithfulness.json and faithfulness.png under {out} in {time.time() - start:.0f} s')
 

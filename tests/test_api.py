@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import attnmt
-from attnmt import api, data, plots
+from attnmt import api, data
 from attnmt.analysis import faithfulness, inspection
 from attnmt.errors import CheckpointError, InputError
 from attnmt.model import decoding, interventions
@@ -223,7 +223,7 @@ def test_faithfulness_of_a_run_per_seed_table_and_plot(trained, tmp_path):
   assert len(e['changed_max']) == 2 and all(-1.0 <= x <= 1.0 for x in a['spearman'])
   table = faithfulness.markdown([result])
   assert "Student's t 95 % interval" in table and '| uniform | ' in table and ' [' in table
-  path = plots.faithfulness_plot([result], str(tmp_path / 'f.png'))
+  path = faithfulness.plot([result], str(tmp_path / 'f.png'))
   assert open(path, 'rb').read(8) == b'\x89PNG\r\n\x1a\n'
 
 

@@ -18,7 +18,7 @@
   source tokens, or with constant weights or attributions, have no correlation (counted as undefined).
 
 Every measure is a sum and a count per batch, so pooling over batches is exact; seeds pool by
-`summarize` (mean, sd and Student's t interval over seeds; one seed: no interval, said so).
+`significance.seed_summary` (mean, sd and Student's t interval over seeds; one seed: no interval, said so).
 """
 
 from __future__ import annotations
@@ -30,10 +30,12 @@ import re
 
 import jax
 import jax.numpy as jnp
+import matplotlib.figure
 import numpy as np
 import scipy.stats
 
-from attnmt import data, progress
+from attnmt import data, plots, progress
+from attnmt.analysis import significance
 from attnmt.model import scores
 from attnmt.model.config import ModelConfig
 from attnmt.model.interventions import Intervention
@@ -181,17 +183,6 @@ def attends(cfg: ModelConfig) -> bool:
   return scores.build(cfg).attends
 
 
-def summarize(per_seed: list[float]) -> dict:
-  """Mean, sd and Student's t 95 % interval over seeds; one seed: the value, no interval."""
-  x = np.asarray(per_seed, float)
-  out = {'per_seed': [float(v) for v in x], 'mean': float(x.mean()), 'sd': None, 'ci': None}
-  if len(x) > 1:
-    sd = float(x.std(ddof=1))
-    half = float(scipy.stats.t.ppf(0.975, len(x) - 1)) * sd / np.sqrt(len(x))
-    out.update(sd=sd, ci=(out['mean'] - half, out['mean'] + half))
-  return out
-
-
 def _subset(batches: list[dict], max_sentences: int) -> list[dict]:
   """The first whole batches holding at least `max_sentences` sentences (0: every batch)."""
   if not max_sentences:
@@ -296,7 +287,7 @@ COLUMNS = (
 
 
 def _cell(values: list, scale: float, digits: int) -> str:
-  s = summarize([v * scale for v in values])
+  s = significance.seed_summary([v * scale for v in values])
   if s['ci'] is None:
     return f"{s['mean']:.{digits}f}"
   return f"{s['mean']:.{digits}f} [{s['ci'][0]:.{digits}f}, {s['ci'][1]:.{digits}f}]"
@@ -333,3 +324,35 @@ def markdown(results: list[dict]) -> str:
         f"{_cell(e['changed_random'], 100, 1)} | {_cell(a['spearman'], 1, 3)} |"
       )
   return '\n'.join(lines) + '\n'
+
+
+def plot(results: list[dict], path: str) -> str:
+  """Per variant and intervention: the Jensen-Shannon divergence of the next-token distributions (left) and
+  the share of the model's own content words the counterfactual output keeps (right), mean over seeds with
+  Student's t 95 % intervals (attnmt/analysis/faithfulness.py's results)."""
+  rows = [r for r in results if r.get('attends')]
+  names = sorted({n for r in rows for n in r['interventions']}, key=lambda n: list(rows[0]['interventions']).index(n))
+  fig = matplotlib.figure.Figure(figsize=(11, 0.5 + 0.45 * max(1, len(rows)) * max(1, len(names))))
+  for side, (ax, (key, title, scale)) in enumerate(
+    zip(
+      fig.subplots(1, 2),
+      (('jsd', 'JSD of next-token distributions (bits)', 1.0), ('content_kept', 'content words kept (%)', 100.0)),
+    )
+  ):
+    labels, means, errs = [], [], []
+    for r in rows:
+      for n in names:
+        s = significance.seed_summary([v * scale for v in r['interventions'][n][key]])
+        labels.append(f"{r['variant']} · {n}")
+        means.append(s['mean'])
+        errs.append(0.0 if s['ci'] is None else s['ci'][1] - s['mean'])
+    y = np.arange(len(labels))
+    ax.barh(y, means, xerr=errs, capsize=3, color='0.6')
+    ax.set_yticks(y, labels if side == 0 else [], fontsize=7)
+    ax.invert_yaxis()
+    ax.set_title(title, fontsize=9)
+  seeds = sorted({len(r['seeds']) for r in rows})
+  bars = "95% Student's t intervals over seeds" + ('; one seed: no interval' if 1 in seeds else '')
+  fig.suptitle(f"Counterfactual attention, mean over {'/'.join(map(str, seeds))} seed(s); {bars}", fontsize=10)
+  fig.tight_layout()
+  return plots.save(fig, path)

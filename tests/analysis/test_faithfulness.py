@@ -131,10 +131,8 @@ def test_teacher_forced_shift_is_zero_for_identity_and_not_for_uniform():
   assert 0.0 < float(shifted['jsd']) / 12 < 1.0 and float(shifted['tvd']) > 0
 
 
-def test_summarize_over_seeds():
-  one = faithfulness.summarize([0.4])
-  assert one['mean'] == 0.4 and one['ci'] is None and one['sd'] is None
-  three = faithfulness.summarize([0.2, 0.4, 0.6])
+def test_table_cells_show_the_mean_and_the_t_interval_over_seeds():
+  """One seed: the value alone (no spread from one); three: the mean and Student's t 95 % interval, by hand."""
+  assert faithfulness._cell([0.4], 100.0, 1) == '40.0'
   half = scipy.stats.t.ppf(0.975, 2) * 0.2 / np.sqrt(3)
-  np.testing.assert_allclose(three['ci'], (0.4 - half, 0.4 + half))
-  np.testing.assert_allclose(three['sd'], 0.2)
+  assert faithfulness._cell([0.2, 0.4, 0.6], 1.0, 3) == f'0.400 [{0.4 - half:.3f}, {0.4 + half:.3f}]'
