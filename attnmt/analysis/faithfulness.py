@@ -152,9 +152,7 @@ def attributions(cfg: ModelConfig, params, src_BxS, src_len_B, tokens_BxT):
     logp = jnp.take_along_axis(jax.nn.log_softmax(logits, -1), tokens_BxT[..., None], -1)[..., 0]
     return logp, weights
 
-  zero = jnp.zeros_like(embed)
-  logp_BxT, weights = log_probs(zero)
-  _, pullback = jax.vjp(lambda offset: log_probs(offset)[0], zero)
+  logp_BxT, pullback, weights = jax.vjp(log_probs, jnp.zeros_like(embed), has_aux=True)  # one forward pass
   # One pullback per output position t, all rows at once (rows are independent): T x B x S x E.
   eye_TxT = jnp.eye(tokens_BxT.shape[1], dtype=logp_BxT.dtype)
   grads_TxBxSxE = jax.vmap(lambda row_T: pullback(jnp.broadcast_to(row_T, logp_BxT.shape))[0])(eye_TxT)
