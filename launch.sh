@@ -112,7 +112,9 @@ setup_offline() {
     extra="[dev]"
   fi
   if [ ! -x "$PY" ]; then
-    python3 -m venv --system-site-packages "$VENV" || die "could not create $VENV; install the venv module (apt-get install python3-venv)"
+    # A host Python without ensurepip (some images) still makes one: pip then comes from the host's packages.
+    python3 -m venv --system-site-packages "$VENV" 2>/dev/null || python3 -m venv --system-site-packages --without-pip "$VENV" \
+      || die "could not create $VENV; install the venv module (apt-get install python3-venv)"
     # A host Python that is itself a virtual environment (a GPU image's /opt/.../.venv) keeps its packages
     # there, which --system-site-packages does not see: a .pth file adds its site directory.
     python3 -c 'import sys; sys.exit(sys.prefix == sys.base_prefix)' \

@@ -2,19 +2,22 @@
 # Everything to measure on one GPU, in one run of about 10 minutes, for benchmarks/README.md ("On a GPU")
 # and docs/results/main_gpu.md. The host has no network: it installs from a wheelhouse made beforehand on a
 # machine with network, holding what the host's image lacks, e.g.
-#   ./launch.sh wheelhouse .device/wheelhouse --python-version=3.12 \
-#       --skip=jax,jaxlib,flax,optax,orbax-checkpoint,numpy,scipy,matplotlib,sacrebleu,sentencepiece,absl-py,tqdm
+#   ./launch.sh wheelhouse .device/wheelhouse --python-version=3.12 --skip=jax,jaxlib,numpy,scipy,matplotlib,\
+#       pyarrow,grpcio,h5py,tensorstore,pillow,contourpy,fonttools,kiwisolver,ml-dtypes,opencv-python-headless,lxml
+# (the large packages a GPU image has; the small ones travel, so a version the image lacks is at hand), and the
+# prepared corpus as data_cache/ (the main job's data.data_dir) or the wheelhouse's SWORD modules.
 # then, on the GPU host (the folder carried along, ignored by git):
 #   ATTNMT_WHEELHOUSE=.device/wheelhouse OUT=/somewhere benchmarks/device_check.sh
 # Steps, each with its own time limit so that one slow step leaves the others their time:
-#   1. the device and versions;  2. the bench config, float32 and bfloat16 (train step, greedy, beam);
+#   1. the device and versions;  2. the bench config, float32 (train step, greedy, beam);
 #   3. the main job's model: K = 1, 2, 4, 8, 16, 32 seeds vmapped;  4. the main job with 5 seeds per variant
 #   (none, additive, dot, general, concat), end to end, timed, with its verdicts and translations;
-#   5. the training step by part (the scan's per-step overhead against the products).
+#   5. the bench config's train step in bfloat16;  6. the training step by part (the scan's per-step
+#   overhead against the products). The most wanted figures come first: a cut run still returns them.
 # Outputs (at most 8 files, flat, as the device tool returns them) go to $OUT. The limits add up to under
-# 10 minutes; the main job resumes from $WORK when the script runs again on the same (warm) machine.
+# 9 minutes besides the set-up; the main job resumes from $WORK when the script runs again on the same (warm) machine.
 # ATTNMT_DEVICE_CHECK=dry runs every step tiny on whatever backend is there (the suite runs it on the CPU): the
-# bench steps on the main job's model (float32 only), the main job on the synthetic task, 2 steps, one process.
+# bench steps on the main job's model (float32 only), the main job on the synthetic task, 2 steps, two shards.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/attnmt_device_check}
@@ -29,13 +32,18 @@ step() {  # step SECONDS NAME COMMAND...: runs it with a time limit; a failure o
   shift 2
   say "$name"
   start=$(date +%s)
-  timeout "$limit" "$@" >> "$LOG" 2>&1
+  if [ "$(type -t "$1")" = function ]; then  # a shell function sets its own time limits
+    "$@" >> "$LOG" 2>&1
+  else
+    timeout "$limit" "$@" >> "$LOG" 2>&1
+  fi
   rc=$?
   say "$name: exit $rc after $(($(date +%s) - start)) s$([ $rc = 124 ] && echo ' (time limit)')"
 }
 
 if [ -n "$DRY" ]; then
-  quick=(--quick --steps=2 --model=main) seeds=1,2 only_bench=train main_limit=600 slow=4  # the main job's model
+  quick=(--quick --steps=2 --model=main) seeds=1,2 only_bench=train slow=4  # the main job's model
+  shards=2 mem_fraction=0.5 train_limit=600 report_limit=300
   main_flags=(--config.data.name=synthetic_numbers --config.data.synthetic_size=300 --config.data.synthetic_eval_size=40
     --config.data.tokenizer=word --config.data.vocab_size=64 --config.data.max_source_length=16
     --config.data.max_target_length=32 --config.model.embed_size=16 --config.model.encoder_hidden_size=16
@@ -44,7 +52,8 @@ if [ -n "$DRY" ]; then
     --config.sweep.scores=none,additive --config.train.seeds=0,1 --config.sweep.processes=1
     "--config.data.data_dir=$WORK/data")
 else
-  quick=(--steps=5) seeds=1,2,4,8,16,32 only_bench=train,decode main_limit=240 slow=1
+  quick=(--steps=5) seeds=1,2,4,8,16,32 only_bench=train,decode slow=1
+  shards=5 mem_fraction=0.15 train_limit=190 report_limit=110  # one variant per process, 12 GB each on 80 GB
   main_flags=(--config.sweep.scores=none,additive,dot,general,concat)   # train.seeds=auto: 5 on an accelerator
 fi
 
@@ -52,17 +61,38 @@ say "device"
 {
   command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv
   ./launch.sh train --helpshort >/dev/null   # the set-up (from ATTNMT_WHEELHOUSE when set), once
-  "${ATTNMT_VENV:-.venv}/bin/python" -c 'import jax, flax, sys; print(sys.version.split()[0], "jax", jax.__version__, "flax", flax.__version__, jax.devices())'
+  "${ATTNMT_VENV:-.venv}/bin/python" -c 'import jax, sys; from importlib import metadata as m
+print(sys.version.split()[0], jax.devices(), jax.default_backend())
+print(*(f"{p} {m.version(p)}" for p in ("jax", "jaxlib", "flax", "optax", "orbax-checkpoint", "numpy", "tensorflow-datasets", "sacrebleu")), sep=", ")'
 } >> "$LOG" 2>&1 || say "device: set-up failed (see above)"
 PY=${ATTNMT_VENV:-.venv}/bin/python
-step $((90 * slow)) "bench config, float32" "$PY" -m benchmarks.bench "${quick[@]}" --only=$only_bench --out="$OUT/bench_f32.json"
-[ -n "$DRY" ] || step 90 "bench config, bfloat16" "$PY" -m benchmarks.bench "${quick[@]}" --only=$only_bench --dtype=bfloat16 --out="$OUT/bench_bf16.json"
-step $((100 * slow)) "main model, seeds $seeds vmapped" "$PY" -m benchmarks.bench "${quick[@]}" --model=main --only=train,seeds --seeds=$seeds --out="$OUT/bench_main_seeds.json"
+step $((70 * slow)) "bench config, float32" "$PY" -m benchmarks.bench "${quick[@]}" --only=$only_bench --out="$OUT/bench_f32.json"
+step $((80 * slow)) "main model, seeds $seeds vmapped" "$PY" -m benchmarks.bench "${quick[@]}" --model=main --only=train,seeds --seeds=$seeds --out="$OUT/bench_main_seeds.json"
+# The main job: its variants train at once, one process (shard) each, on the one device (a small model leaves
+# the chip mostly idle, so their launches interleave); then one process writes the tables and the analysis of
+# the variants that finished (sweep.report_only), so a run cut by the time limit still reports what it has.
+main_job() {
+  local pids=() i
+  for ((i = 0; i < shards; i++)); do
+    XLA_PYTHON_CLIENT_MEM_FRACTION=$mem_fraction timeout "$train_limit" ./launch.sh main "--workdir=$WORK/main" \
+      "${main_flags[@]}" "--config.sweep.shard=$i/$shards" > "$WORK/shard_$i.log" 2>&1 &
+    pids+=($!)
+  done
+  for i in "${!pids[@]}"; do
+    wait "${pids[$i]}"
+    echo "shard $i/$shards: exit $? after $(($(date +%s) - start)) s; last lines:"
+    grep -v 'train:' "$WORK/shard_$i.log" | tail -n 4
+  done
+  timeout "$report_limit" ./launch.sh main "--workdir=$WORK/main" "${main_flags[@]}" --config.sweep.report_only=true
+}
 start=$(date +%s)
-step "$main_limit" "main job" ./launch.sh main "--workdir=$WORK/main" "${main_flags[@]}"
+step 0 "main job" main_job  # its own limits: train_limit, then report_limit
 echo "main job wall time: $(($(date +%s) - start)) s" | tee -a "$LOG"
 for f in results.md analysis/analysis.md analysis/translations.json.gz; do
   [ -f "$WORK/main/$f" ] && cp "$WORK/main/$f" "$OUT/main_$(basename "$f")"
 done
-[ -n "$DRY" ] || step 60 "training step by part (bench config)" "$PY" -m tools.profile_step
+(cd "$WORK" && tar czf "$OUT/main_extra.tgz" --ignore-failed-read shard_*.log main/*.png main/*.json main/*.csv main/analysis/*.png \
+  main/analysis/*.json 2>/dev/null)   # the curves, per-seed results and shard logs, for docs/results/main_gpu.md
+[ -n "$DRY" ] || step 45 "bench config, bfloat16" "$PY" -m benchmarks.bench "${quick[@]}" --only=train --dtype=bfloat16 --out="$OUT/bench_bf16.json"
+[ -n "$DRY" ] || step 35 "training step by part (bench config)" "$PY" -m tools.profile_step
 say "done"
