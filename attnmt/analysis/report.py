@@ -487,7 +487,7 @@ def length_figure(results: list[dict], split: str = 'test'):
   return plots.bleu_by_length_figure(
     curves,
     f'BLEU by source length ({split}, greedy, mean over {"/".join(map(str, seeds))} seed(s))\n'
-    "95% intervals: Student's t over seeds with the test set's variance (one seed: the sentences alone)",
+    "95% intervals: Student's t over seeds with the test set's variance\n(one seed: the test sentences alone)",
     intervals,
   )
 
