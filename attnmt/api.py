@@ -151,7 +151,7 @@ class Run:
       t.beam_alpha,
       factor,
       keep_attention=True,
-      beta=t.get('beam_coverage_penalty', 0.0),  # absent from runs made before the setting existed
+      beta=t.beam_coverage_penalty,
       intervention=intervention,
     )
     return [

@@ -8,7 +8,7 @@ notebook shows the Figures attnmt returns once, and a script on a machine withou
 from __future__ import annotations
 
 import os
-from typing import Optional, Sequence
+from typing import Collection, Optional, Sequence
 
 import matplotlib
 import matplotlib.cm
@@ -94,10 +94,11 @@ def bleu_by_length_figure(
   curves: dict[str, list[dict]],
   title: str = 'BLEU by source sentence length',
   intervals: Optional[dict[str, list[list[float]]]] = None,
+  dashed: Collection[str] = (),
 ):
   """One line per variant: BLEU of each source-length bucket (rows from evaluation.bleu_by_length), with
   error bars where `intervals` gives a [low, high] 95% interval per bucket; the x labels give each bucket's
-  sentence count."""
+  sentence count. The variants in `dashed` (those whose score does not attend: the baselines) are dashed."""
   fig = matplotlib.figure.Figure(figsize=(7.5, 4.4))
   ax = fig.subplots()
   for name, rows in curves.items():
@@ -105,7 +106,7 @@ def bleu_by_length_figure(
     y = np.array([r['bleu'] for r in rows])
     bars = (intervals or {}).get(name)
     yerr = None if bars is None else np.abs(np.array(bars, float).T - y)
-    ax.errorbar(x, y, yerr=yerr, marker='o', capsize=3, label=name, linestyle='--' if name.startswith('none') else '-')
+    ax.errorbar(x, y, yerr=yerr, marker='o', capsize=3, label=name, linestyle='--' if name in dashed else '-')
   ax.set_xlabel('source sentence length in words (sentences)')
   ax.set_ylabel('BLEU')
   ax.set_title(title)
@@ -154,8 +155,9 @@ def save(fig, path: str) -> str:
   return path
 
 
-def learning_curves(curves: dict[str, list[dict]], path: str, title: str = '') -> str:
-  """Validation BLEU and perplexity against training minutes, one line per run.
+def learning_curves(curves: dict[str, list[dict]], path: str, title: str = '', dashed: Collection[str] = ()) -> str:
+  """Validation BLEU and perplexity against training minutes, one line per run (those in `dashed`, the
+  baselines whose score does not attend, dashed).
 
   `curves` maps a label to its validation records from metrics.jsonl (each with 'train_seconds',
   'bleu' and 'perplexity', the last two lists over seeds: the mean is drawn)."""
@@ -163,7 +165,7 @@ def learning_curves(curves: dict[str, list[dict]], path: str, title: str = '') -
   ax_bleu, ax_ppl = fig.subplots(1, 2)
   for name, records in curves.items():
     minutes = [r['train_seconds'] / 60 for r in records]
-    style = dict(marker='o', markersize=3, label=name, linestyle='--' if name.startswith('none') else '-')
+    style = dict(marker='o', markersize=3, label=name, linestyle='--' if name in dashed else '-')
     ax_bleu.plot(minutes, [np.mean(r['bleu']) for r in records], **style)
     ax_ppl.plot(minutes, [np.mean(r['perplexity']) for r in records], **style)
   ax_bleu.set_ylabel('validation BLEU')

@@ -1,9 +1,12 @@
-"""Settings declared once: each row holds a key, its default, what it means, and the values it accepts.
+"""Settings declared once: each row holds a key, its default, what it means, the values it accepts, the value
+that reproduces runs written before the setting existed, and whether a resumed run may change it.
 
-A section (`train` in attnmt/training/settings.py, `data` in attnmt/data/config.py) is one tuple of `Setting`
-rows; `defaults(rows)` is the section's ConfigDict and `check(section, rows, values)` validates a section
-against the same rows, so a new setting is one line in one place. The model's settings are a frozen
-dataclass (attnmt/model/config.py) for the same reason: the field, its comment and its check sit together.
+Every section is one tuple of `Setting` rows: `train` in attnmt/training/settings.py, `data` in
+attnmt/data/config.py, `sweep` in experiments/configs/default.py, and `model` read off the fields of the frozen
+dataclass attnmt/model/config.py (`rows_of`: each field is declared with `field(...)`, so the field, its
+meaning and its check sit together). From the same rows come the section's defaults (`defaults`), its checks
+(`check`), an old run's missing values (`fill_missing`) and the answer to "is this the same run?"
+(`differences`). A new setting is therefore one declaration: nothing else lists it.
 """
 
 from __future__ import annotations
@@ -21,10 +24,23 @@ from attnmt.errors import ConfigError
 Bound = Optional[Union[float, str]]  # a number (inclusive), '>x' / '<x' (exclusive), or None (open)
 
 
+class _Default:
+  def __repr__(self):
+    return 'the default'
+
+
+DEFAULT = _Default()  # Setting.before: runs written before the setting existed did what its default does
+
+
 @dataclasses.dataclass(frozen=True)
 class Setting:
   """One setting: its key, default and meaning; its kind is the default's type (bool, int, float, str);
-  numbers may carry bounds `lo` / `hi` and strings a tuple of `choices`."""
+  numbers may carry bounds `lo` / `hi` and strings a tuple of `choices`.
+
+  `before` is the value that does what runs written before the setting existed did (their config.json lacks
+  the key): the default unless declared, so a setting whose default changes nothing needs no entry.
+  `resumable`: a resumed run may change it (train longer, log more often); any other difference is another
+  run. `derived`: not read from the config section but filled in by attnmt (the vocabulary sizes)."""
 
   key: str
   default: Any
@@ -32,10 +48,33 @@ class Setting:
   lo: Bound = None
   hi: Bound = None
   choices: tuple = ()
+  before: Any = DEFAULT
+  resumable: bool = False
+  derived: bool = False
 
   @property
   def kind(self) -> str:
     return {bool: 'bool', int: 'int', float: 'float', str: 'str'}[type(self.default)]
+
+  @property
+  def value_before(self) -> Any:
+    """What a run written before this setting existed did."""
+    return self.default if self.before is DEFAULT else self.before
+
+
+def field(default, doc: str, **kw):
+  """A dataclass field declared as a setting (its row in the field's metadata; `rows_of` reads it back)."""
+  return dataclasses.field(default=default, metadata={'setting': Setting('', default, doc, **kw)})
+
+
+def rows_of(cls) -> tuple[Setting, ...]:
+  """The rows of a dataclass whose fields were declared with `field`, in field order."""
+  rows = []
+  for f in dataclasses.fields(cls):
+    if 'setting' not in f.metadata:
+      raise TypeError(f'{cls.__name__}.{f.name} is not declared with schema.field(default, doc, ...)')
+    rows.append(dataclasses.replace(f.metadata['setting'], key=f.name))
+  return tuple(rows)
 
 
 def defaults(rows: tuple[Setting, ...]) -> ml_collections.ConfigDict:
@@ -99,3 +138,23 @@ def check(section: str, rows: tuple[Setting, ...], values) -> None:
   for key, row in known.items():
     if key in values:
       check_value(section, row, values[key])
+
+
+def fill_missing(rows: tuple[Setting, ...], values: dict) -> dict:
+  """`values` (a section of a saved config) with every declared, non-derived key it lacks set to what runs
+  written before that setting existed did (`Setting.value_before`)."""
+  missing = {row.key: row.value_before for row in rows if not row.derived and row.key not in values}
+  return {**values, **missing}
+
+
+def differences(sections: dict[str, tuple[Setting, ...]], old: dict, new: dict) -> tuple[list[str], list[str]]:
+  """Where two configs differ, as 'section.key' names in two sorted lists: (those that make it another run,
+  those a resumed run may change). Keys no row declares count as another run."""
+  refused, resumable = [], []
+  for section, rows in sections.items():
+    allowed = {row.key for row in rows if row.resumable}
+    a, b = old.get(section) or {}, new.get(section) or {}
+    for key in sorted(set(a) | set(b)):
+      if a.get(key) != b.get(key):
+        (resumable if key in allowed else refused).append(f'{section}.{key}')
+  return refused, resumable

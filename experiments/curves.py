@@ -52,7 +52,8 @@ def _curves():
   print(table)
   if FLAGS.out:
     os.makedirs(os.path.dirname(os.path.abspath(FLAGS.out)), exist_ok=True)
-    plots.learning_curves(curves, FLAGS.out, FLAGS.title)
+    baselines = {label for label, result in tests.items() if not result.get('attends', True)}  # dashed
+    plots.learning_curves(curves, FLAGS.out, FLAGS.title, dashed=baselines)
     with open(FLAGS.out[: -len('.png')] + '.md', 'w') as f:
       f.write(table + '\n')
     print(f'wrote {FLAGS.out}')

@@ -26,12 +26,14 @@ from ml_collections import config_flags
 
 from attnmt import plots
 from attnmt.analysis import curves as curves_lib, html_report, report, tables
+from attnmt import schema
 from attnmt.errors import ConfigError
 from attnmt.model import forms
 from attnmt.model.config import ModelConfig
 from attnmt.training import checkpoints, lock, parallel, settings, trainer
 from attnmt.training.lock import LockHeld
 from experiments import common, cores
+from experiments.configs import default
 
 FLAGS = flags.FLAGS
 config_flags.DEFINE_config_file(
@@ -89,7 +91,7 @@ def axes(config, case: str = '') -> list[tuple[str, list]]:
 
   s = config.sweep
   out = {key: getattr(s, short) for short, key in SHORTHANDS}
-  parts = str(s.get('axes', '')).split(';') + str(case).split(';')
+  parts = str(s.axes).split(';') + str(case).split(';')
   for part in filter(None, (p.strip() for p in parts)):
     key, eq, values = part.partition('=')
     if not eq or not values.strip():
@@ -138,7 +140,7 @@ def variants(config):
   the luong timing, so bahdanau variants differing only in it are one variant.
   """
 
-  cases = [c.strip() for c in str(config.sweep.get('cases', '')).split('|')]
+  cases = [c.strip() for c in str(config.sweep.cases).split('|')]
   if len(cases) > 1 and not all(cases):
     raise ConfigError(f"sweep.cases has an empty case: '{config.sweep.cases}'; separate cases with one '|'")
   grids = [axes(config, case) for case in cases]
@@ -199,6 +201,9 @@ def _sweep():
       f'{FLAGS["config"].value} has no sweep section; use a sweep config such as '
       'experiments/configs/main_ablation.py, or experiments/train.py for one run'
     )
+  schema.check('sweep', default.SWEEP, config.sweep)  # and a config written before a sweep setting existed:
+  with config.sweep.unlocked():  # it does what the setting's declared value_before does
+    config.sweep.update(schema.fill_missing(default.SWEEP, config.sweep.to_dict()))
   if str(config.train.seeds).strip().lower() == 'auto':
     backend = jax.default_backend()
     config.train.seeds = cores.auto_seeds(backend)
@@ -220,27 +225,26 @@ def _sweep():
     )
   print(f'{len(keep)} variant(s) x seeds {config.train.seeds}; {len(refused)} combination(s) skipped')
   runs = [(name, os.path.join(root, name.replace('/', '-')), run) for name, run in keep]
-  shard = shard_of(config.sweep.get('shard', ''), len(runs))
+  shard = shard_of(config.sweep.shard, len(runs))
   if shard == AUTO:
     print('shard auto: training every unfinished variant that no other process holds, in order')
   elif shard is not None:
     runs = runs[shard[0] :: shard[1]]
     print(f'shard {shard[0]}/{shard[1]}: {len(runs)} variant(s): {", ".join(n for n, _, _ in runs)}')
-  if config.sweep.get('report_only', False):
+  if config.sweep.report_only:
     return _report_finished(config, root, runs, shard)
   done = {}
   for _, workdir, run in runs:  # a variant whose settings changed is refused before anything trains
     done[workdir] = _finished(workdir, run)
     if done[workdir] is None:
       trainer.check_config(run)
-      try:
-        trainer._check_workdir(workdir, run)
-      except ConfigError as e:
+      refused, _ = (trainer.has_checkpoint(workdir) and checkpoints.run_differences(workdir, run)) or ([], [])
+      if refused:
         raise ConfigError(
-          str(e).split('; use another')[0] + '; use another --workdir for this sweep, or move '
-          'that variant directory aside'
-        ) from None
-  processes = 1 if shard is not None else cores.plan(config.sweep.get('processes', 1), list(done.values()).count(None))
+          f'{workdir} holds a run with a different config (differs in {", ".join(refused)}); use '
+          'another --workdir for this sweep, or move that variant directory aside'
+        )
+  processes = 1 if shard is not None else cores.plan(config.sweep.processes, list(done.values()).count(None))
   if processes > 1:
     return _on_cores(config, root, runs, processes)
   # A shard shares the root with the other shards: each variant's own training lock keeps them apart.
@@ -297,7 +301,10 @@ def _report(config, root, rows, dirs):
   if all(curves.values()):
     outputs.append(
       plots.learning_curves(
-        curves, os.path.join(root, 'results_curves.png'), 'Validation during training (mean over seeds)'
+        curves,
+        os.path.join(root, 'results_curves.png'),
+        'Validation during training (mean over seeds)',
+        dashed={r['variant'] for r in rows if not r.get('attends', True)},  # results.json of older runs: solid
       )
     )
   if config.sweep.analyze:
@@ -375,8 +382,7 @@ def _finished(workdir, run_config):
   path = os.path.join(workdir, 'results.json')
   if not os.path.exists(path) or not os.path.exists(os.path.join(workdir, checkpoints.CONFIG_FILE)):
     return None
-  saved = checkpoints.load_config(workdir).to_dict()
-  if saved != json.loads(json.dumps(run_config.to_dict())):
+  if checkpoints.run_differences(workdir, run_config) != ([], []):  # any difference, resumable ones too
     return None
   try:
     with open(path) as f:

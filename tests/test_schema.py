@@ -1,6 +1,7 @@
 """attnmt.schema: each setting declared once (default, meaning, accepted values) and checked from the same
 row; unknown keys refused with the nearest valid one, in the library and on the command line."""
 
+import dataclasses
 import os
 import subprocess
 import sys
@@ -12,12 +13,16 @@ from attnmt import schema
 from attnmt.data.config import DATA, get_data_config, validate_data
 from attnmt.errors import ConfigError
 from attnmt.schema import Setting
+from attnmt.model.config import MODEL, ModelConfig
+from attnmt.training import checkpoints, settings, trainer
 from attnmt.training.settings import TRAIN, get_train_config, validate_train
+from experiments.configs import default
+from experiments.configs.default import SWEEP
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-@pytest.mark.parametrize('rows', [TRAIN, DATA], ids=['train', 'data'])
+@pytest.mark.parametrize('rows', [TRAIN, DATA, MODEL, SWEEP], ids=['train', 'data', 'model', 'sweep'])
 def test_every_row_is_documented_and_its_default_passes_its_own_check(rows):
   assert len({r.key for r in rows}) == len(rows)
   for row in rows:
@@ -31,6 +36,9 @@ def test_the_sections_are_the_rows():
   assert get_data_config().to_dict() == {r.key: r.default for r in DATA}
   validate_train(get_train_config())
   validate_data(get_data_config())
+  assert default.get_model_config().to_dict() == {r.key: r.default for r in MODEL if not r.derived}
+  assert default.get_sweep_config('x').to_dict() == {r.key: r.default for r in SWEEP} | {'scores': 'x'}
+  assert [r.key for r in MODEL] == [f.name for f in dataclasses.fields(ModelConfig)]
 
 
 def test_a_new_setting_is_one_row():
@@ -104,3 +112,95 @@ def test_a_misspelt_override_is_one_line(flag, line, tmp_path):
   )
   assert res.returncode == 2 and res.stderr.strip().splitlines() == [line], res.stderr[-2000:]
   assert os.listdir(tmp_path) == []
+
+
+@pytest.fixture
+def added_settings(monkeypatch):
+  """What a researcher adds: a train setting whose default changes what older runs did (so it declares the
+  value that reproduces them) and one a resumed run may change, each one row and nothing else."""
+  rows = TRAIN + (
+    Setting('my_decay', 0.5, 'a new decay', lo=0.0, hi=1.0, before=0.0),
+    Setting('my_report_every', 10, 'a new reporting interval', lo=1, resumable=True),
+  )
+  monkeypatch.setattr(settings, 'TRAIN', rows)
+  monkeypatch.setitem(settings.SECTIONS, 'train', rows)
+  config = default.get_config()
+  with config.train.unlocked():
+    config.train.update(schema.defaults(rows))
+  return config
+
+
+def test_an_added_setting_is_validated_saved_reloaded_and_compared_on_resume(added_settings, tmp_path):
+  config = added_settings
+  settings.validate(config)
+  config.train.my_decay = 1.5
+  with pytest.raises(ConfigError, match=r'^train.my_decay must be a finite number >= 0.0 and <= 1.0, got 1.5$'):
+    settings.validate(config)
+  config.train.my_decay = 0.5
+  # saved with the run, and the same run compares equal
+  run = tmp_path / 'run'
+  checkpoints.save_config(str(run), config)
+  assert checkpoints.load_config(str(run)).train.my_decay == 0.5
+  assert checkpoints.run_differences(str(run), config) == ([], [])
+  # an older run, written before both settings existed, reads as what it did
+  old = tmp_path / 'old'
+  older = config.to_dict()
+  del older['train']['my_decay'], older['train']['my_report_every'], older['model']['query_timing']
+  checkpoints.save_config(str(old), ml_collections.ConfigDict(older))
+  loaded = checkpoints.load_config(str(old))
+  assert (loaded.train.my_decay, loaded.train.my_report_every, loaded.model.query_timing) == (0.0, 10, 'bahdanau')
+  # resuming it: the new decay's default is another run; the interval may change
+  assert checkpoints.run_differences(str(old), config) == (['train.my_decay'], [])
+  (old / 'checkpoints' / '100').mkdir(parents=True)
+  with pytest.raises(ConfigError, match=r'holds a run with a different config \(differs in train.my_decay\)'):
+    trainer.check_workdir(str(old), config)
+  config.train.my_decay, config.train.my_report_every = 0.0, 50
+  assert checkpoints.run_differences(str(old), config) == ([], ['train.my_report_every'])
+  trainer.check_workdir(str(old), config)  # allowed: the run resumes with the new interval
+
+
+def test_differences_by_hand():
+  rows = {'train': (Setting('a', 1, 'x'), Setting('b', 1, 'x', resumable=True))}
+  old = {'train': {'a': 1, 'b': 1, 'gone': 3}}
+  assert schema.differences(rows, old, {'train': {'a': 2, 'b': 5}}) == (['train.a', 'train.gone'], ['train.b'])
+  assert schema.differences(rows, old, old) == ([], [])
+  assert schema.fill_missing((Setting('a', 1, 'x', before=0), Setting('b', 2, 'x')), {'b': 7}) == {'a': 0, 'b': 7}
+
+
+def test_model_settings_are_checked_from_the_dataclass_fields():
+  for key, value, message in [
+    ('input_feeding', 1, 'model.input_feeding must be true or false, got 1'),
+    ('dropout', 1.0, 'model.dropout must be a finite number >= 0.0 and < 1, got 1.0'),
+    ('embed_size', 0, 'model.embed_size must be an integer >= 1, got 0'),
+    ('init_state', 'mean', "unknown model.init_state 'mean'; valid: bridge, last, zero"),
+    ('embed_sise', 8, 'unknown setting model.embed_sise; did you mean model.embed_size?'),
+  ]:
+    d = default.get_config().to_dict()
+    d['model'][key] = value  # as a config file may write it
+    with pytest.raises(ConfigError) as e:
+      settings.validate(ml_collections.ConfigDict(d))
+    assert str(e.value) == message
+  with pytest.raises(ConfigError, match="^unknown model.init_state 'mean'"):
+    ModelConfig(init_state='mean').validate()
+
+
+def test_a_dataclass_field_without_a_declaration_is_refused():
+  @dataclasses.dataclass(frozen=True)
+  class Partial:
+    declared: int = schema.field(1, 'has a row')
+    undeclared: int = 2
+
+  with pytest.raises(TypeError, match='Partial.undeclared is not declared with schema.field'):
+    schema.rows_of(Partial)
+
+
+def test_the_schedules_are_the_declared_choices():
+  (row,) = [r for r in TRAIN if r.key == 'schedule']
+  assert set(trainer.AFTER_WARMUP) == set(row.choices)
+
+
+def test_a_sweep_config_from_before_a_setting_reads_as_what_it_did():
+  filled = schema.fill_missing(SWEEP, {'scores': 'additive'})
+  assert filled['processes'] == '1' and filled['cases'] == '' and filled['scores'] == 'additive'
+  with pytest.raises(ConfigError, match=r'^unknown setting sweep.scorse; did you mean sweep.scores\?$'):
+    schema.check('sweep', SWEEP, {'scorse': 'x'})

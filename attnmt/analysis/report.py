@@ -195,7 +195,7 @@ def _beam_translate(run, params, batches, beam_size) -> tuple[list, dict[int, li
       max_len=evaluation.decode_length(src.shape[1], t.max_decode_factor),
       alpha=t.beam_alpha,
       keep_attention=False,
-      beta=t.get('beam_coverage_penalty', 0.0),  # absent from runs made before the setting existed
+      beta=t.beam_coverage_penalty,
     )
     tokens, lengths, scores = (np.asarray(x) for x in (d.tokens, d.lengths, d.scores))
     for row, index in enumerate(np.asarray(batch['index'])):
@@ -489,6 +489,7 @@ def length_figure(results: list[dict], split: str = 'test'):
     f'BLEU by source length ({split}, greedy, mean over {"/".join(map(str, seeds))} seed(s))\n'
     "95% intervals: Student's t over seeds with the test set's variance\n(one seed: the test sentences alone)",
     intervals,
+    dashed={r['variant'] for r in results if not r.get('attends', True)},
   )
 
 

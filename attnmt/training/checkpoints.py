@@ -14,7 +14,6 @@ Restoring needs nothing but the directory.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import errno
 import gc
 import io
@@ -32,9 +31,9 @@ import ml_collections
 import orbax.checkpoint as ocp
 from etils import epath
 
+from attnmt import schema
 from attnmt.errors import CheckpointError
-from attnmt.training import guards, train_step
-from attnmt.model.config import ModelConfig
+from attnmt.training import guards, settings, train_step
 
 CONFIG_FILE = 'config.json'
 FORMAT_VERSION = 1
@@ -56,27 +55,26 @@ def save_config(workdir: str, config: ml_collections.ConfigDict, model: Optional
   os.replace(tmp, os.path.join(workdir, CONFIG_FILE))
 
 
-# Train and data settings added after runs were written, with the value that does what those runs did.
-ADDED_SETTINGS = {
-  'train': {'alignment_loss_weight': 0.0, 'coverage_loss_weight': 0.0, 'beam_coverage_penalty': 0.0},
-  'data': {'alignment_path': '', 'eval_pad_to_multiple': 0, 'equal_widths': False},
-}
-
-
 def load_config(workdir: str) -> ml_collections.ConfigDict:
-  """The run's config. Model settings added to ModelConfig after the run was written read as their
-  defaults, and the settings of ADDED_SETTINGS as their values there, which are what the run trained
-  with, so such a run still resumes and compares equal."""
+  """The run's config. Settings added to attnmt after the run was written read as what that run did (each
+  row's `value_before`, declared with the setting: attnmt/schema.py), so such a run still resumes and compares
+  equal."""
   config = _load_payload(workdir)['config']
-  for section, added in ADDED_SETTINGS.items():
+  for section, rows in settings.SECTIONS.items():
     if isinstance(config.get(section), dict):
-      config[section] = {**added, **config[section]}
-  model = config.get('model')
-  if isinstance(model, dict):
-    defaults = {f.name: f.default for f in dataclasses.fields(ModelConfig)}
-    for key in set(defaults) - set(model) - {'source_vocab_size', 'target_vocab_size'}:
-      model[key] = defaults[key]
+      config[section] = schema.fill_missing(rows, config[section])
   return ml_collections.ConfigDict(config)
+
+
+def run_differences(workdir: str, config: ml_collections.ConfigDict) -> Optional[tuple[list[str], list[str]]]:
+  """Is `config` the run saved in `workdir`? None when the workdir holds no run (no config.json); otherwise
+  the settings that differ, as (those that make it another run, those a resumed run may change), each a
+  sorted list of 'section.key'. Training (resume or refuse) and the sweep (finished or not) both ask this."""
+  if not os.path.exists(os.path.join(workdir, CONFIG_FILE)):
+    return None
+  old = load_config(workdir).to_dict()
+  new = json.loads(json.dumps(config.to_dict()))  # tuples as lists, as config.json holds them
+  return schema.differences(settings.SECTIONS, old, new)
 
 
 def load_model_fields(workdir: str) -> Optional[dict]:

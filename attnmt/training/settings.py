@@ -9,14 +9,13 @@ whose validate checks values, names and combinations); settings that only work t
 
 from __future__ import annotations
 
-import numbers
-
 import ml_collections
 
 from attnmt import schema
-from attnmt.data.config import validate_data
+from attnmt.data.config import DATA, validate_data
 from attnmt.errors import ConfigError
 from attnmt.model import scores
+from attnmt.model.config import MODEL
 from attnmt.schema import Setting
 
 TRAIN = (
@@ -26,9 +25,13 @@ TRAIN = (
     "comma-separated; several seeds train together in one vmapped program; in a sweep 'auto' is 0 on a CPU and "
     '0,1,2,3,4 on an accelerator (experiments/cores.py)',
   ),
-  Setting('num_steps', 12000, 'optimiser steps (the cosine schedule ends here)', lo=1),
+  Setting('num_steps', 12000, 'optimiser steps (the cosine schedule ends here)', lo=1, resumable=True),
   Setting(
-    'time_budget_minutes', 0.0, '> 0: the step at which this much training time has passed becomes the last one', lo=0.0
+    'time_budget_minutes',
+    0.0,
+    '> 0: the step at which this much training time has passed becomes the last one',
+    lo=0.0,
+    resumable=True,
   ),
   Setting('learning_rate', 1e-2, 'peak learning rate (Adam; schedule.png, size.png)', lo='>0'),
   Setting(
@@ -54,18 +57,21 @@ TRAIN = (
     'alignments (data.name=synthetic_numbers, or tsv_pairs with data.alignment_path) and a score other than none',
     lo=0.0,
   ),
-  Setting('log_every', 50, 'steps between progress lines and training-metric records', lo=1),
-  Setting('eval_every', 1000, 'steps between validation evaluations (0 = only at the end)', lo=0),
-  Setting('eval_beam_size', 0, '0 = greedy only at evaluation; k > 0 adds beam-search BLEU', lo=0),
-  Setting('eval_max_sentences', 0, 'validate on this many sentences spread over the lengths (0 = all)', lo=0),
+  Setting('log_every', 50, 'steps between progress lines and training-metric records', lo=1, resumable=True),
+  Setting('eval_every', 1000, 'steps between validation evaluations (0 = only at the end)', lo=0, resumable=True),
+  Setting('eval_beam_size', 0, '0 = greedy only at evaluation; k > 0 adds beam-search BLEU', lo=0, resumable=True),
+  Setting(
+    'eval_max_sentences', 0, 'validate on this many sentences spread over the lengths (0 = all)', lo=0, resumable=True
+  ),
   Setting(
     'tensorboard_heatmaps',
     4,
     "at every evaluation, TensorBoard images of the first seed's attention on this many validation sentences "
     '(greedy output; chosen once per run, spread over source length; 0 = none): attnmt/training/tensorboard_heatmaps.py',
     lo=0,
+    resumable=True,
   ),
-  Setting('checkpoint_every', 1000, 'steps between checkpoints of the latest state', lo=1),
+  Setting('checkpoint_every', 1000, 'steps between checkpoints of the latest state', lo=1, resumable=True),
   Setting('beam_alpha', 0.6, 'length penalty ((5 + len) / 6) ** alpha', lo=0.0),
   Setting(
     'beam_coverage_penalty',
@@ -75,19 +81,24 @@ TRAIN = (
   ),
   Setting('max_decode_factor', 1.5, 'decode up to factor * source width + 10 tokens', lo='>0'),
   Setting(
-    'num_devices', 0, 'data-parallel devices (0 = all, on every host); data.batch_size is the global batch', lo=0
+    'num_devices',
+    0,
+    'data-parallel devices (0 = all, on every host); data.batch_size is the global batch',
+    lo=0,
+    resumable=True,
   ),
   Setting(
     'nonfinite',
     'stop',
     "on a NaN/inf loss or gradient: 'stop' (no checkpoint after it) or 'skip' the update",
     choices=('stop', 'skip'),
+    resumable=True,
   ),
 )
 
 
-MODEL_BOOLS = ('bidirectional', 'input_feeding')
-MODEL_FLOATS = ('dropout',)
+# Every section's rows: what `checkpoints` fills into an older run's config and compares on resume.
+SECTIONS = {'model': tuple(row for row in MODEL if not row.derived), 'data': DATA, 'train': TRAIN}
 
 
 def get_train_config() -> ml_collections.ConfigDict:
@@ -130,23 +141,9 @@ def validate_supervision(config) -> None:
     )
 
 
-def validate_model_types(m) -> None:
-  """Types only: ModelConfig.validate checks values, names and combinations."""
-  for key in MODEL_BOOLS:
-    if key in m and not isinstance(m[key], bool):
-      raise ConfigError(f'model.{key} must be true or false, got {m[key]!r}')
-  for key in MODEL_FLOATS:
-    if key in m:
-      schema.check_value('model', Setting(key, 0.0, '', lo=0.0, hi='<1'), m[key])
-  for key, value in m.items():
-    if key not in MODEL_BOOLS + MODEL_FLOATS and not isinstance(value, str):
-      if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise ConfigError(f'model.{key} must be an integer, got {value!r}')
-
-
 def validate(config) -> None:
-  """Every train and data value, the model values' types, before anything is written."""
+  """Every train, data and model value against its declaration, before anything is written."""
   validate_train(_section(config, 'train'))
   validate_data(_section(config, 'data'))
-  validate_model_types(_section(config, 'model'))
+  schema.check('model', MODEL, _section(config, 'model'))  # values; ModelConfig.validate: names, combinations
   validate_supervision(config)

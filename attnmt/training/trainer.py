@@ -30,19 +30,6 @@ from attnmt.model.config import ModelConfig
 from attnmt.training.metrics_io import MetricsWriter, Progress
 
 BATCH_KEYS = ('src', 'src_len', 'tgt_in', 'tgt_out', 'tgt_len')
-# Train settings a resumed run may change (e.g. train longer); any other difference is another run.
-RESUMABLE_CHANGES = (
-  'num_steps',
-  'eval_every',
-  'log_every',
-  'checkpoint_every',
-  'nonfinite',
-  'eval_max_sentences',
-  'eval_beam_size',
-  'time_budget_minutes',
-  'num_devices',
-  'tensorboard_heatmaps',
-)
 
 
 def model_config(config: ml_collections.ConfigDict, prepared: data.PreparedData) -> ModelConfig:
@@ -70,17 +57,18 @@ def parse_seeds(seeds) -> list[int]:
   return out
 
 
+# What the learning rate does after the warm-up, per train.schedule.
+AFTER_WARMUP = {
+  'constant': lambda t, warmup: optax.constant_schedule(t.learning_rate),
+  'cosine': lambda t, warmup: optax.cosine_decay_schedule(t.learning_rate, max(t.num_steps - warmup, 1)),
+  'rsqrt': lambda t, warmup: lambda s: t.learning_rate * jnp.sqrt(warmup / (s + warmup)),
+}
+
+
 def learning_rate_schedule(t: ml_collections.ConfigDict) -> optax.Schedule:
   warmup = max(int(t.warmup_steps), 1)
   ramp = optax.linear_schedule(0.0, t.learning_rate, warmup)
-  if t.schedule == 'constant':
-    after = optax.constant_schedule(t.learning_rate)
-  elif t.schedule == 'cosine':
-    after = optax.cosine_decay_schedule(t.learning_rate, max(t.num_steps - warmup, 1))
-  elif t.schedule == 'rsqrt':
-    after = lambda s: t.learning_rate * jnp.sqrt(warmup / (s + warmup))
-  else:
-    raise ConfigError(f"unknown train.schedule '{t.schedule}'; valid: constant, cosine, rsqrt")
+  after = AFTER_WARMUP[t.schedule](t, warmup)  # train.schedule's choices (settings.TRAIN) are these keys
   return optax.join_schedules([ramp, after], [warmup])
 
 
@@ -166,24 +154,16 @@ def has_checkpoint(workdir: str) -> bool:
   )
 
 
-def _check_workdir(workdir: str, config: ml_collections.ConfigDict) -> None:
-  """Refuses to mix two different runs in one workdir. A config.json without any checkpoint (a run that
-  stopped before its first one) holds no run: it is replaced. Settings added to attnmt after the run
-  was made read as what that run did (`checkpoints.load_config`)."""
-  if not os.path.exists(os.path.join(workdir, checkpoints.CONFIG_FILE)) or not has_checkpoint(workdir):
+def check_workdir(workdir: str, config: ml_collections.ConfigDict) -> None:
+  """Refuses to mix two different runs in one workdir (`checkpoints.run_differences`: settings a resumed run
+  may change, such as num_steps, are allowed). A config.json without any checkpoint (a run that stopped
+  before its first one) holds no run: it is replaced."""
+  if not has_checkpoint(workdir):
     return
-  old = checkpoints.load_config(workdir).to_dict()
-  new = json.loads(json.dumps(config.to_dict()))
-  changed = sorted(
-    f'{sec}.{k}'
-    for sec in ('model', 'data', 'train')
-    for k in set(old.get(sec, {})) | set(new[sec])
-    if sec != 'train' or k not in RESUMABLE_CHANGES
-    if old.get(sec, {}).get(k) != new[sec].get(k)
-  )
-  if changed:
+  refused, _ = checkpoints.run_differences(workdir, config) or ([], [])
+  if refused:
     raise ConfigError(
-      f'{workdir} holds a run with a different config (differs in {", ".join(changed)}); '
+      f'{workdir} holds a run with a different config (differs in {", ".join(refused)}); '
       'use another --workdir, or pass --fresh to move the old run aside and start anew'
     )
 
@@ -257,7 +237,7 @@ def check_config(config: ml_collections.ConfigDict) -> list[int]:
 
 def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, seeds: list[int], mesh) -> dict:
   t = config.train
-  _check_workdir(workdir, config)
+  check_workdir(workdir, config)
   prepared = prepare_data(config.data)
   data.check_batches(prepared, config.data, t.num_steps)
   cfg = model_config(config, prepared)
@@ -456,6 +436,7 @@ def final_results(cfg, config, workdir, prepared, seeds, meta, mesh=None) -> dic
   n_params = int(sum(x.size for x in jax.tree.leaves(params)) // len(seeds))
   summary = {
     'variant': variant_name(config),
+    'attends': scores.build(cfg).attends,  # False: a baseline without attention (drawn dashed, compared against)
     'seeds': seeds,
     'best_step': best_step,
     'test_bleu': ev['bleu'],

@@ -15,7 +15,9 @@ import dataclasses
 
 import ml_collections
 
+from attnmt import schema
 from attnmt.model.config import ModelConfig
+from attnmt.schema import Setting
 from attnmt.data import get_data_config
 from attnmt.training.settings import get_train_config
 
@@ -29,28 +31,45 @@ def get_model_config() -> ml_collections.ConfigDict:
   return ml_collections.ConfigDict({k: v for k, v in fields.items() if k not in VOCAB_FIELDS})
 
 
+# The sweep section (experiments/sweep.py): every combination of the axes is one variant (values
+# comma-separated); the rest says how the variants train and what the analysis draws.
+SWEEP = (
+  Setting('scores', 'none,additive,dot,general,concat', 'model.score values'),
+  Setting('query_timings', 'bahdanau', 'model.query_timing values: bahdanau, luong'),
+  Setting('windows', 'global', 'model.window values: global, local_m, local_p'),
+  Setting('input_feeding', 'true', "luong timing only: 'true', 'false' or 'true,false'"),
+  Setting('axes', '', "any other settings: 'model.window_size=4,8;train.learning_rate=3e-3,1e-2'"),
+  Setting(
+    'cases',
+    '',
+    "several grids in one sweep: '|'-separated cases in the syntax of `axes`, each overriding the axes above; "
+    "the variants are the union of the cases' combinations ('' = the one grid above)",
+  ),
+  Setting(
+    'shard',
+    '',
+    "'i/n': train only variants i, i+n, ... (0 <= i < n); 'auto': every unfinished variant no other process "
+    'holds. Shards write no tables: sweep.report_only does, once they are done',
+  ),
+  Setting(
+    'processes',
+    'auto',
+    "training processes: 'auto' = on a CPU, one single-threaded process per core while at least two variants "
+    'are unfinished (they train 1.39x the tokens/s of one process on 2 cores; experiments/cores.py); N = N processes',
+    before='1',  # a sweep config written before this setting trained in one process
+  ),
+  Setting('report_only', False, 'train nothing; tables and analysis of the variants finished so far (merges shards)'),
+  Setting('analyze', True, 'after training: BLEU by length, heatmaps, AER where gold alignments exist'),
+  Setting('beam_size', 0, 'beam-search BLEU in the analysis (0: greedy only, faster)', lo=0),
+  Setting('num_heatmaps', 3, 'random test sentences drawn as heatmaps per variant', lo=0),
+  Setting('heatmap_min_words', 0, '... among those whose source has at least this many words', lo=0),
+)
+
+
 def get_sweep_config(scores: str = 'none,additive,dot,general,concat') -> ml_collections.ConfigDict:
-  """The axes of experiments/sweep.py: every combination is one variant (comma-separated values)."""
-  s = ml_collections.ConfigDict()
+  """The sweep section's defaults (SWEEP), with `scores` as its score axis."""
+  s = schema.defaults(SWEEP)
   s.scores = scores
-  s.query_timings = 'bahdanau'  # bahdanau, luong
-  s.windows = 'global'  # global, local_m, local_p
-  s.input_feeding = 'true'  # luong timing only: 'true', 'false' or 'true,false'
-  s.axes = ''  # any other settings: 'model.window_size=4,8;train.learning_rate=3e-3,1e-2'
-  # Several grids in one sweep: '|'-separated cases in the syntax of `axes`, each overriding the axes above;
-  # the variants are the union of the cases' combinations. '' = the one grid above.
-  s.cases = ''
-  # 'i/n': train only variants i, i+n, ... (0 <= i < n); 'auto': every unfinished variant no other process holds.
-  # Shards write no tables: sweep.report_only does, once they are done.
-  s.shard = ''
-  # Training processes: 'auto' = on a CPU, one single-threaded process per core while at least two variants are
-  # unfinished (they train 1.39x the tokens/s of one process on 2 cores; experiments/cores.py); N = N processes.
-  s.processes = 'auto'
-  s.report_only = False  # True: train nothing; tables and analysis of the variants finished so far (merges shards)
-  s.analyze = True  # after training: BLEU by length, heatmaps, AER where gold alignments exist
-  s.beam_size = 0  # beam-search BLEU in the analysis (0: greedy only, faster)
-  s.num_heatmaps = 3  # random test sentences drawn as heatmaps per variant
-  s.heatmap_min_words = 0  # ... among those whose source has at least this many words
   return s
 
 

@@ -393,7 +393,7 @@ SETTINGS = {
     'ture',
     "model.input_feeding must be true or false, got 'ture'",
   ),
-  'model.embed_size=16.5': ('model', 'embed_size', 16.5, 'model.embed_size must be an integer, got 16.5'),
+  'model.embed_size=16.5': ('model', 'embed_size', 16.5, 'model.embed_size must be an integer >= 1, got 16.5'),
 }
 
 
@@ -661,10 +661,10 @@ def test_config_without_a_checkpoint_does_not_block_the_corrected_command(tmp_pa
   config.model.score = 'general'
   checkpoints.save_config(str(workdir), config)  # left by a run that stopped before its first checkpoint
   corrected = tiny.get_config()
-  trainer._check_workdir(str(workdir), corrected)  # no refusal
+  trainer.check_workdir(str(workdir), corrected)  # no refusal
   os.makedirs(workdir / 'checkpoints' / '10')
   with pytest.raises(ConfigError, match=r'differs in model.score'):
-    trainer._check_workdir(str(workdir), corrected)
+    trainer.check_workdir(str(workdir), corrected)
 
 
 def test_translate_and_analyze_paths(tmp_path, trained):

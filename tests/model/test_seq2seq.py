@@ -139,8 +139,8 @@ def test_dropout_changes_training_outputs_only(small):
     (dict(score='dot', decoder_hidden_size=100), "score 'dot' needs the query size"),
     (dict(score='none', window='local_m'), "score 'none' has no attention to window"),
     (dict(init_state='last', decoder_hidden_size=100), "init_state 'last' copies the final encoder states"),
-    (dict(dropout=1.0), 'model.dropout must be in [0, 1)'),
-    (dict(embed_size=0), 'model.embed_size must be at least 1'),
+    (dict(dropout=1.0), 'model.dropout must be a finite number >= 0.0 and < 1, got 1.0'),
+    (dict(embed_size=0), 'model.embed_size must be an integer >= 1, got 0'),
   ],
 )
 def test_config_errors_name_the_fix(small, overrides, message):
