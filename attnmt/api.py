@@ -248,7 +248,10 @@ def _sentences(items: Sequence[str], what: str) -> list[str]:
   """The non-empty strings of `items`, stripped; anything else is an InputError naming the first bad one."""
   if isinstance(items, str):
     raise InputError(f'{what}: pass a list of strings, not one string (wrap it in a list)')
-  texts = list(items)
+  try:
+    texts = list(items)
+  except TypeError:
+    raise InputError(f'{what}: pass a list of strings, not {type(items).__name__}') from None
   if not texts:
     raise InputError(f'no {what} given: pass a non-empty list of strings')
   for k, text in enumerate(texts):
