@@ -64,7 +64,7 @@ class PeakProbe:
   """An n x n `jnp.dot` in the compute dtype, compiled once; `gflops()` is the best of `calls` calls.
 
   The best of two, not one call: the first product after a training step runs a few per cent
-  slower than the next ones (measured: median 186 against 194 GFLOP/s over 12 steps), and a low
+  slower than the next ones (about 4 %, benchmarks/README.md), and a low
   probe would flatter the fraction of peak.
   """
 

@@ -72,8 +72,8 @@ def clip_by_global_norm(max_norm: float) -> optax.GradientTransformation:
   (`optax.EmptyState`, so checkpoints restore either way). optax divides every gradient by the
   norm, and XLA:CPU, which counts a division as expensive, then writes the clipped gradients out
   once more and Adam's two moment updates read both copies; a multiplication fuses into them
-  instead. At the bench config that is 4 fewer passes over the 12.5 M parameters, 20.4 → 16.4 ms
-  per update (benchmarks/README.md, "a clip that fuses").
+  instead: 4 fewer passes over the parameters per update (the measured gain: benchmarks/README.md, "a clip
+  that fuses").
   """
 
   def update(updates, state, params=None):
@@ -205,8 +205,8 @@ def init_train_states(cfg: ModelConfig, optimizer: optax.GradientTransformation,
   """K fresh states stacked along a leading axis, one per seed: the input of trainer.seed_functions' step.
 
   Seeds are initialised one by one and stacked: under `vmap` the orthogonal initialiser becomes a
-  batched QR, whose jaxlib CPU kernel (ParallelBatchMap) deadlocks on a busy 2-core thread pool
-  (seen with jaxlib 0.10.2: every thread waiting, no CPU used).
+  batched QR, whose jaxlib CPU kernel (ParallelBatchMap) can deadlock on a busy 2-core thread pool
+  (every thread waiting, no CPU used; docs/troubleshooting.md).
   """
   init_one = jax.jit(init_train_state, static_argnums=(0, 1))
   states = [init_one(cfg, optimizer, jnp.int32(s)) for s in seeds]
