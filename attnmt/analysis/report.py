@@ -316,13 +316,7 @@ def check_pharaoh(gold: GoldLinks, sources: list[str], targets: list[str], split
       'give one Pharaoh line per sentence, in split order'
     )
   for k, ((_, possible), src, tgt) in enumerate(zip(gold.lines, sources, targets), 1):
-    for s, t in sorted(possible):
-      for side, index, n in (('source', s, len(src.split())), ('target', t, len(tgt.split()))):
-        if index >= n:
-          raise ValueError(
-            f'{gold.path}:{k}: link {s}-{t} names {side} word {index}, but {split} sentence {k} has {n} {side} '
-            f'words (0 to {n - 1}); indices are 0-based over whitespace-separated words, source first'
-          )
+    pharaoh_file.check_within(possible, len(src.split()), len(tgt.split()), f'{gold.path}:{k}', f'{split} sentence {k}')
 
 
 def _alignment_error_rates(run, split, pharaoh) -> tuple[Optional[list[float]], Optional[dict]]:

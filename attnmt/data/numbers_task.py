@@ -70,11 +70,6 @@ def translate(numbers: list[str]) -> tuple[str, str, str]:
   return ' '.join(source), ' '.join(target), alignment
 
 
-def parse_pharaoh(alignment: str) -> list[tuple[int, int]]:
-  """[(source position, target position), ...] from a Pharaoh string such as '0-2 1-0'."""
-  return [tuple(int(x) for x in link.split('-')) for link in alignment.split()]
-
-
 def random_numbers(rng: np.random.Generator, min_numbers: int, max_numbers: int, max_digits: int) -> list[str]:
   """Digit strings of a random sentence: a uniform count of numbers, each with a uniform
   number of digits and no leading zero."""

@@ -44,6 +44,18 @@ def parse_sure_possible(line: str, path: str, lineno: int) -> tuple[set, set]:
   return sure, possible | sure
 
 
+def check_within(links: set[tuple[int, int]], n_source: int, n_target: int, where: str, sentence: str) -> None:
+  """Refuses a link naming a word beyond its sentence (AER would silently count it as missed): `where` is
+  'file:line', `sentence` names the sentence pair for the message ('test sentence 5')."""
+  for s, t in sorted(links):
+    for side, index, n in (('source', s, n_source), ('target', t, n_target)):
+      if index >= n:
+        raise PharaohFormatError(
+          f'{where}: link {s}-{t} names {side} word {index}, but {sentence} has {n} {side} words (0 to {n - 1}); '
+          'indices are 0-based over whitespace-separated words, source first'
+        )
+
+
 def format_links(links: set[tuple[int, int]]) -> str:
   """{(0, 0), (2, 1)} -> '0-0 2-1' (sorted)."""
   return ' '.join(f'{s}-{t}' for s, t in sorted(links))
@@ -86,14 +98,8 @@ def read_alignments(path: str, tsv_path: str, pairs: TsvPairs) -> dict[int, str]
   out = {}
   for source, target, lineno in pairs.pairs:
     links = parse_links(lines[lineno - 1], path, lineno)
-    n_src, n_tgt = len(source.split()), len(target.split())
-    for s, t in sorted(links):
-      for side, index, n in (('source', s, n_src), ('target', t, n_tgt)):
-        if index >= n:
-          raise PharaohFormatError(
-            f'{path}:{lineno}: link {s}-{t} names {side} word {index}, but the {side} sentence on line {lineno} '
-            f'of {tsv_path} has {n} words (0 to {n - 1}); indices are 0-based over whitespace-separated words, '
-            'source first'
-          )
+    check_within(
+      links, len(source.split()), len(target.split()), f'{path}:{lineno}', f'the pair on line {lineno} of {tsv_path}'
+    )
     out[lineno] = format_links(links)
   return out

@@ -314,10 +314,13 @@ def test_gold_alignments_for_aer_are_word_links_under_sentencepiece(tmp_path):
     (lambda a: a[:3] + ['0-0 1-x'] + a[4:], r"gold\.align:4: '1-x' is not a Pharaoh link; write 0-based"),
     (
       lambda a: a[:2] + ['0-0 0-9'] + a[3:],
-      r'gold\.align:3: link 0-9 names target word 9, but the target sentence on line 3 of .*pairs\.tsv has 4 '
-      r'words \(0 to 3\); indices are 0-based',
+      r'gold\.align:3: link 0-9 names target word 9, but the pair on line 3 of .*pairs\.tsv has 4 '
+      r'target words \(0 to 3\); indices are 0-based',
     ),
-    (lambda a: a[:2] + ['5-0'] + a[3:], r'gold\.align:3: link 5-0 names source word 5, .* source sentence .* has 4'),
+    (
+      lambda a: a[:2] + ['5-0'] + a[3:],
+      r'gold\.align:3: link 5-0 names source word 5, but the pair on line 3 .* has 4 source words',
+    ),
   ],
 )
 def test_bad_alignment_files_are_one_line_errors(tmp_path, lines, message):
