@@ -80,7 +80,7 @@ def test_model_fields_are_replaced_and_validated():
   assert variants.model_of(variants.Variant(model={'score': 'general'}), TINY).score == 'general'
   with pytest.raises(ValueError, match='unknown model setting'):
     variants.model_of(variants.Variant(model={'scroe': 'dot'}), TINY)
-  with pytest.raises(ValueError, match='must be at least 1'):
+  with pytest.raises(ValueError, match='model.attention_size must be an integer >= 1, got 0'):
     variants.model_of(variants.Variant(model={'attention_size': 0}), TINY)
 
 
