@@ -256,7 +256,7 @@ def _sentences(items: Sequence[str], what: str) -> list[str]:
     raise InputError(f'no {what} given: pass a non-empty list of strings')
   for k, text in enumerate(texts):
     if not isinstance(text, str):
-      raise InputError(f'{what}[{k}] is a {type(text).__name__}, not a string')
+      raise InputError(f'{what}[{k}] is of type {type(text).__name__}, not a string')
     if not text.strip():
       raise InputError(f'{what}[{k}] is empty: pass sentences with words in them')
   return [text.strip() for text in texts]

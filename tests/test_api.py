@@ -144,7 +144,7 @@ def test_bad_input_gets_one_line(trained, tmp_path):
     (lambda: run.translate([]), InputError, 'no sentences given'),
     (lambda: run.translate('4 2'), InputError, 'not one string'),
     (lambda: run.translate(None), InputError, 'sentences: pass a list of strings, not NoneType'),
-    (lambda: run.translate([4, 2]), InputError, r'sentences\[0\] is a int, not a string'),
+    (lambda: run.translate([4, 2]), InputError, r'sentences\[0\] is of type int, not a string'),
     (lambda: attnmt.load(str(tmp_path)), CheckpointError, 'is not an attnmt run directory'),
     (lambda: attnmt.compare([str(tmp_path)]), CheckpointError, 'is not an attnmt run directory'),
     (lambda: run.translate(['4 2', '  ']), InputError, r'sentences\[1\] is empty'),
