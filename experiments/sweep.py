@@ -24,9 +24,8 @@ import jax
 from absl import app, flags
 from ml_collections import config_flags
 
-from attnmt import plots
+from attnmt import plots, schema
 from attnmt.analysis import curves as curves_lib, html_report, report, tables
-from attnmt import schema
 from attnmt.errors import ConfigError
 from attnmt.model import forms
 from attnmt.model.config import ModelConfig
@@ -238,12 +237,7 @@ def _sweep():
     done[workdir] = _finished(workdir, run)
     if done[workdir] is None:
       trainer.check_config(run)
-      refused, _ = (trainer.has_checkpoint(workdir) and checkpoints.run_differences(workdir, run)) or ([], [])
-      if refused:
-        raise ConfigError(
-          f'{workdir} holds a run with a different config (differs in {", ".join(refused)}); use '
-          'another --workdir for this sweep, or move that variant directory aside'
-        )
+      trainer.check_workdir(workdir, run, 'use another --workdir for this sweep, or move that variant directory aside')
   processes = 1 if shard is not None else cores.plan(config.sweep.processes, list(done.values()).count(None))
   if processes > 1:
     return _on_cores(config, root, runs, processes)

@@ -154,18 +154,19 @@ def has_checkpoint(workdir: str) -> bool:
   )
 
 
-def check_workdir(workdir: str, config: ml_collections.ConfigDict) -> None:
+def check_workdir(
+  workdir: str,
+  config: ml_collections.ConfigDict,
+  fix: str = 'use another --workdir, or pass --fresh to move the old run aside and start anew',
+) -> None:
   """Refuses to mix two different runs in one workdir (`checkpoints.run_differences`: settings a resumed run
-  may change, such as num_steps, are allowed). A config.json without any checkpoint (a run that stopped
-  before its first one) holds no run: it is replaced."""
+  may change, such as num_steps, are allowed), with `fix` as the message's remedy. A config.json without any
+  checkpoint (a run that stopped before its first one) holds no run: it is replaced."""
   if not has_checkpoint(workdir):
     return
   refused, _ = checkpoints.run_differences(workdir, config) or ([], [])
   if refused:
-    raise ConfigError(
-      f'{workdir} holds a run with a different config (differs in {", ".join(refused)}); '
-      'use another --workdir, or pass --fresh to move the old run aside and start anew'
-    )
+    raise ConfigError(f'{workdir} holds a run with a different config (differs in {", ".join(refused)}); {fix}')
 
 
 def evaluate(
