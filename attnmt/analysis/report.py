@@ -8,7 +8,6 @@ import json
 import os
 from typing import NamedTuple, Optional
 
-import jax.numpy as jnp
 import numpy as np
 import sacrebleu
 
@@ -17,7 +16,6 @@ from attnmt.analysis import comparison, inspection, significance, stored
 from attnmt import data, plots, progress
 from attnmt.data import pharaoh as pharaoh_file
 from attnmt.errors import pause_point
-from attnmt.model import decoding
 from attnmt.model import scores as score_registry
 from attnmt.training import evaluation, measures
 
@@ -103,20 +101,20 @@ def _analyze_run(
     params = evaluation.seed_params(run.params, seed_i)
     for mode, k in modes:
       counted = progress.counted(batches, bars[mode], lambda b: int(np.sum(b['index'] >= 0)))
-      if mode == 'beam':
-        trans, hypotheses = _beam_translate(run, params, counted, k)
-        n_best = hypotheses if seed_i == 0 else n_best
-      else:
-        trans = evaluation.translate(
-          run.cfg,
-          params,
-          counted,
-          run.prepared.tgt_tokenizer,
-          0,
-          t.beam_alpha,
-          t.max_decode_factor,
-          keep_attention=True,
-        )
+      trans = evaluation.translate(
+        run.cfg,
+        params,
+        counted,
+        run.prepared.tgt_tokenizer,
+        k,
+        t.beam_alpha,
+        t.max_decode_factor,
+        keep_attention=mode == 'greedy',
+        beta=t.beam_coverage_penalty,
+        n_best=mode == 'beam',
+      )
+      if mode == 'beam' and seed_i == 0:
+        n_best = {x.index: x.hypotheses for x in trans}
       hyps, refs = [x.text for x in trans], [references[x.index] for x in trans]
       srcs = [sources[x.index] for x in trans]
       scores = evaluation.bleu_chrf(hyps, refs)
@@ -177,40 +175,6 @@ def pool_over_seeds(per_seed: list[dict]) -> dict:
 
 
 POOLED_COUNTS = ('sentences', 'undefined', 'skipped', 'tokens', 'positions')
-
-
-def _beam_translate(run, params, batches, beam_size) -> tuple[list, dict[int, list]]:
-  """Beam search over the batches: evaluation.translate's Translations of the best hypotheses, and every
-  sentence's finished hypotheses (best first) as [text, score] pairs, by example index."""
-  t, tok = run.config.train, run.prepared.tgt_tokenizer
-  best, n_best = [], {}
-  for batch in batches:
-    src = jnp.asarray(batch['src'])
-    d = decoding.beam_search(
-      run.cfg,
-      params,
-      src,
-      jnp.asarray(batch['src_len']),
-      beam_size=beam_size,
-      max_len=evaluation.decode_length(src.shape[1], t.max_decode_factor),
-      alpha=t.beam_alpha,
-      keep_attention=False,
-      beta=t.beam_coverage_penalty,
-    )
-    tokens, lengths, scores = (np.asarray(x) for x in (d.tokens, d.lengths, d.scores))
-    for row, index in enumerate(np.asarray(batch['index'])):
-      if index < 0:  # an empty row that pads the batch
-        continue
-      hyps = []
-      for j in range(beam_size):
-        if j and scores[row, j] <= decoding.NEG_INF / 2:  # fewer hypotheses finished than the beam holds
-          continue
-        ids = tokens[row, j, : lengths[row, j]].tolist()
-        hyps.append([tok.decode(ids), float(scores[row, j])])
-        if j == 0:
-          best.append(evaluation.Translation(int(index), ids, hyps[0][0], None, hyps[0][1]))
-      n_best[int(index)] = hyps
-  return sorted(best, key=lambda x: x.index), n_best
 
 
 def sentence_views(run, trans, sources, references, n_best=None, gold=None) -> dict[int, dict]:

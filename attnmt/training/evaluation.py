@@ -28,6 +28,8 @@ class Translation:
   text: str
   attention: Optional[np.ndarray] = None  # len(ids) x source length (incl. EOS)
   score: float = 0.0
+  # With translate(n_best=True): every finished beam hypothesis, best first, as [text, score] pairs.
+  hypotheses: Optional[list] = None
 
 
 def seed_params(params, i: int):
@@ -61,6 +63,7 @@ def translate(
   mesh: Optional[jax.sharding.Mesh] = None,
   beta: float = 0.0,
   intervention=None,
+  n_best: bool = False,
 ) -> list[Translation]:
   """Translates every batch (greedy when beam_size is 0), returned sorted by example index. Beam
   search uses the length penalty `alpha` and the coverage penalty `beta` (attnmt.model.decoding).
@@ -68,7 +71,10 @@ def translate(
   With a `mesh` every batch is split over its devices (params replicated); rows whose index is -1 are
   padding and produce no translation. The attention is kept only with `keep_attention` (its B x T x S
   history is the one buffer quadratic in the sentence length; see attnmt.model.decoding). `intervention`:
-  counterfactual attention at every step (attnmt.model.interventions)."""
+  counterfactual attention at every step (attnmt.model.interventions). With `n_best` (beam search only),
+  each Translation also holds every finished hypothesis of the beam with its score, best first."""
+  if n_best and not beam_size:
+    raise ValueError('n_best needs beam search: give beam_size >= 1')
   out = []
   for batch in batches:
     on = _on_devices(batch, ('src', 'src_len'), mesh)
@@ -91,6 +97,8 @@ def translate(
         beta=beta,
         intervention=intervention,
       )
+      if n_best:
+        beams = decoding.Decoded(*(None if x is d.weights else parallel.to_numpy(x) for x in d))
       d = decoding.Decoded(*(x[:, 0] for x in d))  # the best hypothesis
       if keep_attention and not recurrent:
         forced = decoding.forced_attention(cfg, params, src, src_len, d.tokens, intervention)
@@ -109,8 +117,21 @@ def translate(
         continue
       ids = tokens[row, : lengths[row]].tolist()
       att = weights[row, : lengths[row], : int(batch['src_len'][row])] if keep_attention else None
-      out.append(Translation(int(index), ids, tgt_tokenizer.decode(ids), att, float(scores[row])))
+      hyps = _hypotheses(beams, row, tgt_tokenizer) if n_best else None
+      out.append(Translation(int(index), ids, tgt_tokenizer.decode(ids), att, float(scores[row]), hyps))
   return sorted(out, key=lambda t: t.index)
+
+
+def _hypotheses(beams: decoding.Decoded, row: int, tgt_tokenizer) -> list:
+  """Row `row`'s finished beam hypotheses, best first, as [text, score] pairs. A beam that finished fewer
+  hypotheses than it holds keeps NEG_INF scores in the rest: those are left out (the best always stays)."""
+  hyps = []
+  for j in range(beams.tokens.shape[1]):
+    if j and beams.scores[row, j] <= decoding.NEG_INF / 2:
+      continue
+    ids = beams.tokens[row, j, : beams.lengths[row, j]].tolist()
+    hyps.append([tgt_tokenizer.decode(ids), float(beams.scores[row, j])])
+  return hyps
 
 
 @functools.partial(jax.jit, static_argnames=('cfg',))

@@ -142,3 +142,32 @@ def test_forced_attention_equals_the_attention_beam_search_kept(params):
       CFG, params, SRC[row : row + 1], SRC_LEN[row : row + 1], b.tokens[row : row + 1, 0, :n]
     )
     np.testing.assert_allclose(forced[0], b.weights[row, 0, :n], rtol=1e-5, atol=1e-6)
+
+
+class _IdsAsText:
+  """A detokeniser that writes the ids themselves, so a test can read the tokens back from the text."""
+
+  def decode(self, ids):
+    return ' '.join(map(str, ids))
+
+
+def test_translate_with_n_best_returns_every_finished_hypothesis_best_first(params):
+  """evaluation.translate(n_best=True), the one beam-and-unpack the analysis and the report use: each
+  sentence's hypotheses are the beam's rows in order, token for token and score for score, without the
+  rows the beam never finished; the best is the Translation itself."""
+  from attnmt.training import evaluation
+
+  batch = {'src': np.asarray(SRC), 'src_len': np.asarray(SRC_LEN), 'index': np.array([3, -1, 0, 1])}
+  trans = evaluation.translate(CFG, params, [batch], _IdsAsText(), beam_size=4, alpha=0.6, factor=0.2, n_best=True)
+  assert [t.index for t in trans] == [0, 1, 3]  # sorted by index; the row marked -1 pads the batch
+  max_len = evaluation.decode_length(SRC.shape[1], 0.2)
+  b = decoding.beam_search(CFG, params, SRC, SRC_LEN, beam_size=4, max_len=max_len, alpha=0.6)
+  tokens, lengths, scores = np.asarray(b.tokens), np.asarray(b.lengths), np.asarray(b.scores)
+  for t, row in zip(trans, [2, 3, 0]):
+    finished = [j for j in range(4) if j == 0 or scores[row, j] > decoding.NEG_INF / 2]
+    expected = [[' '.join(map(str, tokens[row, j, : lengths[row, j]])), float(scores[row, j])] for j in finished]
+    assert t.hypotheses == expected
+    assert [t.text, t.score] == expected[0]
+    assert [s for _, s in t.hypotheses] == sorted((s for _, s in t.hypotheses), reverse=True)
+  with pytest.raises(ValueError, match='n_best needs beam search'):
+    evaluation.translate(CFG, params, [batch], _IdsAsText(), beam_size=0, n_best=True)
