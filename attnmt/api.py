@@ -28,6 +28,7 @@ import numpy as np
 from attnmt import data, plots
 from attnmt.analysis import inspection, report, tables
 from attnmt.data import batching, pipeline, sources as corpora
+from attnmt.data.tokenizers import token_labels
 from attnmt.errors import ConfigError, InputError
 from attnmt.model import interventions, scores
 from attnmt.model.config import ModelConfig
@@ -115,7 +116,7 @@ class Run:
     """The source pieces the model reads for `sentence`, '</s>' last (their count is what max_source_tokens
     limits)."""
     ids = self._model.src_tokenizer.encode(sentence.strip()) + [data.EOS_ID]
-    return inspection.token_labels(self._model.src_tokenizer, ids)
+    return token_labels(self._model.src_tokenizer, ids)
 
   def translate(
     self, sentences: Sequence[str], beam_size: int = 0, seed: Optional[int] = None, intervention=None
@@ -158,8 +159,8 @@ class Run:
       Translation(
         texts[x.index],
         x.text,
-        inspection.token_labels(tgt_tok, x.ids),
-        inspection.token_labels(src_tok, split.src(x.index).tolist() + [data.EOS_ID]),
+        token_labels(tgt_tok, x.ids),
+        token_labels(src_tok, split.src(x.index).tolist() + [data.EOS_ID]),
         np.asarray(x.attention, np.float32),
         x.score,
         seed,
@@ -204,8 +205,8 @@ class Run:
           weights, src_labels, tgt_labels = inspection.word_attention(w[row], src_ids, tgt_ids, src_tok, tgt_tok, True)
         else:
           weights = w[row, : len(tgt_ids) + 1, : len(src_ids) + 1]
-          src_labels = inspection.token_labels(src_tok, src_ids + [data.EOS_ID])
-          tgt_labels = inspection.token_labels(tgt_tok, tgt_ids + [data.EOS_ID])
+          src_labels = token_labels(src_tok, src_ids + [data.EOS_ID])
+          tgt_labels = token_labels(tgt_tok, tgt_ids + [data.EOS_ID])
         out.append(Attention(srcs[i], refs[i], tgt_labels, src_labels, np.asarray(weights, np.float32), level, seed))
     return out
 

@@ -137,11 +137,6 @@ def split_alignments(run: LoadedRun, seed_index: int, split: str = 'test') -> di
   }
 
 
-def token_labels(tokenizer, ids: list[int]) -> list[str]:
-  """The pieces of `ids` as heatmaps and tables label them, EOS as '</s>'."""
-  return ['</s>' if i == data.EOS_ID else tokenizer.id_to_piece(i) for i in ids]
-
-
 def word_labels(tokenizer, ids: list[int]) -> list[str]:
   """The words of `ids` as word_index groups them (sentencepiece pieces joined, the '▁' dropped)."""
   words = {}

@@ -15,6 +15,7 @@ from attnmt.analysis import comparison, inspection, significance, stored
 
 from attnmt import data, plots, progress
 from attnmt.data import pharaoh as pharaoh_file
+from attnmt.data.tokenizers import token_labels
 from attnmt.errors import pause_point
 from attnmt.model import scores as score_registry
 from attnmt.training import evaluation, measures
@@ -194,8 +195,8 @@ def sentence_views(run, trans, sources, references, n_best=None, gold=None) -> d
       'words': len(sources[i].split()),
       'output': x.text,
       'bleu': sacrebleu.sentence_bleu(x.text, [references[i]]).score,
-      'src': [src_tok.id_to_piece(j) for j in src_ids][: x.attention.shape[1] - 1] + ['</s>'],
-      'out': [tgt_tok.id_to_piece(j) if j != data.EOS_ID else '</s>' for j in x.ids],
+      'src': token_labels(src_tok, src_ids[: x.attention.shape[1] - 1] + [data.EOS_ID]),
+      'out': token_labels(tgt_tok, x.ids),
       'beam': (n_best or {}).get(i, []),
     }
     view['attention'] = x.attention[:, : len(view['src'])]
@@ -246,8 +247,8 @@ def _heatmaps(run, trans, sources, run_dir, chosen, count, seed, min_words=0) ->
   for i in picks:
     x = by_index[i]
     src_ids = src_tok.encode(sources[i])
-    src_labels = [src_tok.id_to_piece(j) for j in src_ids][: x.attention.shape[1] - 1] + ['</s>']
-    out_labels = [tgt_tok.id_to_piece(j) if j != data.EOS_ID else '</s>' for j in x.ids]
+    src_labels = token_labels(src_tok, src_ids[: x.attention.shape[1] - 1] + [data.EOS_ID])
+    out_labels = token_labels(tgt_tok, x.ids)
     weights, cols, rows, title = bounded_panel(
       x.attention[:, : len(src_labels)], src_labels, out_labels, f'{run.name} | test #{i}'
     )

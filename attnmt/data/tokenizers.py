@@ -202,3 +202,8 @@ def train_tokenizer(kind: str, sentences: Sequence[str], vocab_size: int, sp_mod
   if kind == 'word':
     return WordTokenizer.train(sentences, vocab_size)
   raise ValueError(f'unknown tokenizer {kind!r}; valid: {", ".join(_KINDS)}')
+
+
+def token_labels(tokenizer, ids: Sequence[int]) -> list[str]:
+  """The pieces of `ids` as heatmaps and tables label them, EOS as '</s>' (one rule for every caller)."""
+  return ['</s>' if i == EOS_ID else tokenizer.id_to_piece(i) for i in ids]

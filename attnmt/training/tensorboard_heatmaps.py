@@ -17,6 +17,7 @@ from attnmt import data
 from attnmt.training import evaluation
 from attnmt import plots
 from attnmt.data import pipeline
+from attnmt.data.tokenizers import token_labels
 
 TAG = 'validation/attention/sentence_{index}'
 
@@ -66,9 +67,8 @@ class ValidationHeatmaps:
       return
     src_tok, tgt_tok = self.prepared.src_tokenizer, self.prepared.tgt_tokenizer
     for row, x in enumerate(translations):  # sorted by index, as self.indices and the batch rows
-      src_ids = self.batch['src'][row, : int(self.batch['src_len'][row]) - 1].tolist()
-      src_labels = [src_tok.id_to_piece(j) for j in src_ids] + ['</s>']
-      out_labels = [tgt_tok.id_to_piece(j) if j != data.EOS_ID else '</s>' for j in x.ids]
+      src_labels = token_labels(src_tok, self.batch['src'][row, : int(self.batch['src_len'][row])].tolist())
+      out_labels = token_labels(tgt_tok, x.ids)
       title = (
         f'{self.variant} | validation #{x.index} | step {step} | greedy output, seed {self.seed}\n'
         f'{self.sources[x.index][:90]}'

@@ -47,6 +47,8 @@ def test_word_tokenizer_classic_preprocessing(tmp_path):
   assert ids[1] == UNK_ID
   tok.save(str(tmp_path / 'w'))
   assert tokenizers.load_tokenizer(str(tmp_path / 'w')).encode('the god') == tok.encode('the god')
+  # The labels every heatmap and table shows: the pieces, EOS as '</s>' (an unknown word stays '<unk>').
+  assert tokenizers.token_labels(tok, ids + [EOS_ID]) == ['the', '<unk>', 'was', '<unk>', '</s>']
 
 
 def test_unknown_tokenizer_and_missing_directory(tmp_path):
