@@ -301,10 +301,16 @@ class Comparison:
   @property
   def variants(self) -> list[dict]:
     """Per run: its greedy BLEU per seed, mean, sd and Student's t interval over seeds with the test set's
-    variance ('ci', 'interval'; with one seed ci is None and 'interval' covers the sentences only), and chrF per
-    seed."""
+    variance ('ci', 'interval'; with one seed ci is None and 'interval' covers the sentences only), and chrF and
+    chrF++ per seed."""
     return [
-      {'variant': r['variant'], **r['significance']['corpus'], 'chrf_per_seed': r['greedy_chrf']} for r in self.results
+      {
+        'variant': r['variant'],
+        **r['significance']['corpus'],
+        'chrf_per_seed': r['greedy_chrf'],
+        'chrfpp_per_seed': r['greedy_chrfpp'],
+      }
+      for r in self.results
     ]
 
   @property

@@ -119,7 +119,7 @@ def _analyze_run(
       hyps, refs = [x.text for x in trans], [references[x.index] for x in trans]
       srcs = [sources[x.index] for x in trans]
       scores = evaluation.bleu_chrf(hyps, refs)
-      for key in ('bleu', 'chrf'):
+      for key in ('bleu', 'chrf', 'chrfpp'):
         result.setdefault(f'{mode}_{key}', []).append(scores[key])
       result.setdefault(f'{mode}_repetition', []).append(measures.repetition_rate(hyps))
       result.setdefault(f'{mode}_bleu_by_length_by_seed', []).append(evaluation.bleu_by_length(hyps, refs, srcs))
@@ -551,6 +551,7 @@ def analyze_translations(
       scores = evaluation.bleu_chrf(hyps, refs)
       result.setdefault('greedy_bleu', []).append(scores['bleu'])
       result.setdefault('greedy_chrf', []).append(scores['chrf'])
+      result.setdefault('greedy_chrfpp', []).append(scores['chrfpp'])
       result.setdefault('greedy_repetition', []).append(measures.repetition_rate(hyps))
       result.setdefault('greedy_bleu_by_length_by_seed', []).append(evaluation.bleu_by_length(hyps, refs, srcs))
       result['bleu_signature'] = scores['bleu_signature']

@@ -45,6 +45,7 @@ def format_summary(s: dict) -> str:
   """One line for a finished training run (experiments/train.py)."""
   return (
     f"{s['variant']}: test BLEU {mean_sd(s['test_bleu'])}, chrF {mean_sd(s['test_chrf'])}, "
+    f"chrF++ {mean_sd(s['test_chrfpp'])}, "
     f"perplexity {mean_sd(s['test_perplexity'])} over seeds {s['seeds']} "
     f"(best step {s['best_step']}, {s['parameters']:,} parameters)"
   )
@@ -52,11 +53,12 @@ def format_summary(s: dict) -> str:
 
 # ---- the sweep: results.json of every variant -------------------------------------------------------------
 
-RESULT_COLUMNS = (('test chrF', 'test_chrf'), ('test perplexity', 'test_perplexity'))
+# Runs trained before chrF++ was reported have no 'test_chrfpp': their cell is '–'.
+RESULT_COLUMNS = (('test chrF', 'test_chrf'), ('test chrF++', 'test_chrfpp'), ('test perplexity', 'test_perplexity'))
 
 
 def results_table(rows: list[dict]) -> str:
-  """Markdown: test BLEU per seed, mean, sd and Student's t 95% interval over seeds; chrF and perplexity
+  """Markdown: test BLEU per seed, mean, sd and Student's t 95% interval over seeds; chrF, chrF++ and perplexity
   (mean ± sd); parameters and training speed; rows ordered as given, then a note on what ranks."""
   head = ['variant', 'seeds', 'test BLEU per seed', 'mean', 'sd', '95% CI (t, seeds)']
   head += [c for c, _ in RESULT_COLUMNS] + ['parameters', 'train tok/s per seed', 'train min']
@@ -65,7 +67,7 @@ def results_table(rows: list[dict]) -> str:
     s = significance.seed_summary(r['test_bleu'])
     cells = [r['variant'], str(len(r['seeds'])), per_seed(s['per_seed']), f"{s['mean']:.2f}"]
     cells += ['–' if s['sd'] is None else f"{s['sd']:.2f}", interval(s['ci'])]
-    cells += [mean_sd(r[k]) for _, k in RESULT_COLUMNS]
+    cells += [mean_sd(r[k]) if k in r else '–' for _, k in RESULT_COLUMNS]
     cells += [f"{r['parameters']:,}", f"{r['tokens_per_s_per_seed']:.0f}", f"{r['train_seconds'] / 60:.1f}"]
     lines.append('| ' + ' | '.join(cells) + ' |')
   return '\n'.join(lines) + '\n\n' + results_note(rows)
@@ -83,7 +85,7 @@ def results_note(rows: list[dict]) -> str:
 
 def results_csv(rows: list[dict]) -> str:
   """One row per variant: per-seed test BLEU (space-separated), mean, sd and t interval (empty for one
-  seed), chrF and perplexity mean and sd, size and speed."""
+  seed), chrF, chrF++ and perplexity mean and sd, size and speed."""
   head = ['variant', 'seeds', 'test_bleu_per_seed', 'test_bleu_mean', 'test_bleu_sd', 'test_bleu_ci_low']
   head += ['test_bleu_ci_high'] + [f'{k}_{s}' for _, k in RESULT_COLUMNS for s in ('mean', 'sd')]
   head += ['parameters', 'tokens_per_s_per_seed', 'train_seconds']
@@ -94,8 +96,8 @@ def results_csv(rows: list[dict]) -> str:
     cells += [f"{s['mean']:.4f}", '' if s['sd'] is None else f"{s['sd']:.4f}"]
     cells += ['', ''] if s['ci'] is None else [f'{x:.4f}' for x in s['ci']]
     for _, k in RESULT_COLUMNS:
-      v = np.asarray(r[k], float)
-      cells += [f'{v.mean():.4f}', f'{v.std(ddof=1):.4f}' if v.size > 1 else '']
+      v = np.asarray(r.get(k, []), float)  # empty cells for a metric the run predates
+      cells += [f'{v.mean():.4f}' if v.size else '', f'{v.std(ddof=1):.4f}' if v.size > 1 else '']
     cells += [str(r['parameters']), f"{r['tokens_per_s_per_seed']:.1f}", f"{r['train_seconds']:.1f}"]
     out.append(','.join(cells))
   return '\n'.join(out) + '\n'
@@ -134,6 +136,8 @@ def analysis_cells(results: list[dict]) -> tuple[list[str], list[list[str]], lis
     if baseline:
       columns.append(('p vs none', lambda r: 'baseline' if r['variant'] == baseline else _p_against(r, baseline)))
   columns.append(('chrF', lambda r: mean_sd(r['greedy_chrf'])))
+  if all('greedy_chrfpp' in r for r in results):
+    columns.append(('chrF++', lambda r: mean_sd(r['greedy_chrfpp'])))
   if all('beam_bleu' in r for r in results):
     columns.append(('beam BLEU', lambda r: mean_sd(r['beam_bleu'])))
   for bucket in buckets:

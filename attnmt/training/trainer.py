@@ -442,6 +442,7 @@ def final_results(cfg, config, workdir, prepared, seeds, meta, mesh=None) -> dic
     'best_step': best_step,
     'test_bleu': ev['bleu'],
     'test_chrf': ev['chrf'],
+    'test_chrfpp': ev['chrfpp'],
     'test_perplexity': ev['perplexity'],
     'bleu_signature': ev['bleu_signature'],
     'parameters': n_params,

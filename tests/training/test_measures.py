@@ -270,6 +270,7 @@ def _results(sources, references, systems):
         'attends': not name.startswith('none/'),  # as analyze_run sets it from the score
         'greedy_bleu': [x['bleu'] for x in scores],
         'greedy_chrf': [x['chrf'] for x in scores],
+        'greedy_chrfpp': [x['chrfpp'] for x in scores],
         'greedy_repetition': [measures.repetition_rate(h) for h in seeds],
         'greedy_bleu_by_length': report.pool_by_length(by_seed),
         'attention': _attention(np.full((4, 4), 0.25) if name.startswith('none/') else np.eye(4)),
@@ -339,6 +340,7 @@ def test_analysis_table_and_verdicts_with_one_seed():
     '95% interval',
     'p vs none',
     'chrF',
+    'chrF++',
     'BLEU, sources 1-20 words',
     'BLEU, sources >60 words',
     'monotonicity',
@@ -352,11 +354,11 @@ def test_analysis_table_and_verdicts_with_one_seed():
   assert rows['none/bahdanau/global'][5] == 'baseline' and additive[5] == '< 0.001'
   by_name = {r['variant']: r for r in results}
   assert additive[3] == f"{by_name['additive/bahdanau/global']['greedy_bleu'][0]:.2f}" and ' ± ' not in additive[3]
-  assert additive[4].startswith('[') and additive[8].endswith(' *') and not rows['dot/bahdanau/global'][7].endswith('*')
-  assert rows['dot/bahdanau/global'][9] == '1.00' and rows['dot/bahdanau/global'][10] == '0.00 (0.00)'
-  assert rows['none/bahdanau/global'][9] == '0.00 (1/1 const.)' and rows['none/bahdanau/global'][10] == '1.39 (1.00)'
-  assert rows['dot/bahdanau/global'][11:13] == ['1.00', '0.00']  # one-hot rows, each position attended once
-  assert rows['none/bahdanau/global'][11:13] == ['0.25', '0.00']  # 4 rows of 1/4 over 4 positions
+  assert additive[4].startswith('[') and additive[9].endswith(' *') and not rows['dot/bahdanau/global'][8].endswith('*')
+  assert rows['dot/bahdanau/global'][10] == '1.00' and rows['dot/bahdanau/global'][11] == '0.00 (0.00)'
+  assert rows['none/bahdanau/global'][10] == '0.00 (1/1 const.)' and rows['none/bahdanau/global'][11] == '1.39 (1.00)'
+  assert rows['dot/bahdanau/global'][12:14] == ['1.00', '0.00']  # one-hot rows, each position attended once
+  assert rows['none/bahdanau/global'][12:14] == ['0.25', '0.00']  # 4 rows of 1/4 over 4 positions
   assert '± 0.00' not in table and 'the variants are not ranked' in table
   assert '| additive/bahdanau/global − none/bahdanau/global | +' in table and 'not ranked with 1 seed' in table
   assert 'paired bootstrap over the test sentences alone (one seed: the seeds cannot be tested)' in table
@@ -401,6 +403,7 @@ def test_sweep_results_table_and_csv():
     {'variant': 'a', 'seeds': [0], 'test_bleu': [21.81], 'test_chrf': [50.0], 'test_perplexity': [9.0]},
     {'variant': 'b', 'seeds': [0, 1, 2], 'test_bleu': [20.0, 22.0, 24.0], 'test_chrf': [49, 50, 51]},
   ]
+  rows[1]['test_chrfpp'] = [47.0, 48.0, 49.5]  # a run trained before chrF++ was reported has none: '–'
   for r in rows:
     r.setdefault('test_perplexity', [8.0, 9.0, 10.0])
     r.update(parameters=1000, tokens_per_s_per_seed=10.0, train_seconds=60.0)
@@ -410,10 +413,26 @@ def test_sweep_results_table_and_csv():
   assert a[2:6] == ['21.81', '21.81', '–', '–'] and '± 0.00' not in md
   half = 4.302652729911275 * 2.0 / np.sqrt(3)
   assert b[2:6] == ['20.00 / 22.00 / 24.00', '22.00', '2.00', f'[{22 - half:.2f}, {22 + half:.2f}]']
+  assert lines[0].split(' | ')[6:9] == ['test chrF', 'test chrF++', 'test perplexity']
+  assert a[6:8] == ['50.00', '–'] and b[6:8] == ['50.00 ± 1.00', '48.17 ± 1.26']
   assert 'not ranked' in lines[-1]
   csv = tables.results_csv(rows).splitlines()
   assert csv[1].split(',')[2:7] == ['21.8100', '21.8100', '', '', '']
   assert csv[2].split(',')[2:5] == ['20.0000 22.0000 24.0000', '22.0000', '2.0000']
+  assert csv[1].split(',')[9:11] == ['', ''] and csv[2].split(',')[9:11] == ['48.1667', '1.2583']
+
+
+def test_chrfpp_is_sacrebleus_chrf_with_word_bigrams():
+  """chrF++ adds word unigrams and bigrams to chrF's character n-grams: a one-letter slip in each sentence
+  keeps most character n-grams but loses a word and two word bigrams, so it costs chrF++ more than chrF;
+  an exact output scores 100 in both."""
+  refs = ['el perro negro come la carne', 'la casa es grande']
+  exact = evaluation.bleu_chrf(refs, refs)
+  assert exact['chrf'] == pytest.approx(100.0) and exact['chrfpp'] == pytest.approx(100.0)
+  slipped = ['el pero negro come la carne', 'la cosa es grande']
+  s = evaluation.bleu_chrf(slipped, refs)
+  assert s['chrfpp'] < s['chrf'] - 3  # 77.6 against 81.7
+  assert s['chrfpp'] == pytest.approx(sacrebleu.CHRF(word_order=2).corpus_score(slipped, [refs]).score)
 
 
 def test_length_buckets_merge_the_ones_with_few_sentences():
