@@ -1,5 +1,5 @@
-"""Metrics as JSON lines and TensorBoard event files (tensorboardX: no TensorFlow; scalars and images), and a
-progress bar."""
+"""Metrics as JSON lines and TensorBoard event files (tensorboardX: no TensorFlow; scalars, images and the
+HParams dashboard's session), and a progress bar."""
 
 from __future__ import annotations
 
@@ -52,6 +52,18 @@ class MetricsWriter:
     """A matplotlib figure as a TensorBoard image (rendered with Agg, stored as PNG)."""
     if self.enabled:
       self._tb.add_figure(tag, figure, step, close=True)
+
+  def hparams(self, settings: dict, metrics: dict, step: int) -> None:
+    """The run's settings and final metrics for TensorBoard's HParams dashboard: one session in the
+    `tensorboard/hparams` folder, so that a sweep's variants (each its own workdir) line up as rows when
+    TensorBoard reads the sweep's folder. Settings whose value is not a bool, number or string are written
+    as text; None as 'None'."""
+    if not self.enabled:
+      return
+    plain = {k: v if isinstance(v, (bool, int, float, str)) else str(v) for k, v in settings.items()}
+    self._tb.add_hparams(
+      plain, {f'hparams/{k}': float(v) for k, v in metrics.items()}, name='hparams', global_step=step
+    )
 
   def flush(self) -> None:
     if self.enabled:

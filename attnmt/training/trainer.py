@@ -409,11 +409,25 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, seeds: 
   ckpt.close()
   check_trained(meta, int(parallel.to_numpy(state.step)[0]), len(seeds), state.params)
   summary = final_results(cfg, config, workdir, prepared, seeds, meta, mesh)
-  writer.write(
-    int(parallel.to_numpy(state.step)[0]), 'test', {k: v for k, v in summary.items() if k not in ('seeds', 'variant')}
-  )
+  final_step = int(parallel.to_numpy(state.step)[0])
+  writer.write(final_step, 'test', {k: v for k, v in summary.items() if k not in ('seeds', 'variant')})
+  writer.hparams(hparams(config), hparams_metrics(summary), final_step)
   writer.close()
   return summary
+
+
+# The final metrics the HParams dashboard shows, means over seeds (a metric a summary lacks is left out).
+HPARAMS_METRICS = ('test_bleu', 'test_chrf', 'test_chrfpp', 'test_perplexity', 'tokens_per_s_per_seed')
+
+
+def hparams(config) -> dict:
+  """Every declared setting of the model, data and train sections by its dotted key (settings.SECTIONS), the
+  values this run used."""
+  return {f'{name}.{row.key}': config[name][row.key] for name, rows in settings.SECTIONS.items() for row in rows}
+
+
+def hparams_metrics(summary: dict) -> dict:
+  return {k: float(np.mean(summary[k])) for k in HPARAMS_METRICS if k in summary}
 
 
 def check_trained(meta: dict, steps: int, num_seeds: int, params) -> None:

@@ -15,11 +15,11 @@ import numpy as np
 import pytest
 import scipy.stats
 from PIL import Image
-from tensorboardX.proto import event_pb2
+from tensorboardX.proto import event_pb2, plugin_hparams_pb2
 from tensorboardX.record_writer import masked_crc32c
 
 from attnmt import data
-from attnmt.training import evaluation, trainer, tensorboard_heatmaps
+from attnmt.training import evaluation, settings, trainer, tensorboard_heatmaps
 from attnmt.analysis import inspection
 from attnmt.data import pipeline
 from attnmt.model.config import ModelConfig
@@ -194,6 +194,32 @@ def test_every_evaluation_writes_a_heatmap_image_of_each_fixed_sentence(two_seed
     assert png.width >= 400 and png.height >= 300
     grey = np.asarray(png.convert('L'), float)
     assert grey.min() < 60 and grey.max() > 250  # black text and labels on white, not a blank canvas
+
+
+def test_the_runs_settings_and_final_metrics_are_a_tensorboard_hparams_session(two_seed_run):
+  """The HParams dashboard's session in tensorboard/hparams: every declared setting with the value the run
+  used, the final metrics as means over seeds, read back from the event file."""
+  config, workdir = two_seed_run
+  (path,) = glob.glob(str(workdir / 'tensorboard' / 'hparams' / 'events.out.tfevents.*'))
+  plugin, scalars = {}, {}
+  for event in read_events(path):
+    for value in event.summary.value:
+      if value.metadata.plugin_data.plugin_name == 'hparams':
+        plugin[value.tag] = plugin_hparams_pb2.HParamsPluginData.FromString(value.metadata.plugin_data.content)
+      elif value.WhichOneof('value') == 'simple_value':
+        scalars[(value.tag, event.step)] = value.simple_value
+  start = plugin['_hparams_/session_start_info'].session_start_info.hparams
+  assert start['model.score'].string_value == config.model.score == 'additive'
+  assert start['train.seeds'].string_value == '0,1' and start['train.num_steps'].number_value == 40
+  assert start['data.max_source_length'].number_value == config.data.max_source_length
+  assert start['model.input_feeding'].bool_value == config.model.input_feeding
+  declared = {f'{name}.{row.key}' for name, rows in settings.SECTIONS.items() for row in rows}
+  assert set(start) == declared
+  metrics = {m.name.tag for m in plugin['_hparams_/experiment'].experiment.metric_infos}
+  assert metrics == {f'hparams/{k}' for k in trainer.HPARAMS_METRICS}
+  summary = json.loads((workdir / 'results.json').read_text())
+  assert scalars[('hparams/test_bleu', 40)] == pytest.approx(np.mean(summary['test_bleu']), rel=1e-6)
+  assert scalars[('hparams/test_chrfpp', 40)] == pytest.approx(np.mean(summary['test_chrfpp']), rel=1e-6)
 
 
 def test_no_heatmaps_when_switched_off_and_none_logs_its_uniform_statistics(data_dir, tmp_path):
