@@ -12,7 +12,7 @@ decoding, heatmaps, and the comparison of runs over seeds and test sentences.
 One implementation serves every caller: experiments/translate.py translates through Run.translate, and
 `compare` is experiments/analyze.py's report.analyze_runs with nothing written. Input the API cannot use
 raises attnmt.errors.InputError, a directory that is not a run attnmt.errors.CheckpointError, each with a
-one-line message. A source longer than the model takes (score `location`: model.max_source_length tokens,
+one-line message. A source longer than the model takes (score `location`: model.location_positions tokens,
 EOS included) is refused, not truncated; other models take any length.
 """
 
@@ -33,6 +33,7 @@ from attnmt.errors import ConfigError, InputError
 from attnmt.model import interventions, scores
 from attnmt.model.config import ModelConfig
 from attnmt.training import evaluation, trainer
+from attnmt.training import results as run_results
 
 __all__ = ['Attention', 'Comparison', 'Run', 'Translation', 'compare', 'heatmap', 'load', 'train']
 
@@ -82,7 +83,7 @@ class Run:
   @property
   def name(self) -> str:
     """The run's label in tables: score/timing/window, or a sweep's name for it."""
-    return trainer.variant_name(self.config)
+    return run_results.variant_name(self.config)
 
   @property
   def config(self) -> ml_collections.ConfigDict:
@@ -105,7 +106,7 @@ class Run:
 
   @property
   def max_source_tokens(self) -> int:
-    """The longest source the model takes, in tokens with EOS (0: any): model.max_source_length for the
+    """The longest source the model takes, in tokens with EOS (0: any): model.location_positions for the
     `location` score, whose weights are one output per source position."""
     return scores.build(self.model_config).max_positions() or 0
 
@@ -195,7 +196,7 @@ class Run:
     for start in range(0, len(srcs), DECODE_BATCH):
       batch = pipeline.build_batch(split, np.arange(start, min(start + DECODE_BATCH, len(srcs))), _UNPADDED)
       w = np.asarray(
-        inspection.forced_attention(
+        inspection.reference_attention(
           self.model_config, params, *(jnp.asarray(batch[k]) for k in ('src', 'src_len', 'tgt_in'))
         )
       )

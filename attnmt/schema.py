@@ -40,7 +40,8 @@ class Setting:
   `before` is the value that does what runs written before the setting existed did (their config.json lacks
   the key): the default unless declared, so a setting whose default changes nothing needs no entry.
   `resumable`: a resumed run may change it (train longer, log more often); any other difference is another
-  run. `derived`: not read from the config section but filled in by attnmt (the vocabulary sizes)."""
+  run. `derived`: not read from the config section but filled in by attnmt (the vocabulary sizes).
+  `formerly`: the keys it had before a rename; a saved config that holds one reads as this key."""
 
   key: str
   default: Any
@@ -51,6 +52,7 @@ class Setting:
   before: Any = DEFAULT
   resumable: bool = False
   derived: bool = False
+  formerly: tuple = ()
 
   @property
   def kind(self) -> str:
@@ -140,9 +142,23 @@ def check(section: str, rows: tuple[Setting, ...], values) -> None:
       check_value(section, row, values[key])
 
 
+def current_keys(rows: tuple[Setting, ...], values: dict) -> dict:
+  """`values` with every key a setting had before a rename (`Setting.formerly`) under its current key. A
+  section that holds both names is refused: which one the run used cannot be told."""
+  out = dict(values)
+  for row in rows:
+    for old in row.formerly:
+      if old in out:
+        if row.key in out:
+          raise ConfigError(f'both {old} and {row.key} are set; {old} is the former name of {row.key}: keep one')
+        out[row.key] = out.pop(old)
+  return out
+
+
 def fill_missing(rows: tuple[Setting, ...], values: dict) -> dict:
-  """`values` (a section of a saved config) with every declared, non-derived key it lacks set to what runs
-  written before that setting existed did (`Setting.value_before`)."""
+  """`values` (a section of a saved config) under current keys (`current_keys`), with every declared,
+  non-derived key it lacks set to what runs written before that setting existed did (`Setting.value_before`)."""
+  values = current_keys(rows, values)
   missing = {row.key: row.value_before for row in rows if not row.derived and row.key not in values}
   return {**values, **missing}
 

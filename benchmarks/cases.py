@@ -18,7 +18,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from attnmt.model import decoding, scores
-from attnmt.training import train_step, trainer
+from attnmt.training import train_step
+from attnmt.training import seeds as seed_axis
 from attnmt.model.config import ModelConfig
 from attnmt.model.seq2seq import BOS, EOS
 from benchmarks import flops
@@ -45,7 +46,7 @@ BENCH_MODEL = ModelConfig(
   input_feeding=True,
   output_size=512,
   init_state='bridge',
-  max_source_length=128,
+  location_positions=128,
   dtype='float32',
 )
 
@@ -168,9 +169,9 @@ def decode_case(cfg: ModelConfig, sizes: Sizes, probe: PeakProbe, start_peak_gfl
 
 def seeds_case(cfg: ModelConfig, sizes: Sizes, probe: PeakProbe, start_peak_gflops: float, num_seeds: int) -> dict:
   """K seeds trained by one vmapped program, each on its own batch: tokens/s per seed. The program is the
-  one training runs (trainer.seed_functions: the guarded step, vmapped over seeds, jitted, state donated)."""
+  one training runs (seed_axis.seed_functions: the guarded step, vmapped over seeds, jitted, state donated)."""
   opt = train_step.make_optimizer(1e-3)
-  init, jitted = trainer.seed_functions(cfg, opt)
+  init, jitted = seed_axis.seed_functions(cfg, opt)
   states = init(list(range(num_seeds)))
   batches = jax.tree.map(lambda *xs: jnp.stack(xs), *[random_batch(cfg, sizes, seed=k) for k in range(num_seeds)])
   step, compile_s = compile_timed(jitted, states, batches)

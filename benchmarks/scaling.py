@@ -6,7 +6,7 @@
 The global batch stays 64 sentences (docs/design.md, "Bench config") and is split over the devices, so this is
 strong scaling: ideal is step time / n. On CPU the "devices" come from
 XLA_FLAGS=--xla_force_host_platform_device_count and share the same cores, so the figures show the
-cost of partitioning and collectives, not a speed-up. The step is `trainer.seed_functions` (the one
+cost of partitioning and collectives, not a speed-up. The step is `seed_axis.seed_functions` (the one
 training uses: jit with NamedSharding, state donated) with one seed. Writes JSON (--out).
 """
 
@@ -33,14 +33,15 @@ def measure(n: int, steps: int, batch: int, dtype: str) -> dict:
   """The training step on a mesh of the first n devices: median seconds and target tokens/s."""
   import dataclasses
   import jax
-  from attnmt.training import parallel, trainer, train_step
+  from attnmt.training import parallel, train_step
+  from attnmt.training import seeds as seed_axis
   from benchmarks import cases, flops
   from benchmarks.timing import compile_timed, median_seconds
 
   cfg = dataclasses.replace(cases.BENCH_MODEL, dtype=dtype)
   sizes = cases.Sizes(batch=batch, steps=steps)
   mesh = parallel.make_mesh(n)
-  init, step = trainer.seed_functions(cfg, train_step.make_optimizer(1e-3), mesh=mesh)
+  init, step = seed_axis.seed_functions(cfg, train_step.make_optimizer(1e-3), mesh=mesh)
   state = init([0])
   batch_K = parallel.shard_batch(
     mesh, {k: jax.numpy.asarray(v)[None] for k, v in cases.random_batch(cfg, sizes).items()}, row_axis=1

@@ -51,8 +51,9 @@ flags.DEFINE_integer(
 flags.DEFINE_bool(
   'pool_seeds',
   False,
-  "With --from_translations: runs that trained one seed each ('…/seeds=k', train.seeds as a sweep axis) pooled "
-  'into one variant with their seeds; the pooled file is written to --out as translations.json.gz.',
+  "With --from_translations or --interventions: runs that trained one seed each ('…/seeds=k', train.seeds as a "
+  'sweep axis) pooled into one variant with their seeds; the pooled translations are written to --out as '
+  'translations.json.gz, the per-run faithfulness measures as faithfulness_runs.json.',
 )
 flags.DEFINE_string('out', None, 'Output directory (default: <first run>/../analysis).')
 flags.DEFINE_enum('which', 'best', ['best', 'latest'], 'Which checkpoint of each run.')
@@ -148,6 +149,9 @@ def _faithfulness(runs: list[str], names: list[str], out, max_sentences: int):
   for workdir in runs:
     run = inspection.load_run(workdir, FLAGS.which)
     results.append(faithfulness.analyze_run(run, chosen, max_sentences=max_sentences))
+  if FLAGS.pool_seeds:
+    report.write_text(os.path.join(out, 'faithfulness_runs.json'), json.dumps(results, indent=1) + '\n')
+    results = faithfulness.pool_seeds(results)
   table = faithfulness.markdown(results)
   report.write_text(os.path.join(out, 'faithfulness.md'), table)
   report.write_text(os.path.join(out, 'faithfulness.json'), json.dumps(results, indent=1) + '\n')
@@ -168,7 +172,7 @@ def _from_scores(path: str, baseline):
     raise ValueError(f'{path}: test_bleu_per_seed must hold numbers separated by spaces') from None
   if baseline is not None and baseline not in names:
     raise ValueError(f'--baseline {baseline} is not a variant of {path}; variants: {", ".join(names)}')
-  # A results.csv holds names only: a variant's score is its name's first part (trainer.variant_name).
+  # A results.csv holds names only: a variant's score is its name's first part (run_results.variant_name).
   baseline = baseline or next((n for n in names if not _score_attends(n.split('/')[0])), None)
   results = tables.scores_results(comparison.compare_scores(names, scores, baseline))
   print(f'From {path} ({len(names)} variant(s), per-seed scores only):\n' + tables.pairwise_text(results))

@@ -30,6 +30,7 @@ from attnmt.errors import ConfigError
 from attnmt.model import forms
 from attnmt.model.config import ModelConfig
 from attnmt.training import checkpoints, lock, parallel, settings, trainer
+from attnmt.training import results as run_results
 from attnmt.training.lock import LockHeld
 from experiments import common, cores
 from experiments.configs import default
@@ -176,7 +177,7 @@ def _combinations(config, swept, extra_keys, keep, refused, seen):
       suffix = [
         f'{k if leaves.count(k.split(".")[-1]) > 1 else k.split(".")[-1]}={_short(_get(run, k))}' for k, _ in extra
       ]
-      name = '/'.join([trainer.variant_name(run)] + suffix)
+      name = '/'.join([run_results.variant_name(run)] + suffix)
       if extra:
         run.variant = name
     frozen = json.dumps(run.to_dict(), sort_keys=True, default=str)

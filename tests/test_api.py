@@ -162,10 +162,10 @@ def test_bad_input_gets_one_line(trained, tmp_path):
 
 
 def test_a_source_longer_than_a_location_model_takes_is_refused_not_cut():
-  """Only score 'location' has a limit (one weight per position up to model.max_source_length)."""
+  """Only score 'location' has a limit (one weight per position up to model.location_positions)."""
   model = inspection.LoadedModel('run', None, None, None, [0], 1, _Words(), _Words())
   for score, limit in (('additive', 0), ('location', 4)):
-    run = api.Run(dataclasses.replace(model, cfg=api.ModelConfig(score=score, max_source_length=4)))
+    run = api.Run(dataclasses.replace(model, cfg=api.ModelConfig(score=score, location_positions=4)))
     assert run.max_source_tokens == limit and run.tokenize('1 2 3 4') == ['1', '2', '3', '4', '</s>']
   with pytest.raises(
     InputError, match=r"source 1 has 5 tokens \(with EOS\), more than the 4 score 'location' can address"

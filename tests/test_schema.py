@@ -14,7 +14,7 @@ from attnmt.data.config import DATA, get_data_config, validate_data
 from attnmt.errors import ConfigError
 from attnmt.schema import Setting
 from attnmt.model.config import MODEL, ModelConfig
-from attnmt.training import checkpoints, settings, trainer
+from attnmt.training import checkpoints, settings, train_step, trainer
 from attnmt.training.settings import TRAIN, get_train_config, validate_train
 from experiments.configs import default
 from experiments.configs.default import SWEEP
@@ -167,6 +167,26 @@ def test_differences_by_hand():
   assert schema.fill_missing((Setting('a', 1, 'x', before=0), Setting('b', 2, 'x')), {'b': 7}) == {'a': 0, 'b': 7}
 
 
+def test_a_renamed_setting_reads_from_its_former_key_in_a_saved_run(tmp_path):
+  """model.location_positions was model.max_source_length: a run saved under the old key loads, compares
+  equal to the same run configured with the new key, and rebuilds its ModelConfig; a section holding both
+  names is refused in one line."""
+  config = default.get_config()
+  config.model.location_positions = 96
+  older = config.to_dict()
+  older['model']['max_source_length'] = older['model'].pop('location_positions')
+  fields = dataclasses.asdict(ModelConfig(location_positions=96))
+  fields['max_source_length'] = fields.pop('location_positions')
+  checkpoints.save_config(str(tmp_path), ml_collections.ConfigDict(older), fields)
+  assert checkpoints.load_config(str(tmp_path)).model.location_positions == 96
+  assert 'max_source_length' not in checkpoints.load_config(str(tmp_path)).model
+  assert checkpoints.run_differences(str(tmp_path), config) == ([], [])
+  assert ModelConfig.from_dict(checkpoints.load_model_fields(str(tmp_path))).location_positions == 96
+  assert ModelConfig.from_dict({'score': 'location', 'max_source_length': 12}).location_positions == 12
+  with pytest.raises(ConfigError, match=r'^both max_source_length and location_positions are set; .* keep one$'):
+    ModelConfig.from_dict({'max_source_length': 12, 'location_positions': 12})
+
+
 def test_model_settings_are_checked_from_the_dataclass_fields():
   for key, value, message in [
     ('input_feeding', 1, 'model.input_feeding must be true or false, got 1'),
@@ -196,7 +216,7 @@ def test_a_dataclass_field_without_a_declaration_is_refused():
 
 def test_the_schedules_are_the_declared_choices():
   (row,) = [r for r in TRAIN if r.key == 'schedule']
-  assert set(trainer.AFTER_WARMUP) == set(row.choices)
+  assert set(train_step.AFTER_WARMUP) == set(row.choices)
 
 
 def test_a_sweep_config_from_before_a_setting_reads_as_what_it_did():

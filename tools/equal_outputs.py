@@ -29,7 +29,7 @@ SMALL = dict(
   attention_size=5,
   output_size=7,
   window_size=2,
-  max_source_length=10,
+  location_positions=10,
 )
 
 VARIANTS = []

@@ -35,7 +35,8 @@ import numpy as np
 import scipy.stats
 
 from attnmt import data, plots, progress
-from attnmt.analysis import significance
+from attnmt.analysis import significance, stored
+from attnmt.errors import InputError
 from attnmt.model import scores
 from attnmt.model.config import ModelConfig
 from attnmt.model.interventions import Intervention
@@ -266,6 +267,49 @@ def analyze_run(run, interventions: list, split: str = 'test', max_sentences: in
   out['interventions'] = {k: dict(v) for k, v in measures.items()}
   out['erasure'], out['agreement'] = dict(erased), dict(agree)
   return out
+
+
+def pool_seeds(results: list[dict]) -> list[dict]:
+  """`analyze_run` results of single-seed runs of one variant (names ending in '/seeds=k', a sweep over
+  train.seeds) pooled into one result per variant: every per-seed list concatenated in the order the runs
+  come, seeds likewise. Runs must agree on the sentences measured and on whether the score attends; a seed
+  found twice is an error. Results without the part are kept as they are."""
+  pooled: dict[str, dict] = {}
+  for r in results:
+    name = stored.SEED_PART.sub('', r['variant'])
+    if name not in pooled:
+      pooled[name] = {**r, 'variant': name, 'seeds': list(r['seeds'])}
+      for part in ('interventions', 'erasure', 'agreement'):
+        if part in r:
+          pooled[name][part] = _copy_lists(r[part])
+      continue
+    into = pooled[name]
+    if (into['sentences'], into['attends']) != (r['sentences'], r['attends']):
+      raise InputError(
+        f"{r['variant']}: measured on other sentences, or its score attends differently; not one variant"
+      )
+    twice = set(into['seeds']) & set(r['seeds'])
+    if twice:
+      raise InputError(f'{name}: seed(s) {sorted(twice)} appear in more than one run; pool runs of distinct seeds')
+    into['seeds'] += list(r['seeds'])
+    for part in ('interventions', 'erasure', 'agreement'):
+      if part in r:
+        _extend_lists(into[part], r[part])
+  return list(pooled.values())
+
+
+def _copy_lists(tree):
+  return {k: _copy_lists(v) if isinstance(v, dict) else list(v) for k, v in tree.items()}
+
+
+def _extend_lists(into: dict, tree: dict) -> None:
+  if set(into) != set(tree):
+    raise InputError(f'runs measured different things ({sorted(set(into) ^ set(tree))}); measure them alike to pool')
+  for k, v in tree.items():
+    if isinstance(v, dict):
+      _extend_lists(into[k], v)
+    else:
+      into[k].extend(v)
 
 
 def _device(batch: dict) -> dict:

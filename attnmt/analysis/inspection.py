@@ -18,6 +18,8 @@ import ml_collections
 import numpy as np
 
 from attnmt.training import checkpoints, trainer
+from attnmt.training import results as run_results
+from attnmt.training import seeds as seed_axis
 from attnmt import data
 from attnmt.model.config import ModelConfig
 from attnmt.model.seq2seq import Seq2Seq
@@ -35,7 +37,7 @@ class LoadedRun:
 
   @property
   def name(self) -> str:
-    return trainer.variant_name(self.config)
+    return run_results.variant_name(self.config)
 
 
 def load_run(workdir: str, which: str = 'best') -> LoadedRun:
@@ -53,7 +55,7 @@ def load_run(workdir: str, which: str = 'best') -> LoadedRun:
         f'{workdir}/vocab; point --config.data.data_dir at the data the run used'
       )
   cfg = trainer.model_config(config, prepared)
-  return LoadedRun(workdir, config, cfg, params, trainer.parse_seeds(config.train.seeds), step, prepared)
+  return LoadedRun(workdir, config, cfg, params, seed_axis.parse_seeds(config.train.seeds), step, prepared)
 
 
 @dataclasses.dataclass
@@ -84,12 +86,13 @@ def load_model(workdir: str, which: str = 'best') -> LoadedModel:
     }
   cfg = ModelConfig.from_dict(fields)
   params, _, step = checkpoints.restore_params(workdir, which)
-  return LoadedModel(workdir, config, cfg, params, trainer.parse_seeds(config.train.seeds), step, src_tok, tgt_tok)
+  return LoadedModel(workdir, config, cfg, params, seed_axis.parse_seeds(config.train.seeds), step, src_tok, tgt_tok)
 
 
 @functools.partial(jax.jit, static_argnames=('cfg',))
-def forced_attention(cfg: ModelConfig, params, src, src_len, tgt_in):
-  """Attention weights (B x T x S) while decoding the given reference (teacher forcing)."""
+def reference_attention(cfg: ModelConfig, params, src, src_len, tgt_in):
+  """Attention weights (B x T x S) while teacher forcing the reference (`tgt_in`: BOS, then the reference).
+  decoding.forced_attention is the same for the model's own outputs (it prepends BOS itself)."""
   return Seq2Seq(cfg).apply({'params': params}, src, src_len, tgt_in)[1]
 
 
@@ -174,7 +177,7 @@ def split_word_attention(run: LoadedRun, seed_index: int, split: str = 'test', e
   out = {}
   for batch in data.batches(run.prepared, split, run.config.data):
     w = np.asarray(
-      forced_attention(
+      reference_attention(
         run.cfg, params, jnp.asarray(batch['src']), jnp.asarray(batch['src_len']), jnp.asarray(batch['tgt_in'])
       )
     )

@@ -216,7 +216,7 @@ def sentence_views(run, trans, sources, references, n_best=None, gold=None) -> d
   return views
 
 
-def attention_measures(translations: list[evaluation.Translation]) -> dict:
+def attention_measures(translations: list[evaluation.SplitTranslation]) -> dict:
   """Monotonicity, entropy, maximum weight and coverage deviation of the translations' attention
   (measures.AttentionStatistics): the EOS row is left out of all but coverage, the source EOS column out of
   monotonicity; coverage counts every output step over every source position."""

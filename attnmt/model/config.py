@@ -65,7 +65,13 @@ class ModelConfig:
     "'bridge': tanh(W mean_i h_i); 'last': final encoder states; 'zero'",
     choices=('bridge', 'last', 'zero'),
   )
-  max_source_length: int = field(128, "longest source the 'location' score can address (its output size)", lo=1)
+  location_positions: int = field(
+    128,
+    "source positions the 'location' score has a weight for (its output size); a longer source's later "
+    'positions get no attention. Not the training filter data.max_source_length',
+    lo=1,
+    formerly=('max_source_length',),
+  )
   dtype: str = field('float32', 'computation dtype; parameters stay float32', choices=('float32', 'bfloat16'))
 
   @property
@@ -74,7 +80,7 @@ class ModelConfig:
 
   @classmethod
   def from_dict(cls, d: Mapping[str, Any]) -> 'ModelConfig':
-    d = dict(d.items()) if hasattr(d, 'items') else dict(d)
+    d = schema.current_keys(MODEL, dict(d.items()) if hasattr(d, 'items') else dict(d))
     fields = {f.name for f in dataclasses.fields(cls)}
     unknown = sorted(set(d) - fields)
     if unknown:

@@ -247,13 +247,13 @@ class Concat(_TanhScore):
 @register
 class Location(Score):
   """Luong et al. 2015, Eq. 9 "location": a_t = softmax(W_a q), from the query alone; W_a has one output
-  per source position up to model.max_source_length. A longer source's later positions get no weight (their
+  per source position up to model.location_positions. A longer source's later positions get no weight (their
   score is the lowest finite number): the score cannot address them, and the sentence is still translated."""
 
   name = 'location'
 
   def params(self, param):
-    return {'W': param('W', (self.cfg.decoder_hidden_size, self.cfg.max_source_length))}
+    return {'W': param('W', (self.cfg.decoder_hidden_size, self.cfg.location_positions))}
 
   def query(self, p, query_BxQ):
     return query_BxQ @ p['W']
@@ -266,7 +266,7 @@ class Location(Score):
     return half_L[:num_positions]
 
   def max_positions(self):
-    return self.cfg.max_source_length
+    return self.cfg.location_positions
 
   def flops(self, src_len):
-    return 0, matmul_flops(1, self.cfg.max_source_length, self.cfg.decoder_hidden_size)
+    return 0, matmul_flops(1, self.cfg.location_positions, self.cfg.decoder_hidden_size)

@@ -78,8 +78,10 @@ def run_differences(workdir: str, config: ml_collections.ConfigDict) -> Optional
 
 
 def load_model_fields(workdir: str) -> Optional[dict]:
-  """The complete ModelConfig fields config.json stores (None for a run that stopped before writing them)."""
-  return _load_payload(workdir).get('model')
+  """The complete ModelConfig fields config.json stores (None for a run that stopped before writing them),
+  under their current names (a renamed setting's former key reads as its new one)."""
+  fields = _load_payload(workdir).get('model')
+  return None if fields is None else schema.current_keys(settings.MODEL, fields)
 
 
 def _load_payload(workdir: str) -> dict:

@@ -22,7 +22,10 @@ LENGTH_BUCKETS = (0, 10, 20, 30, 40, 50, 60, 1000)
 
 
 @dataclasses.dataclass
-class Translation:
+class SplitTranslation:
+  """One example of a data split, translated (what evaluation and analysis use; the Python API's
+  attnmt.Translation is what a user gets for a sentence of their own)."""
+
   index: int  # example index in its split (points into data.raw_texts)
   ids: list  # output ids up to and including EOS
   text: str
@@ -64,7 +67,7 @@ def translate(
   beta: float = 0.0,
   intervention=None,
   n_best: bool = False,
-) -> list[Translation]:
+) -> list[SplitTranslation]:
   """Translates every batch (greedy when beam_size is 0), returned sorted by example index. Beam
   search uses the length penalty `alpha` and the coverage penalty `beta` (attnmt.model.decoding).
 
@@ -72,7 +75,7 @@ def translate(
   padding and produce no translation. The attention is kept only with `keep_attention` (its B x T x S
   history is the one buffer quadratic in the sentence length; see attnmt.model.decoding). `intervention`:
   counterfactual attention at every step (attnmt.model.interventions). With `n_best` (beam search only),
-  each Translation also holds every finished hypothesis of the beam with its score, best first."""
+  each SplitTranslation also holds every finished hypothesis of the beam with its score, best first."""
   if n_best and not beam_size:
     raise ValueError('n_best needs beam search: give beam_size >= 1')
   out = []
@@ -118,7 +121,7 @@ def translate(
       ids = tokens[row, : lengths[row]].tolist()
       att = weights[row, : lengths[row], : int(batch['src_len'][row])] if keep_attention else None
       hyps = _hypotheses(beams, row, tgt_tokenizer) if n_best else None
-      out.append(Translation(int(index), ids, tgt_tokenizer.decode(ids), att, float(scores[row]), hyps))
+      out.append(SplitTranslation(int(index), ids, tgt_tokenizer.decode(ids), att, float(scores[row]), hyps))
   return sorted(out, key=lambda t: t.index)
 
 

@@ -2,7 +2,7 @@
 deviation, repetition, paired bootstrap.
 
 Pure functions on NumPy arrays and strings. Attention matrices are output tokens x source positions,
-one row per output token (a distribution over the source), as `evaluation.Translation.attention` holds
+one row per output token (a distribution over the source), as `evaluation.SplitTranslation.attention` holds
 them; each function says which rows and columns it expects. `AttentionStatistics` pools the four
 attention measures over sentences added one at a time, so that a corpus is measured batch by batch.
 """

@@ -202,7 +202,7 @@ def train_step(
 
 
 def init_train_states(cfg: ModelConfig, optimizer: optax.GradientTransformation, seeds) -> TrainState:
-  """K fresh states stacked along a leading axis, one per seed: the input of trainer.seed_functions' step.
+  """K fresh states stacked along a leading axis, one per seed: the input of seeds.seed_functions' step.
 
   Seeds are initialised one by one and stacked: under `vmap` the orthogonal initialiser becomes a
   batched QR, whose jaxlib CPU kernel (ParallelBatchMap) can deadlock on a busy 2-core thread pool
@@ -211,3 +211,19 @@ def init_train_states(cfg: ModelConfig, optimizer: optax.GradientTransformation,
   init_one = jax.jit(init_train_state, static_argnums=(0, 1))
   states = [init_one(cfg, optimizer, jnp.int32(s)) for s in seeds]
   return jax.tree.map(lambda *xs: jnp.stack(xs), *states)
+
+
+# What the learning rate does after the warm-up, per train.schedule.
+AFTER_WARMUP = {
+  'constant': lambda t, warmup: optax.constant_schedule(t.learning_rate),
+  'cosine': lambda t, warmup: optax.cosine_decay_schedule(t.learning_rate, max(t.num_steps - warmup, 1)),
+  'rsqrt': lambda t, warmup: lambda s: t.learning_rate * jnp.sqrt(warmup / (s + warmup)),
+}
+
+
+def learning_rate_schedule(t) -> optax.Schedule:
+  """train.learning_rate after a linear warm-up of train.warmup_steps, then train.schedule (AFTER_WARMUP)."""
+  warmup = max(int(t.warmup_steps), 1)
+  ramp = optax.linear_schedule(0.0, t.learning_rate, warmup)
+  after = AFTER_WARMUP[t.schedule](t, warmup)  # train.schedule's choices (settings.TRAIN) are these keys
+  return optax.join_schedules([ramp, after], [warmup])

@@ -5,9 +5,11 @@ gradient x input by finite differences, Spearman by scipy, the seed summary by h
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 import scipy.stats
 
 from attnmt.analysis import faithfulness
+from attnmt.errors import InputError
 from attnmt.model.config import ModelConfig
 from attnmt.model.interventions import Intervention
 from attnmt.model.seq2seq import BOS, Seq2Seq, init_params
@@ -136,3 +138,35 @@ def test_table_cells_show_the_mean_and_the_t_interval_over_seeds():
   assert faithfulness._cell([0.4], 100.0, 1) == '40.0'
   half = scipy.stats.t.ppf(0.975, 2) * 0.2 / np.sqrt(3)
   assert faithfulness._cell([0.2, 0.4, 0.6], 1.0, 3) == f'0.400 [{0.4 - half:.3f}, {0.4 + half:.3f}]'
+
+
+def _run_result(variant, seed, jsd, spearman):
+  return {
+    'variant': variant,
+    'seeds': [seed],
+    'sentences': 8,
+    'attends': True,
+    'interventions': {'uniform': {'jsd': [jsd], 'bleu': [10.0 + seed]}},
+    'erasure': {'changed_max': [0.5]},
+    'agreement': {'spearman': [spearman]},
+  }
+
+
+def test_single_seed_runs_of_a_variant_pool_into_one_result_with_their_seeds():
+  runs = [
+    _run_result('dot/luong/global/feed/seeds=0', 0, 0.1, 0.3),
+    _run_result('none/luong/global/feed/seeds=0', 0, 0.0, 0.0),
+    _run_result('dot/luong/global/feed/seeds=2', 2, 0.3, 0.5),
+  ]
+  runs[1] = {'variant': runs[1]['variant'], 'seeds': [0], 'sentences': 8, 'attends': False}
+  dot, none = faithfulness.pool_seeds(runs)
+  assert dot['variant'] == 'dot/luong/global/feed' and dot['seeds'] == [0, 2]
+  assert dot['interventions'] == {'uniform': {'jsd': [0.1, 0.3], 'bleu': [10.0, 12.0]}}
+  assert dot['erasure'] == {'changed_max': [0.5, 0.5]} and dot['agreement'] == {'spearman': [0.3, 0.5]}
+  assert none == {'variant': 'none/luong/global/feed', 'seeds': [0], 'sentences': 8, 'attends': False}
+  assert runs[0]['interventions']['uniform']['jsd'] == [0.1]  # the inputs are not changed
+  with pytest.raises(InputError, match=r'seed\(s\) \[0\] appear in more than one run'):
+    faithfulness.pool_seeds([runs[0], runs[0]])
+  other = {**_run_result('dot/luong/global/feed/seeds=1', 1, 0.2, 0.4), 'sentences': 16}
+  with pytest.raises(InputError, match='measured on other sentences'):
+    faithfulness.pool_seeds([runs[0], other])

@@ -18,7 +18,7 @@ TINY = ModelConfig(
   decoder_hidden_size=16,
   attention_size=8,
   output_size=8,
-  max_source_length=16,
+  location_positions=16,
 )
 
 

@@ -25,7 +25,7 @@ TINY = ModelConfig(
   decoder_hidden_size=16,
   attention_size=8,
   output_size=8,
-  max_source_length=16,
+  location_positions=16,
 )
 SIZES = cases.Sizes(batch=4, src_len=5, tgt_len=6)
 

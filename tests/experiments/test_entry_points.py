@@ -13,7 +13,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from attnmt.errors import ConfigError
 from attnmt.training import checkpoints, guards, trainer, train_step
+from attnmt.training import results as run_results
+from attnmt.training import seeds as seed_axis
 from attnmt.model import toy
 from attnmt.model.config import ModelConfig
 
@@ -252,7 +255,7 @@ def test_sweep_axes_over_any_key_name_every_run_by_its_values():
   run = dict(keep)['general/luong/global/window_size=4/learning_rate=0.001']
   assert run.model.window_size == 4 and run.model.input_feeding is False and run.train.learning_rate == 1e-3
   assert run.variant == 'general/luong/global/window_size=4/learning_rate=0.001' and 'sweep' not in run
-  assert trainer.variant_name(run) == run.variant
+  assert run_results.variant_name(run) == run.variant
   config.sweep.axes = 'model.window_size=2,two'
   with pytest.raises(ValueError, match="sweep value 'two' for model.window_size is not an integer"):
     sweep.variants(config)
@@ -272,7 +275,7 @@ def test_vmapped_seeds_give_the_losses_of_seeds_run_one_by_one():
     output_size=16,
     dropout=0.1,
   )
-  init, step = trainer.seed_functions(cfg, train_step.make_optimizer(3e-3))
+  init, step = seed_axis.seed_functions(cfg, train_step.make_optimizer(3e-3))
   seeds = [3, 7]
   rng = {s: np.random.default_rng(s) for s in seeds}
   batches = [[toy.reverse_batch(rng[s], 8, 10, np.ones(6) / 6) for _ in range(5)] for s in seeds]
@@ -280,7 +283,7 @@ def test_vmapped_seeds_give_the_losses_of_seeds_run_one_by_one():
   losses_together = []
   for i in range(5):
     together, m = step(
-      together, {k: jnp.asarray(v) for k, v in trainer.stack_batches([batches[0][i], batches[1][i]]).items()}
+      together, {k: jnp.asarray(v) for k, v in seed_axis.stack_batches([batches[0][i], batches[1][i]]).items()}
     )
     losses_together.append(np.asarray(m['loss']))
   # One seed runs the plain guarded step on the squeezed arrays (no vmap over an axis of 1): bitwise that step.
@@ -310,7 +313,7 @@ def test_vmapped_seeds_give_the_losses_of_seeds_run_one_by_one():
 def test_stack_batches_pads_widths_and_rows():
   a = toy.encode_pairs(np.array([[4, 5, 6]]), np.array([3]))
   b = toy.encode_pairs(np.array([[4, 5, 6, 7, 8], [5, 5, 5, 5, 5]]), np.array([5, 2]))
-  s = trainer.stack_batches([a, b])
+  s = seed_axis.stack_batches([a, b])
   assert s['src'].shape == (2, 2, 6) and s['tgt_in'].shape == (2, 2, 6)
   np.testing.assert_array_equal(s['src_len'][0], [4, 0])  # the padded row counts for nothing
   np.testing.assert_array_equal(s['src'][0, 0], [4, 5, 6, 2, 0, 0])
@@ -497,7 +500,5 @@ def test_auto_seeds_are_one_on_a_cpu_and_five_on_an_accelerator():
 
   assert main_ablation.get_config().train.seeds == 'auto'
   assert cores.auto_seeds('cpu') == '0' and cores.auto_seeds('gpu') == cores.auto_seeds('tpu') == '0,1,2,3,4'
-  from attnmt.training import trainer
-
-  with pytest.raises(trainer.ConfigError, match="'auto' is resolved by a sweep"):
-    trainer.parse_seeds('auto')
+  with pytest.raises(ConfigError, match="'auto' is resolved by a sweep"):
+    seed_axis.parse_seeds('auto')

@@ -56,7 +56,7 @@ def random_params(score, q_size, h_size, a_size, max_len, seed):
     decoder_hidden_size=q_size,
     encoder_hidden_size=h_size // 2,
     attention_size=a_size,
-    max_source_length=max_len,
+    location_positions=max_len,
   )
   p = attention.AttentionParams(cfg).init(jax.random.key(seed)).get('params', {})
   p = attention.AttentionParams(cfg).apply({'params': p})

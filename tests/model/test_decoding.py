@@ -154,7 +154,7 @@ class _IdsAsText:
 def test_translate_with_n_best_returns_every_finished_hypothesis_best_first(params):
   """evaluation.translate(n_best=True), the one beam-and-unpack the analysis and the report use: each
   sentence's hypotheses are the beam's rows in order, token for token and score for score, without the
-  rows the beam never finished; the best is the Translation itself."""
+  rows the beam never finished; the best is the SplitTranslation itself."""
   from attnmt.training import evaluation
 
   batch = {'src': np.asarray(SRC), 'src_len': np.asarray(SRC_LEN), 'index': np.array([3, -1, 0, 1])}

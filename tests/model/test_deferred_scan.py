@@ -126,7 +126,7 @@ def test_a_matrix_multiplied_twice_sliced_and_cast_gets_autodiff_gradients():
 
 
 def test_deferred_scan_under_vmap_over_seeds():
-  """Matrices with a leading seed axis (as in trainer.seed_functions: the step vmapped over seeds) get per-seed gradients."""
+  """Matrices with a leading seed axis (as in seed_axis.seed_functions: the step vmapped over seeds) get per-seed gradients."""
   params, carry, xs = _toy_problem()
   stacked = jax.tree.map(lambda w: jnp.stack([w, 0.5 * w]), params)
   grad = lambda scan: jax.vmap(jax.grad(lambda m: _loss(scan, m, carry, xs)))(stacked)

@@ -155,9 +155,9 @@ def test_unknown_setting_is_refused():
 
 
 def test_location_score_gives_no_weight_beyond_its_range(small):
-  """A source longer than max_source_length is translated; its positions beyond the range get weight 0, the
+  """A source longer than model.location_positions is translated; its positions beyond the range get weight 0, the
   first ones the softmax of W_a q over the range (Luong Eq. 9), as NumPy computes it."""
-  cfg = ModelConfig(**{**small, 'score': 'location', 'max_source_length': 4})
+  cfg = ModelConfig(**{**small, 'score': 'location', 'location_positions': 4})
   params = init_params(cfg, jax.random.key(0), src_len=6)
   src, lengths = jnp.array([[5, 6, 7, 8, 9, 2], [5, 6, 2, 0, 0, 0]]), jnp.array([6, 3])
   tgt = jnp.array([[1, 5, 6], [1, 7, 8]])

@@ -19,6 +19,7 @@ import jax  # noqa: E402
 import numpy as np  # noqa: E402
 
 from attnmt.training import checkpoints, parallel, trainer, train_step  # noqa: E402
+from attnmt.training import seeds as seed_axis  # noqa: E402
 from experiments.configs import tiny  # noqa: E402
 
 
@@ -63,9 +64,9 @@ def main(argv):
 
     prepared = data.prepare(c.data)
     cfg = trainer.model_config(c, prepared)
-    optimizer = train_step.make_optimizer(trainer.learning_rate_schedule(c.train), c.train.clip_norm)
-    init, _ = trainer.seed_functions(cfg, optimizer, mesh=mesh)
-    state, _ = checkpoints.RunCheckpoints(workdir).restore(init(trainer.parse_seeds(c.train.seeds)))
+    optimizer = train_step.make_optimizer(train_step.learning_rate_schedule(c.train), c.train.clip_norm)
+    init, _ = seed_axis.seed_functions(cfg, optimizer, mesh=mesh)
+    state, _ = checkpoints.RunCheckpoints(workdir).restore(init(seed_axis.parse_seeds(c.train.seeds)))
     shardings = {str(x.sharding.num_devices) for x in jax.tree.leaves(state)}
     np.savez(
       out,

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from attnmt.training import checkpoints, train_step, trainer, settings
+from attnmt.training import seeds as seed_axis
 from attnmt.analysis import inspection
 from attnmt.model import normalizers, toy
 from attnmt.errors import ConfigError
@@ -160,13 +161,13 @@ def test_seeds_batches_stack_with_their_gold_padded_to_the_common_widths():
     k: v[:, :4] if k in ('src', 'tgt_in', 'tgt_out') else v[:, :4, :4] if k == 'alignment' else v for k, v in b.items()
   }
   b['src_len'] = b['tgt_len'] = np.minimum(b['src_len'], 4)
-  stacked = trainer.stack_batches([a, b], trainer.BATCH_KEYS + ('alignment',))
+  stacked = seed_axis.stack_batches([a, b], seed_axis.BATCH_KEYS + ('alignment',))
   width_t, width_s = a['tgt_out'].shape[1], a['src'].shape[1]
   assert stacked['alignment'].shape == (2, 3, width_t, width_s)
   np.testing.assert_array_equal(stacked['alignment'][0], a['alignment'])
   np.testing.assert_array_equal(stacked['alignment'][1, :2, :4, :4], b['alignment'])
   assert stacked['alignment'][1, 2:].sum() == 0 and stacked['alignment'][1, :, 4:].sum() == 0
-  assert 'alignment' not in trainer.stack_batches([a, b])  # unsupervised runs leave it on the host
+  assert 'alignment' not in seed_axis.stack_batches([a, b])  # unsupervised runs leave it on the host
 
 
 @pytest.mark.parametrize('normalizer', ['sparsemax', 'entmax15'])
@@ -411,5 +412,5 @@ def test_a_supervised_training_run_logs_the_alignment_loss(tmp_path):
   assert [r['step'] for r in train] == [10, 20]
   for r in train:
     assert len(r['alignment_loss']) == 1 and 0.0 < r['alignment_loss'][0] < -np.log(EPS)
-  events = b''.join(p.read_bytes() for p in (tmp_path / 'run' / 'tensorboard').iterdir())
+  events = b''.join(p.read_bytes() for p in (tmp_path / 'run' / 'tensorboard').glob('events.out.tfevents.*'))
   assert b'train/alignment_loss/seed0' in events

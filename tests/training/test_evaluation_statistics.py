@@ -20,6 +20,7 @@ from tensorboardX.record_writer import masked_crc32c
 
 from attnmt import data
 from attnmt.training import evaluation, settings, trainer, tensorboard_heatmaps
+from attnmt.training import results as run_results
 from attnmt.analysis import inspection
 from attnmt.data import pipeline
 from attnmt.model.config import ModelConfig
@@ -91,7 +92,7 @@ def test_teacher_forced_statistics_leave_out_padding_and_equal_numpy():
   params = init_params(cfg, jax.random.key(3))
   batch = _batch(SENTENCES, 11, 9, empty_rows=2)
   got = evaluation.teacher_forced_metrics(cfg, params, [batch])
-  weights = inspection.forced_attention(cfg, params, *(jnp.asarray(batch[k]) for k in ('src', 'src_len', 'tgt_in')))
+  weights = inspection.reference_attention(cfg, params, *(jnp.asarray(batch[k]) for k in ('src', 'src_len', 'tgt_in')))
   entropies, maxima, coverage, rhos = [], [], [], []
   for k, (src, tgt) in enumerate(SENTENCES):
     a = np.asarray(weights, float)[k, : len(tgt) + 1, : len(src) + 1]
@@ -216,7 +217,7 @@ def test_the_runs_settings_and_final_metrics_are_a_tensorboard_hparams_session(t
   declared = {f'{name}.{row.key}' for name, rows in settings.SECTIONS.items() for row in rows}
   assert set(start) == declared
   metrics = {m.name.tag for m in plugin['_hparams_/experiment'].experiment.metric_infos}
-  assert metrics == {f'hparams/{k}' for k in trainer.HPARAMS_METRICS}
+  assert metrics == {f'hparams/{k}' for k in run_results.HPARAMS_METRICS}
   summary = json.loads((workdir / 'results.json').read_text())
   assert scalars[('hparams/test_bleu', 40)] == pytest.approx(np.mean(summary['test_bleu']), rel=1e-6)
   assert scalars[('hparams/test_chrfpp', 40)] == pytest.approx(np.mean(summary['test_chrfpp']), rel=1e-6)

@@ -72,7 +72,7 @@ def test_attention_measures_leave_out_the_eos_row_and_the_source_eos_column():
   a[np.arange(4), np.arange(4)] = 0.4
   a[:4, 4] = 0.6
   a[4, 0] = 1.0
-  x = evaluation.Translation(0, [5, 6, 7, 8, data.EOS_ID], 'a b c d', a)
+  x = evaluation.SplitTranslation(0, [5, 6, 7, 8, data.EOS_ID], 'a b c d', a)
   got = report.attention_measures([x])
   assert got['monotonicity'] == 1.0 and got['tokens'] == 4
   h = -(0.4 * np.log(0.4) + 0.6 * np.log(0.6))
@@ -82,7 +82,7 @@ def test_attention_measures_leave_out_the_eos_row_and_the_source_eos_column():
   assert got['max_weight'] == pytest.approx(0.6) and got['positions'] == 5
   assert got['coverage_deviation'] == pytest.approx((0.4 + 3 * 0.6 + 1.4) / 5)
   # Without a final EOS (the decoding budget ran out) every row is an output token.
-  unfinished = evaluation.Translation(0, [5, 6, 7, 8, 9], 'a b c d e', a)
+  unfinished = evaluation.SplitTranslation(0, [5, 6, 7, 8, 9], 'a b c d e', a)
   assert report.attention_measures([unfinished])['tokens'] == 5
 
 

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from attnmt.training import checkpoints, guards, trainer, train_step
+from attnmt.training import results as run_results
 from experiments.configs import tiny
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -363,9 +364,9 @@ def test_a_run_whose_updates_were_all_skipped_is_not_a_success(tmp_path, data_di
     trainer.train_and_evaluate(tiny_config(data_dir, nonfinite='skip'), str(tmp_path))
   assert not (tmp_path / 'results.json').exists()
   meta = {'skipped_updates': 3}
-  trainer.check_trained(meta, 2, 2, {'w': jnp.ones(2)})  # 3 of 4 skipped: it trained
+  run_results.check_trained(meta, 2, 2, {'w': jnp.ones(2)})  # 3 of 4 skipped: it trained
   with pytest.raises(guards.NonFiniteError, match='final parameters are not finite'):
-    trainer.check_trained(meta, 2, 2, {'w': jnp.array([1.0, jnp.inf])})
+    run_results.check_trained(meta, 2, 2, {'w': jnp.array([1.0, jnp.inf])})
 
 
 @pytest.mark.xdist_group('faults_uninterrupted')  # one worker trains the shared uninterrupted run

@@ -1,0 +1,106 @@
+"""K seeds in one program: their batches stacked on a leading seed axis, their train states initialised and
+updated by one jitted `vmap(train_step)` (data-parallel over a mesh's devices when one is given).
+
+Every seed has its own initialisation, dropout stream and data order; a seed's result is the same whether it
+trains alone or beside others, up to floating-point rounding (tests/training/test_parallel.py).
+"""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import numpy as np
+import optax
+
+from attnmt.errors import ConfigError
+from attnmt.model.config import ModelConfig
+from attnmt.training import guards, parallel, train_step
+
+BATCH_KEYS = ('src', 'src_len', 'tgt_in', 'tgt_out', 'tgt_len')
+
+
+def parse_seeds(seeds) -> list[int]:
+  try:
+    out = [int(s) for s in str(seeds).split(',') if s.strip()]
+  except ValueError:
+    hint = " ('auto' is resolved by a sweep: pass the seeds to a single run)" if str(seeds).strip() == 'auto' else ''
+    raise ConfigError(f"train.seeds must be comma-separated integers like '0,1,2', got '{seeds}'{hint}") from None
+  if not out or len(set(out)) != len(out):
+    raise ConfigError(f"train.seeds must list distinct integers, got '{seeds}'")
+  big = [s for s in out if not -(2**31) <= s < 2**31]
+  if big:
+    raise ConfigError(f'train.seeds must be 32-bit integers (-2147483648 to 2147483647), got {big[0]}')
+  return out
+
+
+def stack_batches(batches: list[dict], keys: tuple[str, ...] = BATCH_KEYS) -> dict:
+  """Pads the seeds' batches to common widths and stacks them on a leading seed axis (`keys` only; the
+  gold `alignment`, B x T x S, pads to the target and source widths)."""
+  widths = {k: max(b[k].shape[1] for b in batches) for k in ('src', 'tgt_in', 'tgt_out')}
+
+  def pad(x, k):
+    if k == 'alignment':
+      return np.pad(x, ((0, 0), (0, widths['tgt_out'] - x.shape[1]), (0, widths['src'] - x.shape[2])))
+    return np.pad(x, ((0, 0), (0, widths[k] - x.shape[1]))) if k in widths else x
+
+  rows = max(len(b['src_len']) for b in batches)
+
+  def pad_rows(x):  # an epoch's smaller last batch: extra rows have length 0 and count for nothing
+    return np.pad(x, ((0, rows - len(x)),) + ((0, 0),) * (x.ndim - 1))
+
+  return {k: np.stack([pad_rows(pad(b[k], k)) for b in batches]) for k in keys}
+
+
+def seed_functions(
+  cfg: ModelConfig,
+  optimizer: optax.GradientTransformation,
+  label_smoothing: float = 0.0,
+  skip_nonfinite: bool = False,
+  coverage_loss_weight: float = 0.0,
+  mesh: jax.sharding.Mesh | None = None,
+  alignment_loss_weight: float = 0.0,
+):
+  """(init, step) for K seeds in one program: init(seeds) -> TrainState stacked over seeds; step(state, batch_K)
+  -> (state, metrics), jitted, vmapped over the leading seed axis of state and batch, state donated.
+  `alignment_loss_weight` > 0 trains attention towards the batches' gold `alignment` (train_step.loss_fn).
+
+  With a `mesh`, the state is replicated over its devices and the batch (K x B x ...) is split on its
+  rows B: jit's SPMD partitioner turns the gradient sums into all-reduces.
+  """
+  init = functools.partial(train_step.init_train_states, cfg, optimizer)
+  one = functools.partial(
+    train_step.train_step,
+    cfg,
+    optimizer,
+    label_smoothing=label_smoothing,
+    coverage_loss_weight=coverage_loss_weight,
+    alignment_loss_weight=alignment_loss_weight,
+  )
+  guarded = guards.guard_step(one, skip_nonfinite)
+  vmapped = _over_seeds(guarded)
+  if mesh is None:
+    return init, jax.jit(vmapped, donate_argnums=0)
+  everywhere = parallel.replicated(mesh)
+  step = jax.jit(
+    vmapped,
+    in_shardings=(everywhere, parallel.batch_sharding(mesh, row_axis=1)),
+    out_shardings=(everywhere, everywhere),
+    donate_argnums=0,
+  )
+  return lambda seeds: parallel.replicate(mesh, init(seeds)), step
+
+
+def _over_seeds(step):
+  """`step` mapped over the leading seed axis of state and batch. One seed runs the plain step on the
+  squeezed arrays: vmap over an axis of 1 turns every product into a batched one, which XLA:CPU runs
+  about 25 % slower than the plain product at the main job's size (benchmarks/README.md)."""
+  vmapped = jax.vmap(step)
+
+  def mapped(state, batch):
+    if jax.tree.leaves(state)[0].shape[0] != 1:
+      return vmapped(state, batch)
+    squeeze = functools.partial(jax.tree.map, lambda x: x[0])
+    return jax.tree.map(lambda x: x[None], step(squeeze(state), squeeze(batch)))
+
+  return mapped
