@@ -9,6 +9,12 @@ class ConfigError(ValueError):
   """A configuration value that cannot work; the message says which and how to fix it."""
 
 
+class UnknownChoice(ConfigError):
+  """A setting that names something that does not exist or cannot be loaded (an unknown score, window,
+  normaliser or decoder form, an import path that fails): a mistake in the config itself, never a
+  combination a sweep may skip."""
+
+
 class CheckpointError(RuntimeError):
   """A run directory that cannot be read; the message says what is wrong and what to do."""
 

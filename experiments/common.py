@@ -63,7 +63,7 @@ def parse_flags(argv):
   except (AttributeError, KeyError) as e:  # ml_collections: an override naming no setting of the config
     if os.environ.get('ATTNMT_DEBUG'):
       raise
-    if isinstance(e, AttributeError) and 'get_config' in str(e):
+    if isinstance(e, AttributeError) and e.name == 'get_config':  # the config module has no get_config
       _exit(
         f'error: the --config file {path} defines no get_config(); a config file is Python with get_config() '
         f'returning an ml_collections.ConfigDict, such as {DEFAULT_CONFIG}',

@@ -26,7 +26,7 @@ from ml_collections import config_flags
 
 from attnmt import plots, schema
 from attnmt.analysis import curves as curves_lib, html_report, report, tables
-from attnmt.errors import ConfigError
+from attnmt.errors import ConfigError, UnknownChoice
 from attnmt.model import forms
 from attnmt.model.config import ModelConfig
 from attnmt.training import checkpoints, lock, parallel, settings, trainer
@@ -169,9 +169,9 @@ def _combinations(config, swept, extra_keys, keep, refused, seen):
           run.model.input_feeding = True
         ModelConfig.from_dict(run.model.to_dict())
         settings.validate_supervision(run)  # e.g. none with train.alignment_loss_weight > 0
+      except UnknownChoice:  # a name that does not exist is a mistake in the sweep, not a combination to skip
+        raise
       except ConfigError as e:
-        if str(e).startswith(('unknown model.', "model.score '", "model.window '", "model.normalizer '")):
-          raise
         refused.append((dict(zip((k for k, _ in swept), combo)), str(e)))
         continue
       suffix = [

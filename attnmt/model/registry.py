@@ -10,7 +10,7 @@ from typing import Callable
 import jax
 import jax.numpy as jnp
 
-from attnmt.errors import ConfigError
+from attnmt.errors import ConfigError, UnknownChoice
 
 Params = dict
 # param(name, shape, init=lecun_normal()) -> a float32 parameter of the model
@@ -27,7 +27,7 @@ def resolve(name: str, base: type, registry: dict, kind: str) -> type:
   if name in registry:
     return registry[name]
   if ':' not in str(name):
-    raise ConfigError(
+    raise UnknownChoice(
       f"unknown model.{kind} '{name}'; valid: {', '.join(registry)}, or an import path "
       f"such as my_pkg.{kind}s:Mine to a {base.__name__} subclass"
     )
@@ -35,17 +35,17 @@ def resolve(name: str, base: type, registry: dict, kind: str) -> type:
   try:
     module = importlib.import_module(module_name)
   except ImportError as e:
-    raise ConfigError(
+    raise UnknownChoice(
       f"model.{kind} '{name}': cannot import module '{module_name}' ({e}); check the path "
       'and that its package is on PYTHONPATH'
     ) from None
   except Exception as e:  # the user's module itself fails while it is imported
-    raise ConfigError(
+    raise UnknownChoice(
       f"model.{kind} '{name}': importing module '{module_name}' raised {type(e).__name__}: {e}; fix that module"
     ) from None
   cls = getattr(module, attr, None)
   if not (isinstance(cls, type) and issubclass(cls, base)):
-    raise ConfigError(
+    raise UnknownChoice(
       f"model.{kind} '{name}': '{attr}' in {module_name} is not a {base.__module__}.{base.__name__} subclass"
     )
   return cls
