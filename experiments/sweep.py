@@ -25,7 +25,7 @@ from absl import app, flags
 from ml_collections import config_flags
 
 from attnmt import plots, schema
-from attnmt.analysis import curves as curves_lib, html_report, report, tables
+from attnmt.analysis import curves as curves_lib, html_report, report, stored, tables
 from attnmt.errors import ConfigError, UnknownChoice
 from attnmt.model import forms
 from attnmt.model.config import ModelConfig
@@ -286,10 +286,17 @@ def _on_cores(config, root, runs, processes):
 
 
 def _report(config, root, rows, dirs):
-  table = tables.results_table(rows)
+  # Seeds trained as separate runs (train.seeds as a sweep axis) are one variant in the tables.
+  pooled = tables.pool_seed_rows(rows)
+  table = tables.results_table(pooled)
+  if len(pooled) < len(rows):
+    table += (
+      f'\n\nThe {len(rows)} runs are {len(pooled)} variants: a run per seed (train.seeds as a sweep axis), pooled '
+      "here; train min sums a variant's runs."
+    )
   _write(os.path.join(root, 'results.md'), table + '\n')
-  _write(os.path.join(root, 'results.csv'), tables.results_csv(rows))
-  strip = plots.seed_strip(tables.results_strip(rows), os.path.join(root, 'results_seeds.png'), 'Test BLEU by seed')
+  _write(os.path.join(root, 'results.csv'), tables.results_csv(pooled))
+  strip = plots.seed_strip(tables.results_strip(pooled), os.path.join(root, 'results_seeds.png'), 'Test BLEU by seed')
   print('\n' + table)
   outputs = [os.path.join(root, 'results.md'), os.path.join(root, 'results.csv'), strip]
   curves = {r['variant']: curves_lib.validation_records(d) for r, d in zip(rows, dirs)}
@@ -311,7 +318,10 @@ def _report(config, root, rows, dirs):
       num_heatmaps=config.sweep.num_heatmaps,
       heatmap_min_words=config.sweep.heatmap_min_words,
     )
-    analysis_md = tables.analysis_table(results)
+    by_variant = results
+    if len(pooled) < len(rows):  # one run per seed: the statistics pool each variant's runs, from their outputs
+      by_variant = report.analyze_translations(os.path.join(out, stored.FILE), pool_seeds=True)
+    analysis_md = tables.analysis_table(by_variant)
     _write(os.path.join(out, 'analysis.md'), analysis_md + '\n')
     outputs.append(html_report.write_report(results, out))
     print('\nAnalysis of the test split (every seed decoded):\n' + analysis_md)

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from attnmt.analysis import significance
+from attnmt.analysis import significance, stored
+from attnmt.errors import InputError
 
 ONE_SEED = (
   'One seed per variant: the variants are not ranked (seed-to-seed variation is unmeasured, and it can '
@@ -71,6 +72,39 @@ def results_table(rows: list[dict]) -> str:
     cells += [f"{r['parameters']:,}", f"{r['tokens_per_s_per_seed']:.0f}", f"{r['train_seconds'] / 60:.1f}"]
     lines.append('| ' + ' | '.join(cells) + ' |')
   return '\n'.join(lines) + '\n\n' + results_note(rows)
+
+
+def pool_seed_rows(rows: list[dict]) -> list[dict]:
+  """The sweep's results.json rows with the seeds of a variant trained as separate runs (train.seeds as a
+  sweep axis: names ending in '/seeds=k') pooled into one row per variant, in first-seen order: per-seed
+  lists concatenated, train_seconds summed (the cell's compute), tokens/s per seed averaged. Rows without
+  the part are kept as they are; a seed found twice is an error."""
+  pooled: dict[str, dict] = {}
+  for r in rows:
+    name = stored.SEED_PART.sub('', r['variant'])
+    if name not in pooled:
+      pooled[name] = {**r, 'variant': name, 'seeds': list(r['seeds']), 'runs': 1}
+      pooled[name].update({k: list(r[k]) for k in POOLED_LISTS if k in r})
+      continue
+    into = pooled[name]
+    twice = set(into['seeds']) & set(r['seeds'])
+    if twice:
+      raise InputError(f'{name}: seed(s) {sorted(twice)} appear in more than one run; pool runs of distinct seeds')
+    into['seeds'] += list(r['seeds'])
+    for k in POOLED_LISTS:
+      if k in into and k in r:
+        into[k] += list(r[k])
+      else:
+        into.pop(k, None)  # a run that predates the metric: the pooled cell is '–'
+    into['train_seconds'] += r['train_seconds']
+    into['tokens_per_s_per_seed'] = (into['tokens_per_s_per_seed'] * into['runs'] + r['tokens_per_s_per_seed']) / (
+      into['runs'] + 1
+    )
+    into['runs'] += 1
+  return list(pooled.values())
+
+
+POOLED_LISTS = ('test_bleu', 'test_chrf', 'test_chrfpp', 'test_perplexity')
 
 
 def results_note(rows: list[dict]) -> str:

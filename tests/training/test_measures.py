@@ -8,6 +8,7 @@ import pytest
 import sacrebleu
 import scipy.stats
 
+from attnmt.errors import InputError
 from attnmt.analysis import report, significance
 from attnmt import data
 from attnmt.training import evaluation, measures
@@ -420,6 +421,30 @@ def test_sweep_results_table_and_csv():
   assert csv[1].split(',')[2:7] == ['21.8100', '21.8100', '', '', '']
   assert csv[2].split(',')[2:5] == ['20.0000 22.0000 24.0000', '22.0000', '2.0000']
   assert csv[1].split(',')[9:11] == ['', ''] and csv[2].split(',')[9:11] == ['48.1667', '1.2583']
+
+
+def test_runs_of_one_seed_each_pool_into_one_row_per_variant():
+  """A sweep over train.seeds trains a run per seed: the table pools them (seeds and per-seed lists in run order,
+  minutes summed, tokens/s averaged) and ranks them as one variant; a metric one run predates leaves the cell empty."""
+
+  def run(name, seed, bleu, chrfpp=None):
+    row = {'variant': f'{name}/seeds={seed}', 'seeds': [seed], 'test_bleu': [bleu], 'test_chrf': [50.0 + seed]}
+    row.update(test_perplexity=[9.0], parameters=1000, tokens_per_s_per_seed=10.0 * (seed + 1), train_seconds=60.0)
+    return row | ({'test_chrfpp': [chrfpp]} if chrfpp is not None else {})
+
+  rows = [run('dot', 0, 20.0, 48.0), run('general', 1, 23.0, 49.0), run('dot', 1, 22.0), run('dot', 2, 24.0, 47.0)]
+  rows.append({**run('concat', 0, 21.0, 48.0), 'variant': 'concat'})
+  dot, general, concat = tables.pool_seed_rows(rows)
+  assert (dot['variant'], dot['seeds'], dot['test_bleu']) == ('dot', [0, 1, 2], [20.0, 22.0, 24.0])
+  assert dot['test_chrf'] == [50.0, 51.0, 52.0] and 'test_chrfpp' not in dot  # seed 1's run predates chrF++
+  assert dot['train_seconds'] == 180.0 and dot['tokens_per_s_per_seed'] == pytest.approx(20.0)
+  assert general['variant'] == 'general' and general['seeds'] == [1] and concat['variant'] == 'concat'
+  assert rows[0]['test_bleu'] == [20.0]  # the inputs are not changed
+  md = tables.results_table([dot, general])
+  half = 4.302652729911275 * 2.0 / np.sqrt(3)
+  assert f'| dot | 3 | 20.00 / 22.00 / 24.00 | 22.00 | 2.00 | [{22 - half:.2f}, {22 + half:.2f}] |' in md
+  with pytest.raises(InputError, match=r'seed\(s\) \[0\] appear in more than one run'):
+    tables.pool_seed_rows([rows[0], rows[0]])
 
 
 def test_chrfpp_is_sacrebleus_chrf_with_word_bigrams():
