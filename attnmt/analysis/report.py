@@ -547,6 +547,8 @@ def analyze_translations(
   results, texts = [], []
   for v in doc['variants']:
     result = {'variant': v['variant'], 'seeds': v['seeds'], 'source': path, 'attends': v.get('attends', True)}
+    if pool_seeds:
+      result['seeds_as_runs'] = True  # each seed trained as its own run (train.seeds as a sweep axis)
     for hyps in v['greedy']:
       scores = evaluation.bleu_chrf(hyps, refs)
       result.setdefault('greedy_bleu', []).append(scores['bleu'])

@@ -256,11 +256,11 @@ def pairs_note(results: list[dict]) -> str:
   return text + '.'
 
 
-def seeds_option(n: int) -> str:
-  """The option that trains seeds 0..n-1 (a shell expansion when the list is long)."""
-  return (
-    f"--config.train.seeds={','.join(map(str, range(n)))}" if n <= 12 else f'--config.train.seeds=$(seq -s, 0 {n - 1})'
-  )
+def seeds_option(n: int, as_runs: bool = False) -> str:
+  """The option that trains seeds 0..n-1 (a shell expansion when the list is long): train.seeds, or with
+  `as_runs` the sweep axis that trains each seed as its own run."""
+  seeds = ','.join(map(str, range(n))) if n <= 12 else f'$(seq -s, 0 {n - 1})'
+  return f'--config.sweep.axes="train.seeds={seeds}"' if as_runs else f'--config.train.seeds={seeds}'
 
 
 def seed_plan_text(results: list[dict]) -> str:
@@ -271,6 +271,7 @@ def seed_plan_text(results: list[dict]) -> str:
   if not open_pairs:
     return ''
   lines = ['Seeds to plan with (primary pairs not distinguishable; 80 % power at the family level):']
+  as_runs = all(r.get('seeds_as_runs') for r in results)
   for key, label in (('0.5', '0.5 BLEU'), ('1', '1.0 BLEU')):
     out_of_reach = [f"{p['a']} − {p['b']}" for p in open_pairs if p['seeds_needed'][key] is None]
     if out_of_reach:
@@ -280,12 +281,18 @@ def seed_plan_text(results: list[dict]) -> str:
     n = hardest['seeds_needed'][key]
     lines.append(
       f"  {label}: {n} seeds per variant ({hardest['a']} − {hardest['b']}, seed sd "
-      f"{hardest['seeds_needed']['sd']:.2f}, needs the most): {seeds_option(n)}"
+      f"{hardest['seeds_needed']['sd']:.2f}, needs the most): {seeds_option(n, as_runs)}"
     )
-  lines.append(
-    '  A variant trains its seeds together: rerun the sweep with that option and a new --workdir (the '
-    'settings of a finished run cannot change).'
-  )
+  if as_runs:
+    lines.append(
+      '  Each seed here is its own run: rerun the sweep with that option on the same --workdir; the seeds already '
+      'trained are reused.'
+    )
+  else:
+    lines.append(
+      '  A variant trains its seeds together: rerun the sweep with that option and a new --workdir (the '
+      'settings of a finished run cannot change).'
+    )
   return '\n'.join(lines)
 
 

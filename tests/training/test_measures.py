@@ -399,6 +399,25 @@ def test_analysis_table_with_three_seeds_ranks():
     assert '--config.train.seeds=0,1' in pairs
 
 
+def test_the_seed_plan_names_the_option_that_trains_more_seeds():
+  """Seeds trained together (train.seeds) need a new workdir; seeds trained as runs of their own (pooled from a
+  sweep over train.seeds) are added on the same one with the axis. The pair needing the most seeds is named."""
+  sd = {'sd': 0.8, 'level': 0.025}
+  pairs = [
+    {'a': 'dot', 'b': 'additive', 'family': 'primary', 'ranked': False, 'seeds_needed': {**sd, '0.5': 9, '1': 4}},
+    {'a': 'general', 'b': 'additive', 'family': 'primary', 'ranked': False, 'seeds_needed': {**sd, '0.5': 14, '1': 5}},
+    {'a': 'dot', 'b': 'general', 'family': 'secondary', 'ranked': False, 'seeds_needed': {**sd, '0.5': 99, '1': 30}},
+  ]
+  results = [{'variant': 'dot', 'significance': {'pairs': pairs}}, {'variant': 'additive'}, {'variant': 'general'}]
+  together = tables.seed_plan_text(results)
+  assert '0.5 BLEU: 14 seeds per variant (general − additive, seed sd 0.80, needs the most): ' in together
+  assert '--config.train.seeds=$(seq -s, 0 13)' in together and '--config.train.seeds=0,1,2,3,4' in together
+  assert 'a new --workdir' in together and '99' not in together  # the secondary family plans nothing
+  as_runs = tables.seed_plan_text([{**r, 'seeds_as_runs': True} for r in results])
+  assert '--config.sweep.axes="train.seeds=$(seq -s, 0 13)"' in as_runs and 'on the same --workdir' in as_runs
+  assert '--config.train.seeds' not in as_runs
+
+
 def test_sweep_results_table_and_csv():
   rows = [
     {'variant': 'a', 'seeds': [0], 'test_bleu': [21.81], 'test_chrf': [50.0], 'test_perplexity': [9.0]},
