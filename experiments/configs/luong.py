@@ -12,7 +12,8 @@ several processes or machines").
 
 Each variant trains its 3 seeds in one vmapped program at about 1.7 steps/s on one core of the 2-core CPU
 machines (measured, the other core busy with the other shard): about 25 minutes with its evaluations, so
-the 9 variants take about 2 hours of both cores.
+the 9 variants take about 2 hours of both cores. docs/results/luong.md trained each seed as its own run
+instead (--config.sweep.axes="train.seeds=0,1,2"; the tables pool them).
 """
 
 from experiments.configs import main_ablation

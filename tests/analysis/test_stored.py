@@ -168,3 +168,16 @@ def test_single_seed_runs_pool_into_one_variant(tmp_path):
   split['variants'][2]['seeds'] = [0]
   with pytest.raises(InputError, match=r'additive/bahdanau/global: seed\(s\) \[0\] appear in more than one run'):
     stored.pool_seeds(split)
+
+
+@pytest.mark.parametrize('page', ['luong', 'main_gpu'])
+def test_a_published_pages_stored_translations_give_its_per_seed_bleu(page):
+  """docs/results/<page>/translations.json.gz holds what the page's analysis.md was computed from: each variant's
+  per-seed greedy BLEU, recomputed with sacrebleu from the stored outputs, is the one its table prints."""
+  doc = stored.load(os.path.join(ROOT, 'docs', 'results', page, 'translations.json.gz'))
+  with open(os.path.join(ROOT, 'docs', 'results', page, 'analysis.md'), encoding='utf-8') as f:
+    rows = {line.split('|')[1].strip(): line.split('|')[3].strip() for line in f if line.startswith('| ')}
+  assert len(doc['variants']) >= 5
+  for v in doc['variants']:
+    bleu = [sacrebleu.corpus_bleu(h, [doc['references']]).score for h in v['greedy']]
+    assert rows[v['variant']] == ' / '.join(f'{b:.2f}' for b in bleu), v['variant']
