@@ -325,7 +325,7 @@ def _report(config, root, rows, dirs):
     _write(os.path.join(out, 'analysis.md'), analysis_md + '\n')
     outputs.append(html_report.write_report(results, out))
     print('\nAnalysis of the test split (every seed decoded):\n' + analysis_md)
-    print(tables.attention_verdict(results))
+    print(tables.attention_verdict(by_variant))
     outputs += [
       os.path.join(out, 'analysis.md'),
       os.path.join(out, 'bleu_by_seed.png'),
