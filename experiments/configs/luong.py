@@ -7,8 +7,7 @@ Three seeds per variant (trained together in one vmapped program), each variant 
 
 It resumes: run the same command again after an interruption. On a CPU it trains one single-threaded
 process per core (sweep.processes=auto), then writes the tables and the analysis. To split it over
-machines, --config.sweep.shard=i/n or =auto, then --config.sweep.report_only=true (README, "Sweeps over
-several processes or machines").
+machines, --config.sweep.shard=i/n or =auto, then --config.sweep.report_only=true (docs/sweeps.md).
 
 Each variant trains its 3 seeds in one vmapped program at about 1.7 steps/s on one core of the 2-core CPU
 machines (measured, the other core busy with the other shard): about 25 minutes with its evaluations, so
