@@ -482,6 +482,65 @@ def test_a_sweep_on_two_cores_trains_one_variant_per_process_then_reports_them_a
   assert [line.split('|')[1].strip() for line in table[2:4]] == ['none/bahdanau/global', 'additive/bahdanau/global']
 
 
+def _children(pid: int) -> list[int]:
+  """The PIDs whose parent is `pid`, from /proc (field 4 of /proc/<pid>/stat, after the command's parentheses)."""
+  out = []
+  for entry in os.listdir('/proc'):
+    if entry.isdigit():
+      try:
+        with open(f'/proc/{entry}/stat') as f:
+          fields = f.read().rsplit(')', 1)[1].split()
+      except OSError:  # the process ended while the list was read
+        continue
+      if int(fields[1]) == pid:
+        out.append(int(entry))
+  return sorted(out)
+
+
+def test_a_per_core_child_killed_ends_the_sweep_with_one_line_and_the_same_command_resumes(tmp_path, data_dir):
+  """sweep.processes=2 with one child SIGKILLed once both variants have a checkpoint: the other child finishes
+  its variant, the parent says which core's process ended and how to resume, and exits non-zero; the same
+  command resumes the killed variant from its checkpoint and reports both."""
+  flags = [
+    f'--config={TINY}',
+    f'--workdir={tmp_path}',
+    f'--config.data.data_dir={data_dir}',
+    '--config.train.num_steps=300',  # long enough that neither child finishes before both have a checkpoint
+    '--config.train.eval_every=0',
+    '--config.sweep.scores=none,additive',
+    '--config.sweep.analyze=false',
+    '--config.sweep.processes=2',
+  ]
+  env = dict(os.environ, JAX_PLATFORMS='cpu', PYTHONPATH=ROOT)
+  parent = subprocess.Popen(
+    [sys.executable, '-m', 'experiments.sweep', *flags],
+    cwd=ROOT,
+    env=env,
+    stdout=subprocess.PIPE,
+    stderr=subprocess.PIPE,
+    text=True,
+  )
+  variants = [tmp_path / 'none-bahdanau-global', tmp_path / 'additive-bahdanau-global']
+  deadline = time.monotonic() + 240
+  while not all(trainer.has_checkpoint(str(v)) for v in variants):
+    assert parent.poll() is None and time.monotonic() < deadline, 'no checkpoint in both variants'
+    time.sleep(0.2)
+  children = _children(parent.pid)
+  assert len(children) == 2, children
+  os.kill(children[0], signal.SIGKILL)
+  out, err = parent.communicate(timeout=300)
+  last = err.strip().splitlines()[-1]
+  assert parent.returncode == 137, err[-2000:]
+  assert last.startswith('sweep: the process on core ') and 'ended with status 137' in last, last
+  assert last.endswith('finished variants and checkpoints are kept: run the same command again to resume')
+  assert sum((v / 'results.json').exists() for v in variants) == 1  # the other child finished its variant
+  again = run_module('experiments.sweep', *flags)
+  assert again.returncode == 0, again.stderr[-3000:]
+  assert 'Resumed ' in again.stdout and 'finished earlier with this config' in again.stdout
+  table = (tmp_path / 'results.md').read_text().splitlines()
+  assert [line.split('|')[1].strip() for line in table[2:4]] == ['none/bahdanau/global', 'additive/bahdanau/global']
+
+
 def test_a_damaged_results_json_is_named(tmp_path):
   from experiments import sweep
   from experiments.configs import tiny
