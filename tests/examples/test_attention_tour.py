@@ -57,3 +57,14 @@ def test_the_tour_is_stored_without_outputs_and_runs_without_an_error(run_dir):
   (table,) = [o.data['text/markdown'] for o in outputs if 'text/markdown' in o.get('data', {})]
   assert '| none/bahdanau/global | 1 |' in table and '| additive/bahdanau/global | 1 |' in table
   assert '± 0.00' not in table and 'not ranked' in table  # one seed each: values alone, no ranking
+
+
+def test_a_missing_run_directory_stops_the_tour_at_its_first_load_with_one_line(tmp_path):
+  """ATTNMT_RUN_DIR naming no runs: the cell that loads them fails with attnmt's own one-line CheckpointError
+  (the directory and what to pass), not a third-party error from deeper down."""
+  missing = tmp_path / 'nowhere'
+  with pytest.raises(nbclient.exceptions.CellExecutionError) as e:
+    execute(missing)
+  assert e.value.ename == 'CheckpointError'
+  assert e.value.evalue == f'{missing / "none-bahdanau-global"} does not exist; pass the workdir of a training run'
+  assert not missing.exists()  # nothing was created
