@@ -288,10 +288,7 @@ def pool_seeds(results: list[dict]) -> list[dict]:
       raise InputError(
         f"{r['variant']}: measured on other sentences, or its score attends differently; not one variant"
       )
-    twice = set(into['seeds']) & set(r['seeds'])
-    if twice:
-      raise InputError(f'{name}: seed(s) {sorted(twice)} appear in more than one run; pool runs of distinct seeds')
-    into['seeds'] += list(r['seeds'])
+    stored.add_seeds(name, into['seeds'], r['seeds'])
     for part in ('interventions', 'erasure', 'agreement'):
       if part in r:
         _extend_lists(into[part], r[part])

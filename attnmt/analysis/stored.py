@@ -78,12 +78,18 @@ def pool_seeds(doc: dict) -> dict:
     into = pooled.setdefault(name, {'variant': name, 'seeds': [], 'attends': v.get('attends', True), 'greedy': []})
     if into['attends'] != v.get('attends', True):
       raise InputError(f"{v['variant']}: its runs disagree on whether the score attends; they are not one variant")
-    twice = set(into['seeds']) & set(v['seeds'])
-    if twice:
-      raise InputError(f"{name}: seed(s) {sorted(twice)} appear in more than one run; pool runs of distinct seeds")
-    into['seeds'] += list(v['seeds'])
+    add_seeds(name, into['seeds'], v['seeds'])
     into['greedy'] += list(v['greedy'])
   return {**doc, 'variants': list(pooled.values())}
+
+
+def add_seeds(name: str, seeds: list, more) -> None:
+  """Appends one run's `more` seeds to variant `name`'s pooled `seeds`; a seed found twice is an error, not a
+  silent duplicate (every pooling of '…/seeds=k' runs checks it here)."""
+  twice = set(seeds) & set(more)
+  if twice:
+    raise InputError(f'{name}: seed(s) {sorted(twice)} appear in more than one run; pool runs of distinct seeds')
+  seeds += list(more)
 
 
 def save_doc(path: str, doc: dict) -> str:

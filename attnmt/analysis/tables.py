@@ -11,7 +11,6 @@ from __future__ import annotations
 import numpy as np
 
 from attnmt.analysis import significance, stored
-from attnmt.errors import InputError
 
 ONE_SEED = (
   'One seed per variant: the variants are not ranked (seed-to-seed variation is unmeasured, and it can '
@@ -87,10 +86,7 @@ def pool_seed_rows(rows: list[dict]) -> list[dict]:
       pooled[name].update({k: list(r[k]) for k in POOLED_LISTS if k in r})
       continue
     into = pooled[name]
-    twice = set(into['seeds']) & set(r['seeds'])
-    if twice:
-      raise InputError(f'{name}: seed(s) {sorted(twice)} appear in more than one run; pool runs of distinct seeds')
-    into['seeds'] += list(r['seeds'])
+    stored.add_seeds(name, into['seeds'], r['seeds'])
     for k in POOLED_LISTS:
       if k in into and k in r:
         into[k] += list(r[k])
