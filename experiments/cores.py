@@ -80,10 +80,11 @@ def _pump(stream, prefix: str, out) -> None:
   stream.close()
 
 
-def run_children(extra_args: list[str], n: int) -> int:
+def run_children(extra_args: list[str], n: int) -> list[tuple[int, int]]:
   """Runs this sweep command n times, child i pinned to core i (mod the usable cores), single-threaded,
-  with `extra_args` appended (the shard and process settings). Returns 0, or the first failing child's
-  status; SIGTERM and SIGINT are passed on to the children, which stop as a single run does."""
+  with `extra_args` appended (the shard and process settings). Returns the (core, exit status) of each child
+  that failed (a signal's status as 128 + its number), empty when all succeeded; SIGTERM and SIGINT are
+  passed on to the children, which stop as a single run does."""
   cores = usable_cores()
   command = [sys.executable, '-m', 'experiments.sweep', *sys.argv[1:], *extra_args]
   children, pumps = [], []
@@ -124,15 +125,22 @@ def run_children(extra_args: list[str], n: int) -> int:
       signal.signal(s, handler)
     for pump in pumps:
       pump.join()
-  failed = [(core, status if status > 0 else 128 - status) for core, status in statuses if status != 0]
-  if not failed:
-    return 0
+  return [(core, status if status > 0 else 128 - status) for core, status in statuses if status != 0]
+
+
+def stopped(failed: list[tuple[int, int]]) -> bool:
+  """Whether every failed child ended by SIGINT or SIGTERM (the user stopped the sweep)."""
+  return bool(failed) and all(s in (128 + signal.SIGINT, 128 + signal.SIGTERM) for _, s in failed)
+
+
+def failure_line(failed: list[tuple[int, int]], unfinished: bool) -> str:
+  """The parent's one line on failed children: which core's process ended and how, and what follows: a
+  resume when variants are left, or nothing when the other processes finished them (auto shards take over
+  a variant whose process is gone, from its last checkpoint)."""
   core, status = failed[0]
-  stopped = all(s in (128 + signal.SIGINT, 128 + signal.SIGTERM) for _, s in failed)
-  what = 'stopped by a signal' if stopped else f'the process on core {core} ended with status {status}'
-  print(
-    f'sweep: {what} (its lines above start [core {core}]); finished variants and checkpoints are kept: '
-    'run the same command again to resume',
-    file=sys.stderr,
-  )
-  return status
+  what = 'stopped by a signal' if stopped(failed) else f'the process on core {core} ended with status {status}'
+  if unfinished:
+    then = 'finished variants and checkpoints are kept: run the same command again to resume'
+  else:
+    then = 'the other process(es) finished its variant from its last checkpoint, so the sweep goes on'
+  return f'sweep: {what} (its lines above start [core {core}]); {then}'

@@ -275,11 +275,13 @@ def _on_cores(config, root, runs, processes):
   (experiments/cores.py), then the tables and analysis of the whole sweep, as one process would write them."""
   print(f'training on {processes} cores: one single-threaded process per core (sweep.processes=1: one process)')
   with lock.hold(root, 'sweep'):
-    status = cores.run_children(['--config.sweep.shard=auto', '--config.sweep.processes=1'], processes)
-    if status:
-      sys.exit(status)  # the child's own line and cores.run_children's have said why
+    failed = cores.run_children(['--config.sweep.shard=auto', '--config.sweep.processes=1'], processes)
     rows = [_finished(workdir, run) for _, workdir, run in runs]
     missing = [name for (name, _, _), row in zip(runs, rows) if row is None]
+    if failed:  # the child's own lines have said why
+      print(cores.failure_line(failed, unfinished=bool(missing) or cores.stopped(failed)), file=sys.stderr)
+      if missing or cores.stopped(failed):
+        sys.exit(failed[0][1])
     if missing:
       raise ConfigError(f'variant(s) {", ".join(missing)} did not finish; run the same command again to resume them')
     _report(config, root, rows, [workdir for _, workdir, _ in runs])

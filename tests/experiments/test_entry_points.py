@@ -497,10 +497,20 @@ def _children(pid: int) -> list[int]:
   return sorted(out)
 
 
+def _gone(pid: int) -> bool:
+  """Whether `pid` has exited (absent, or a zombie its parent has not yet waited for)."""
+  try:
+    with open(f'/proc/{pid}/stat') as f:
+      return f.read().rsplit(')', 1)[1].split()[0] == 'Z'
+  except OSError:
+    return True
+
+
 def test_a_per_core_child_killed_ends_the_sweep_with_one_line_and_the_same_command_resumes(tmp_path, data_dir):
-  """sweep.processes=2 with one child SIGKILLed once both variants have a checkpoint: the other child finishes
-  its variant, the parent says which core's process ended and how to resume, and exits non-zero; the same
-  command resumes the killed variant from its checkpoint and reports both."""
+  """sweep.processes=2 with the child training `additive` SIGKILLed after the other child has finished `none`
+  and ended: the parent says which core's process ended and how to resume, and exits with its status; the
+  same command resumes the killed variant from its checkpoint and reports both. The kill is ordered with
+  SIGSTOP, so the outcome does not depend on timing."""
   flags = [
     f'--config={TINY}',
     f'--workdir={tmp_path}',
@@ -520,25 +530,74 @@ def test_a_per_core_child_killed_ends_the_sweep_with_one_line_and_the_same_comma
     stderr=subprocess.PIPE,
     text=True,
   )
-  variants = [tmp_path / 'none-bahdanau-global', tmp_path / 'additive-bahdanau-global']
+  none, additive = tmp_path / 'none-bahdanau-global', tmp_path / 'additive-bahdanau-global'
   deadline = time.monotonic() + 240
-  while not all(trainer.has_checkpoint(str(v)) for v in variants):
+  while not (trainer.has_checkpoint(str(none)) and trainer.has_checkpoint(str(additive))):
     assert parent.poll() is None and time.monotonic() < deadline, 'no checkpoint in both variants'
     time.sleep(0.2)
   children = _children(parent.pid)
   assert len(children) == 2, children
-  os.kill(children[0], signal.SIGKILL)
+  for child in children:  # frozen while the holder of `additive` is found
+    os.kill(child, signal.SIGSTOP)
+  assert not (additive / 'results.json').exists(), 'additive finished before the kill: raise train.num_steps'
+  victim = json.loads((additive / '.lock-train').read_text())['pid']  # the child that holds the variant
+  assert victim in children, (victim, children)
+  (other,) = [c for c in children if c != victim]
+  os.kill(other, signal.SIGCONT)  # it finishes `none`, finds `additive` held by a live process, and ends
+  while not _gone(other):
+    assert time.monotonic() < deadline + 240, 'the other child did not end'
+    time.sleep(0.2)
+  os.kill(victim, signal.SIGKILL)
   out, err = parent.communicate(timeout=300)
   last = err.strip().splitlines()[-1]
   assert parent.returncode == 137, err[-2000:]
   assert last.startswith('sweep: the process on core ') and 'ended with status 137' in last, last
   assert last.endswith('finished variants and checkpoints are kept: run the same command again to resume')
-  assert sum((v / 'results.json').exists() for v in variants) == 1  # the other child finished its variant
+  assert (none / 'results.json').exists() and not (additive / 'results.json').exists()
   again = run_module('experiments.sweep', *flags)
   assert again.returncode == 0, again.stderr[-3000:]
   assert 'Resumed ' in again.stdout and 'finished earlier with this config' in again.stdout
   table = (tmp_path / 'results.md').read_text().splitlines()
   assert [line.split('|')[1].strip() for line in table[2:4]] == ['none/bahdanau/global', 'additive/bahdanau/global']
+
+
+def test_a_killed_childs_variant_finished_by_the_other_child_lets_the_sweep_report(monkeypatch, tmp_path, capsys):
+  """When an auto shard took over the variant of a child that died and finished it, the parent names the dead
+  child's core and status in one line and writes the tables (exit 0); when a variant is left, it exits with
+  the child's status and says how to resume; when the user stopped the sweep, it stops."""
+  from experiments import cores, sweep
+
+  reported = []
+  monkeypatch.setattr(sweep, '_report', lambda config, root, rows, dirs: reported.append(rows))
+  runs = [('none/bahdanau/global', str(tmp_path / 'a'), {}), ('additive/bahdanau/global', str(tmp_path / 'b'), {})]
+  config = None  # read by _report only
+  for failed, left, exit_status in (
+    ([(1, 137)], False, None),
+    ([(1, 137)], True, 137),
+    ([(0, 130), (1, 130)], False, 130),
+  ):
+    monkeypatch.setattr(cores, 'run_children', lambda args, n, failed=failed: failed)
+    monkeypatch.setattr(
+      sweep, '_finished', lambda workdir, run, left=left: None if left and workdir.endswith('b') else {'bleu': 1.0}
+    )
+    reported.clear()
+    if exit_status is None:
+      sweep._on_cores(config, str(tmp_path), runs, 2)
+      assert reported == [[{'bleu': 1.0}, {'bleu': 1.0}]]
+    else:
+      with pytest.raises(SystemExit) as stop:
+        sweep._on_cores(config, str(tmp_path), runs, 2)
+      assert stop.value.code == exit_status and reported == []
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    expected = {
+      None: 'the process on core 1 ended with status 137 (its lines above start [core 1]); the other process(es) '
+      'finished its variant from its last checkpoint, so the sweep goes on',
+      137: 'the process on core 1 ended with status 137 (its lines above start [core 1]); finished variants and '
+      'checkpoints are kept: run the same command again to resume',
+      130: 'stopped by a signal (its lines above start [core 0]); finished variants and checkpoints are kept: run '
+      'the same command again to resume',
+    }[exit_status]
+    assert line == 'sweep: ' + expected
 
 
 def test_a_damaged_results_json_is_named(tmp_path):
