@@ -44,7 +44,15 @@ from typing import Optional, Sequence
 
 import numpy as np
 import sacrebleu
-import scipy.stats
+
+
+def _stats():
+  """scipy.stats, imported when a test is first computed: importing it takes over a second, and every
+  training and translation process loads this module (for its tables) without testing anything."""
+  import scipy.stats
+
+  return scipy.stats
+
 
 ALPHA = 0.05
 POWER = 0.8  # the power seeds_needed plans for
@@ -123,7 +131,7 @@ def seed_summary(values: Sequence[float], alpha: float = ALPHA, test_variance: f
   out = {'per_seed': v.tolist(), 'seeds': int(v.size), 'mean': float(v.mean()), 'sd': None, 'ci': None}
   if v.size > 1:
     sd = float(v.std(ddof=1))
-    half = float(scipy.stats.t.ppf(1 - alpha / 2, v.size - 1)) * np.sqrt(sd**2 / v.size + test_variance)
+    half = float(_stats().t.ppf(1 - alpha / 2, v.size - 1)) * np.sqrt(sd**2 / v.size + test_variance)
     out.update(sd=sd, ci=[float(out['mean'] - half), float(out['mean'] + half)])
   return out
 
@@ -144,8 +152,8 @@ def welch_test(a: Sequence[float], b: Sequence[float], test_variance: float = 0.
   if se == 0:  # every seed of both variants scored the same
     p = 1.0 if diff == 0 else 0.0
     return {'difference': diff, 'se': 0.0, 'df': df, 'p_value': p, 'interval': [diff, diff]}
-  p = float(2 * scipy.stats.t.sf(abs(diff) / se, df))
-  half = float(scipy.stats.t.ppf(1 - alpha / 2, df)) * se
+  p = float(2 * _stats().t.sf(abs(diff) / se, df))
+  half = float(_stats().t.ppf(1 - alpha / 2, df)) * se
   return {'difference': diff, 'se': se, 'df': df, 'p_value': p, 'interval': [diff - half, diff + half]}
 
 
@@ -153,8 +161,8 @@ def sentence_test(a_R: np.ndarray, b_R: np.ndarray, difference: float, alpha: fl
   """With one seed on a side the seeds cannot be tested: the difference judged against the test sentences
   alone (normal approximation to the paired bootstrap's replicates, two-sided). It ranks nothing."""
   se = float(np.std(a_R - b_R, ddof=1))
-  p = (1.0 if difference == 0 else 0.0) if se == 0 else float(2 * scipy.stats.norm.sf(abs(difference) / se))
-  half = float(scipy.stats.norm.ppf(1 - alpha / 2)) * se
+  p = (1.0 if difference == 0 else 0.0) if se == 0 else float(2 * _stats().norm.sf(abs(difference) / se))
+  half = float(_stats().norm.ppf(1 - alpha / 2)) * se
   return {
     'difference': difference,
     'se': se,
@@ -216,9 +224,9 @@ def seeds_needed(
     if se == 0:
       return 1.0
     df = 2 * (k - 1) if sd > 0 else 1e6
-    crit = scipy.stats.t.ppf(1 - alpha / 2, df)
+    crit = _stats().t.ppf(1 - alpha / 2, df)
     nc = delta / se
-    tails = np.array([scipy.stats.nct.sf(crit, df, nc), scipy.stats.nct.cdf(-crit, df, nc)])
+    tails = np.array([_stats().nct.sf(crit, df, nc), _stats().nct.cdf(-crit, df, nc)])
     return float(np.nan_to_num(tails, nan=0.0).sum())  # scipy's far tail can come back nan where it is ~0
 
   if power_at(MAX_SEEDS) < power:

@@ -117,22 +117,29 @@ def _from_saved(state: train_step.TrainState) -> train_step.TrainState:
 
 
 @contextlib.contextmanager
-def quiet_io():
+def quiet_io(collect: bool = True):
   """Keeps Orbax's, TensorStore's and asyncio's own messages off the user's stderr while a block reads or
   writes checkpoints: absl log lines below FATAL (Orbax logs a failed background write from every thread
   that saw it) and the tracebacks background threads print. Yields the captured text, which a failure
-  summarises in its one line; a block that succeeds leaves nothing to say, so it is dropped."""
+  summarises in its one line; a block that succeeds leaves nothing to say, so it is dropped.
+
+  Coroutines Orbax leaves behind when a read or write fails report themselves when collected ("Exception
+  ignored in: <coroutine ...>"): they are collected inside the block (gc.collect) and recorded instead of
+  printed, whenever the block raises, and also when it succeeds unless `collect=False`. A full collection
+  takes about 0.4 s in a training process; a save that succeeds leaves no such coroutine, so saves pass
+  False (14 saves were 6.5 s of a 43 s tiny run)."""
   absl = logging.getLogger('absl')
   level, captured, hook = absl.level, io.StringIO(), sys.unraisablehook
   absl.setLevel(logging.FATAL)
-  # Coroutines Orbax leaves behind when a read fails report themselves when collected ("Exception ignored
-  # in: <coroutine ...>"): collected here, inside the block, and recorded instead of printed.
   sys.unraisablehook = lambda u: captured.write(f'unraisable: {u.exc_type.__name__}: {u.exc_value}\n')
   try:
     with contextlib.redirect_stderr(captured):
       try:
         yield captured
-      finally:
+      except BaseException:
+        gc.collect()
+        raise
+      if collect:
         gc.collect()
   finally:
     sys.unraisablehook = hook
@@ -224,7 +231,7 @@ class RunCheckpoints:
     args = ocp.args.Composite(state=ocp.args.StandardSave(_to_saveable(state)), meta=ocp.args.JsonSave(meta))
     with guards.saving():  # a signal now waits: the save is not cut off
       try:
-        with quiet_io():
+        with quiet_io(collect=False):
           if step in manager.all_steps():
             manager.wait_until_finished()
             manager.delete(step)
