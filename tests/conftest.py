@@ -23,7 +23,9 @@ import compiling
 from small_model import SMALL
 
 CACHE_ENV = {
-  'JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS': '0.2',  # programs that compile faster are not worth a file
+  # Every program, however small: a tiny training process compiles about 90 programs of under 0.2 s (4 s in
+  # all), and a 120-step tiny run took a median 18.2 s with all of them cached against 21.9 s (3 pairs).
+  'JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS': '0',
   'JAX_COMPILATION_CACHE_MAX_SIZE': str(8 << 30),
 }
 
