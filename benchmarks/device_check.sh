@@ -18,7 +18,8 @@
 # parts: bench,seeds,profile take about 5 minutes, main about 10 (it resumes from $WORK when the script runs
 # again on the same, still warm, machine).
 # ATTNMT_DEVICE_CHECK=dry runs every step tiny on whatever backend is there (the suite runs it on the CPU): the
-# bench steps on the main job's model (float32 only), the main job on the synthetic task, 2 steps, two shards.
+# bench steps on the main job's model (float32 only), the main job on the synthetic task, 2 steps, two shards
+# (one batch shape: each new length bucket would compile the step again).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/attnmt_device_check}
@@ -48,7 +49,8 @@ if [ -n "$DRY" ]; then
   shards=2 mem_fraction=0.5 train_limit=600 report_limit=300
   main_flags=(--config.data.name=synthetic_numbers --config.data.synthetic_size=300 --config.data.synthetic_eval_size=40
     --config.data.tokenizer=word --config.data.vocab_size=64 --config.data.max_source_length=16
-    --config.data.max_target_length=32 --config.model.embed_size=16 --config.model.encoder_hidden_size=16
+    --config.data.max_target_length=32 --config.data.fixed_source_length=16 --config.data.fixed_target_length=32
+    --config.model.embed_size=16 --config.model.encoder_hidden_size=16
     --config.model.decoder_hidden_size=32 --config.model.attention_size=16 --config.model.output_size=16
     --config.train.num_steps=2 --config.train.eval_every=0 --config.train.checkpoint_every=2
     --config.sweep.scores=none,additive --config.train.seeds=0,1 --config.sweep.processes=1

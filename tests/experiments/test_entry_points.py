@@ -515,7 +515,7 @@ def test_a_per_core_child_killed_ends_the_sweep_with_one_line_and_the_same_comma
     f'--config={TINY}',
     f'--workdir={tmp_path}',
     f'--config.data.data_dir={data_dir}',
-    '--config.train.num_steps=300',  # long enough that neither child finishes before both have a checkpoint
+    '--config.train.num_steps=100',  # every 10 a checkpoint: neither child can finish before both have one
     '--config.train.eval_every=0',
     '--config.sweep.scores=none,additive',
     '--config.sweep.analyze=false',
