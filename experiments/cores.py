@@ -133,13 +133,13 @@ def stopped(failed: list[tuple[int, int]]) -> bool:
   return bool(failed) and all(s in (128 + signal.SIGINT, 128 + signal.SIGTERM) for _, s in failed)
 
 
-def failure_line(failed: list[tuple[int, int]], unfinished: bool) -> str:
+def failure_line(failed: list[tuple[int, int]], resume: bool) -> str:
   """The parent's one line on failed children: which core's process ended and how, and what follows: a
-  resume when variants are left, or nothing when the other processes finished them (auto shards take over
-  a variant whose process is gone, from its last checkpoint)."""
+  resume (`resume`: variants are left, or the user stopped the sweep), or nothing when the other processes
+  finished them (auto shards take over a variant whose process is gone, from its last checkpoint)."""
   core, status = failed[0]
   what = 'stopped by a signal' if stopped(failed) else f'the process on core {core} ended with status {status}'
-  if unfinished:
+  if resume:
     then = 'finished variants and checkpoints are kept: run the same command again to resume'
   else:
     then = 'the other process(es) finished its variant from its last checkpoint, so the sweep goes on'

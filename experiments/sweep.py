@@ -279,8 +279,9 @@ def _on_cores(config, root, runs, processes):
     rows = [_finished(workdir, run) for _, workdir, run in runs]
     missing = [name for (name, _, _), row in zip(runs, rows) if row is None]
     if failed:  # the child's own lines have said why
-      print(cores.failure_line(failed, unfinished=bool(missing) or cores.stopped(failed)), file=sys.stderr)
-      if missing or cores.stopped(failed):
+      resume = bool(missing) or cores.stopped(failed)
+      print(cores.failure_line(failed, resume), file=sys.stderr)
+      if resume:
         sys.exit(failed[0][1])
     if missing:
       raise ConfigError(f'variant(s) {", ".join(missing)} did not finish; run the same command again to resume them')
