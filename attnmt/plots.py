@@ -31,6 +31,22 @@ def heatmap_colors(weights_TxS: np.ndarray) -> np.ndarray:
   return rgba
 
 
+# The report, the heatmap PNGs and TensorBoard's images draw at most this many output rows and source columns
+# of a heatmap: a 6,000-token sentence would embed 36 million cells (100 MB of page) or take 3.5 GB to draw.
+# What is cut is said on the page and in the PNG's title.
+HEATMAP_MAX = 200
+
+
+def bounded_panel(weights: np.ndarray, cols: list, rows: list, title: str, limit: int = HEATMAP_MAX) -> tuple:
+  """(weights, source labels, output labels, title) of a heatmap PNG, cut to the first `limit` rows and columns,
+  the title saying so when it was cut: a figure 6,000 tokens wide would take gigabytes to draw."""
+  weights = np.asarray(weights)
+  t, s = weights.shape
+  if max(t, s) > limit:
+    title += f' (truncated: the first {min(limit, t)} of {t} output and {min(limit, s)} of {s} source tokens)'
+  return weights[:limit, :limit], list(cols[:limit]), list(rows[:limit]), title
+
+
 def attention_figure(weights_TxS: np.ndarray, source_tokens: list[str], output_tokens: list[str], title: str = ''):
   """The figure of attention_heatmap (a matplotlib Figure), for callers that render it elsewhere, such as
   a TensorBoard image or a notebook."""

@@ -161,6 +161,26 @@ def test_bad_input_gets_one_line(trained, tmp_path):
     assert '\n' not in str(e.value)
 
 
+def test_reading_a_run_writes_nothing_into_its_directory(trained):
+  """load, translate, attend and compare only read: a run directory that is read-only (a shared or archived run)
+  or in use serves them all (checked by every file's size and modification time, which holds as root too)."""
+  workdir = trained[0]
+
+  def listing():
+    return {
+      os.path.join(d, f): (os.stat(os.path.join(d, f)).st_size, os.stat(os.path.join(d, f)).st_mtime_ns)
+      for d, _, files in os.walk(workdir)
+      for f in files
+    }
+
+  before = listing()
+  run = attnmt.load(workdir, 'latest')
+  run.translate(['4 2 7'], beam_size=2)
+  run.attend(['4 2 7'], [trained[3][0]])
+  attnmt.compare([workdir], n_samples=50)
+  assert listing() == before
+
+
 def test_a_source_longer_than_a_location_model_takes_is_refused_not_cut():
   """Only score 'location' has a limit (one weight per position up to model.location_positions)."""
   model = inspection.LoadedModel('run', None, None, None, [0], 1, _Words(), _Words())

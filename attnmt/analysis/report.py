@@ -249,7 +249,7 @@ def _heatmaps(run, trans, sources, run_dir, chosen, count, seed, min_words=0) ->
     src_ids = src_tok.encode(sources[i])
     src_labels = token_labels(src_tok, src_ids[: x.attention.shape[1] - 1] + [data.EOS_ID])
     out_labels = token_labels(tgt_tok, x.ids)
-    weights, cols, rows, title = bounded_panel(
+    weights, cols, rows, title = plots.bounded_panel(
       x.attention[:, : len(src_labels)], src_labels, out_labels, f'{run.name} | test #{i}'
     )
     path = os.path.join(run_dir, f'heatmap_{i}.png')
@@ -478,23 +478,7 @@ def _thousandths(weights: np.ndarray) -> list[list[int]]:
   return np.rint(np.asarray(weights, float) * 1000).astype(int).tolist()
 
 
-# The report and the heatmap PNGs draw at most this many output rows and source columns of a heatmap: a
-# 6,000-token sentence would embed 36 million cells (100 MB of page) or take 3.5 GB to draw. What is cut is said
-# on the page and in the PNG's title.
-HEATMAP_MAX = 200
-
-
-def bounded_panel(weights: np.ndarray, cols: list, rows: list, title: str, limit: int = HEATMAP_MAX) -> tuple:
-  """(weights, source labels, output labels, title) of a heatmap PNG, cut to the first `limit` rows and columns,
-  the title saying so when it was cut: a figure 6,000 tokens wide would take gigabytes to draw."""
-  weights = np.asarray(weights)
-  t, s = weights.shape
-  if max(t, s) > limit:
-    title += f' (truncated: the first {min(limit, t)} of {t} output and {min(limit, s)} of {s} source tokens)'
-  return weights[:limit, :limit], list(cols[:limit]), list(rows[:limit]), title
-
-
-def bounded_heatmap(weights: np.ndarray, rows: list, cols: list, limit: int = HEATMAP_MAX) -> dict:
+def bounded_heatmap(weights: np.ndarray, rows: list, cols: list, limit: int = plots.HEATMAP_MAX) -> dict:
   """The page's data of one heatmap: {'w': integer thousandths, 'rows', 'cols': labels}, cut to the first
   `limit` rows and columns, with 'truncated': [rows, columns] of the whole matrix when it was cut."""
   weights = np.asarray(weights)
@@ -507,7 +491,7 @@ def bounded_heatmap(weights: np.ndarray, rows: list, cols: list, limit: int = HE
 def embedded_sentences(results: list[dict], views: list[dict[int, dict]], must=(), limit: int = 200) -> dict:
   """The sentences of the HTML report as JSON-ready data: each run's view (sentence_views) of the sentences
   select_sentences picks, with attention weights rounded to 3 decimals and stored as integer thousandths, each
-  heatmap cut to HEATMAP_MAX rows and columns (bounded_heatmap)."""
+  heatmap cut to plots.HEATMAP_MAX rows and columns (bounded_heatmap)."""
   ids = select_sentences(views, must, limit)
   sentences = []
   for i in ids:

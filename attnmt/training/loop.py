@@ -193,6 +193,8 @@ class Loop:
     skipped = (
       f'; {ev["skipped_long"]} sentence(s) longer than data.eval_max_*_length skipped' if ev['skipped_long'] else ''
     )
+    if ev['attention_skipped_long']:  # evaluation.ATTENTION_CELLS
+      skipped += f'; attention statistics without {ev["attention_skipped_long"]} very long sentence(s)'
     self.progress.message(
       f'step {step} validation: BLEU {np.mean(ev["bleu"]):.2f} chrF {np.mean(ev["chrf"]):.2f} '
       f'ppl {np.mean(ev["perplexity"]):.2f} (mean of {len(self.seeds)} seed(s)){skipped}'

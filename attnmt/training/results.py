@@ -53,6 +53,7 @@ def evaluate(
     for k, v in metrics.items():
       out.setdefault(k, []).append(v)
   out['bleu_signature'] = out['bleu_signature'][0]
+  out['attention_skipped_long'] = out['attention_skipped_long'][0]  # the same sentences for every seed
   out['skipped_long'] = data.removed_by_length(prepared, split, d)  # left out by data.eval_max_*_length
   return out
 
@@ -105,6 +106,7 @@ def final_results(cfg, config, workdir, prepared, seeds, meta, mesh=None) -> dic
     'tokens_per_s_per_seed': meta['train_tokens'] / max(meta['train_seconds'], 1e-9) / len(seeds),
     'skipped_updates': meta.get('skipped_updates', 0),
     'test_skipped_long': ev['skipped_long'],
+    'test_attention_skipped_long': ev['attention_skipped_long'],
   }
   if parallel.is_main_process():  # written whole: the shards of a sweep read it while others train
     path = os.path.join(workdir, 'results.json')

@@ -2,7 +2,9 @@
 so that a researcher can watch attention form over training (as Joey NMT shows it).
 
 `train.tensorboard_heatmaps` sentences are chosen once per run, spread over the validation split's source
-lengths (`spread_over_lengths`). At each evaluation they are translated greedily with the first seed's
+lengths (`spread_over_lengths`), among those of at most plots.HEATMAP_MAX source tokens: a longer one would be
+drawn cut, and keeping its attention (output x source floats) would grow with the square of its length; how
+many were passed over is said once, when the run starts. At each evaluation they are translated greedily with the first seed's
 parameters, and the attention of that greedy output is drawn with plots.attention_figure (source tokens
 across the top, output tokens down the side, weights on a fixed [0, 1] scale) and written through
 tensorboardX as a PNG image, tag `validation/attention/sentence_<index>` at the evaluation's step. No
@@ -14,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from attnmt import data
-from attnmt.training import evaluation
+from attnmt.training import evaluation, parallel
 from attnmt import plots
 from attnmt.data import pipeline
 from attnmt.data.tokenizers import token_labels
@@ -34,6 +36,13 @@ def spread_over_lengths(source_lengths_N: np.ndarray, count: int) -> np.ndarray:
   return np.sort(by_length[np.unique(ranks)])
 
 
+def choose(source_lengths_N: np.ndarray, count: int, limit: int = plots.HEATMAP_MAX) -> tuple[np.ndarray, int]:
+  """Positions of `count` sentences spread over source length (spread_over_lengths) among those of at most
+  `limit` tokens, and how many longer sentences were passed over."""
+  short = np.flatnonzero(np.asarray(source_lengths_N) <= limit)
+  return short[spread_over_lengths(source_lengths_N[short], count)], len(source_lengths_N) - len(short)
+
+
 class ValidationHeatmaps:
   """The fixed validation sentences of a run and the writing of their heatmaps at each evaluation."""
 
@@ -41,7 +50,14 @@ class ValidationHeatmaps:
     d = config.data
     split = prepared.tokenized['validation']
     kept = pipeline.length_filter(split, *data.length_limits(d, 'validation'))  # what evaluation translates
-    self.indices = kept[spread_over_lengths(split.src_len[kept], count)]
+    chosen, self.passed_over = choose(split.src_len[kept], count)
+    self.indices = kept[chosen]
+    if self.passed_over and count and parallel.is_main_process():
+      print(
+        f'TensorBoard heatmaps: {self.passed_over} validation sentence(s) longer than {plots.HEATMAP_MAX} source '
+        f'tokens not among those drawn',
+        flush=True,
+      )
     self.batch = pipeline.build_batch(split, self.indices, data.batch_options(d, 'validation'))
     self.cfg, self.train, self.prepared, self.mesh = cfg, config.train, prepared, mesh
     self.seed, self.variant = seed, variant
@@ -73,6 +89,6 @@ class ValidationHeatmaps:
         f'{self.variant} | validation #{x.index} | step {step} | greedy output, seed {self.seed}\n'
         f'{self.sources[x.index][:90]}'
       )
-      figure = plots.attention_figure(x.attention, src_labels, out_labels, title)
+      figure = plots.attention_figure(*plots.bounded_panel(x.attention, src_labels, out_labels, title))
       writer.figure(TAG.format(index=x.index), figure, step)
     writer.flush()

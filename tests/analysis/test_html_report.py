@@ -287,10 +287,10 @@ def test_a_long_sentence_heatmap_png_is_truncated_and_its_title_says_so(tmp_path
   of all of them took 3.5 GB), its title naming the cut; a short one whole, its title unchanged."""
   weights = np.full((3, 6001), 1 / 6001)
   cols, rows = [f's{j}' for j in range(6001)], ['a', 'b', '</s>']
-  cut, shown_cols, shown_rows, title = report.bounded_panel(weights, cols, rows, 'run | test #4')
+  cut, shown_cols, shown_rows, title = plots.bounded_panel(weights, cols, rows, 'run | test #4')
   assert cut.shape == (3, 200) and shown_cols == cols[:200] and shown_rows == rows
   assert title == 'run | test #4 (truncated: the first 3 of 3 output and 200 of 6001 source tokens)'
   path = plots.attention_heatmap(cut, shown_cols, shown_rows, str(tmp_path / 'h.png'), title)
   assert matplotlib.image.imread(path).shape[1] < 10_000  # pixels wide: 200 columns' worth, not 6,001
-  whole = report.bounded_panel(weights[:, :5], cols[:5], rows, 'run | test #4')
+  whole = plots.bounded_panel(weights[:, :5], cols[:5], rows, 'run | test #4')
   assert whole[0].shape == (3, 5) and whole[3] == 'run | test #4'

@@ -86,6 +86,12 @@ def test_train_is_killed_resumes_and_reloads_for_analysis(tmp_path, data_dir):
   while not (workdir / 'checkpoints' / '20').exists():
     assert proc.poll() is None and time.time() < deadline, 'no checkpoint appeared before the run ended'
     time.sleep(0.05)
+  # The Python API reads a run still training (its lock held, paused here) from its last checkpoint.
+  proc.send_signal(signal.SIGSTOP)
+  import attnmt
+
+  live = attnmt.load(str(workdir))
+  assert live.step >= 20 and len(live.translate(['4 2 7'])) == 1
   proc.send_signal(signal.SIGKILL)
   proc.wait()
   resumed = run_module('experiments.train', *train_flags(workdir, data_dir))

@@ -113,6 +113,51 @@ def test_teacher_forced_statistics_leave_out_padding_and_equal_numpy():
   assert got['attention_monotonicity'] == pytest.approx(np.mean(np.nan_to_num(rhos)), abs=1e-12)
 
 
+def test_a_batch_too_large_for_its_attention_counts_in_the_loss_not_in_the_statistics(monkeypatch):
+  """A batch whose B x T x S weights exceed ATTENTION_CELLS gets its loss (the same as with its attention kept)
+  and is left out of the attention statistics, its sentences counted; the others' statistics are unchanged."""
+  cfg = ModelConfig(**SMALL, score='additive')
+  params = init_params(cfg, jax.random.key(3))
+  short, long = _batch(SENTENCES[:2], 8, 7), _batch(SENTENCES[2:], 11, 9, empty_rows=1)
+  whole = [evaluation.teacher_forced_metrics(cfg, params, [b]) for b in (short, long)]
+  monkeypatch.setattr(evaluation, 'ATTENTION_CELLS', 2 * 7 * 8)  # the short batch's own size still fits
+  got = evaluation.teacher_forced_metrics(cfg, params, [short, long])
+  assert got['attention_skipped_long'] == 1 and whole[0]['attention_skipped_long'] == 0
+  assert got['tokens'] == whole[0]['tokens'] + whole[1]['tokens']
+  assert got['loss'] == pytest.approx(
+    (whole[0]['loss'] * whole[0]['tokens'] + whole[1]['loss'] * whole[1]['tokens']) / got['tokens'], rel=1e-6
+  )
+  for key in ('attention_entropy', 'attention_max_weight', 'attention_coverage_deviation'):
+    assert got[key] == pytest.approx(whole[0][key], rel=1e-6)
+
+
+def test_training_evaluation_of_a_10000_token_pair_compiles_to_bounded_buffers():
+  """Training's evaluation of one 10,000-token pair (a batch of its own, batching.EVAL_BATCH_POSITIONS):
+  the loss without its attention, greedy and beam decoding without attention history, each compile to under
+  100 MB of buffers; the teacher-forced attention it leaves out (ATTENTION_CELLS) would take 600 MB."""
+  from attnmt.model import decoding
+
+  cfg = ModelConfig(**SMALL, score='additive')
+  params = init_params(cfg, jax.random.key(0))
+  s, t = 10001, evaluation.decode_length(10001, 1.5)
+  i = lambda *shape: jax.ShapeDtypeStruct(shape, jnp.int32)
+  batch = {'src': i(1, s), 'src_len': i(1), 'tgt_in': i(1, t), 'tgt_out': i(1, t), 'tgt_len': i(1)}
+  assert s * t > evaluation.ATTENTION_CELLS
+
+  def megabytes(compiled):
+    m = compiled.memory_analysis()
+    return (m.temp_size_in_bytes + m.output_size_in_bytes) / 1e6
+
+  assert megabytes(evaluation._batch_loss_only.lower(cfg, params, batch).compile()) < 100
+  assert megabytes(evaluation._batch_loss.lower(cfg, params, batch).compile()) > 600
+  src = (batch['src'], batch['src_len'])
+  assert megabytes(decoding.greedy.lower(cfg, params, *src, max_len=t, keep_attention=False).compile()) < 100
+  assert (
+    megabytes(decoding.beam_search.lower(cfg, params, *src, beam_size=4, max_len=t, keep_attention=False).compile())
+    < 100
+  )
+
+
 def test_teacher_forced_statistics_of_none_are_those_of_its_uniform_mean_summary():
   """Score `none` has no attention: the model's weights are the uniform 1/S of its mean summary, so the
   statistics are log S, 1/S, |T/S - 1| and a monotonicity that is undefined for every sentence (logged 0)."""
@@ -135,6 +180,16 @@ def test_spread_over_lengths_picks_the_inner_quantiles():
   np.testing.assert_array_equal(tensorboard_heatmaps.spread_over_lengths(lengths, 1), [0])  # the median, length 5
   np.testing.assert_array_equal(tensorboard_heatmaps.spread_over_lengths(lengths, 7), np.arange(7))
   assert len(tensorboard_heatmaps.spread_over_lengths(lengths, 0)) == 0
+
+
+def test_heatmap_sentences_longer_than_the_drawn_limit_are_passed_over_and_counted():
+  lengths = np.array([5, 10001, 1, 9, 6001, 3, 7, 2, 8])  # the short ones are those of the test above
+  chosen, passed_over = tensorboard_heatmaps.choose(lengths, 3, limit=200)
+  np.testing.assert_array_equal(chosen, [0, 5, 6])  # positions 0, 3, 4 of the short ones
+  assert passed_over == 2
+  chosen, passed_over = tensorboard_heatmaps.choose(lengths, 20, limit=200)
+  np.testing.assert_array_equal(chosen, [0, 2, 3, 5, 6, 7, 8]) and passed_over == 2
+  assert tensorboard_heatmaps.choose(lengths, 3, limit=10001)[1] == 0  # the limit itself is drawn
 
 
 @pytest.fixture(scope='module')

@@ -238,7 +238,7 @@ function heatmap(kind, variant, rows, cols, weights, gold) {
 }
 
 function truncation([rows, cols], shown) {
-  // A long sentence's heatmap is cut to its first rows and columns (report.HEATMAP_MAX) to keep the page small.
+  // A long sentence's heatmap is cut to its first rows and columns (plots.HEATMAP_MAX) to keep the page small.
   const shownCols = shown.length ? shown[0].length : 0;
   return el('p', {class: 'truncated muted'}, `heatmap truncated: the first ${shown.length} of ${rows} output ` +
     `tokens and ${shownCols} of ${cols} source tokens are drawn`);
