@@ -35,9 +35,15 @@ class SplitTranslation:
   hypotheses: Optional[list] = None
 
 
-def seed_params(params, i: int):
-  """The parameters of seed i from a tree stacked over seeds."""
+@jax.jit
+def _take(params, i):
   return jax.tree.map(lambda x: x[i], params)
+
+
+def seed_params(params, i: int):
+  """The parameters of seed i from a tree stacked over seeds (one compiled program for the whole tree: taken
+  leaf by leaf, each parameter's slice would be a program of its own to compile in every process)."""
+  return _take(params, i)
 
 
 def decode_length(src_width: int, factor: float) -> int:

@@ -210,7 +210,13 @@ def init_train_states(cfg: ModelConfig, optimizer: optax.GradientTransformation,
   """
   init_one = jax.jit(init_train_state, static_argnums=(0, 1))
   states = [init_one(cfg, optimizer, jnp.int32(s)) for s in seeds]
-  return jax.tree.map(lambda *xs: jnp.stack(xs), *states)
+  return _stack(states)
+
+
+@jax.jit
+def _stack(trees):
+  # One program for the whole tree (stacked leaf by leaf, each leaf would compile its own).
+  return jax.tree.map(lambda *xs: jnp.stack(xs), *trees)
 
 
 # What the learning rate does after the warm-up, per train.schedule.
