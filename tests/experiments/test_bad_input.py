@@ -71,19 +71,15 @@ def write(path, text):
 
 
 CASES = {
+  'unknown dataset': (['--config.data.name=klingon_bible'], "unknown dataset 'klingon_bible'; valid:"),
   'unknown score': (
     ['--config.model.score=bilinear'],
     "error: unknown model.score 'bilinear'; valid: none, additive, normed_additive, dot",
   ),
-  'unknown query timing': (['--config.model.query_timing=late'], "unknown model.query_timing 'late'; valid: bahdanau"),
-  'unknown window': (['--config.model.window=local'], "unknown model.window 'local'; valid: global, local_m"),
-  'unknown dataset': (['--config.data.name=klingon_bible'], "unknown dataset 'klingon_bible'; valid:"),
   'dot with unequal sizes': (
     ['--config.model.score=dot', '--config.model.decoder_hidden_size=48'],
     "score 'dot' needs the query size (decoder_hidden_size=48) to equal the annotation size",
   ),
-  'unknown schedule': (['--config.train.schedule=linear'], "unknown train.schedule 'linear'; valid: constant"),
-  'bad seeds': (['--config.train.seeds=0,zero'], 'train.seeds must be comma-separated integers'),
   'config key that does not exist': (['--config.model.scroe=dot'], 'scroe'),
   'flag that does not exist': (['--learning_rate=0.1'], 'Unknown command line flag'),
   'more devices than exist': (
@@ -94,12 +90,7 @@ CASES = {
     ['--coordinator_address=localhost:1'],
     'needs the number of processes and this process id: pass --num_processes',
   ),
-  'log_every zero': (['--config.train.log_every=0'], 'error: train.log_every must be an integer >= 1, got 0'),
   'negative batch size': (['--config.data.batch_size=-4'], 'error: data.batch_size must be an integer >= 1, got -4'),
-  'negative eval beam size': (
-    ['--config.train.eval_beam_size=-1'],
-    'error: train.eval_beam_size must be an integer >= 0, got -1',
-  ),
   'length limit no sentence meets': (
     ['--config.data.max_source_length=1'],
     'error: no train sentence fits the length limits (data.max_source_length=1',
@@ -282,6 +273,12 @@ def with_value(config, section, key, value):
 
 
 SETTINGS = {
+  'model.query_timing=late': ('model', 'query_timing', 'late', "unknown model.query_timing 'late'; valid: bahdanau"),
+  'model.window=local': ('model', 'window', 'local', "unknown model.window 'local'; valid: global, local_m"),
+  'train.schedule=linear': ('train', 'schedule', 'linear', "unknown train.schedule 'linear'; valid: constant"),
+  'train.seeds=0,zero': ('train', 'seeds', '0,zero', 'train.seeds must be comma-separated integers'),
+  'train.log_every=0': ('train', 'log_every', 0, 'train.log_every must be an integer >= 1, got 0'),
+  'train.eval_beam_size=-1': ('train', 'eval_beam_size', -1, 'train.eval_beam_size must be an integer >= 0, got -1'),
   'train.checkpoint_every=0': ('train', 'checkpoint_every', 0, 'train.checkpoint_every must be an integer >= 1, got 0'),
   'train.num_steps=0': ('train', 'num_steps', 0, 'train.num_steps must be an integer >= 1, got 0'),
   'train.eval_every=-1': ('train', 'eval_every', -1, 'train.eval_every must be an integer >= 0, got -1'),
