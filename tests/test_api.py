@@ -22,6 +22,7 @@ from attnmt.training import evaluation, trainer
 from experiments.configs import tiny
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+pytestmark = pytest.mark.xdist_group('api_trained')  # one worker trains the module's run, not both
 
 
 @pytest.fixture(scope='module')

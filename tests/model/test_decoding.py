@@ -26,6 +26,7 @@ CFG = ModelConfig(
 )
 _BATCH = toy.reverse_batch(np.random.default_rng(9), 4, 10, np.ones(8) / 8, held_out=True)
 SRC, SRC_LEN = jnp.asarray(_BATCH['src']), jnp.asarray(_BATCH['src_len'])
+pytestmark = pytest.mark.xdist_group('decoding_params')  # one worker trains the module's parameters
 
 
 @pytest.fixture(scope='module')

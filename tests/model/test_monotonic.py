@@ -240,6 +240,7 @@ def attended(weights_xTxS):
   return np.where(w.max(-1) > 0, w.argmax(-1), -1)
 
 
+@pytest.mark.xdist_group('monotonic_copy')  # one worker trains the copy model
 def test_learns_to_copy_with_hard_monotonic_attention(copy_model):
   cfg, params = copy_model
   test, src, lengths = held_out_copies()
@@ -285,6 +286,7 @@ def changed_after_cut(cfg, params, src_BxS, lengths_B, max_len):
   return np.array(kept), differs, np.any(changed != src_BxS, axis=1)
 
 
+@pytest.mark.xdist_group('monotonic_copy')  # one worker trains the copy model
 def test_hard_decoding_never_reads_the_source_past_the_attended_position(copy_model):
   """Changing the source after the attended position changes no output token nor its attention."""
   cfg, params = copy_model
@@ -322,6 +324,7 @@ def forced_hard_attention(cfg, params, src, lengths, tokens_BxT):
   return np.asarray(jnp.swapaxes(jax.lax.scan(step, state, previous.T)[1], 0, 1))
 
 
+@pytest.mark.xdist_group('monotonic_copy')  # one worker trains the copy model
 def test_hard_beam_search_of_width_one_is_greedy_search(copy_model):
   cfg, params = copy_model
   _, src, lengths = held_out_copies(64)
