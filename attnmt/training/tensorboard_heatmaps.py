@@ -4,9 +4,10 @@ so that a researcher can watch attention form over training (as Joey NMT shows i
 `train.tensorboard_heatmaps` sentences are chosen once per run, spread over the validation split's source
 lengths (`spread_over_lengths`), among those of at most plots.HEATMAP_MAX source tokens: a longer one would be
 drawn cut, and keeping its attention (output x source floats) would grow with the square of its length; how
-many were passed over is said once, when the run starts. At each evaluation they are translated greedily with the first seed's
-parameters, and the attention of that greedy output is drawn with plots.attention_figure (source tokens
-across the top, output tokens down the side, weights on a fixed [0, 1] scale) and written through
+many were passed over is said once, when the run starts. At each evaluation they are translated greedily
+with the first seed's parameters, and the attention of that greedy output is drawn with
+plots.attention_figure (source tokens across the top, output tokens down the side, weights on a fixed
+[0, 1] scale; cut to plots.HEATMAP_MAX output rows by plots.bounded_panel) and written through
 tensorboardX as a PNG image, tag `validation/attention/sentence_<index>` at the evaluation's step. No
 TensorFlow is involved.
 """

@@ -377,7 +377,8 @@ def test_shard_of():
 
 def test_two_concurrent_shards_share_a_workdir_then_report_only_merges_them(tmp_path, data_dir):
   """Two processes at once on one sweep directory (and one fresh data cache), a fixed shard and an `auto` one:
-  each variant is trained once, neither process fails; the unsharded run with sweep.report_only trains nothing and writes the tables."""
+  each variant is trained once, neither process fails; the unsharded run with sweep.report_only trains nothing
+  and writes the tables."""
   fresh_data = tmp_path / 'data'
   flags = [
     f'--config={TINY}',
