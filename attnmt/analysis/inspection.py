@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import ml_collections
 import numpy as np
 
-from attnmt.training import checkpoints, trainer
+from attnmt.training import checkpoints, evaluation, trainer
 from attnmt.training import results as run_results
 from attnmt.training import seeds as seed_axis
 from attnmt import data
@@ -172,7 +172,7 @@ def split_word_attention(run: LoadedRun, seed_index: int, split: str = 'test', e
   """Forced-decoding attention pooled to words (word_attention; EOS excluded unless `eos`) of every example
   of `split`, by example index: (target words x source words weights, source word labels, target word
   labels)."""
-  params = jax.tree.map(lambda x: x[seed_index], run.params)
+  params = evaluation.seed_params(run.params, seed_index)
   src_tok, tgt_tok = run.prepared.src_tokenizer, run.prepared.tgt_tokenizer
   out = {}
   for batch in data.batches(run.prepared, split, run.config.data):

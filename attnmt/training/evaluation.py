@@ -191,13 +191,14 @@ def teacher_forced_metrics(
   stats = measures.AttentionStatistics()
   for batch in batches:
     b = _on_devices(batch, ('src', 'src_len', 'tgt_in', 'tgt_out', 'tgt_len'), mesh)
-    if batch['src'].size * batch['tgt_out'].shape[1] > ATTENTION_CELLS:
-      t, c = _batch_loss_only(cfg, params, b)
-      total, count = total + float(parallel.to_numpy(t)), count + float(parallel.to_numpy(c))
+    if batch['src'].size * batch['tgt_out'].shape[1] <= ATTENTION_CELLS:
+      t, c, weights = _batch_loss(cfg, params, b)
+    else:
+      (t, c), weights = _batch_loss_only(cfg, params, b), None
+    total, count = total + float(parallel.to_numpy(t)), count + float(parallel.to_numpy(c))
+    if weights is None:
       skipped += int(np.sum(np.asarray(batch['tgt_len']) > 0))
       continue
-    t, c, weights = _batch_loss(cfg, params, b)
-    total, count = total + float(parallel.to_numpy(t)), count + float(parallel.to_numpy(c))
     weights_BxTxS = parallel.to_numpy(weights)  # a mesh pads rows at the end: the batch's rows come first
     for row, (n_src, n_tgt) in enumerate(zip(batch['src_len'], batch['tgt_len'])):
       if n_tgt > 0:  # rows of length 0 pad the batch

@@ -40,8 +40,9 @@ def spread_over_lengths(source_lengths_N: np.ndarray, count: int) -> np.ndarray:
 def choose(source_lengths_N: np.ndarray, count: int, limit: int = plots.HEATMAP_MAX) -> tuple[np.ndarray, int]:
   """Positions of `count` sentences spread over source length (spread_over_lengths) among those of at most
   `limit` tokens, and how many longer sentences were passed over."""
-  short = np.flatnonzero(np.asarray(source_lengths_N) <= limit)
-  return short[spread_over_lengths(source_lengths_N[short], count)], len(source_lengths_N) - len(short)
+  lengths = np.asarray(source_lengths_N)
+  short = np.flatnonzero(lengths <= limit)
+  return short[spread_over_lengths(lengths[short], count)], len(lengths) - len(short)
 
 
 class ValidationHeatmaps:
@@ -51,11 +52,11 @@ class ValidationHeatmaps:
     d = config.data
     split = prepared.tokenized['validation']
     kept = pipeline.length_filter(split, *data.length_limits(d, 'validation'))  # what evaluation translates
-    chosen, self.passed_over = choose(split.src_len[kept], count)
+    chosen, passed_over = choose(split.src_len[kept], count)
     self.indices = kept[chosen]
-    if self.passed_over and count and parallel.is_main_process():
+    if passed_over and count and parallel.is_main_process():
       print(
-        f'TensorBoard heatmaps: {self.passed_over} validation sentence(s) longer than {plots.HEATMAP_MAX} source '
+        f'TensorBoard heatmaps: {passed_over} validation sentence(s) longer than {plots.HEATMAP_MAX} source '
         f'tokens not among those drawn',
         flush=True,
       )
