@@ -9,8 +9,8 @@ pytest-xdist's workers and every subprocess inherit it through the environment. 
 the one the compiler produced, so results are the same with it or without it. The size limit turns on
 JAX's file lock, so that processes writing and reading one entry at once never see half a file.
 
-Programs compile with LLVM's optimisation off (tests/compiling.py): most tests compile far more than
-they run, and the whole suite took 903 s of pytest with it against 1,103 s without it (2 CPU cores).
+Programs compile fast and run slow (tests/compiling.py: LLVM's optimisation off, XLA's older fusion emitter):
+most tests compile far more than they run.
 """
 
 import os

@@ -199,16 +199,17 @@ BF16_STEPS = 400
 
 def test_bfloat16_training_learns_to_reverse():
   """Mixed precision (model.dtype='bfloat16'): bf16 matrix products, float32 parameters, softmax and
-  loss. Observed: exact on every held-out string after 400 steps (lengths 1..8), like float32."""
+  loss. Observed: exact on every held-out string after 400 steps (lengths 1..8), like float32, with these
+  sizes (a quarter of the step of 64/128 units, which also learned it; 1.000 of 400 held-out strings)."""
   cfg = ModelConfig(
     dropout=0.0,
     source_vocab_size=14,
     target_vocab_size=14,
     embed_size=32,
-    encoder_hidden_size=64,
-    decoder_hidden_size=128,
-    attention_size=64,
-    output_size=64,
+    encoder_hidden_size=32,
+    decoder_hidden_size=64,
+    attention_size=32,
+    output_size=32,
     dtype='bfloat16',
   )
   opt = train_step.make_optimizer(3e-3)
