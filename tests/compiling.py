@@ -17,7 +17,8 @@ FLAGS = {
   'xla_backend_optimization_level': '--xla_backend_optimization_level=0',
   'xla_cpu_use_fusion_emitters': '--xla_cpu_use_fusion_emitters=false',
 }
-FULL = {'xla_backend_optimization_level': 3, 'xla_cpu_use_fusion_emitters': True}  # XLA's defaults
+FUSION_EMITTERS = {'xla_cpu_use_fusion_emitters': True}  # XLA's default emitter, at the suite's level 0
+FULL = {'xla_backend_optimization_level': 3, **FUSION_EMITTERS}  # XLA's defaults
 
 
 def with_fast_compilation(xla_flags: str) -> str:

@@ -13,6 +13,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from compiling import FUSION_EMITTERS
 
 from attnmt.errors import ConfigError
 from attnmt.training import checkpoints, guards, trainer, train_step
@@ -126,10 +127,9 @@ def test_sweep_of_two_variants_and_two_seeds_writes_its_table_and_never_reuses_s
     '--config.train.num_steps=20',
     '--config.train.seeds=0,1',
     '--config.sweep.scores=none,dot',
-    '--config.sweep.analyze=false',
     '--config.model.decoder_hidden_size=32',
   ]
-  res = run_module('experiments.sweep', *flags)
+  res = run_module('experiments.sweep', *flags, '--config.sweep.beam_size=0')
   assert res.returncode == 0, res.stderr[-3000:]
   table = (tmp_path / 'results.md').read_text().splitlines()
   assert len(table) == 6 and table[2].startswith('| none/') and table[3].startswith('| dot/')
@@ -146,31 +146,27 @@ def test_sweep_of_two_variants_and_two_seeds_writes_its_table_and_never_reuses_s
   for name in ('none-bahdanau-global', 'dot-bahdanau-global'):
     r = json.loads((tmp_path / name / 'results.json').read_text())
     assert r['seeds'] == [0, 1] and len(r['test_bleu']) == 2 and r['test_perplexity'][0] > 1.0
-  before = (tmp_path / 'results.md').read_text()
-
-  # The same sweep again reuses both variants; a changed setting is refused, naming it, before anything runs.
-  again = run_module('experiments.sweep', *flags)
-  assert again.returncode == 0 and again.stdout.count('finished earlier with this config') == 2, again.stderr[-2000:]
-  changed = run_module('experiments.sweep', *flags, '--config.model.attention_size=8')
-  assert changed.returncode == 2, changed.stderr[-2000:]
-  line = changed.stderr.strip().splitlines()[-1]
-  assert 'none-bahdanau-global holds a run with a different config (differs in model.attention_size)' in line
-  assert 'use another --workdir for this sweep' in line and '===' not in changed.stdout
-  assert (tmp_path / 'results.md').read_text() == before
-
-  # With the analysis it prints per-seed scores, t intervals, the pair table (two-sided p, Holm-adjusted p,
-  # verdict, seeds needed) and, under a pair it cannot tell apart, the seed plan with its option.
-  analyzed = run_module(
-    'experiments.sweep', *[f for f in flags if 'sweep.analyze' not in f], '--config.sweep.beam_size=0'
-  )
-  assert analyzed.returncode == 0, analyzed.stderr[-3000:]
-  out = analyzed.stdout
+  # The analysis prints per-seed scores, t intervals, the pair table (two-sided p, Holm-adjusted p, verdict,
+  # seeds needed) and, under a pair it cannot tell apart, the seed plan with its option.
+  out = res.stdout
   assert '| variant | seeds | test BLEU per seed | mean | sd | 95% CI (t, seeds) |' in out
   assert '| pair | difference | 95% interval | p | adjusted p | verdict | seeds needed |' in out
   assert "two-sided p from Welch's t over seeds" in out and 'Holm over the family' in out
   pair = next(line for line in out.splitlines() if line.startswith('| dot/bahdanau/global − none/bahdanau/global'))
   if '≈' in pair:
     assert 'Seeds to plan with' in out and '--config.train.seeds=0,1' in out
+
+  # The same sweep again reuses both variants; a changed setting is refused, naming it, before anything runs.
+  flags.append('--config.sweep.analyze=false')
+  again = run_module('experiments.sweep', *flags)
+  assert again.returncode == 0 and again.stdout.count('finished earlier with this config') == 2, again.stderr[-2000:]
+  before = (tmp_path / 'results.md').read_text()
+  changed = run_module('experiments.sweep', *flags, '--config.model.attention_size=8')
+  assert changed.returncode == 2, changed.stderr[-2000:]
+  line = changed.stderr.strip().splitlines()[-1]
+  assert 'none-bahdanau-global holds a run with a different config (differs in model.attention_size)' in line
+  assert 'use another --workdir for this sweep' in line and '===' not in changed.stdout
+  assert (tmp_path / 'results.md').read_text() == before
 
 
 @pytest.mark.parametrize(
@@ -264,12 +260,16 @@ def test_vmapped_seeds_give_the_losses_of_seeds_run_one_by_one():
     )
     losses_together.append(np.asarray(m['loss']))
   # One seed runs the plain guarded step on the squeezed arrays (no vmap over an axis of 1): bitwise that step.
+  # Both compile with the fusion emitters: XLA's older emitter, which the suite uses, fuses the squeeze into
+  # the first products and rounds some of them differently.
   plain = jax.jit(
     guards.guard_step(functools.partial(train_step.train_step, cfg, train_step.make_optimizer(3e-3)), False)
   )
   first = {k: jnp.asarray(v) for k, v in batches[0][0].items()}
-  one, m_one = step(init([seeds[0]]), {k: v[None] for k, v in first.items()})
-  ref, m_ref = plain(jax.tree.map(lambda x: x[0], init([seeds[0]])), first)
+  state, batch = init([seeds[0]]), {k: v[None] for k, v in first.items()}
+  one, m_one = step.lower(state, batch).compile(compiler_options=FUSION_EMITTERS)(state, batch)
+  state = jax.tree.map(lambda x: x[0], init([seeds[0]]))
+  ref, m_ref = plain.lower(state, first).compile(compiler_options=FUSION_EMITTERS)(state, first)
   jax.tree.map(
     lambda a, b: np.testing.assert_array_equal(a[0], b), (one.params, m_one['loss']), (ref.params, m_ref['loss'])
   )
@@ -438,28 +438,6 @@ def test_sweep_processes_plan():
       cores.plan(bad, unfinished=2)
 
 
-def test_a_sweep_on_two_cores_trains_one_variant_per_process_then_reports_them_all(tmp_path, data_dir):
-  """sweep.processes=2: two single-threaded children, pinned, share the variants; the parent writes the
-  tables. Each child's lines carry its core."""
-  flags = [
-    f'--config={TINY}',
-    f'--workdir={tmp_path}',
-    f'--config.data.data_dir={data_dir}',
-    '--config.train.num_steps=10',
-    '--config.sweep.scores=none,additive',
-    '--config.sweep.analyze=false',
-    '--config.sweep.processes=2',
-  ]
-  res = run_module('experiments.sweep', *flags)
-  assert res.returncode == 0, res.stderr[-3000:]
-  assert 'training on 2 cores' in res.stdout
-  trained = [line.split(']')[0] for line in res.stdout.splitlines() if ': 1 seed(s) on' in line]
-  assert len(trained) == 2 and all(t.startswith('[core ') for t in trained), res.stdout[-3000:]
-  assert 'when every shard has finished' not in res.stdout  # the parent reports; the children say nothing of it
-  table = (tmp_path / 'results.md').read_text().splitlines()
-  assert [line.split('|')[1].strip() for line in table[2:4]] == ['none/bahdanau/global', 'additive/bahdanau/global']
-
-
 def _children(pid: int) -> list[int]:
   """The PIDs whose parent is `pid`, from /proc (field 4 of /proc/<pid>/stat, after the command's parentheses)."""
   out = []
@@ -485,10 +463,11 @@ def _gone(pid: int) -> bool:
 
 
 def test_a_per_core_child_killed_ends_the_sweep_with_one_line_and_the_same_command_resumes(tmp_path, data_dir):
-  """sweep.processes=2 with the child training `additive` SIGKILLed after the other child has finished `none`
-  and ended: the parent says which core's process ended and how to resume, and exits with its status; the
-  same command resumes the killed variant from its checkpoint and reports both. The kill is ordered with
-  SIGSTOP, so the outcome does not depend on timing."""
+  """sweep.processes=2: two single-threaded children, pinned, share the variants, each child's lines carrying
+  its core. The child training `additive` is SIGKILLed after the other child has finished `none` and ended:
+  the parent says which core's process ended and how to resume, and exits with its status; the same command
+  resumes the killed variant from its checkpoint and the parent writes the table of both. The kill is ordered
+  with SIGSTOP, so the outcome does not depend on timing."""
   flags = [
     f'--config={TINY}',
     f'--workdir={tmp_path}',
@@ -529,6 +508,10 @@ def test_a_per_core_child_killed_ends_the_sweep_with_one_line_and_the_same_comma
   out, err = parent.communicate(timeout=300)
   last = err.strip().splitlines()[-1]
   assert parent.returncode == 137, err[-2000:]
+  assert 'training on 2 cores' in out
+  trained = [line.split(']')[0] for line in out.splitlines() if ': 1 seed(s) on' in line]
+  assert len(trained) == 2 and all(t.startswith('[core ') for t in trained), out[-3000:]
+  assert 'when every shard has finished' not in out  # the parent reports; the children say nothing of it
   assert last.startswith('sweep: the process on core ') and 'ended with status 137' in last, last
   assert last.endswith('finished variants and checkpoints are kept: run the same command again to resume')
   assert (none / 'results.json').exists() and not (additive / 'results.json').exists()
