@@ -4,9 +4,8 @@ Most of the suite's time is XLA compiling tiny programs that then run a handful 
 therefore adds two flags to `XLA_FLAGS` for the whole run (xdist workers and every subprocess inherit them),
 each unless XLA_FLAGS already names its option:
 - `--xla_backend_optimization_level=0`: LLVM without optimisation, most of a compilation at the default level;
-- `--xla_cpu_use_fusion_emitters=false`: XLA's older element-wise emitter for fusions. The tiny training run
-  (experiments/configs/tiny.py, no compilation cache) spent 4.3 s compiling against 9.7 s with the fusion
-  emitters, 15.4 s of wall time against 20.9 s, 16 s of CPU time against 25 s (median of 3, 2 CPU cores).
+- `--xla_cpu_use_fusion_emitters=false`: XLA's older element-wise emitter for fusions, which compiles a tiny
+  run in about half the time (docs/design.md, "What the tests pin").
 Both change the machine code, not what it computes: floating-point results may differ in the last bits from a
 default build, so tests compare runs made under the same flags, as they always did. The few tests that train
 hundreds or thousands of steps in one program ask for XLA's defaults with `jax.jit(..., compiler_options=FULL)`,
