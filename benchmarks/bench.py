@@ -34,25 +34,32 @@ _SEEDS = flags.DEFINE_list('seeds', ['1', '2', '4'], 'the seeds section: K seeds
 _MODEL = flags.DEFINE_enum(
   'model',
   'bench',
-  ['bench', 'main'],
+  ['bench', 'main', 'tiny'],
   "'bench': the bench config (docs/design.md); 'main': the main job's model, batch and length "
-  '(experiments/configs/main_ablation.py)',
+  "(experiments/configs/main_ablation.py); 'tiny': the tests' tiny config (a smoke check of the code path)",
 )
 
 
-def main_job_model():
-  """The main job's model (vocabularies of data.vocab_size) at its batch size and 32 tokens per side,
-  about the mean width of its bucketed training batches (34 tokens)."""
+def config_model(name: str):
+  """The model of experiments/configs/`name`.py (vocabularies of data.vocab_size) at its batch size: 32 tokens
+  per side for the main job, about the mean width of its bucketed training batches (34 tokens); the fixed
+  lengths of a config that fixes them."""
+  import importlib
+
   from attnmt.model.config import ModelConfig
   from benchmarks.cases import Sizes
-  from experiments.configs import main_ablation
 
-  config = main_ablation.get_config()
+  config = importlib.import_module(f'experiments.configs.{name}').get_config()
   d = config.data
   cfg = ModelConfig.from_dict(
     {**config.model.to_dict(), 'source_vocab_size': d.vocab_size, 'target_vocab_size': d.vocab_size}
   )
-  return cfg, Sizes(batch=d.batch_size, src_len=32, tgt_len=32)
+  return cfg, Sizes(batch=d.batch_size, src_len=d.fixed_source_length or 32, tgt_len=d.fixed_target_length or 32)
+
+
+def main_job_model():
+  """The main job's model at its batch size and 32 tokens per side (config_model)."""
+  return config_model('main_ablation')
 
 
 def machine() -> dict:
@@ -209,7 +216,8 @@ def main(argv):
 
   from benchmarks.cases import BENCH_MODEL, Sizes
 
-  cfg, sizes = main_job_model() if _MODEL.value == 'main' else (BENCH_MODEL, Sizes())
+  models = {'bench': lambda: (BENCH_MODEL, Sizes()), 'main': main_job_model, 'tiny': lambda: config_model('tiny')}
+  cfg, sizes = models[_MODEL.value]()
   cfg = dataclasses.replace(cfg, dtype=_DTYPE.value)
   steps = _STEPS.value or (3 if _QUICK.value else 10)
   sizes = dataclasses.replace(sizes, steps=steps, warmup=1 if _QUICK.value else 2)
@@ -220,7 +228,7 @@ def main(argv):
   seeds = [int(k) for k in _SEEDS.value]
   result = run(cfg, sizes, tuple(_ONLY.value), peak_sizes, 3 if _QUICK.value else 10, seeds=seeds)
   print(table(result))
-  name = f'bench_{socket.gethostname()}' + ('_main' if _MODEL.value == 'main' else '')
+  name = f'bench_{socket.gethostname()}' + ('' if _MODEL.value == 'bench' else f'_{_MODEL.value}')
   out = Path(_OUT.value or Path(__file__).parent / 'results' / f'{name}.json')
   out.parent.mkdir(parents=True, exist_ok=True)
   out.write_text(json.dumps(result, indent=1))

@@ -18,7 +18,7 @@
 # parts: bench,seeds,profile take about 5 minutes, main about 10 (it resumes from $WORK when the script runs
 # again on the same, still warm, machine).
 # ATTNMT_DEVICE_CHECK=dry runs every step tiny on whatever backend is there (the suite runs it on the CPU): the
-# bench steps on the main job's model (float32 only), the main job on the synthetic task, 2 steps, two shards
+# bench steps on the tests' tiny model (float32 only), the main job on the synthetic task, 2 steps, two shards
 # (one batch shape: each new length bucket would compile the step again).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -45,7 +45,7 @@ step() {  # step SECONDS NAME COMMAND...: runs it with a time limit; a failure o
 }
 
 if [ -n "$DRY" ]; then
-  quick=(--quick --steps=2 --model=main) seeds=1,2 only_bench=train slow=4  # the main job's model
+  quick=(--quick --steps=2 --model=tiny) seeds=1,2 only_bench=train slow=4  # the tests' tiny model
   shards=2 mem_fraction=0.5 train_limit=600 report_limit=300
   main_flags=(--config.data.name=synthetic_numbers --config.data.synthetic_size=300 --config.data.synthetic_eval_size=40
     --config.data.tokenizer=word --config.data.vocab_size=64 --config.data.max_source_length=16
@@ -74,7 +74,7 @@ print(*(f"{p} {m.version(p)}" for p in ("jax", "jaxlib", "flax", "optax", "orbax
 PY=${ATTNMT_VENV:-.venv}/bin/python
 want() { [[ ",$PARTS," == *",$1,"* ]]; }
 want bench && step $((70 * slow)) "bench config, float32" "$PY" -m benchmarks.bench "${quick[@]}" --only=$only_bench --out="$OUT/bench_f32.json"
-want seeds && step $((150 * slow)) "main model, seeds $seeds vmapped" "$PY" -m benchmarks.bench "${quick[@]}" --model=main --only=train,seeds --seeds=$seeds --out="$OUT/bench_main_seeds.json"
+want seeds && step $((150 * slow)) "main model, seeds $seeds vmapped" "$PY" -m benchmarks.bench --model=main "${quick[@]}" --only=train,seeds --seeds=$seeds --out="$OUT/bench_main_seeds.json"
 # The main job: its variants train at once, one process (shard) each, on the one device (a small model leaves
 # the chip mostly idle, so their launches interleave); then one process writes the tables and the analysis of
 # the variants that finished (sweep.report_only), so a run cut by the time limit still reports what it has.

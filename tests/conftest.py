@@ -45,6 +45,20 @@ def pytest_unconfigure(config):
     shutil.rmtree(made, ignore_errors=True)
 
 
+@pytest.fixture(autouse=True)
+def _fresh_training_programs(request):
+  """A test that monkeypatches may replace what a training step is traced from (train_step.train_step, the
+  model's scans): it neither reuses a step that trainer cached before it nor leaves one behind."""
+  if 'monkeypatch' not in request.fixturenames:
+    yield
+    return
+  from attnmt.training import trainer  # here, not above: jax reads its cache settings from the environment
+
+  trainer._seed_functions.cache_clear()
+  yield
+  trainer._seed_functions.cache_clear()
+
+
 @pytest.fixture
 def small() -> dict:
   """The small model's ModelConfig fields (a fresh dict per test)."""

@@ -11,6 +11,8 @@ latest checkpoint, data iterators included, on any number of devices.
 
 from __future__ import annotations
 
+import functools
+import json
 import os
 
 import jax
@@ -85,16 +87,8 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, seeds: 
       f'train.alignment_loss_weight={t.alignment_loss_weight} needs gold alignments, and {config.data.name} has '
       'none; set the weight to 0'
     )
-  optimizer = train_step.make_optimizer(train_step.learning_rate_schedule(t), t.clip_norm)
-  init_fn, step_fn = seed_axis.seed_functions(
-    cfg,
-    optimizer,
-    t.label_smoothing,
-    skip_nonfinite=t.nonfinite == 'skip',
-    mesh=mesh,
-    coverage_loss_weight=t.coverage_loss_weight,
-    alignment_loss_weight=t.alignment_loss_weight,
-  )
+  settings_json = json.dumps(t.to_dict(), sort_keys=True)
+  init_fn, step_fn = _seed_functions(cfg, settings_json, mesh, train_step.train_step, train_step.init_train_states)
   print(f'{results.variant_name(config)}: {len(seeds)} seed(s) on {parallel.describe(mesh)}', flush=True)
   state, meta = init_fn(seeds), loop.initial_meta(len(seeds))
   ckpt = checkpoints.RunCheckpoints(workdir)
@@ -127,6 +121,25 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, seeds: 
   writer.hparams(results.hparams(config), results.hparams_metrics(summary), run.state.step)
   writer.close()
   return summary
+
+
+@functools.lru_cache(maxsize=4)
+def _seed_functions(cfg: ModelConfig, train_json: str, mesh: jax.sharding.Mesh, *traced_from):
+  """seeds.seed_functions for a model and a train section (as sorted JSON). Cached: a process that trains the
+  same variant again (a notebook, the Python API, the tests) reuses the traced and compiled programs instead of
+  tracing them anew (about 5 s of CPU for the tiny config). `traced_from`, the functions the programs are traced
+  from, is part of the key alone: a replaced train_step (a test's injected fault) is traced anew."""
+  t = ml_collections.ConfigDict(json.loads(train_json))
+  optimizer = train_step.make_optimizer(train_step.learning_rate_schedule(t), t.clip_norm)
+  return seed_axis.seed_functions(
+    cfg,
+    optimizer,
+    t.label_smoothing,
+    skip_nonfinite=t.nonfinite == 'skip',
+    mesh=mesh,
+    coverage_loss_weight=t.coverage_loss_weight,
+    alignment_loss_weight=t.alignment_loss_weight,
+  )
 
 
 def check_config(config: ml_collections.ConfigDict) -> list[int]:
