@@ -10,23 +10,31 @@ from __future__ import annotations
 import os
 from typing import Collection, Optional, Sequence
 
-import matplotlib
-import matplotlib.cm
-import matplotlib.colors
-import matplotlib.figure
-import matplotlib.ticker
 import numpy as np
 
-
-_HEATMAP_CMAP = matplotlib.colormaps['Greys']
 DPI = 110  # of every saved figure, and of heatmaps rendered for TensorBoard
 EXACT_ZERO_RGBA = (0.812, 0.886, 0.953, 1.0)  # pale blue
+
+
+def mpl():
+  """matplotlib, imported with the first figure: a process that draws none (translate, a refused setting)
+  starts about half a second sooner."""
+  import matplotlib.cm
+  import matplotlib.colors
+  import matplotlib.figure
+  import matplotlib.ticker
+
+  return matplotlib
+
+
+def _heatmap_cmap():
+  return mpl().colormaps['Greys']
 
 
 def heatmap_colors(weights_TxS: np.ndarray) -> np.ndarray:
   """RGBA cells of a heatmap: grey by weight on a fixed [0, 1] scale, exactly-0 weights pale blue."""
   w = np.asarray(weights_TxS, np.float64)
-  rgba = _HEATMAP_CMAP(np.clip(w, 0.0, 1.0))
+  rgba = _heatmap_cmap()(np.clip(w, 0.0, 1.0))
   rgba[w == 0.0] = EXACT_ZERO_RGBA
   return rgba
 
@@ -58,7 +66,7 @@ def attention_panels(panels: Sequence[tuple[np.ndarray, list[str], list[str], st
   drawn as attention_heatmap draws one, on the same [0, 1] scale."""
   heights = [np.shape(w)[0] for w, *_ in panels]
   widths = [max(4.0, 0.32 * np.shape(w)[1] + 2.6) for w, *_ in panels]
-  fig = matplotlib.figure.Figure(figsize=(sum(widths), max(3.0, 0.32 * max(heights) + 1.5)), dpi=DPI)
+  fig = mpl().figure.Figure(figsize=(sum(widths), max(3.0, 0.32 * max(heights) + 1.5)), dpi=DPI)
   axes = fig.subplots(1, len(panels), squeeze=False, width_ratios=widths)[0]
   for ax, (weights, source_tokens, output_tokens, title) in zip(axes, panels):
     _draw_attention(fig, ax, np.asarray(weights), source_tokens, output_tokens, title)
@@ -71,7 +79,7 @@ def _draw_attention(fig, ax, weights_TxS, source_tokens, output_tokens, title: s
   exact_zero = weights_TxS == 0.0
   ax.imshow(heatmap_colors(weights_TxS), aspect='auto')
   label = 'attention weight' + (' (pale blue: exactly 0)' if exact_zero.any() else '')
-  scale = matplotlib.cm.ScalarMappable(norm=matplotlib.colors.Normalize(0.0, 1.0), cmap=_HEATMAP_CMAP)
+  scale = mpl().cm.ScalarMappable(norm=mpl().colors.Normalize(0.0, 1.0), cmap=_heatmap_cmap())
   fig.colorbar(scale, ax=ax, fraction=0.04, pad=0.02, label=label)
   ax.set_xticks(range(s))
   ax.set_xticklabels(source_tokens, rotation=90, fontsize=8)
@@ -115,7 +123,7 @@ def bleu_by_length_figure(
   """One line per variant: BLEU of each source-length bucket (rows from evaluation.bleu_by_length), with
   error bars where `intervals` gives a [low, high] 95% interval per bucket; the x labels give each bucket's
   sentence count. The variants in `dashed` (those whose score does not attend: the baselines) are dashed."""
-  fig = matplotlib.figure.Figure(figsize=(7.5, 4.4))
+  fig = mpl().figure.Figure(figsize=(7.5, 4.4))
   ax = fig.subplots()
   for name, rows in curves.items():
     x = [f"{r['bucket']}\n({r['sentences']})" for r in rows]
@@ -138,7 +146,7 @@ def seed_strip(variants: list[dict], path: str, title: str = 'Test BLEU by seed'
   ([low, high]; absent or None for one seed: no line is drawn, and the title says the variants are not
   ranked)."""
   rows = sorted(variants, key=lambda v: v['mean'])
-  fig = matplotlib.figure.Figure(figsize=(7.5, 1.2 + 0.45 * len(rows)))
+  fig = mpl().figure.Figure(figsize=(7.5, 1.2 + 0.45 * len(rows)))
   ax = fig.subplots()
   rng = np.random.default_rng(0)  # vertical jitter, so that equal seeds stay visible
   for y, v in enumerate(rows):
@@ -177,7 +185,7 @@ def learning_curves(curves: dict[str, list[dict]], path: str, title: str = '', d
 
   `curves` maps a label to its validation records from metrics.jsonl (each with 'train_seconds',
   'bleu' and 'perplexity', the last two lists over seeds: the mean is drawn)."""
-  fig = matplotlib.figure.Figure(figsize=(11, 4.2))
+  fig = mpl().figure.Figure(figsize=(11, 4.2))
   ax_bleu, ax_ppl = fig.subplots(1, 2)
   for name, records in curves.items():
     minutes = [r['train_seconds'] / 60 for r in records]
@@ -187,8 +195,8 @@ def learning_curves(curves: dict[str, list[dict]], path: str, title: str = '', d
   ax_bleu.set_ylabel('validation BLEU')
   ax_ppl.set_ylabel('validation perplexity')
   ax_ppl.set_yscale('log')
-  ax_ppl.yaxis.set_major_formatter(matplotlib.ticker.ScalarFormatter())
-  ax_ppl.yaxis.set_minor_formatter(matplotlib.ticker.ScalarFormatter())
+  ax_ppl.yaxis.set_major_formatter(mpl().ticker.ScalarFormatter())
+  ax_ppl.yaxis.set_minor_formatter(mpl().ticker.ScalarFormatter())
   for ax in (ax_bleu, ax_ppl):
     ax.set_xlabel('training minutes (evaluation excluded)')
     ax.grid(alpha=0.3, which='both')

@@ -30,7 +30,6 @@ import re
 
 import jax
 import jax.numpy as jnp
-import matplotlib.figure
 import numpy as np
 import scipy.stats
 
@@ -371,7 +370,7 @@ def plot(results: list[dict], path: str) -> str:
   Student's t 95 % intervals (attnmt/analysis/faithfulness.py's results)."""
   rows = [r for r in results if r.get('attends')]
   names = sorted({n for r in rows for n in r['interventions']}, key=lambda n: list(rows[0]['interventions']).index(n))
-  fig = matplotlib.figure.Figure(figsize=(11, 0.5 + 0.45 * max(1, len(rows)) * max(1, len(names))))
+  fig = plots.mpl().figure.Figure(figsize=(11, 0.5 + 0.45 * max(1, len(rows)) * max(1, len(names))))
   for side, (ax, (key, title, scale)) in enumerate(
     zip(
       fig.subplots(1, 2),
