@@ -72,15 +72,15 @@ def test_erasure_equals_deleting_tokens_one_sentence_at_a_time():
   src, lengths, tokens, out_len = data()
   got = faithfulness.erasure(cfg, params, src, lengths, tokens, out_len, seed=0)
   tgt_in = np.concatenate([np.full((3, 1), BOS), tokens[:, :-1]], 1)
-  model = Seq2Seq(cfg)
+  apply = jax.jit(Seq2Seq(cfg).apply)  # one program per source width, not run operation by operation
   changed = 0
   for b in range(2):  # row 2's source is EOS alone: skipped
     n = lengths[b]
-    logits, w = model.apply({'params': params}, src[b : b + 1, :n], lengths[b : b + 1], tgt_in[b : b + 1])
+    logits, w = apply({'params': params}, src[b : b + 1, :n], lengths[b : b + 1], tgt_in[b : b + 1])
     for t in range(out_len[b]):
       i = int(np.argmax(np.asarray(w)[0, t, : n - 1]))  # never the final EOS
       erased = np.delete(src[b, :n], i)[None]
-      after = model.apply({'params': params}, erased, np.array([n - 1]), tgt_in[b : b + 1])[0]
+      after = apply({'params': params}, erased, np.array([n - 1]), tgt_in[b : b + 1])[0]
       changed += int(np.argmax(np.asarray(after)[0, t]) != np.argmax(np.asarray(logits)[0, t]))
   assert got['changed_max'] == changed
   assert got['positions'] == 5 + 3 and got['skipped'] == 4
@@ -97,9 +97,12 @@ def test_gradient_times_input_matches_finite_differences_and_spearman_matches_sc
   tgt_in = np.concatenate([np.full((3, 1), BOS), tokens[:, :-1]], 1)
   embed = np.asarray(params['encoder']['embed'])[src]
 
+  logits_at = jax.jit(
+    lambda offset: Seq2Seq(cfg).apply({'params': params}, src, lengths, tgt_in, src_offset_BxSxE=offset)[0]
+  )
+
   def logp(offset, b, t):
-    logits = Seq2Seq(cfg).apply({'params': params}, src, lengths, tgt_in, src_offset_BxSxE=offset)[0]
-    return float(jax.nn.log_softmax(logits[b, t])[tokens[b, t]])
+    return float(jax.nn.log_softmax(logits_at(offset)[b, t])[tokens[b, t]])
 
   # d/de of log p along the direction x_i (source position i's own embedding): sum_e x_ie dlogp/dx_ie
   eps = 1e-2

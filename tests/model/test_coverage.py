@@ -139,10 +139,11 @@ def test_coverage_loss_weight_adds_to_the_objective(small):
   cfg = ModelConfig(**small)
   params = init_params(cfg, jax.random.key(0))
   batch = _batch(np.random.default_rng(2))
-  plain, (total, count, terms) = train_step.loss_fn(cfg, params, batch, None, False)
+  loss = jax.jit(train_step.loss_fn, static_argnums=(0, 4, 5, 6))
+  plain, (total, count, terms) = loss(cfg, params, batch, None, False)
   assert terms == {}
-  weighted, (total_w, count_w, terms_w) = train_step.loss_fn(cfg, params, batch, None, False, 0.0, 0.5)
-  _, weights = Seq2Seq(cfg).apply({'params': params}, batch['src'], batch['src_len'], batch['tgt_in'])
+  weighted, (total_w, count_w, terms_w) = loss(cfg, params, batch, None, False, 0.0, 0.5)
+  _, weights = jax.jit(Seq2Seq(cfg).apply)({'params': params}, batch['src'], batch['src_len'], batch['tgt_in'])
   per_token = train_step.coverage_loss(weights, batch['tgt_len']) / count
   np.testing.assert_allclose(terms_w['coverage_loss'], per_token, rtol=1e-5)
   np.testing.assert_allclose(weighted, plain + 0.5 * per_token, rtol=1e-5)

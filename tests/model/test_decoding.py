@@ -40,10 +40,13 @@ def params():
   return state.params
 
 
+_apply = jax.jit(Seq2Seq(CFG).apply)  # compiled once per output width, not run operation by operation
+
+
 def teacher_forced(params, src, src_len, tokens_BxT):
   """Log-probabilities and attention of given output sequences, by one teacher-forced pass."""
   tgt_in = jnp.concatenate([jnp.full((tokens_BxT.shape[0], 1), BOS), tokens_BxT[:, :-1]], 1)
-  logits, weights = Seq2Seq(CFG).apply({'params': params}, src, src_len, tgt_in)
+  logits, weights = _apply({'params': params}, src, src_len, tgt_in)
   logp = jnp.take_along_axis(jax.nn.log_softmax(logits), tokens_BxT[..., None], -1)[..., 0]
   return np.asarray(logp), np.asarray(weights)
 

@@ -116,8 +116,8 @@ def test_identity_reproduces_ordinary_decoding_bit_for_bit(timing):
   cfg = small(query_timing=timing)
   params = init_params(cfg, jax.random.key(0))
   src, lengths, tgt = batch()
-  plain = Seq2Seq(cfg).apply({'params': params}, src, lengths, tgt)
-  same = Seq2Seq(cfg, Intervention('identity')).apply({'params': params}, src, lengths, tgt)
+  plain = jax.jit(Seq2Seq(cfg).apply)({'params': params}, src, lengths, tgt)
+  same = jax.jit(Seq2Seq(cfg, Intervention('identity')).apply)({'params': params}, src, lengths, tgt)
   for a, b in zip(plain, same):
     np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
   for search in (
@@ -132,8 +132,8 @@ def test_uniform_on_the_score_none_changes_nothing():
   cfg = small(score='none')
   params = init_params(cfg, jax.random.key(1))
   src, lengths, tgt = batch()
-  plain = Seq2Seq(cfg).apply({'params': params}, src, lengths, tgt)
-  uniform = Seq2Seq(cfg, Intervention('uniform')).apply({'params': params}, src, lengths, tgt)
+  plain = jax.jit(Seq2Seq(cfg).apply)({'params': params}, src, lengths, tgt)
+  uniform = jax.jit(Seq2Seq(cfg, Intervention('uniform')).apply)({'params': params}, src, lengths, tgt)
   np.testing.assert_allclose(np.asarray(plain[0]), np.asarray(uniform[0]), rtol=1e-6, atol=1e-6)
   a = decoding.greedy(cfg, params, src, lengths, 8)
   b = decoding.greedy(cfg, params, src, lengths, 8, intervention=Intervention('uniform'))
@@ -151,7 +151,7 @@ def test_teacher_forcing_equals_step_by_step_under_the_intervention(name):
   src, lengths, tgt = batch()
   logits, weights, _ = steps_equal_teacher_forcing(model, params, src, lengths, tgt)
   w = np.asarray(weights)
-  plain = Seq2Seq(cfg).apply(params, src, lengths, tgt)[0]
+  plain = jax.jit(Seq2Seq(cfg).apply)(params, src, lengths, tgt)[0]
   if name == 'permute':  # local-p scales its softmax by a Gaussian (total below 1); a permutation keeps the total
     assert np.all((w.sum(-1) > 0.5) & (w.sum(-1) < 1.0))
   else:

@@ -65,13 +65,14 @@ def random_probabilities(rng, steps, positions):
 
 def test_expected_alignment_equals_the_step_by_step_recursion_in_float64():
   rng = np.random.default_rng(0)
+  expected_alignment = jax.jit(monotonic.expected_alignment)  # one program per size, not each operation
   with jax.enable_x64(True):  # only inside this block: the other tests run in float32
     for positions in (1, 2, 7, 16):
       p_TxS = random_probabilities(rng, 6, positions)
       want = np_expected_alignments(p_TxS)
       previous = monotonic.initial_alignment(positions, jnp.float64)
       for i in range(6):
-        got = monotonic.expected_alignment(jnp.asarray(p_TxS[i]), previous)
+        got = expected_alignment(jnp.asarray(p_TxS[i]), previous)
         assert got.dtype == jnp.float64
         np.testing.assert_allclose(got, want[i], rtol=1e-12, atol=1e-300)
         previous = got
@@ -102,11 +103,12 @@ def test_gradient_matches_finite_differences_in_float64():
   mask = jnp.array([True] * 6 + [False] * 2)
   target = jnp.asarray(rng.normal(size=(4, 8)))
   with jax.enable_x64(True):
+    f = jax.jit(lambda e, r: jnp.sum(expected_alignments(e, r, mask) * target))  # compiled once for both seeds
+    alignments = jax.jit(lambda e: expected_alignments(e, -1.0, mask))
     for seed in range(2):
       e = jnp.asarray(np.random.default_rng(seed).normal(size=(4, 8)) * (1 + seed))
-      f = lambda e, r: jnp.sum(expected_alignments(e, r, mask) * target)
       check_grads(f, (e, jnp.float64(-1.0)), order=1, modes=['rev'], eps=1e-6, atol=1e-7, rtol=1e-6)
-      check_grads(lambda e: expected_alignments(e, -1.0, mask), (e,), order=1, modes=['rev'], eps=1e-6, atol=1e-7)
+      check_grads(alignments, (e,), order=1, modes=['rev'], eps=1e-6, atol=1e-7)
 
 
 def test_padding_gets_zero_weight_and_zero_gradient_whatever_its_scores():
@@ -311,6 +313,7 @@ def test_hard_decoding_stops_at_the_first_position_over_one_half():
   assert np.mean(kept > 0) > 0.6 and differs.sum() > 0.25 * touched.sum(), (kept, differs.sum(), touched.sum())
 
 
+@functools.partial(jax.jit, static_argnums=0)
 def forced_hard_attention(cfg, params, src, lengths, tokens_BxT):
   """The hard attention of decode steps fed the given output tokens (after BOS)."""
   model, variables = Seq2Seq(cfg), {'params': params}
@@ -321,7 +324,7 @@ def forced_hard_attention(cfg, params, src, lengths, tokens_BxT):
     state, _, weights = model.apply(variables, memory, state, y, method=Seq2Seq.decode_step)
     return state, weights
 
-  return np.asarray(jnp.swapaxes(jax.lax.scan(step, state, previous.T)[1], 0, 1))
+  return jnp.swapaxes(jax.lax.scan(step, state, previous.T)[1], 0, 1)
 
 
 @pytest.mark.xdist_group('monotonic_copy')  # one worker trains the copy model
@@ -362,8 +365,9 @@ def test_training_noise_only_in_training():
   params = {'params': init_params(cfg, jax.random.key(0))}
   model = Seq2Seq(cfg)
   src, lengths, tgt = jnp.array([[5, 6, 7, 8, 2]]), jnp.array([5]), jnp.array([[1, 5, 6, 7]])
-  train = lambda seed: model.apply(params, src, lengths, tgt, True, rngs={'dropout': jax.random.key(seed)})[1]
-  evaluate = model.apply(params, src, lengths, tgt)[1]
-  np.testing.assert_array_equal(model.apply(params, src, lengths, tgt)[1], evaluate)
+  apply = jax.jit(model.apply, static_argnums=4)  # two compilations (training, evaluation), not five eager passes
+  train = lambda seed: apply(params, src, lengths, tgt, True, rngs={'dropout': jax.random.key(seed)})[1]
+  evaluate = apply(params, src, lengths, tgt, False)[1]
+  np.testing.assert_array_equal(apply(params, src, lengths, tgt, False)[1], evaluate)
   np.testing.assert_array_equal(train(0), train(0))
   assert not np.allclose(train(0), evaluate, atol=1e-3) and not np.allclose(train(0), train(1), atol=1e-3)

@@ -89,9 +89,10 @@ def test_greedy_and_beam_search_score_what_teacher_forcing_scores():
   src, lengths = jnp.asarray(rng.integers(4, 20, size=(3, 6))), jnp.array([6, 4, 5])
   g = decoding.greedy(cfg, params, src, lengths, max_len=8)
   b3 = decoding.beam_search(cfg, params, src, lengths, beam_size=3, max_len=8, alpha=0.0)
+  apply = jax.jit(Seq2Seq(cfg).apply)  # one program for both searches' tokens
   for tokens, found, n_B in ((g.tokens, g.scores, g.lengths), (b3.tokens[:, 0], b3.scores[:, 0], b3.lengths[:, 0])):
     tgt_in = jnp.concatenate([jnp.full((3, 1), BOS), tokens[:, :-1]], 1)
-    logp = jax.nn.log_softmax(Seq2Seq(cfg).apply({'params': params}, src, lengths, tgt_in)[0])
+    logp = jax.nn.log_softmax(apply({'params': params}, src, lengths, tgt_in)[0])
     logp = np.asarray(jnp.take_along_axis(logp, tokens[..., None], -1)[..., 0])
     for row in range(3):
       np.testing.assert_allclose(found[row], logp[row, : int(n_B[row])].sum(), rtol=1e-5, atol=1e-5)

@@ -162,7 +162,7 @@ def test_location_score_gives_no_weight_beyond_its_range(small):
   params = init_params(cfg, jax.random.key(0), src_len=6)
   src, lengths = jnp.array([[5, 6, 7, 8, 9, 2], [5, 6, 2, 0, 0, 0]]), jnp.array([6, 3])
   tgt = jnp.array([[1, 5, 6], [1, 7, 8]])
-  logits, weights = Seq2Seq(cfg).apply({'params': params}, src, lengths, tgt)
+  logits, weights = jax.jit(Seq2Seq(cfg).apply)({'params': params}, src, lengths, tgt)
   w = np.asarray(weights)
   assert np.all(np.isfinite(np.asarray(logits)))
   assert np.all(w[0, :, 4:] == 0.0) and np.all(w[1, :, 3:] == 0.0)

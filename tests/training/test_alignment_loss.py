@@ -127,15 +127,17 @@ def test_zero_weight_is_no_supervision_and_a_weight_adds_the_alignment_loss():
   jax.tree.map(lambda a, b: np.testing.assert_array_equal(a, b), grads0, grads_plain)
   # Weight 0.5: the objective is the translation loss + 0.5 x the NumPy alignment loss of the model's weights.
   (loss, parts), grads = grad(cfg, params, batch, None, False, 0.1, 0.0, 0.5)
-  weights = np.asarray(Seq2Seq(cfg).apply({'params': params}, batch['src'], batch['src_len'], batch['tgt_in'])[1])
+  weights = np.asarray(
+    jax.jit(Seq2Seq(cfg).apply)({'params': params}, batch['src'], batch['src_len'], batch['tgt_in'])[1]
+  )
   total, count = reference_alignment_loss(weights, np.asarray(batch['alignment']), batch['src_len'], batch['tgt_len'])
   assert count == int(np.sum(batch['src_len'] - 1))  # every output token but EOS is linked
   np.testing.assert_allclose(float(parts.terms['alignment_loss']), total / count, rtol=1e-5)
   np.testing.assert_allclose(float(loss), float(loss0) + 0.5 * total / count, rtol=1e-5)
   assert float(parts.total) == float(parts0.total)  # the translation part is unchanged
   assert not np.allclose(grads['encoder']['embed'], grads0['encoder']['embed'])
-  with pytest.raises(ValueError, match=r'needs gold alignments in the batch'):
-    train_step.loss_fn(cfg, params, plain, None, False, 0.0, alignment_loss_weight=0.5)
+  with pytest.raises(ValueError, match=r'needs gold alignments in the batch'):  # when traced: nothing need run
+    jax.eval_shape(lambda p: train_step.loss_fn(cfg, p, plain, None, False, 0.0, alignment_loss_weight=0.5), params)
 
 
 def test_supervision_moves_attention_to_the_gold_positions():
@@ -144,13 +146,15 @@ def test_supervision_moves_attention_to_the_gold_positions():
   optimizer = train_step.make_optimizer(3e-2)
   batch = jax.tree.map(jnp.asarray, reverse_batch_with_gold(16, seed=1))
   alignment_after = {}
+  alignment_loss = jax.jit(  # one program measures both runs
+    lambda p: train_step.loss_fn(cfg, p, batch, None, False, 0.0, alignment_loss_weight=1.0)[1].terms['alignment_loss']
+  )
   for weight in (0.0, 5.0):
     state = train_step.init_train_state(cfg, optimizer, 0)
     step = jax.jit(lambda s, b, w=weight: train_step.train_step(cfg, optimizer, s, b, 0.0, alignment_loss_weight=w))
     for _ in range(40):
       state, metrics = step(state, batch)
-    _, parts = train_step.loss_fn(cfg, state.params, batch, None, False, 0.0, alignment_loss_weight=1.0)
-    alignment_after[weight] = float(parts.terms['alignment_loss'])
+    alignment_after[weight] = float(alignment_loss(state.params))
     assert ('alignment_loss' in metrics) == (weight > 0)
   assert alignment_after[5.0] < 0.25 * alignment_after[0.0], alignment_after  # measured: 0.11 against 1.76
 
@@ -187,7 +191,9 @@ def test_sparse_normalizers_give_a_finite_loss_and_gradient(normalizer):
   params = train_step.init_train_state(cfg, train_step.make_optimizer(1e-3), 0).params
   params = jax.tree.map(lambda p: p * 4.0, params)  # sharper scores: more exact zeros
   batch = jax.tree.map(jnp.asarray, reverse_batch_with_gold())
-  weights = np.asarray(Seq2Seq(cfg).apply({'params': params}, batch['src'], batch['src_len'], batch['tgt_in'])[1])
+  weights = np.asarray(
+    jax.jit(Seq2Seq(cfg).apply)({'params': params}, batch['src'], batch['src_len'], batch['tgt_in'])[1]
+  )
   gold = np.asarray(batch['alignment']).astype(bool)
   assert np.any(weights[gold] == 0.0)  # some gold links get no weight at all
   grad = jax.jit(jax.value_and_grad(train_step.loss_fn, argnums=1, has_aux=True), static_argnums=(0, 4, 5, 6, 7))
