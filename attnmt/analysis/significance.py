@@ -70,9 +70,12 @@ def sentence_statistics(hypotheses: Sequence[str], references: Sequence[str]) ->
   return np.asarray(sacrebleu.BLEU()._extract_corpus_statistics(list(hypotheses), [list(references)]), np.int64)
 
 
+_BLEU = sacrebleu.BLEU()  # one instance: its settings are read, never changed, by each score from statistics
+
+
 def corpus_bleu(summed: np.ndarray) -> float:
   """sacrebleu's corpus BLEU from summed sentence statistics (one row of `sentence_statistics`' sum)."""
-  return float(sacrebleu.BLEU()._compute_score_from_stats([int(x) for x in np.rint(summed)]).score)
+  return float(_BLEU._compute_score_from_stats(np.rint(summed).astype(np.int64).tolist()).score)
 
 
 def sentence_replicates(
