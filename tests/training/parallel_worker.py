@@ -1,10 +1,10 @@
 """Runs in a subprocess of tests/training/test_parallel.py, with its own count of fake CPU devices.
 
-    python tests/training/parallel_worker.py DEVICES train WORKDIR DATA_DIR NUM_DEVICES NUM_STEPS [COORDINATOR NPROC PID]
+    python tests/training/parallel_worker.py DEVICES train WORKDIR DATA_DIR NUM_DEVICES[,...] NUM_STEPS [COORDINATOR NPROC PID]
     python tests/training/parallel_worker.py DEVICES restore WORKDIR OUT.npz
 
-`train` runs attnmt.training.trainer.train_and_evaluate on the test config below (multi-host when a coordinator
-is given) and dumps the latest parameters; `restore` restores the latest checkpoint of WORKDIR replicated
+`train` runs attnmt.training.trainer.train_and_evaluate on the test config below for each NUM_DEVICES, into
+WORKDIR with `{n}` replaced by it (multi-host when a coordinator is given), and dumps the latest parameters; `restore` restores the latest checkpoint of WORKDIR replicated
 over all local devices, both as parameters and as a full resumable train state, and dumps them.
 """
 
@@ -45,15 +45,16 @@ def flat(tree) -> dict:
 def main(argv):
   mode = argv[2]
   if mode == 'train':
-    workdir, data_dir, num_devices, num_steps = argv[3], argv[4], int(argv[5]), int(argv[6])
+    workdir, data_dir, num_steps = argv[3], argv[4], int(argv[6])
     if len(argv) > 7:
       parallel.initialize(argv[7], int(argv[8]), int(argv[9]))
-    cfg = config(data_dir, num_devices, num_steps)
-    summary = trainer.train_and_evaluate(cfg, workdir)
-    params, _, step = checkpoints.restore_params(workdir, 'latest')
-    if parallel.is_main_process():
-      np.savez(os.path.join(workdir, f'params_{step}.npz'), **flat(params))
-    print('test perplexity', summary['test_perplexity'])
+    for num_devices in map(int, argv[5].split(',')):  # one run after the other, in WORKDIR with {n} filled in
+      run = workdir.format(n=num_devices)
+      summary = trainer.train_and_evaluate(config(data_dir, num_devices, num_steps), run)
+      params, _, step = checkpoints.restore_params(run, 'latest')
+      if parallel.is_main_process():
+        np.savez(os.path.join(run, f'params_{step}.npz'), **flat(params))
+      print('test perplexity', summary['test_perplexity'])
   elif mode == 'restore':
     workdir, out = argv[3], argv[4]
     mesh = parallel.make_mesh()
