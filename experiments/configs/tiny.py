@@ -34,7 +34,7 @@ def get_config():
   t.log_every = 10
   t.eval_every = 20
   t.checkpoint_every = 10
-  t.tensorboard_heatmaps = 0  # images cost a decoder and a figure per evaluation; tests/training/test_evaluation_statistics.py draws them
+  t.tensorboard_heatmaps = 0  # a decoder and a figure per evaluation: test_evaluation_statistics.py asks for them
   config.sweep = default.get_sweep_config('none,additive')
   config.sweep.beam_size = 3
   config.sweep.num_heatmaps = 2

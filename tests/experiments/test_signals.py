@@ -77,23 +77,36 @@ def test_ctrl_c_during_data_preparation(tmp_path):
   assert (workdir / 'results.json').exists()
 
 
-def test_sigterm_during_the_final_evaluation_then_the_same_command_finishes(tmp_path):
-  workdir, args = tmp_path / 'run', train_args(tmp_path / 'run', tmp_path / 'data')
-  code, out, err = signal_in('final_evaluation', args, signal.SIGTERM)
+@pytest.fixture(scope='session')  # with xdist_group: built once, though xdist interleaves modules
+def stopped_in_final_evaluation(tmp_path_factory):
+  """A run stopped by SIGTERM in its final evaluation, then finished by the same command: its workdir, what the
+  stopped process returned (code, stdout, stderr), what the workdir held then, and the finishing process."""
+  root = tmp_path_factory.mktemp('final_evaluation')
+  workdir, args = root / 'run', train_args(root / 'run', root / 'data')
+  stopped = signal_in('final_evaluation', args, signal.SIGTERM)
+  held = {
+    'results.json': (workdir / 'results.json').exists(),
+    'checkpoints/10': (workdir / 'checkpoints' / '10').is_dir(),
+  }
+  return workdir, stopped, held, finish(args)
+
+
+@pytest.mark.xdist_group('signals_final_evaluation')  # one worker makes the shared run
+def test_sigterm_during_the_final_evaluation_then_the_same_command_finishes(stopped_in_final_evaluation):
+  workdir, (code, out, err), held, res = stopped_in_final_evaluation
   assert code == 143 and 'Traceback' not in err, err[-3000:]
   assert last_line(err) == (
     f'stopped by signal 15 (SIGTERM); {workdir} keeps every checkpoint saved so far: run the same command again '
     'to resume'
   )
-  assert not (workdir / 'results.json').exists() and (workdir / 'checkpoints' / '10').is_dir()
-  res = finish(args)
+  assert held == {'results.json': False, 'checkpoints/10': True}
   assert f'{workdir} already trained to step 10; computing its results' in res.stdout
   assert json.loads((workdir / 'results.json').read_text())['best_step'] == 10
 
 
-def test_ctrl_c_during_analysis(tmp_path):
-  workdir, data_dir = tmp_path / 'run', tmp_path / 'data'
-  finish(train_args(workdir, data_dir))
+@pytest.mark.xdist_group('signals_final_evaluation')  # one worker makes the shared run
+def test_ctrl_c_during_analysis(tmp_path, stopped_in_final_evaluation):
+  workdir = stopped_in_final_evaluation[0]  # a finished run
   args = ['-m', 'experiments.analyze', f'--runs={workdir}', f'--out={tmp_path / "analysis"}', '--beam_size=0']
   code, _, err = signal_in('analysis', args, signal.SIGINT)
   assert code == 130 and 'Traceback' not in err, err[-3000:]

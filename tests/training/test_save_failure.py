@@ -38,6 +38,15 @@ def train(workdir, data_dir, env_extra=None):
   return subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
 
 
+@pytest.fixture(scope='session')  # with xdist_group: built once, though xdist interleaves modules
+def whole(tmp_path_factory):
+  """An uninterrupted run of `train` (its workdir) and its data directory."""
+  root = tmp_path_factory.mktemp('save_failure')
+  res = train(root / 'whole', root / 'data')
+  assert res.returncode == 0, res.stderr[-3000:]
+  return root / 'whole', root / 'data'
+
+
 def small_disk(path) -> bool:
   os.makedirs(path, exist_ok=True)
   if os.geteuid() != 0:
@@ -60,8 +69,9 @@ ocp.CheckpointManager.save = save
 """
 
 
-def test_a_full_disk_stops_the_run_at_the_failed_save_and_it_resumes_bitwise(tmp_path):
-  data_dir, disk = tmp_path / 'data', tmp_path / 'disk'
+@pytest.mark.xdist_group('save_failure_whole')  # one worker trains the shared uninterrupted run
+def test_a_full_disk_stops_the_run_at_the_failed_save_and_it_resumes_bitwise(tmp_path, whole):
+  disk, (whole_run, data_dir) = tmp_path / 'disk', whole
   mounted = small_disk(disk)
   extra = None
   if not mounted:
@@ -82,21 +92,19 @@ def test_a_full_disk_stops_the_run_at_the_failed_save_and_it_resumes_bitwise(tmp
   resumed = train(freed, data_dir)
   assert resumed.returncode == 0, resumed.stderr[-3000:]
   assert 'Resumed' in resumed.stdout and 'at step 10' in resumed.stdout
-  whole = train(tmp_path / 'whole', data_dir)
-  assert whole.returncode == 0, whole.stderr[-3000:]
   a = checkpoints.restore_params(str(freed), 'latest')[0]
-  b = checkpoints.restore_params(str(tmp_path / 'whole'), 'latest')[0]
+  b = checkpoints.restore_params(str(whole_run), 'latest')[0]
   for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)):
     np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
 
 
-def test_an_unreadable_checkpoint_is_refused_with_one_line_and_nothing_moves(tmp_path, monkeypatch):
+@pytest.mark.xdist_group('save_failure_whole')  # one worker trains the shared uninterrupted run
+def test_an_unreadable_checkpoint_is_refused_with_one_line_and_nothing_moves(tmp_path, whole, monkeypatch):
   """Resume tells inability to read from damage: a step with a file this user may not read is an error naming
   the file, and nothing goes to damaged/. Root reads everything, so as root the check sees the file's mode as
   another user would (os.access by the permission bits)."""
-  run, data_dir = tmp_path / 'run', tmp_path / 'data'
-  first = train(run, data_dir)
-  assert first.returncode == 0, first.stderr[-3000:]
+  run = tmp_path / 'run'
+  shutil.copytree(whole[0], run)  # a finished run of `train`
   steps = checkpoints.RunCheckpoints(str(run)).latest.all_steps()
   newest = run / 'checkpoints' / str(max(steps))
   victim = next(p for p in sorted(newest.rglob('*')) if p.is_file())

@@ -1,9 +1,11 @@
-"""Preemption and faults: exact resume after SIGKILL at five points (real subprocesses of experiments/train.py),
-after a kill between the best and the latest checkpoint of one step, a deleted or damaged newest step
-(in-process), graceful SIGTERM, non-finite losses and parameters, clip_norm=0, determinism; tiny config."""
+"""Preemption and faults: exact resume after SIGKILL at five points and after a graceful SIGTERM (real
+subprocesses of experiments/train.py), after a kill between the best and the latest checkpoint of one step,
+a deleted or damaged newest step (in-process), non-finite losses and parameters, clip_norm=0, determinism;
+tiny config."""
 
 import glob
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -99,11 +101,12 @@ def reference(tmp_path_factory, data_dir):
 
 @pytest.mark.xdist_group('faults_reference')  # one worker trains the shared reference run
 def test_sigkill_at_five_points_then_resume_equals_uninterrupted(tmp_path, data_dir, reference):
-  """Six processes, five of them killed, train the run in pieces; the result equals the reference run's bit for bit,
-  so the same config and seeds also train identically from one process to the next."""
+  """Seven processes train the run in pieces: five are killed, one is stopped by SIGTERM (it saves a checkpoint
+  and says how to resume), and the last ends; the result equals the reference run's bit for bit, so the same
+  config and seeds also train identically from one process to the next."""
   workdir = tmp_path / 'run'
   ckpts = workdir / 'checkpoints'
-  kills = {
+  stops = {
     # 1. during training steps, shortly after the first checkpoint
     'mid-step': lambda p: (wait_for(p, lambda: (ckpts / '10').exists(), 'checkpoint 10'), time.sleep(0.3)),
     # 2. while a checkpoint is being written (Orbax's temporary directory exists)
@@ -112,7 +115,9 @@ def test_sigkill_at_five_points_then_resume_equals_uninterrupted(tmp_path, data_
     ),
     # 3. right after resuming, before any step
     'just-resumed': lambda p: wait_for_line(p, 'Resumed'),
-    # 4. during validation (it starts right after the step-40 progress line)
+    # not a kill: SIGTERM during training steps (below)
+    'sigterm': lambda p: wait_for_line(p, f'30/{STEPS}'),
+    # 4. during the second validation (eval_every=40: it starts right after the step-80 progress line)
     'mid-eval': lambda p: wait_for_line(p, f'{2 * 40}/{STEPS}'),
     # 5. during the final test evaluation, after the last checkpoint
     'final-eval': lambda p: (
@@ -121,9 +126,18 @@ def test_sigkill_at_five_points_then_resume_equals_uninterrupted(tmp_path, data_
     ),
   }
   caught_mid_save = False
-  for name, trigger in kills.items():
+  for name, trigger in stops.items():
     proc = start(workdir, data_dir)
     trigger(proc)
+    if name == 'sigterm':
+      proc.send_signal(signal.SIGTERM)
+      out, _ = proc.communicate(timeout=120)
+      assert proc.returncode == 128 + signal.SIGTERM, out[-3000:]
+      last = out.strip().splitlines()[-1]
+      assert last.startswith('stopped by signal 15 at step') and 'run the same command again to resume' in last
+      stopped_at = int(last.split('at step ')[1].split(';')[0])
+      assert checkpoints.RunCheckpoints(str(workdir)).latest_step() == stopped_at
+      continue
     if name == 'mid-step':  # the Python API reads a run still training (paused here, its lock held)
       proc.send_signal(signal.SIGSTOP)
       live = attnmt.load(str(workdir))  # no evaluation yet, so no 'best': the latest checkpoint
@@ -140,22 +154,6 @@ def test_sigkill_at_five_points_then_resume_equals_uninterrupted(tmp_path, data_
   assert 'Resumed' in res.stdout
   assert_bitwise_equal(final_params(workdir), reference)
   assert (workdir / 'results.json').exists()
-
-
-@pytest.mark.xdist_group('faults_reference')  # one worker trains the shared reference run
-def test_sigterm_saves_a_checkpoint_and_says_how_to_resume(tmp_path, data_dir, reference):
-  workdir = tmp_path / 'run'
-  proc = start(workdir, data_dir)
-  wait_for_line(proc, f'30/{STEPS}')
-  proc.send_signal(signal.SIGTERM)
-  out, _ = proc.communicate(timeout=120)
-  assert proc.returncode == 128 + signal.SIGTERM
-  last = out.strip().splitlines()[-1]
-  assert last.startswith('stopped by signal 15 at step') and 'run the same command again to resume' in last
-  stopped_at = int(last.split('at step ')[1].split(';')[0])
-  assert checkpoints.RunCheckpoints(str(workdir)).latest_step() == stopped_at
-  run_to_end(workdir, data_dir)
-  assert_bitwise_equal(final_params(workdir), reference)
 
 
 def poisoned_train_step(bad_step):
@@ -212,104 +210,6 @@ def test_guard_step_keeps_parameters_on_a_skipped_update():
   np.testing.assert_array_equal(new.params['w'], np.ones(3))
   first, count = guards.track_nonfinite(jnp.int32(-1), jnp.int32(0), jnp.array([True, False]), 7)
   assert int(first) == 7 and int(count) == 1
-
-
-# Checkpoint faults, in-process: a run "killed" at an exact point (an exception raised there, after the
-# checkpoint writes so far have finished, as a SIGKILL would leave the disk) or whose newest step is
-# deleted or damaged, then resumed; each ends bitwise equal to an uninterrupted run.
-
-
-class Killed(BaseException):
-  """Stands for SIGKILL: nothing after it runs, nothing catches it."""
-
-
-def fault_config(data_dir):
-  config = tiny_config(data_dir)
-  config.train.update(dict(num_steps=40, checkpoint_every=10, eval_every=20, seeds='0'))
-  return config
-
-
-@pytest.fixture(scope='session')  # with xdist_group: built once, though xdist interleaves modules
-def uninterrupted(tmp_path_factory, data_dir):
-  workdir = str(tmp_path_factory.mktemp('uninterrupted') / 'run')
-  trainer.train_and_evaluate(fault_config(data_dir), workdir)
-  return checkpoints.restore_params(workdir, 'latest')[0]
-
-
-def kill_at(monkeypatch, step, best):
-  """Makes RunCheckpoints.save raise Killed right after saving (best or latest) `step`, once finished."""
-  monkeypatch.undo()
-  real = checkpoints.RunCheckpoints.save
-
-  def save(self, s, state, meta, best=False, _when=(step, best)):
-    real(self, s, state, meta, best=best)
-    if (s, best) == _when:
-      self.wait()
-      raise Killed
-
-  monkeypatch.setattr(checkpoints.RunCheckpoints, 'save', save)
-
-
-def run_until_killed(monkeypatch, data_dir, workdir, step, best):
-  """Trains `workdir` until it is "killed" right after saving (best or latest) `step`."""
-  kill_at(monkeypatch, step, best)
-  with pytest.raises(Killed):
-    trainer.train_and_evaluate(fault_config(data_dir), workdir)
-
-
-def step_dirs(workdir):
-  """Every saved step's directory, latest (checkpoints/) and best."""
-  return [os.path.join(workdir, sub, str(step)) for sub in ('checkpoints', 'best') for step in steps(workdir, sub)]
-
-
-def resume(monkeypatch, data_dir, workdir):
-  monkeypatch.undo()
-  trainer.train_and_evaluate(fault_config(data_dir), workdir)
-  return checkpoints.restore_params(workdir, 'latest')[0]
-
-
-def steps(workdir, sub):
-  return sorted(int(n) for n in os.listdir(os.path.join(workdir, sub)) if n.isdigit())
-
-
-def damage(step_dir):
-  for root, _, files in os.walk(step_dir):
-    for f in files:
-      if 'state' in root and not f.startswith('_'):
-        with open(os.path.join(root, f), 'r+b') as fh:
-          fh.truncate(7)
-
-
-@pytest.mark.xdist_group('faults_uninterrupted')  # one worker trains the shared uninterrupted run
-def test_killed_between_best_and_latest_of_one_step_then_newest_step_deleted(
-  tmp_path, data_dir, uninterrupted, monkeypatch, capsys
-):
-  workdir = str(tmp_path / 'run')
-  run_until_killed(monkeypatch, data_dir, workdir, 20, best=True)  # best/20 written, checkpoints/20 not
-  assert steps(workdir, 'best') == [20] and steps(workdir, 'checkpoints') == [10]
-  run_until_killed(monkeypatch, data_dir, workdir, 30, best=False)  # resumed from 10, saved best/20 again, killed at 30
-  assert steps(workdir, 'best') == [20] and steps(workdir, 'checkpoints') == [20, 30]
-  import shutil
-
-  shutil.rmtree(os.path.join(workdir, 'checkpoints', '30'))  # docs/troubleshooting.md's advice for a bad checkpoint
-  capsys.readouterr()
-  assert_bitwise_equal(resume(monkeypatch, data_dir, workdir), uninterrupted)
-  assert f'Resumed {workdir} at step 20' in capsys.readouterr().out
-
-
-@pytest.mark.xdist_group('faults_uninterrupted')  # one worker trains the shared uninterrupted run
-def test_damaged_newest_step_is_moved_aside_and_the_run_resumes(tmp_path, data_dir, uninterrupted, monkeypatch, capfd):
-  workdir = str(tmp_path / 'run')
-  run_until_killed(monkeypatch, data_dir, workdir, 30, best=False)
-  damage(os.path.join(workdir, 'checkpoints', '30'))
-  capfd.readouterr()
-  assert_bitwise_equal(resume(monkeypatch, data_dir, workdir), uninterrupted)
-  out, err = capfd.readouterr()
-  notes = [l for l in out.splitlines() if 'is corrupted or unreadable' in l]
-  assert len(notes) == 1 and 'checkpoints/30 is corrupted or unreadable' in notes[0], out
-  assert notes[0].endswith('resuming from step 20, the newest intact one')
-  assert 'Traceback' not in out + err and 'Exception ignored' not in out + err and 'Event loop' not in out + err
-  assert len(os.listdir(os.path.join(workdir, 'damaged'))) == 1
 
 
 def test_nonfinite_parameters_with_a_finite_loss_are_a_bad_step(tmp_path, data_dir, monkeypatch):
@@ -372,33 +272,158 @@ def test_a_run_whose_updates_were_all_skipped_is_not_a_success(tmp_path, data_di
     run_results.check_trained(meta, 2, 2, {'w': jnp.array([1.0, jnp.inf])})
 
 
+# Checkpoint faults, in-process: a run "killed" at an exact point (an exception raised there, after the
+# checkpoint writes so far have finished, as a SIGKILL would leave the disk) or whose newest step is
+# deleted or damaged, then resumed; each ends bitwise equal to an uninterrupted run. Most start from a copy
+# of the uninterrupted run's workdir made at such a point (`killed_copy`), the disk that kill would leave.
+
+
+class Killed(BaseException):
+  """Stands for SIGKILL: nothing after it runs, nothing catches it."""
+
+
+def fault_config(data_dir):
+  config = tiny_config(data_dir)
+  config.train.update(dict(num_steps=40, checkpoint_every=10, eval_every=20, seeds='0'))
+  return config
+
+
+KILL_POINTS = ((20, True), (20, False), (30, False))  # (step, best): right after saving best/step or checkpoints/step
+
+
+@pytest.fixture(scope='session')  # with xdist_group: built once, though xdist interleaves modules
+def uninterrupted(tmp_path_factory, data_dir):
+  """The uninterrupted run's final parameters, and {kill point: a copy of its workdir} for each of KILL_POINTS,
+  copied where run_until_killed would raise (once the checkpoint writes so far have finished), without the
+  lock file that the killed run's `with` block removes."""
+  root = tmp_path_factory.mktemp('uninterrupted')
+  workdir = str(root / 'run')
+  copies = {(step, best): str(root / f'killed-{"best" if best else "latest"}-{step}') for step, best in KILL_POINTS}
+  real = checkpoints.RunCheckpoints.save
+
+  def save(self, s, state, meta, best=False):
+    real(self, s, state, meta, best=best)
+    if (s, best) in copies:
+      self.wait()
+      shutil.copytree(workdir, copies[s, best], ignore=shutil.ignore_patterns('.lock-*'))
+
+  with pytest.MonkeyPatch.context() as mp:
+    mp.setattr(checkpoints.RunCheckpoints, 'save', save)
+    trainer.train_and_evaluate(fault_config(data_dir), workdir)
+  return checkpoints.restore_params(workdir, 'latest')[0], copies
+
+
+def killed_copy(uninterrupted, tmp_path, step, best):
+  """A workdir as a run killed right after saving (best or latest) `step` leaves it: the uninterrupted run's copy."""
+  workdir = str(tmp_path / 'run')
+  shutil.copytree(uninterrupted[1][step, best], workdir)
+  return workdir
+
+
+@pytest.fixture
+def patch():
+  """A MonkeyPatch for checkpoint methods only. Not the `monkeypatch` fixture, with which tests/conftest.py also
+  drops the training programs trainer caches (for tests that replace what a step is traced from): these tests
+  reuse the uninterrupted run's programs."""
+  with pytest.MonkeyPatch.context() as mp:
+    yield mp
+
+
+def kill_at(monkeypatch, step, best):
+  """Makes RunCheckpoints.save raise Killed right after saving (best or latest) `step`, once finished."""
+  monkeypatch.undo()
+  real = checkpoints.RunCheckpoints.save
+
+  def save(self, s, state, meta, best=False, _when=(step, best)):
+    real(self, s, state, meta, best=best)
+    if (s, best) == _when:
+      self.wait()
+      raise Killed
+
+  monkeypatch.setattr(checkpoints.RunCheckpoints, 'save', save)
+
+
+def run_until_killed(monkeypatch, data_dir, workdir, step, best):
+  """Trains `workdir` until it is "killed" right after saving (best or latest) `step`."""
+  kill_at(monkeypatch, step, best)
+  with pytest.raises(Killed):
+    trainer.train_and_evaluate(fault_config(data_dir), workdir)
+
+
+def step_dirs(workdir):
+  """Every saved step's directory, latest (checkpoints/) and best."""
+  return [os.path.join(workdir, sub, str(step)) for sub in ('checkpoints', 'best') for step in steps(workdir, sub)]
+
+
+def resume(monkeypatch, data_dir, workdir):
+  monkeypatch.undo()
+  trainer.train_and_evaluate(fault_config(data_dir), workdir)
+  return checkpoints.restore_params(workdir, 'latest')[0]
+
+
+def steps(workdir, sub):
+  return sorted(int(n) for n in os.listdir(os.path.join(workdir, sub)) if n.isdigit())
+
+
+def damage(step_dir):
+  for root, _, files in os.walk(step_dir):
+    for f in files:
+      if 'state' in root and not f.startswith('_'):
+        with open(os.path.join(root, f), 'r+b') as fh:
+          fh.truncate(7)
+
+
 @pytest.mark.xdist_group('faults_uninterrupted')  # one worker trains the shared uninterrupted run
-def test_checkpoints_deleted_but_best_kept_resumes_from_best(tmp_path, data_dir, uninterrupted, monkeypatch, capsys):
+def test_killed_between_best_and_latest_of_one_step_then_newest_step_deleted(
+  tmp_path, data_dir, uninterrupted, patch, capsys
+):
+  workdir = killed_copy(uninterrupted, tmp_path, 20, best=True)  # best/20 written, checkpoints/20 not
+  assert steps(workdir, 'best') == [20] and steps(workdir, 'checkpoints') == [10]
+  run_until_killed(patch, data_dir, workdir, 30, best=False)  # resumed from 10, saved best/20 again, killed at 30
+  assert steps(workdir, 'best') == [20] and steps(workdir, 'checkpoints') == [20, 30]
+  shutil.rmtree(os.path.join(workdir, 'checkpoints', '30'))  # docs/troubleshooting.md's advice for a bad checkpoint
+  capsys.readouterr()
+  assert_bitwise_equal(resume(patch, data_dir, workdir), uninterrupted[0])
+  assert f'Resumed {workdir} at step 20' in capsys.readouterr().out
+
+
+@pytest.mark.xdist_group('faults_uninterrupted')  # one worker trains the shared uninterrupted run
+def test_damaged_newest_step_is_moved_aside_and_the_run_resumes(tmp_path, data_dir, uninterrupted, patch, capfd):
+  workdir = killed_copy(uninterrupted, tmp_path, 30, best=False)
+  damage(os.path.join(workdir, 'checkpoints', '30'))
+  capfd.readouterr()
+  assert_bitwise_equal(resume(patch, data_dir, workdir), uninterrupted[0])
+  out, err = capfd.readouterr()
+  notes = [l for l in out.splitlines() if 'is corrupted or unreadable' in l]
+  assert len(notes) == 1 and 'checkpoints/30 is corrupted or unreadable' in notes[0], out
+  assert notes[0].endswith('resuming from step 20, the newest intact one')
+  assert 'Traceback' not in out + err and 'Exception ignored' not in out + err and 'Event loop' not in out + err
+  assert len(os.listdir(os.path.join(workdir, 'damaged'))) == 1
+
+
+@pytest.mark.xdist_group('faults_uninterrupted')  # one worker trains the shared uninterrupted run
+def test_checkpoints_deleted_but_best_kept_resumes_from_best(tmp_path, data_dir, uninterrupted, patch, capsys):
   """A user who deleted checkpoints/ to save disk keeps best/: the run resumes from it, loses nothing of it,
   and ends bitwise equal to an uninterrupted run."""
-  import shutil
-
-  workdir = str(tmp_path / 'run')
-  run_until_killed(monkeypatch, data_dir, workdir, 30, best=False)  # best/20, checkpoints/10..30
+  workdir = killed_copy(uninterrupted, tmp_path, 30, best=False)  # best/20, checkpoints/20 and 30
   shutil.rmtree(os.path.join(workdir, 'checkpoints'))
   capsys.readouterr()
-  assert_bitwise_equal(resume(monkeypatch, data_dir, workdir), uninterrupted)
+  assert_bitwise_equal(resume(patch, data_dir, workdir), uninterrupted[0])
   out = capsys.readouterr().out
   assert f'no intact checkpoint in {workdir}/checkpoints: resuming from best/20' in out
   assert 20 in steps(workdir, 'best')
 
 
 @pytest.mark.xdist_group('faults_uninterrupted')  # one worker trains the shared uninterrupted run
-def test_every_latest_step_damaged_resumes_from_best(tmp_path, data_dir, uninterrupted, monkeypatch, capfd):
+def test_every_latest_step_damaged_resumes_from_best(tmp_path, data_dir, uninterrupted, patch, capfd):
   """Each damaged step of checkpoints/ is moved aside with its line, and the run resumes from best/."""
-  workdir = str(tmp_path / 'run')
-  run_until_killed(monkeypatch, data_dir, workdir, 30, best=False)  # best/20, checkpoints/20 and 30 (two kept)
+  workdir = killed_copy(uninterrupted, tmp_path, 30, best=False)  # best/20, checkpoints/20 and 30 (two kept)
   damaged = steps(workdir, 'checkpoints')
   assert damaged == [20, 30] and steps(workdir, 'best') == [20]
   for step in damaged:
     damage(os.path.join(workdir, 'checkpoints', str(step)))
   capfd.readouterr()
-  assert_bitwise_equal(resume(monkeypatch, data_dir, workdir), uninterrupted)
+  assert_bitwise_equal(resume(patch, data_dir, workdir), uninterrupted[0])
   out, err = capfd.readouterr()
   notes = [l for l in out.splitlines() if 'is corrupted or unreadable' in l]
   assert [n.split(' is corrupted')[0] for n in notes] == [f'checkpoint {workdir}/checkpoints/{s}' for s in (30, 20)]
@@ -410,16 +435,15 @@ def test_every_latest_step_damaged_resumes_from_best(tmp_path, data_dir, uninter
 
 @pytest.mark.xdist_group('faults_uninterrupted')  # one worker trains the shared uninterrupted run
 def test_every_step_damaged_starts_from_step_0_and_moves_every_one_aside(
-  tmp_path, data_dir, uninterrupted, monkeypatch, capfd
+  tmp_path, data_dir, uninterrupted, patch, capfd
 ):
   """No intact checkpoint anywhere: training starts again from step 0 (bitwise the uninterrupted run), and
   the damaged steps, best/ included, are moved to damaged/, not deleted."""
-  workdir = str(tmp_path / 'run')
-  run_until_killed(monkeypatch, data_dir, workdir, 30, best=False)
+  workdir = killed_copy(uninterrupted, tmp_path, 30, best=False)
   for step_dir in step_dirs(workdir):
     damage(step_dir)
   capfd.readouterr()
-  assert_bitwise_equal(resume(monkeypatch, data_dir, workdir), uninterrupted)
+  assert_bitwise_equal(resume(patch, data_dir, workdir), uninterrupted[0])
   out, err = capfd.readouterr()
   notes = [l for l in out.splitlines() if 'is corrupted or unreadable' in l]
   assert [n.split(' is corrupted')[0].rsplit('/', 2)[-2:] for n in notes] == [
@@ -436,16 +460,15 @@ def test_every_step_damaged_starts_from_step_0_and_moves_every_one_aside(
   assert steps(workdir, 'best')  # the new run wrote its own best checkpoints
 
 
-def test_an_unreadable_checkpoint_is_an_error_not_damage(tmp_path, data_dir, monkeypatch):
-  workdir = str(tmp_path / 'run')
-  run_until_killed(monkeypatch, data_dir, workdir, 20, best=False)
-  monkeypatch.undo()
+@pytest.mark.xdist_group('faults_uninterrupted')  # one worker trains the shared uninterrupted run
+def test_an_unreadable_checkpoint_is_an_error_not_damage(tmp_path, data_dir, uninterrupted, patch):
+  workdir = killed_copy(uninterrupted, tmp_path, 20, best=False)
   before = {sub: steps(workdir, sub) for sub in ('checkpoints', 'best')}
 
   def unreadable(self, like, step=None, best=False):
     raise PermissionError(13, 'Permission denied', os.path.join(workdir, 'checkpoints', str(step)))
 
-  monkeypatch.setattr(checkpoints.RunCheckpoints, 'restore', unreadable)  # root reads anything: simulated
+  patch.setattr(checkpoints.RunCheckpoints, 'restore', unreadable)  # root reads anything: simulated
   with pytest.raises(
     checkpoints.CheckpointError, match=r'cannot read checkpoint .*Permission denied.*nothing was moved'
   ):
@@ -456,13 +479,12 @@ def test_an_unreadable_checkpoint_is_an_error_not_damage(tmp_path, data_dir, mon
 
 @pytest.mark.xdist_group('faults_uninterrupted')  # one worker trains the shared uninterrupted run
 def test_a_checkpoint_written_before_a_meta_field_existed_resumes_with_its_default(
-  tmp_path, data_dir, uninterrupted, monkeypatch
+  tmp_path, data_dir, uninterrupted, patch
 ):
   """A checkpoint from before `skipped_updates` (and the format marker) existed: a KeyError on resume once."""
   import json
 
-  workdir = str(tmp_path / 'run')
-  run_until_killed(monkeypatch, data_dir, workdir, 30, best=False)
+  workdir = killed_copy(uninterrupted, tmp_path, 30, best=False)
   for step_dir in step_dirs(workdir):
     path = os.path.join(step_dir, 'meta', 'metadata')
     with open(path) as f:
@@ -470,18 +492,19 @@ def test_a_checkpoint_written_before_a_meta_field_existed_resumes_with_its_defau
     meta.pop('skipped_updates'), meta.pop('checkpoint_format', None)
     with open(path, 'w') as f:
       json.dump(meta, f)
-  assert_bitwise_equal(resume(monkeypatch, data_dir, workdir), uninterrupted)
+  assert_bitwise_equal(resume(patch, data_dir, workdir), uninterrupted[0])
   assert json.load(open(os.path.join(workdir, 'results.json')))['skipped_updates'] == 0
 
 
-def test_a_checkpoint_of_another_format_is_an_error_and_nothing_is_moved(tmp_path, data_dir, monkeypatch):
+@pytest.mark.xdist_group('faults_uninterrupted')  # one worker trains the shared uninterrupted run
+def test_a_checkpoint_of_another_format_is_an_error_and_nothing_is_moved(
+  tmp_path, data_dir, uninterrupted, monkeypatch
+):
   """A newer format marker, or a state with other parts than this attnmt trains, is refused with one line:
   never quarantined as damage, never the reason to restart from step 0."""
   import json
 
-  workdir = str(tmp_path / 'run')
-  run_until_killed(monkeypatch, data_dir, workdir, 20, best=False)
-  monkeypatch.undo()
+  workdir = killed_copy(uninterrupted, tmp_path, 20, best=False)
   before = {sub: steps(workdir, sub) for sub in ('checkpoints', 'best')}
   real_init = train_step.init_train_states
 
