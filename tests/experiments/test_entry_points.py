@@ -129,7 +129,7 @@ def test_sweep_of_two_variants_and_two_seeds_writes_its_table_and_never_reuses_s
     '--config.sweep.scores=none,dot',
     '--config.model.decoder_hidden_size=32',
   ]
-  res = run_module('experiments.sweep', *flags, '--config.sweep.beam_size=0')
+  res = run_module('experiments.sweep', *flags, '--config.sweep.beam_size=0', '--config.sweep.num_heatmaps=0')
   assert res.returncode == 0, res.stderr[-3000:]
   table = (tmp_path / 'results.md').read_text().splitlines()
   assert len(table) == 6 and table[2].startswith('| none/') and table[3].startswith('| dot/')

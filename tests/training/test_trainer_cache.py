@@ -1,0 +1,27 @@
+"""The trainer keeps the traced step of a variant for the process: the same model and train section train again
+without tracing it, to the same parameters bit for bit."""
+
+import jax
+import numpy as np
+
+from attnmt.training import checkpoints, trainer
+from experiments.configs import tiny
+
+
+def _params(workdir):
+  return jax.tree.leaves(checkpoints.restore_params(str(workdir), 'latest')[0])
+
+
+def test_the_same_variant_trains_again_on_its_cached_step(tmp_path):
+  config = tiny.get_config()
+  config.data.data_dir = str(tmp_path / 'data')
+  config.train.seeds = '0'
+  config.train.num_steps = config.train.checkpoint_every = 2
+  config.train.eval_every = 0
+  trainer._seed_functions.cache_clear()
+  trainer.train_and_evaluate(config, str(tmp_path / 'a'))
+  trainer.train_and_evaluate(config, str(tmp_path / 'b'))
+  info = trainer._seed_functions.cache_info()
+  assert (info.hits, info.misses) == (1, 1)
+  for a, b in zip(_params(tmp_path / 'a'), _params(tmp_path / 'b')):
+    np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
