@@ -275,7 +275,8 @@ def load(run_dir: str, which: str = 'best') -> Run:
 
 def train(config: ml_collections.ConfigDict, workdir: str) -> Run:
   """Trains `config` (every seed of config.train.seeds) into `workdir`, as experiments/train.py does, and
-  loads the result; run again, it resumes."""
+  loads the result; run again, it resumes. The same model and train settings trained again in this process (a
+  notebook's next cell) reuse the traced step."""
   trainer.train_and_evaluate(config, workdir)
   return load(workdir)
 
