@@ -6,7 +6,7 @@ and without dropout), and greedy and beam-search outputs, saved to one .npz and 
     python tools/equal_outputs.py save /tmp/before.npz        # on the code before the change
     python tools/equal_outputs.py compare /tmp/before.npz     # after it: every array equal, or what differs
 
-Compiling dominates (a few programs per variant); --first=N takes the first N variants.
+About 8 minutes on 2 CPU cores for all 24 variants (468 s; compiling dominates); --first=N takes the first N.
 """
 
 import functools
