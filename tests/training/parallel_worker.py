@@ -4,8 +4,9 @@
     python tests/training/parallel_worker.py DEVICES restore WORKDIR OUT.npz
 
 `train` runs attnmt.training.trainer.train_and_evaluate on the test config below for each NUM_DEVICES, into
-WORKDIR with `{n}` replaced by it (multi-host when a coordinator is given), and dumps the latest parameters; `restore` restores the latest checkpoint of WORKDIR replicated
-over all local devices, both as parameters and as a full resumable train state, and dumps them.
+WORKDIR with `{n}` replaced by it (multi-host when a coordinator is given), and dumps the latest parameters;
+`restore` restores the latest checkpoint of WORKDIR replicated over all local devices, both as parameters and
+as a full resumable train state, and dumps them.
 """
 
 import os

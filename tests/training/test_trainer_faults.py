@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import time
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -176,16 +177,21 @@ def tiny_config(data_dir, **train):
   return config
 
 
-def test_nonfinite_loss_stops_before_any_checkpoint_after_it(tmp_path, data_dir, monkeypatch):
-  monkeypatch.setattr(train_step, 'train_step', poisoned_train_step(23))
+def assert_stops_without_saving(data_dir, workdir, bad_step: int, last_good: int) -> None:
+  """Training stops at `bad_step` with one line naming it, and its latest checkpoint is `last_good`, finite."""
   with pytest.raises(
     guards.NonFiniteError,
-    match=r'non-finite loss, gradient or parameters at step 23; stopped '
-    r'without saving \(last good checkpoint: step 20\)',
+    match=rf'non-finite loss, gradient or parameters at step {bad_step}; stopped '
+    rf'without saving \(last good checkpoint: step {last_good}\)',
   ):
-    trainer.train_and_evaluate(tiny_config(data_dir), str(tmp_path))
-  params, _, step = checkpoints.restore_params(str(tmp_path), 'latest')
-  assert step == 20 and all(np.all(np.isfinite(x)) for x in jax.tree.leaves(params))
+    trainer.train_and_evaluate(tiny_config(data_dir), str(workdir))
+  params, _, step = checkpoints.restore_params(str(workdir), 'latest')
+  assert step == last_good and all(np.all(np.isfinite(x)) for x in jax.tree.leaves(params))
+
+
+def test_nonfinite_loss_stops_before_any_checkpoint_after_it(tmp_path, data_dir, monkeypatch):
+  monkeypatch.setattr(train_step, 'train_step', poisoned_train_step(23))
+  assert_stops_without_saving(data_dir, tmp_path, bad_step=23, last_good=20)
 
 
 def test_nonfinite_updates_can_be_skipped_and_counted(tmp_path, data_dir, monkeypatch):
@@ -222,14 +228,7 @@ def test_nonfinite_parameters_with_a_finite_loss_are_a_bad_step(tmp_path, data_d
     return new.replace(params=jax.tree.map(lambda p: p + poison, new.params)), metrics
 
   monkeypatch.setattr(train_step, 'train_step', nan_update)
-  with pytest.raises(
-    guards.NonFiniteError,
-    match=r'non-finite loss, gradient or parameters at step 13; stopped '
-    r'without saving \(last good checkpoint: step 10\)',
-  ):
-    trainer.train_and_evaluate(tiny_config(data_dir), str(tmp_path))
-  params, _, step = checkpoints.restore_params(str(tmp_path), 'latest')
-  assert step == 10 and all(np.all(np.isfinite(x)) for x in jax.tree.leaves(params))
+  assert_stops_without_saving(data_dir, tmp_path, bad_step=13, last_good=10)
 
 
 def test_clip_norm_zero_means_no_clipping():
@@ -288,6 +287,11 @@ def fault_config(data_dir):
   return config
 
 
+class Uninterrupted(NamedTuple):
+  params: dict  # the final parameters
+  copies: dict  # (step, best) -> a copy of the workdir as a kill right after that save leaves it
+
+
 KILL_POINTS = ((20, True), (20, False), (30, False))  # (step, best): right after saving best/step or checkpoints/step
 
 
@@ -310,13 +314,13 @@ def uninterrupted(tmp_path_factory, data_dir):
   with pytest.MonkeyPatch.context() as mp:
     mp.setattr(checkpoints.RunCheckpoints, 'save', save)
     trainer.train_and_evaluate(fault_config(data_dir), workdir)
-  return checkpoints.restore_params(workdir, 'latest')[0], copies
+  return Uninterrupted(checkpoints.restore_params(workdir, 'latest')[0], copies)
 
 
 def killed_copy(uninterrupted, tmp_path, step, best):
   """A workdir as a run killed right after saving (best or latest) `step` leaves it: the uninterrupted run's copy."""
   workdir = str(tmp_path / 'run')
-  shutil.copytree(uninterrupted[1][step, best], workdir)
+  shutil.copytree(uninterrupted.copies[step, best], workdir)
   return workdir
 
 
@@ -383,7 +387,7 @@ def test_killed_between_best_and_latest_of_one_step_then_newest_step_deleted(
   assert steps(workdir, 'best') == [20] and steps(workdir, 'checkpoints') == [20, 30]
   shutil.rmtree(os.path.join(workdir, 'checkpoints', '30'))  # docs/troubleshooting.md's advice for a bad checkpoint
   capsys.readouterr()
-  assert_bitwise_equal(resume(patch, data_dir, workdir), uninterrupted[0])
+  assert_bitwise_equal(resume(patch, data_dir, workdir), uninterrupted.params)
   assert f'Resumed {workdir} at step 20' in capsys.readouterr().out
 
 
@@ -392,7 +396,7 @@ def test_damaged_newest_step_is_moved_aside_and_the_run_resumes(tmp_path, data_d
   workdir = killed_copy(uninterrupted, tmp_path, 30, best=False)
   damage(os.path.join(workdir, 'checkpoints', '30'))
   capfd.readouterr()
-  assert_bitwise_equal(resume(patch, data_dir, workdir), uninterrupted[0])
+  assert_bitwise_equal(resume(patch, data_dir, workdir), uninterrupted.params)
   out, err = capfd.readouterr()
   notes = [l for l in out.splitlines() if 'is corrupted or unreadable' in l]
   assert len(notes) == 1 and 'checkpoints/30 is corrupted or unreadable' in notes[0], out
@@ -408,7 +412,7 @@ def test_checkpoints_deleted_but_best_kept_resumes_from_best(tmp_path, data_dir,
   workdir = killed_copy(uninterrupted, tmp_path, 30, best=False)  # best/20, checkpoints/20 and 30
   shutil.rmtree(os.path.join(workdir, 'checkpoints'))
   capsys.readouterr()
-  assert_bitwise_equal(resume(patch, data_dir, workdir), uninterrupted[0])
+  assert_bitwise_equal(resume(patch, data_dir, workdir), uninterrupted.params)
   out = capsys.readouterr().out
   assert f'no intact checkpoint in {workdir}/checkpoints: resuming from best/20' in out
   assert 20 in steps(workdir, 'best')
@@ -423,7 +427,7 @@ def test_every_latest_step_damaged_resumes_from_best(tmp_path, data_dir, uninter
   for step in damaged:
     damage(os.path.join(workdir, 'checkpoints', str(step)))
   capfd.readouterr()
-  assert_bitwise_equal(resume(patch, data_dir, workdir), uninterrupted[0])
+  assert_bitwise_equal(resume(patch, data_dir, workdir), uninterrupted.params)
   out, err = capfd.readouterr()
   notes = [l for l in out.splitlines() if 'is corrupted or unreadable' in l]
   assert [n.split(' is corrupted')[0] for n in notes] == [f'checkpoint {workdir}/checkpoints/{s}' for s in (30, 20)]
@@ -443,7 +447,7 @@ def test_every_step_damaged_starts_from_step_0_and_moves_every_one_aside(
   for step_dir in step_dirs(workdir):
     damage(step_dir)
   capfd.readouterr()
-  assert_bitwise_equal(resume(patch, data_dir, workdir), uninterrupted[0])
+  assert_bitwise_equal(resume(patch, data_dir, workdir), uninterrupted.params)
   out, err = capfd.readouterr()
   notes = [l for l in out.splitlines() if 'is corrupted or unreadable' in l]
   assert [n.split(' is corrupted')[0].rsplit('/', 2)[-2:] for n in notes] == [
@@ -492,7 +496,7 @@ def test_a_checkpoint_written_before_a_meta_field_existed_resumes_with_its_defau
     meta.pop('skipped_updates'), meta.pop('checkpoint_format', None)
     with open(path, 'w') as f:
       json.dump(meta, f)
-  assert_bitwise_equal(resume(patch, data_dir, workdir), uninterrupted[0])
+  assert_bitwise_equal(resume(patch, data_dir, workdir), uninterrupted.params)
   assert json.load(open(os.path.join(workdir, 'results.json')))['skipped_updates'] == 0
 
 
