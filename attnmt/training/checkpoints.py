@@ -132,11 +132,13 @@ def quiet_io(collect: bool = True):
   level, captured, hook = absl.level, io.StringIO(), sys.unraisablehook
   absl.setLevel(logging.FATAL)
   sys.unraisablehook = lambda u: captured.write(f'unraisable: {u.exc_type.__name__}: {u.exc_value}\n')
+  failed = False
   try:
     with contextlib.redirect_stderr(captured):
       try:
         yield captured
       except BaseException:
+        failed = True
         gc.collect()
         raise
       if collect:
@@ -144,6 +146,51 @@ def quiet_io(collect: bool = True):
   finally:
     sys.unraisablehook = hook
     absl.setLevel(level)
+    if failed:
+      _drop_late_loop_callbacks()
+
+
+def _is_late_loop_callback(unraisable) -> bool:
+  """Whether an unraisable exception is TensorStore finishing a read after Orbax closed its event loop: the
+  read's callback, scheduled from TensorStore's thread, raises 'Event loop is closed' in call_soon_threadsafe."""
+  if unraisable.exc_type is not RuntimeError or str(unraisable.exc_value) != 'Event loop is closed':
+    return False
+  frame = unraisable.exc_traceback
+  while frame is not None:
+    if frame.tb_frame.f_code.co_name == 'call_soon_threadsafe':
+      return True
+    frame = frame.tb_next
+  return False
+
+
+class _LateOrbaxTasks(logging.Filter):
+  """Drops asyncio's 'Task exception was never retrieved' (or Future) for Orbax's and TensorStore's own reads:
+  the tasks of a failed read are collected long after it, each logging the error already reported."""
+
+  def filter(self, record: logging.LogRecord) -> bool:
+    text = record.getMessage()
+    return not ('exception was never retrieved' in text and ('orbax' in text or 'tensorstore' in text))
+
+
+def _drop_late_loop_callbacks() -> None:
+  """After a checkpoint read or write failed, the reads Orbax started for it may finish or be collected at any
+  later time, outside quiet_io: each prints an 'Event loop is closed' traceback or logs an asyncio 'exception
+  was never retrieved' (the step was already reported in one line). From then on the process drops exactly
+  those; every other unraisable exception goes to the hook that was in place, every other log line through.
+  Installed once."""
+  asyncio_log = logging.getLogger('asyncio')
+  if not any(isinstance(f, _LateOrbaxTasks) for f in asyncio_log.filters):
+    asyncio_log.addFilter(_LateOrbaxTasks())
+  previous = sys.unraisablehook
+  if getattr(previous, 'drops_late_loop_callbacks', False):
+    return
+
+  def hook(unraisable):
+    if not _is_late_loop_callback(unraisable):
+      previous(unraisable)
+
+  hook.drops_late_loop_callbacks = True
+  sys.unraisablehook = hook
 
 
 def failure_cause(error: BaseException) -> str:
@@ -388,7 +435,8 @@ def check_format(directory: str, step: int, like: Optional[train_step.TrainState
   if like is None:
     return
   try:
-    saved = _leaf_shapes(ocp.StandardCheckpointHandler().metadata(epath.Path(path) / 'state'))
+    with quiet_io(collect=False):  # damaged metadata: Orbax's reads fail in its threads, with tracebacks
+      saved = _leaf_shapes(ocp.StandardCheckpointHandler().metadata(epath.Path(path) / 'state'))
   except Exception:  # unreadable metadata: damage, if the restore fails too
     return
   wanted = _leaf_shapes(_to_saveable(like))
