@@ -10,6 +10,7 @@ import itertools
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 import pytest
 from jax.test_util import check_grads
 
@@ -212,12 +213,15 @@ COPY = dict(
   bidirectional=False,
   init_state='zero',
 )
+# A cosine decay to 5 % of the rate: at a constant 1e-2, seeds 0-7 gave 0.93-1.0 of held-out strings exact (the
+# rounding of another CPU is another such trajectory); with the decay, 1.0 for each of the eight, and the tests
+# below pass with XLA_FLAGS=--xla_cpu_max_isa=AVX2 too.
 STEPS = 700
 
 
 def train_copy(normalizer: str):
   cfg = ModelConfig.from_dict({**COPY, 'normalizer': normalizer})
-  opt = train_step.make_optimizer(1e-2)
+  opt = train_step.make_optimizer(optax.cosine_decay_schedule(1e-2, STEPS, alpha=0.05))
   state = train_step.init_train_state(cfg, opt, 0)
   step = jax.jit(functools.partial(train_step.train_step, cfg, opt), donate_argnums=0)
   rng = np.random.default_rng(0)
