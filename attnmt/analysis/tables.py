@@ -307,7 +307,8 @@ def attention_verdict(results: list[dict]) -> str:
   """Whether each attention variant beats `none` on the two longest source-length buckets every run shares:
   higher BLEU with a Holm-adjusted p < 0.05 (the pair test on the bucket's sentences, every bucket and variant
   against none one family) beats it, significantly lower is below it, anything else within the uncertainty.
-  With one seed the same test covers the sentences only, and the text says so."""
+  With one seed the same test covers the sentences only, not the seeds: each variant's score and p are shown,
+  and nothing is ranked (the text says so, as the pairwise table does)."""
   buckets = longest_shared_buckets(results)
   none = [r for r in results if not r.get('attends', True)]
   others = [r for r in results if r.get('attends', True)]
@@ -318,6 +319,11 @@ def attention_verdict(results: list[dict]) -> str:
   for bucket in buckets:
     base_score = _bucket(base, bucket)
     head = f"Sources of {bucket} words: {base['variant']} reaches BLEU {base_score['bleu']:.2f}"
+    if seeds < 2:
+      scores = [(r['variant'], _bucket(r, bucket)) for r in sorted(others, key=lambda r: -_bucket(r, bucket)['bleu'])]
+      shown = ', '.join(f"{name} {s['bleu']:.2f} (adjusted p {format_p(s.get('p_adjusted'))})" for name, s in scores)
+      lines.append(f'{head}; {shown}; not ranked with 1 seed.')
+      continue
     groups = {'beat it (p < 0.05)': [], 'within the uncertainty': [], 'below it (p < 0.05)': []}  # adjusted p
     for r in sorted(others, key=lambda r: -_bucket(r, bucket)['bleu']):
       s = _bucket(r, bucket)
@@ -332,7 +338,8 @@ def attention_verdict(results: list[dict]) -> str:
       groups[label].append(f"{r['variant']} {s['bleu']:.2f} (adjusted p {format_p(p)})")
     lines.append(head + ''.join(f'; {label}: ' + ', '.join(names) for label, names in groups.items() if names) + '.')
   what = (
-    'one seed: the test covers the sentences only, not the seeds'
+    'one seed: the test covers the sentences only, not the seeds, so nothing is ranked; rerun with '
+    '--config.train.seeds=0,1,2 to rank them'
     if seeds < 2
     else f'mean over seeds ({"/".join(map(str, sorted({len(r["seeds"]) for r in results})))} per variant), '
     "Welch's t over seeds with the bucket's test-set variance"

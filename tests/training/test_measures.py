@@ -364,9 +364,10 @@ def test_analysis_table_and_verdicts_with_one_seed():
   assert '| additive/bahdanau/global − none/bahdanau/global | +' in table and 'not ranked with 1 seed' in table
   assert 'paired bootstrap over the test sentences alone (one seed: the seeds cannot be tested)' in table
   verdict = tables.attention_verdict(results)
-  assert 'Sources of >60 words: none/bahdanau/global reaches BLEU' in verdict and 'one seed' in verdict
-  for line in verdict.strip().splitlines()[1:]:
-    assert 'beat it (p < 0.05): additive/bahdanau/global' in line and 'within the uncertainty: dot/' in line
+  assert 'Sources of >60 words: none/bahdanau/global reaches BLEU' in verdict and 'nothing is ranked' in verdict
+  for line in verdict.strip().splitlines()[1:]:  # one seed ranks nothing: scores and sentence-level p only
+    assert line.endswith('; not ranked with 1 seed.') and 'beat it' not in line and 'within' not in line, line
+    assert 'additive/bahdanau/global ' in line and 'dot/bahdanau/global ' in line and '(adjusted p ' in line
 
 
 def test_analysis_table_with_three_seeds_ranks():
@@ -385,6 +386,9 @@ def test_analysis_table_with_three_seeds_ranks():
   assert additive[1] == '3' and additive[2] == ' / '.join(f'{b:.2f}' for b in bleu)
   assert additive[3] == f'{np.mean(bleu):.2f} ± {np.std(bleu, ddof=1):.2f}'
   assert 'additive/bahdanau/global > none/bahdanau/global' in table and 'not ranked' not in table
+  verdict = tables.attention_verdict(results)  # with seeds, the longest sentences rank against none
+  assert "Welch's t over seeds" in verdict and 'not ranked' not in verdict
+  assert all('beat it (p < 0.05)' in line or 'within the uncertainty' in line for line in verdict.splitlines()[2:])
   pairs = tables.pairwise_text(results)
   assert pairs.startswith('| pair | difference | 95% interval | p | adjusted p | verdict | seeds needed |')
   assert 'Greedy test BLEU, 3 seed(s) per variant' in pairs and 'Holm' in pairs
