@@ -170,8 +170,9 @@ def analysis_cells(results: list[dict]) -> tuple[list[str], list[list[str]], lis
     columns.append(('chrF++', lambda r: mean_sd(r['greedy_chrfpp'])))
   if all('beam_bleu' in r for r in results):
     columns.append(('beam BLEU', lambda r: mean_sd(r['beam_bleu'])))
+  ranks = min(len(r['greedy_bleu']) for r in results) >= 2  # one seed ranks nothing: no * either
   for bucket in buckets:
-    columns.append((f'BLEU, sources {bucket} words', lambda r, b=bucket: _bucket_cell(r, b)))
+    columns.append((f'BLEU, sources {bucket} words', lambda r, b=bucket: _bucket_cell(r, b, ranks)))
   if any('attention' in r for r in results):
     columns.append(('monotonicity', lambda r: _monotonicity_cell(r.get('attention'))))
     columns.append(('entropy (norm.)', lambda r: _entropy_cell(r.get('attention'))))
@@ -371,9 +372,9 @@ def _bucket(result: dict, bucket: str) -> dict:
   return {'bleu': bleu, 'interval': None, 'p_value': None, 'p_adjusted': None}
 
 
-def _bucket_cell(r: dict, bucket: str) -> str:
+def _bucket_cell(r: dict, bucket: str, ranks: bool) -> str:
   s = _bucket(r, bucket)
-  star = s.get('p_adjusted') is not None and s['p_adjusted'] < 0.05
+  star = ranks and s.get('p_adjusted') is not None and s['p_adjusted'] < 0.05
   return f"{s['bleu']:.2f}" + (' *' if star else '')
 
 
@@ -407,6 +408,7 @@ def _legend(results, has_sig, baseline) -> list[str]:
       + (
         f"; p: the pair test against {baseline} (Welch's t, two-sided), unadjusted; * in a length column: "
         'Holm-adjusted p < 0.05 over every bucket and variant tested against it'
+        + (' (never with one seed, which ranks nothing)' if seeds[0] < 2 else '')
         if baseline
         else ''
       )
