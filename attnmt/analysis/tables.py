@@ -320,14 +320,14 @@ def attention_verdict(results: list[dict]) -> str:
   for bucket in buckets:
     base_score = _bucket(base, bucket)
     head = f"Sources of {bucket} words: {base['variant']} reaches BLEU {base_score['bleu']:.2f}"
+    scored = [(r['variant'], _bucket(r, bucket)) for r in others]
+    scored.sort(key=lambda vs: -vs[1]['bleu'])
+    shown = [f"{v} {s['bleu']:.2f} (adjusted p {format_p(s.get('p_adjusted'))})" for v, s in scored]
     if seeds < 2:
-      scores = [(r['variant'], _bucket(r, bucket)) for r in sorted(others, key=lambda r: -_bucket(r, bucket)['bleu'])]
-      shown = ', '.join(f"{name} {s['bleu']:.2f} (adjusted p {format_p(s.get('p_adjusted'))})" for name, s in scores)
-      lines.append(f'{head}; {shown}; not ranked with 1 seed.')
+      lines.append(f'{head}; {", ".join(shown)}; not ranked with 1 seed.')
       continue
     groups = {'beat it (p < 0.05)': [], 'within the uncertainty': [], 'below it (p < 0.05)': []}  # adjusted p
-    for r in sorted(others, key=lambda r: -_bucket(r, bucket)['bleu']):
-      s = _bucket(r, bucket)
+    for (_, s), text in zip(scored, shown):
       p = s.get('p_adjusted')
       label = (
         'within the uncertainty'
@@ -336,7 +336,7 @@ def attention_verdict(results: list[dict]) -> str:
         if s['bleu'] > base_score['bleu']
         else 'below it (p < 0.05)'
       )
-      groups[label].append(f"{r['variant']} {s['bleu']:.2f} (adjusted p {format_p(p)})")
+      groups[label].append(text)
     lines.append(head + ''.join(f'; {label}: ' + ', '.join(names) for label, names in groups.items() if names) + '.')
   what = (
     'one seed: the test covers the sentences only, not the seeds, so nothing is ranked; rerun with '

@@ -24,7 +24,8 @@ TRAIN_LENGTH_PROBS = np.array([1.0] * 9 + [0.15] * 3) / (9 + 0.45)
 # 3000 steps an AVX2 EPYC met every threshold below with seed 0 and an AVX-512 EPYC did not (exact 0.945, long
 # strings 0.79). A cosine decay to 5 % of the rate settles the model instead: on the AVX-512 EPYC, 1500 steps
 # gave exact 1.0 and long strings 1.0 for each of seeds 0-15 (hits >= 0.998), and `none` 0.26-0.35 on the long
-# strings for seeds 0-5; with XLA_FLAGS=--xla_cpu_max_isa=AVX2 (other roundings) seeds 0-3 likewise. Seeds stand in for the rounding of other CPUs here: each is a different trajectory.
+# strings for seeds 0-5; with XLA_FLAGS=--xla_cpu_max_isa=AVX2 (other roundings) seeds 0-3 likewise. Seeds
+# stand in for the rounding of other CPUs here: each is a different trajectory.
 STEPS = 1500
 LONG = (10, 12)
 # The margin asserted between attention and `none` on the long strings (observed above).

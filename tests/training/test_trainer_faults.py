@@ -32,18 +32,18 @@ def data_dir(tmp_path_factory):
   return str(tmp_path_factory.mktemp('data'))
 
 
-def flags(workdir, data_dir):
+PROCESS_TRAIN = dict(num_steps=STEPS, seeds='0,1', checkpoint_every=10, eval_every=40, log_every=10)
+
+
+def flags(workdir, data_dir, train=PROCESS_TRAIN):
+  """The train command's arguments, with `train` as --config.train overrides of the tiny config."""
   return [
     '-m',
     'experiments.train',
     '--config=experiments/configs/tiny.py',
     f'--workdir={workdir}',
     f'--config.data.data_dir={data_dir}',
-    f'--config.train.num_steps={STEPS}',
-    '--config.train.seeds=0,1',
-    '--config.train.checkpoint_every=10',
-    '--config.train.eval_every=40',
-    '--config.train.log_every=10',
+    *(f'--config.train.{key}={value}' for key, value in train.items()),
   ]
 
 
@@ -58,9 +58,9 @@ def start(workdir, data_dir):
   )
 
 
-def run_to_end(workdir, data_dir):
+def run_to_end(workdir, data_dir, train=PROCESS_TRAIN):
   res = subprocess.run(
-    [sys.executable, *flags(workdir, data_dir)], cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=600
+    [sys.executable, *flags(workdir, data_dir, train)], cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=600
   )
   assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-3000:]
   return res
@@ -447,20 +447,8 @@ def test_every_step_damaged_starts_from_step_0_and_moves_every_one_aside(tmp_pat
   for step_dir in step_dirs(workdir):
     damage(step_dir)
   train = fault_config(data_dir).train
-  res = subprocess.run(
-    [
-      sys.executable,
-      *flags(workdir, data_dir)[:5],
-      *(f'--config.train.{k}={train[k]}' for k in ('num_steps', 'checkpoint_every', 'eval_every', 'seeds')),
-    ],
-    cwd=ROOT,
-    env=ENV,
-    capture_output=True,
-    text=True,
-    timeout=600,
-  )
+  res = run_to_end(workdir, data_dir, {k: train[k] for k in ('num_steps', 'checkpoint_every', 'eval_every', 'seeds')})
   out, err = res.stdout, res.stderr
-  assert res.returncode == 0, out[-2000:] + err[-3000:]
   assert_bitwise_equal(checkpoints.restore_params(workdir, 'latest')[0], uninterrupted.params)
   notes = [l for l in out.splitlines() if 'is corrupted or unreadable' in l]
   assert [n.split(' is corrupted')[0].rsplit('/', 2)[-2:] for n in notes] == [
