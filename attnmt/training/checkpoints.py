@@ -164,12 +164,23 @@ def _is_late_loop_callback(unraisable) -> bool:
 
 
 class _LateOrbaxTasks(logging.Filter):
-  """Drops asyncio's 'Task exception was never retrieved' (or Future) for Orbax's and TensorStore's own reads:
-  the tasks of a failed read are collected long after it, each logging the error already reported."""
+  """Drops asyncio's 'Task exception was never retrieved' (or Future, or _GatheringFuture) for Orbax's and
+  TensorStore's own reads: the tasks of a failed read are collected long after it, each logging the error
+  already reported. Theirs: the message names orbax or tensorstore, or the exception was raised in their code."""
 
   def filter(self, record: logging.LogRecord) -> bool:
     text = record.getMessage()
-    return not ('exception was never retrieved' in text and ('orbax' in text or 'tensorstore' in text))
+    if 'exception was never retrieved' not in text:
+      return True
+    if 'orbax' in text or 'tensorstore' in text:
+      return False
+    frame = record.exc_info[2] if record.exc_info else None
+    while frame is not None:
+      path = frame.tb_frame.f_code.co_filename
+      if f'{os.sep}orbax{os.sep}' in path or f'{os.sep}tensorstore{os.sep}' in path:
+        return False
+      frame = frame.tb_next
+    return True
 
 
 def _drop_late_loop_callbacks() -> None:

@@ -101,8 +101,10 @@ def test_two_processes_of_two_devices_give_the_losses_of_one_process(runs, tmp_p
     for p in procs:
       p.kill()
   outs = [((tmp_path / f'out{pid}').read_text(), (tmp_path / f'err{pid}').read_text()) for pid in (0, 1)]
-  for p, (out, err) in zip(procs, outs):
-    assert p.returncode == 0, f'{out[-2000:]}\n{err[-3000:]}'
+  assert [p.returncode for p in procs] == [0, 0], '\n'.join(
+    f'process {pid}, status {p.returncode}:\n{out[-2000:]}\n{err[-3000:]}'
+    for pid, p, (out, err) in zip((0, 1), procs, outs)
+  )
   assert 'in 2 process(es)' in outs[0][0]
   np.testing.assert_allclose(losses(tmp_path / 'mh'), losses(runs / 'dev4'), rtol=RTOL, atol=ATOL)
   assert 'step 20 validation' in outs[0][1] and 'step 20 validation' not in outs[1][1]  # process 0 reports

@@ -3,13 +3,17 @@ subprocesses of experiments/train.py), after a kill between the best and the lat
 a deleted or damaged newest step (in-process), non-finite losses and parameters, clip_norm=0, determinism;
 tiny config."""
 
+import asyncio
+import gc
 import glob
+import logging
 import os
 import shutil
 import signal
 import subprocess
 import sys
 import time
+import types
 from typing import NamedTuple
 
 import jax
@@ -464,6 +468,66 @@ def test_every_step_damaged_starts_from_step_0_and_moves_every_one_aside(tmp_pat
   aside = sorted(n.rsplit('-', 2)[0] for n in os.listdir(os.path.join(workdir, 'damaged')))
   assert aside == ['best-20', 'checkpoints-20', 'checkpoints-30']
   assert steps(workdir, 'best')  # the new run wrote its own best checkpoints
+
+
+def test_after_a_failed_read_orbax_late_noise_is_dropped_and_any_other_is_not(patch):
+  """What the damaged-steps test above sees only when a failed read's tasks end late (under load): asyncio's
+  'never retrieved' line for an exception raised in Orbax's code, and TensorStore's callback on Orbax's closed
+  event loop, are dropped once a checkpoint read failed; the same from the user's own code still reaches them."""
+  from orbax.checkpoint._src.metadata import array_metadata_store
+
+  seen, unraisable = [], []
+  patch.setattr(logging.getLogger('asyncio'), 'filters', [])  # restored afterwards: the test's own filter
+  patch.setattr(sys, 'unraisablehook', unraisable.append)
+
+  class Keep(logging.Handler):
+    def emit(self, record):
+      seen.append(repr(record.exc_info[1]))
+
+  keep = Keep()
+  logging.getLogger('asyncio').addHandler(keep)
+
+  async def orbax_read():  # what a truncated array_metadatas file raises inside Orbax
+    return array_metadata_store.Serializer().deserialize('{"trunc')
+
+  async def users_own():
+    raise ValueError('the user')
+
+  def never_retrieved(coroutine):
+    loop = asyncio.new_event_loop()
+
+    async def gather():
+      gathered = asyncio.gather(coroutine)
+      await asyncio.sleep(0.01)
+      return gathered
+
+    loop.run_until_complete(gather())  # the result is dropped: collected with its exception unretrieved
+    loop.close()
+    gc.collect()
+
+  def late_callback():  # what TensorStore's thread meets when a read ends after Orbax closed its loop
+    loop = asyncio.new_event_loop()
+    loop.close()
+    try:
+      loop.call_soon_threadsafe(print)
+    except RuntimeError as e:
+      return types.SimpleNamespace(exc_type=RuntimeError, exc_value=e, exc_traceback=e.__traceback__, object=None)
+
+  try:
+    with pytest.raises(ValueError):
+      with checkpoints.quiet_io():
+        raise ValueError('a damaged step')  # a failed read: from here on the process drops Orbax's late noise
+    never_retrieved(orbax_read())
+    never_retrieved(users_own())
+    sys.unraisablehook(late_callback())
+    other = types.SimpleNamespace(
+      exc_type=RuntimeError, exc_value=RuntimeError('mine'), exc_traceback=None, object=None
+    )
+    sys.unraisablehook(other)
+  finally:
+    logging.getLogger('asyncio').removeHandler(keep)
+  assert seen == ["ValueError('the user')"]
+  assert unraisable == [other]
 
 
 @pytest.mark.xdist_group('faults_uninterrupted')  # one worker trains the shared uninterrupted run
