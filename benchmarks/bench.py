@@ -8,7 +8,8 @@ Measures in one run: the float32 (or bf16) matmul peak, at the start, between ev
 calls (each call's fraction of peak is taken against the peak of its own moment, see
 benchmarks/timing.py) and at the end; the training step (compile time, median step, target
 tokens/s, model GFLOP/s, fraction of peak); greedy and beam-5 decoding of 64 sentences to exactly 32 tokens; K = 1, 2, 4 seeds in one vmapped
-program; every other score function and the `luong` query timing. Prints a table and writes JSON
+program; every other score function and the `luong` query timing; with `--only=decode_seeds`, greedy decoding by K
+seeds in one vmapped program against the seeds one after another. Prints a table and writes JSON
 (`--out`, default `benchmarks/results/bench_<host>.json`).
 """
 
@@ -23,14 +24,24 @@ from pathlib import Path
 
 from absl import app, flags
 
-SECTIONS = ('train', 'decode', 'seeds', 'scores')
+SECTIONS = ('train', 'decode', 'seeds', 'scores')  # what a plain run measures
+OPTIONAL = ('decode_seeds',)  # only when --only names it
 
 _QUICK = flags.DEFINE_bool('quick', False, 'fewer timed steps and smaller peak matrices: a smoke check')
-_ONLY = flags.DEFINE_list('only', list(SECTIONS), f'sections to run, from {",".join(SECTIONS)}')
+_ONLY = flags.DEFINE_list('only', list(SECTIONS), f'sections to run, from {",".join(SECTIONS + OPTIONAL)}')
 _DTYPE = flags.DEFINE_enum('dtype', 'float32', ['float32', 'bfloat16'], 'compute dtype (parameters stay float32)')
 _OUT = flags.DEFINE_string('out', None, 'JSON output path; default benchmarks/results/bench_<host>.json')
 _STEPS = flags.DEFINE_integer('steps', None, 'timed calls per figure (default 10, or 3 with --quick)')
 _SEEDS = flags.DEFINE_list('seeds', ['1', '2', '4'], 'the seeds section: K seeds in one vmapped program, for each K')
+_DECODE_SEEDS = flags.DEFINE_list(
+  'decode_seeds', ['5'], 'the decode_seeds section: greedy decoding by K seeds, vmapped against one after another'
+)
+_PROBE = flags.DEFINE_bool(
+  'probe',
+  True,
+  'probe the matmul peak between timed calls; --noprobe leaves the device to the timed program (every figure '
+  'then divides by the start peak), e.g. for several processes timed at once on one GPU',
+)
 _MODEL = flags.DEFINE_enum(
   'model',
   'bench',
@@ -87,14 +98,24 @@ def machine() -> dict:
   }
 
 
-def run(cfg, sizes, sections=SECTIONS, peak_sizes=(1024, 2048), peak_repeats=10, log=print, seeds=(1, 2, 4)) -> dict:
+def run(
+  cfg,
+  sizes,
+  sections=SECTIONS,
+  peak_sizes=(1024, 2048),
+  peak_repeats=10,
+  log=print,
+  seeds=(1, 2, 4),
+  decode_seeds=(5,),
+  probe_between=True,
+) -> dict:
   """Runs the chosen sections on model `cfg` at `sizes`; returns the results as one JSON-able dict."""
   from benchmarks import cases
-  from benchmarks.timing import PeakProbe, matmul_peak
+  from benchmarks.timing import FixedPeak, PeakProbe, matmul_peak
 
-  unknown = set(sections) - set(SECTIONS)
+  unknown = set(sections) - set(SECTIONS + OPTIONAL)
   if unknown:
-    raise ValueError(f'unknown section(s) {sorted(unknown)}; valid: {", ".join(SECTIONS)}')
+    raise ValueError(f'unknown section(s) {sorted(unknown)}; valid: {", ".join(SECTIONS + OPTIONAL)}')
   result = {
     'machine': machine(),
     'model': dataclasses.asdict(cfg),
@@ -104,7 +125,7 @@ def run(cfg, sizes, sections=SECTIONS, peak_sizes=(1024, 2048), peak_repeats=10,
   peak_start = matmul_peak(peak_sizes, peak_repeats, cfg.dtype)
   log(f'matmul peak: {peak_start["gflops"]:.1f} GFLOP/s ({cfg.dtype})')
   peak = peak_start['gflops']
-  probe = PeakProbe(peak_sizes[-1], cfg.dtype)
+  probe = PeakProbe(peak_sizes[-1], cfg.dtype) if probe_between else FixedPeak(peak)
 
   def checked(case: dict) -> dict:
     """Marks a case whose probed peak fell well below the start's: the machine's load changed."""
@@ -121,6 +142,14 @@ def run(cfg, sizes, sections=SECTIONS, peak_sizes=(1024, 2048), peak_repeats=10,
   if 'seeds' in sections:
     result['seeds'] = [checked(cases.seeds_case(cfg, sizes, probe, peak, k)) for k in seeds]
     log('seeds: ' + ', '.join(f'{s["seeds"]}: {s["step_s"]:.3f} s' for s in result['seeds']))
+  if 'decode_seeds' in sections:
+    result['decode_seeds'] = [checked(cases.decode_seeds_case(cfg, sizes, probe, peak, k)) for k in decode_seeds]
+    log(
+      'decode seeds: '
+      + ', '.join(
+        f'{d["seeds"]}: {d["call_s"]:.3f} s vmapped, {d["sequential_s"]:.3f} s in turn' for d in result['decode_seeds']
+      )
+    )
   if 'scores' in sections:
     result['scores'] = {}
     for name, variant in cases.score_variants(cfg).items():
@@ -183,6 +212,13 @@ def table(result: dict) -> str:
       f'{s["tokens_per_s_per_seed"]:.0f} tok/s/seed ({s["tokens_per_s_per_seed"] / base:.2f}x)',
       s,
     )
+  for d in result.get('decode_seeds', []):
+    add(
+      f'greedy decode, {d["seeds"]} seeds vmapped',
+      d['call_s'],
+      f'{d["speedup"]:.2f}x the seeds in turn ({d["sequential_s"]:.3f} s); tokens equal {100 * d["tokens_equal"]:.1f}%',
+      d,
+    )
   for name, t in result.get('scores', {}).items():
     add(f'train step, {name}', t['step_s'], f'{t["target_tokens_per_s"]:.0f} tok/s', t)
   widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
@@ -191,10 +227,13 @@ def table(result: dict) -> str:
   p = result['peak']
   if any('*' in row[6] for row in rows):
     lines.append('* the peak probed during this row was below 0.9 x the start: the machine\'s load changed')
-  lines.append(
-    f'\n"peak then": the median of {p["probe_n"]}^3 products timed between the calls; "of peak" is '
-    'the median over calls of each call\'s rate against the products right before and after it.'
-  )
+  if p['probe_n']:
+    lines.append(
+      f'\n"peak then": the median of {p["probe_n"]}^3 products timed between the calls; "of peak" is '
+      'the median over calls of each call\'s rate against the products right before and after it.'
+    )
+  else:
+    lines.append('\nNo products timed between the calls (--noprobe): "peak then" and "of peak" are the start\'s.')
   lines.append(
     f'matmul peak at the start {p["gflops"]:.1f} GFLOP/s {p["start"]["dtype"]} (end of run: {p["end"]["gflops"]:.1f}); '
     f'{result["machine"]["cpu"]}, {result["machine"]["cpu_cores"]} cores, jax {result["machine"]["jax"]}, '
@@ -226,7 +265,17 @@ def main(argv):
   big = jax.default_backend() != 'cpu'
   peak_sizes = ((1024, 4096) if big else (512, 1024)) if _QUICK.value else ((2048, 8192) if big else (1024, 2048))
   seeds = [int(k) for k in _SEEDS.value]
-  result = run(cfg, sizes, tuple(_ONLY.value), peak_sizes, 3 if _QUICK.value else 10, seeds=seeds)
+  decode_seeds = [int(k) for k in _DECODE_SEEDS.value]
+  result = run(
+    cfg,
+    sizes,
+    tuple(_ONLY.value),
+    peak_sizes,
+    3 if _QUICK.value else 10,
+    seeds=seeds,
+    decode_seeds=decode_seeds,
+    probe_between=_PROBE.value,
+  )
   print(table(result))
   name = f'bench_{socket.gethostname()}' + ('' if _MODEL.value == 'bench' else f'_{_MODEL.value}')
   out = Path(_OUT.value or Path(__file__).parent / 'results' / f'{name}.json')

@@ -84,6 +84,7 @@ def _rates(gflop: float, timed: Timed, start_peak_gflops: float) -> dict:
     **paired_fractions(gflop, timed),
     'fraction_of_start_peak': achieved / start_peak_gflops,
     'peaks_gflops_all': timed.peaks_gflops,
+    'timed_window': list(timed.window),  # whether processes timed at once overlapped
   }
 
 
@@ -190,6 +191,43 @@ def seeds_case(cfg: ModelConfig, sizes: Sizes, probe: PeakProbe, start_peak_gflo
     'step_s_all': timed.seconds,
     'tokens_per_s_per_seed': sizes.batch * sizes.tgt_len / timed.median_s,
     **_rates(gflop, timed, start_peak_gflops),
+  }
+
+
+def decode_seeds_case(
+  cfg: ModelConfig, sizes: Sizes, probe: PeakProbe, start_peak_gflops: float, num_seeds: int
+) -> dict:
+  """Greedy decoding of one batch by K seeds' parameters: one program vmapped over the seeds against the
+  K calls one after another that evaluation makes (`training/evaluation.py` decodes seed by seed). Both
+  decode every seed to exactly `tgt_len` tokens. `tokens_equal` is the share of tokens the two ways agree on
+  (a vmapped product may round differently, and a greedy choice near a tie then differs)."""
+  opt = train_step.make_optimizer(1e-3)
+  params = [never_ending_params(train_step.init_train_state(cfg, opt, k).params) for k in range(num_seeds)]
+  stacked = jax.tree.map(lambda *xs: jnp.stack(xs), *params)
+  batch = random_batch(cfg, sizes)
+  src, src_len = batch['src'], batch['src_len']
+  one, compile_one_s = compile_timed(decoding.greedy, cfg, params[0], src, src_len, max_len=sizes.tgt_len)
+  vmapped = jax.jit(jax.vmap(lambda p: decoding.greedy(cfg, p, src, src_len, max_len=sizes.tgt_len).tokens))
+  together, compile_vmapped_s = compile_timed(vmapped, stacked)
+
+  def in_turn():
+    return [one(p, src, src_len).tokens for p in params]
+
+  sequential = timed_with_peak(in_turn, sizes.steps, sizes.warmup, probe)
+  batched = timed_with_peak(lambda: together(stacked), sizes.steps, sizes.warmup, probe)
+  equal = np.mean(np.stack([np.asarray(t) for t in in_turn()]) == np.asarray(together(stacked)))
+  gflop = num_seeds * flops.decode_flops(cfg, sizes.batch, sizes.src_len, sizes.tgt_len, 1) / 1e9
+  return {
+    'seeds': num_seeds,
+    'compile_s': compile_vmapped_s,
+    'compile_one_s': compile_one_s,
+    'sequential_s': sequential.median_s,
+    'call_s': batched.median_s,
+    'call_s_all': batched.seconds,
+    'speedup': sequential.median_s / batched.median_s,
+    'tokens_equal': float(equal),
+    'sentences_per_s': num_seeds * sizes.batch / batched.median_s,
+    **_rates(gflop, batched, start_peak_gflops),
   }
 
 

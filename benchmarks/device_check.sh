@@ -8,24 +8,30 @@
 # prepared corpus as data_cache/ (the main job's data.data_dir) or the wheelhouse's SWORD modules.
 # then, on the GPU host (the folder carried along, ignored by git):
 #   ATTNMT_WHEELHOUSE=.device/wheelhouse OUT=/somewhere benchmarks/device_check.sh
-# Steps, each with its own time limit so that one slow step leaves the others their time:
-#   1. the device and versions;  2. the bench config, float32 (train step, greedy, beam);
-#   3. the main job's model: K = 1, 2, 4, 8, 16, 32 seeds vmapped;  4. the main job with 5 seeds per variant
-#   (none, additive, dot, general, concat), end to end, timed, with its verdicts and translations;
-#   5. the bench config's train step in bfloat16;  6. the training step by part (the scan's per-step
-#   overhead against the products). The most wanted figures come first: a cut run still returns them.
-# Outputs (at most 8 files, flat, as the device tool returns them) go to $OUT. ATTNMT_DEVICE_PARTS picks the
-# parts: bench,seeds,profile take about 5 minutes, main about 10 (it resumes from $WORK when the script runs
-# again on the same, still warm, machine).
-# ATTNMT_DEVICE_CHECK=dry runs every step tiny on whatever backend is there (the suite runs it on the CPU): the
-# bench steps on the tests' tiny model (float32 only), the main job on the synthetic task, 2 steps, two shards
-# (one batch shape: each new length bucket would compile the step again).
+# Parts, each with its own time limit so that one slow part leaves the others their time, in this order:
+#   seeds         the main job's model: K = 1, 2, 4, 5, 8, 16, 32 seeds in one vmapped program (per-seed cost);
+#   profile       the bench config's training step on the device's timeline: kernels per step, the device's
+#                 busy time against the step's wall time (launch-bound or not), by kind; keeps the trace;
+#   concurrent    5 processes of 5 vmapped seeds sharing the device (the main job's layout) against one alone;
+#   decode_seeds  greedy decoding by the main job's 5 seeds: one vmapped program against the seeds in turn;
+#   unroll        the bench config's step with every scan unrolled 2, 4 and 8 steps (tools/ab_step, paired);
+#   bench         the bench config, float32 (train step, greedy, beam);   bf16  its train step in bfloat16;
+#   main          the main job with 5 seeds per variant (none, additive, dot, general, concat), end to end, its
+#                 variants as 5 processes at once;   main_one  the same job as one process.
+# ATTNMT_DEVICE_PARTS picks the parts (default: every one but the main jobs, about 6 minutes; main alone about
+# 10; each resumes from $WORK when the script runs again on the same, still warm, machine). A cut run still
+# returns what the earlier parts wrote.
+# Outputs (at most 8 files, flat, as the device tool returns them) go to $OUT.
+# ATTNMT_DEVICE_CHECK=dry runs the parts tiny on whatever backend is there (the suite runs it on the CPU): the
+# bench parts on the tests' tiny model (float32 only), the main job on the synthetic task, 2 steps, two shards
+# (one batch shape: each new length bucket would compile the step again); profile and unroll are the tools'
+# own tests' (tests/benchmarks/test_tools.py) and do not run dry.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/attnmt_device_check}
 DRY=${ATTNMT_DEVICE_CHECK:-}
 WORK=${ATTNMT_DEVICE_WORK:-/tmp/attnmt_device_work}
-PARTS=${ATTNMT_DEVICE_PARTS:-bench,seeds,main,bf16,profile}   # which parts, e.g. bench,seeds,profile
+PARTS=${ATTNMT_DEVICE_PARTS:-seeds,profile,concurrent,decode_seeds,unroll,bench,bf16}  # main: name it
 mkdir -p "$OUT" "$WORK"
 LOG=$OUT/device_check.log
 : > "$LOG"
@@ -46,6 +52,7 @@ step() {  # step SECONDS NAME COMMAND...: runs it with a time limit; a failure o
 
 if [ -n "$DRY" ]; then
   quick=(--quick --steps=2 --model=tiny) seeds=1,2 only_bench=train slow=4  # the tests' tiny model
+  decode_k=2 sharing=2 sharing_steps=20
   shards=2 mem_fraction=0.5 train_limit=600 report_limit=300
   main_flags=(--config.data.name=synthetic_numbers --config.data.synthetic_size=300 --config.data.synthetic_eval_size=40
     --config.data.tokenizer=word --config.data.vocab_size=64 --config.data.max_source_length=16
@@ -56,7 +63,8 @@ if [ -n "$DRY" ]; then
     --config.sweep.scores=none,additive --config.train.seeds=0,1 --config.sweep.processes=1
     "--config.data.data_dir=$WORK/data")
 else
-  quick=(--steps=5) seeds=1,2,4,8,16,32 only_bench=train,decode slow=1
+  quick=(--steps=5 --model=main) seeds=1,2,4,5,8,16,32 only_bench=train,decode slow=1
+  decode_k=5 sharing=5 sharing_steps=200
   # One variant per process, 12 GB each on 80 GB. On an H100 the main job trained in 441 s and reported in
   # about 119 s (docs/results/main_gpu.md): with the other parts it needs more than one 10-minute call.
   shards=5 mem_fraction=0.15 train_limit=470 report_limit=150
@@ -73,8 +81,28 @@ print(*(f"{p} {m.version(p)}" for p in ("jax", "jaxlib", "flax", "optax", "orbax
 } >> "$LOG" 2>&1 || say "device: set-up failed (see above)"
 PY=${ATTNMT_VENV:-.venv}/bin/python
 want() { [[ ",$PARTS," == *",$1,"* ]]; }
-want bench && step $((70 * slow)) "bench config, float32" "$PY" -m benchmarks.bench "${quick[@]}" --only=$only_bench --out="$OUT/bench_f32.json"
-want seeds && step $((150 * slow)) "main model, seeds $seeds vmapped" "$PY" -m benchmarks.bench --model=main "${quick[@]}" --only=train,seeds --seeds=$seeds --out="$OUT/bench_main_seeds.json"
+want seeds && step $((170 * slow)) "main model, seeds $seeds vmapped" "$PY" -m benchmarks.bench "${quick[@]}" --only=seeds --seeds=$seeds --out="$OUT/bench_main_seeds.json"
+[ -n "$DRY" ] || ! want profile || step 60 "training step on the device's timeline (bench config)" "$PY" -m tools.profile_step --keep_trace="$OUT"
+# The main job's layout on one device: N processes of K vmapped seeds at once (no probes between the timed steps:
+# each process's would load the others'), against one such process alone.
+concurrent() {
+  local pids=() i
+  local args=("${quick[@]}" --steps=$sharing_steps --only=seeds --seeds=$decode_k --noprobe)
+  timeout $((60 * slow)) "$PY" -m benchmarks.bench "${args[@]}" --out="$WORK/alone.json" > "$WORK/alone.log" 2>&1 || return
+  for ((i = 0; i < sharing; i++)); do
+    XLA_PYTHON_CLIENT_MEM_FRACTION=0.15 timeout $((90 * slow)) "$PY" -m benchmarks.bench "${args[@]}" \
+      --out="$WORK/together_$i.json" > "$WORK/together_$i.log" 2>&1 &
+    pids+=($!)
+  done
+  for i in "${!pids[@]}"; do wait "${pids[$i]}" || { tail -n 5 "$WORK/together_$i.log"; return 1; }; done
+  "$PY" -m benchmarks.sharing "$WORK/alone.json" "$WORK"/together_*.json --out="$OUT/sharing.json"
+}
+want concurrent && step 0 "$sharing processes of $decode_k seeds at once" concurrent
+want decode_seeds && step $((60 * slow)) "main model, greedy decode by $decode_k seeds" "$PY" -m benchmarks.bench "${quick[@]}" --only=decode_seeds --decode_seeds=$decode_k --out="$OUT/bench_main_decode_seeds.json"
+[ -n "$DRY" ] || ! want unroll || step 100 "scans unrolled 2, 4, 8 (bench config, paired)" "$PY" -m tools.ab_step --pairs=30 \
+  --variants='{"unroll2": {"patch": "tools.scan_unroll:by2"}, "unroll4": {"patch": "tools.scan_unroll:by4"}, "unroll8": {"patch": "tools.scan_unroll:by8"}}'
+[ -n "$DRY" ] || ! want bench || step 70 "bench config, float32" "$PY" -m benchmarks.bench --steps=5 --only=$only_bench --out="$OUT/bench_f32.json"
+[ -n "$DRY" ] || ! want bf16 || step 45 "bench config, bfloat16" "$PY" -m benchmarks.bench --steps=5 --only=train --dtype=bfloat16 --out="$OUT/bench_bf16.json"
 # The main job: its variants train at once, one process (shard) each, on the one device (a small model leaves
 # the chip mostly idle, so their launches interleave); then one process writes the tables and the analysis of
 # the variants that finished (sweep.report_only), so a run cut by the time limit still reports what it has.
@@ -96,12 +124,18 @@ if want main; then
   start=$(date +%s)
   step 0 "main job" main_job  # its own limits: train_limit, then report_limit
   echo "main job wall time: $(($(date +%s) - start)) s" | tee -a "$LOG"
-  for f in results.md analysis/analysis.md analysis/translations.json.gz; do
+  for f in results.md analysis/analysis.md; do
     [ -f "$WORK/main/$f" ] && cp "$WORK/main/$f" "$OUT/main_$(basename "$f")"
   done
   (cd "$WORK" && tar czf "$OUT/main_extra.tgz" --ignore-failed-read shard_*.log main/*.png main/*.json main/*.csv \
-    main/analysis/*.png main/analysis/*.json 2>/dev/null)   # the curves, per-seed results and shard logs
+    main/analysis/*.png main/analysis/*.json main/analysis/translations.json.gz 2>/dev/null)  # curves, seeds, logs
 fi
-[ -n "$DRY" ] || ! want bf16 || step 45 "bench config, bfloat16" "$PY" -m benchmarks.bench "${quick[@]}" --only=train --dtype=bfloat16 --out="$OUT/bench_bf16.json"
-[ -n "$DRY" ] || ! want profile || step 35 "training step by part (bench config)" "$PY" -m tools.profile_step
+# The same job as one process, the sweep's own layout on an accelerator (the variants one after another, each
+# with its seeds vmapped), for the wall time against the shards at once; its results.md for the seeds' scores.
+if want main_one; then
+  start=$(date +%s)
+  step "$train_limit" "main job, one process" ./launch.sh main "--workdir=$WORK/main_one" "${main_flags[@]}"
+  echo "main job (one process) wall time: $(($(date +%s) - start)) s" | tee -a "$LOG"
+  [ -f "$WORK/main_one/results.md" ] && cp "$WORK/main_one/results.md" "$OUT/main_one_results.md"
+fi
 say "done"

@@ -92,10 +92,23 @@ class Timed:
 
   seconds: list[float]
   peaks_gflops: list[float]
+  window: tuple[float, float] = (0.0, 0.0)  # Unix time of the first timed call's start and the last's end
 
   @property
   def median_s(self) -> float:
     return statistics.median(self.seconds)
+
+
+class FixedPeak:
+  """A probe that measures nothing: every call's peak is the one given (the start's). For runs that must
+  leave the device to the timed program alone, such as several processes timed sharing one GPU, where
+  every process's probes would load the others' steps."""
+
+  def __init__(self, gflops: float, n: int = 0):
+    self.n, self._gflops = n, gflops
+
+  def gflops(self) -> float:
+    return self._gflops
 
 
 def timed_with_peak(run_once: Callable[[], Any], steps: int, warmup: int, probe: PeakProbe) -> Timed:
@@ -103,10 +116,11 @@ def timed_with_peak(run_once: Callable[[], Any], steps: int, warmup: int, probe:
   for _ in range(warmup):
     block(run_once())
   seconds, peaks = [], [probe.gflops()]
+  start = time.time()
   for _ in range(steps):
     seconds.append(seconds_of(run_once))
     peaks.append(probe.gflops())
-  return Timed(seconds, peaks)
+  return Timed(seconds, peaks, (start, time.time()))
 
 
 def paired_fractions(gflop: float, timed: Timed) -> dict:

@@ -15,6 +15,12 @@ matmul peak. Busy time counts the thread that runs each op; work a library produ
 worker tasks is not in it, so for the large products busy is about the wall time, not twice it,
 and an Eigen product running alone may be missing from its part (the step time still includes it).
 
+On an accelerator the trace also has the device's own timeline: `device_kernels` counts the kernels a
+step launches and the time the device is busy running them (their union over streams), by kind of
+kernel (matrix products, copies and fills, the rest), against the step's wall time. A step whose
+device is idle most of its wall time is bound by launching kernels, not by running them (jax issue
+2491). `--keep_trace=DIR` keeps the trace (`profile_step.xplane.pb`) to read again elsewhere.
+
 With `--variants` (tools/variants.py) it profiles the step as it is, a second compilation of it
 (the control) and every variant in interleaved rounds, and reports each part's median paired
 difference from `base`: part times resolve changes of a few ms that whole-step timings cannot.
@@ -24,8 +30,11 @@ from __future__ import annotations
 
 import collections
 import glob
+import shutil
 import statistics
 import tempfile
+import time
+from pathlib import Path
 
 import jax
 from absl import app, flags
@@ -172,6 +181,54 @@ def _parts_of_trace(trace_dir: str, module: str, ops: dict[str, tuple[str, str]]
   return wall, {p: busy[p] / steps / 1e9 for p in PARTS}, by_op, step_s
 
 
+# Kernel names by kind, matched in order against the lower-cased name. cuBLAS/CUTLASS products carry
+# gemm/xmma/cutlass in their names, and XLA's own product kernels are `gemm_fusion...` or `...dot...`
+# fusions; copies and fills are the runtime's memcpy/memset or XLA's copy/dynamic-update-slice kernels.
+KERNEL_KINDS = (
+  ('matrix products', ('gemm', 'xmma', 'cutlass', 'cublas', 'dot', 'matmul')),
+  ('copies and fills', ('memcpy', 'memset', 'copy', 'dynamic_update_slice', 'dynamic-update-slice', 'broadcast')),
+)
+
+
+def kernel_kind(name: str) -> str:
+  """'matrix products', 'copies and fills' or 'other kernels', from a device kernel's name."""
+  low = name.lower()
+  return next((kind for kind, marks in KERNEL_KINDS if any(m in low for m in marks)), 'other kernels')
+
+
+def device_kernels(data, steps: int, step_wall_s: float) -> dict | None:
+  """Per step: kernels launched, the device's busy time (the union of kernel intervals over all its
+  streams) in total and by kind, its idle share of the step's wall time, and the 8 costliest kernel
+  names. `data` is a `jax.profiler.ProfileData`; the device's planes are named '/device:...'. None when
+  the trace has no device plane (the CPU backend runs its ops on host threads)."""
+  planes = [p for p in data.planes if p.name.startswith('/device:')]
+  intervals, by_kind, by_name, count = [], collections.defaultdict(list), collections.Counter(), 0
+  for plane in planes:
+    for line in plane.lines:
+      # A device plane's lines are its streams; lines named for XLA's ops or modules repeat the
+      # kernels' time in another grouping and would count it twice.
+      if 'stream' not in line.name.lower():
+        continue
+      for ev in line.events:
+        span = (ev.start_ns, ev.start_ns + ev.duration_ns)
+        intervals.append(span)
+        by_kind[kernel_kind(ev.name)].append(span)
+        by_name[ev.name] += ev.duration_ns
+        count += 1
+  if not count:
+    return None
+  busy_s = _merged_length(intervals) / steps / 1e9
+  return {
+    'kernels_per_step': count / steps,
+    'busy_s': busy_s,
+    'step_wall_s': step_wall_s,
+    'idle_fraction': max(0.0, 1 - busy_s / step_wall_s),
+    'mean_kernel_us': 1e6 * sum(by_name.values()) / 1e9 / count,
+    'by_kind_s': {k: _merged_length(v) / steps / 1e9 for k, v in sorted(by_kind.items())},
+    'top_kernels_s': {k: v / steps / 1e9 for k, v in by_name.most_common(8)},
+  }
+
+
 class _Program:
   """One compiled training step (a variant of tools/variants.py) that can be profiled repeatedly."""
 
@@ -188,11 +245,29 @@ class _Program:
       self.state, metrics = self.compiled(self.state, self.batch)
       jax.block_until_ready(metrics)
 
-  def profile(self, steps: int):
+  def wall_s(self, steps: int) -> float:
+    """The median wall time of one step, each waited for, without the profiler."""
+    times = []
+    for _ in range(steps):
+      start = time.perf_counter()
+      self.run(1)
+      times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+  def profile(self, steps: int, keep_trace: str | None = None, step_wall_s: float | None = None):
+    """_parts_of_trace's figures, and device_kernels' (with `step_wall_s`) as a fifth."""
     with tempfile.TemporaryDirectory() as tmp:
       with jax.profiler.trace(tmp):
         self.run(steps)
-      return _parts_of_trace(tmp, self.module, self.ops, steps)
+      (trace,) = glob.glob(f'{tmp}/**/*.xplane.pb', recursive=True)
+      if keep_trace:
+        Path(keep_trace).mkdir(parents=True, exist_ok=True)
+        shutil.copy(trace, Path(keep_trace) / 'profile_step.xplane.pb')
+      parts = _parts_of_trace(tmp, self.module, self.ops, steps)
+      kernels = None
+      if step_wall_s is not None:
+        kernels = device_kernels(jax.profiler.ProfileData.from_file(trace), steps, step_wall_s)
+      return (*parts, kernels)
 
 
 def profile(
@@ -200,11 +275,14 @@ def profile(
   sizes: cases.Sizes = cases.Sizes(),
   steps: int = 3,
   peak_sizes: tuple[int, ...] = (1024, 2048),
+  keep_trace: str | None = None,
 ) -> dict:
-  """Per part: wall, busy, model GFLOP, the time those FLOPs take at the peak, and the top 5 ops."""
+  """Per part: wall, busy, model GFLOP, the time those FLOPs take at the peak, and the top 5 ops; on an
+  accelerator also the device's kernels (`device_kernels`) against the step's unprofiled wall time."""
   program = _Program(cfg, sizes)
   program.run(3)
-  wall, busy, by_op, step_s = program.profile(steps)
+  step_wall_s = program.wall_s(max(steps, 5))
+  wall, busy, by_op, step_s, kernels = program.profile(steps, keep_trace, step_wall_s)
   peak = matmul_peak(peak_sizes, 6)['gflops']
   ideal = ideal_gflop(cfg, sizes.batch, sizes.src_len, sizes.tgt_len)
   parts = {
@@ -217,7 +295,7 @@ def profile(
     }
     for p in PARTS
   }
-  return {'peak_gflops': peak, 'step_s': step_s, 'parts': parts}
+  return {'peak_gflops': peak, 'step_s': step_s, 'step_wall_s': step_wall_s, 'parts': parts, 'device_kernels': kernels}
 
 
 def compare(
@@ -240,7 +318,7 @@ def compare(
   names = list(programs)
   for i in range(rounds):
     for name in names if i % 2 == 0 else names[::-1]:
-      wall, _, _, step_s = programs[name].profile(steps)
+      wall, _, _, step_s, _ = programs[name].profile(steps)
       walls[name].append({**wall, 'step': step_s})
   keys = [*PARTS, 'step']
   return {
@@ -256,6 +334,7 @@ def compare(
 
 
 _ROUNDS = flags.DEFINE_integer('rounds', 8, 'with --variants: profiled rounds of 2 steps per variant')
+_KEEP_TRACE = flags.DEFINE_string('keep_trace', None, 'a folder to keep the trace in (profile_step.xplane.pb)')
 
 
 def main(argv):
@@ -282,7 +361,7 @@ def main(argv):
         + ' |'
       )
     return
-  r = profile()
+  r = profile(keep_trace=_KEEP_TRACE.value)
   print(f'matmul peak {r["peak_gflops"]:.1f} GFLOP/s; profiled step {r["step_s"]:.3f} s (the profiler adds some)')
   print('| part | wall (s) | busy, all threads (s) | model GFLOP | ideal at peak (s) | wall - ideal (s) |')
   print('| --- | --- | --- | --- | --- | --- |')
@@ -299,6 +378,17 @@ def main(argv):
   )
   for p, v in r['parts'].items():
     print(f'  {p}: ' + ', '.join(f'{k} {1e3 * t:.1f} ms' for k, t in v['top_ops'].items()))
+  k = r['device_kernels']
+  if k:
+    print(
+      f'device: {k["kernels_per_step"]:.0f} kernels per step, mean {k["mean_kernel_us"]:.1f} us each; busy '
+      f'{1e3 * k["busy_s"]:.2f} ms of the {1e3 * k["step_wall_s"]:.2f} ms step (unprofiled wall), idle '
+      f'{100 * k["idle_fraction"]:.0f} %'
+    )
+    print('  by kind: ' + ', '.join(f'{kind} {1e3 * t:.2f} ms' for kind, t in k['by_kind_s'].items()))
+    print('  costliest kernels: ' + ', '.join(f'{n} {1e3 * t:.3f} ms' for n, t in k['top_kernels_s'].items()))
+  else:
+    print(f'device: no device timeline in the trace ({jax.default_backend()}: ops run on host threads)')
 
 
 if __name__ == '__main__':

@@ -5,6 +5,8 @@ No timing is asserted here: speed is measured by `python -m benchmarks.bench`, n
 
 import json
 
+import pytest
+
 from attnmt.model.config import ModelConfig
 from benchmarks import bench, cases, flops
 from benchmarks.cases import BENCH_MODEL, Sizes
@@ -34,9 +36,23 @@ def test_bench_runs_every_section_on_a_tiny_model(tmp_path, monkeypatch):
   assert set(every) == {'none', 'normed_additive', 'dot', 'scaled_dot', 'general', 'concat', 'location', 'luong'}
   monkeypatch.setattr(cases, 'score_variants', lambda cfg: {k: every[k] for k in ('dot', 'luong')})
   sizes = Sizes(batch=4, src_len=5, tgt_len=6, beam=2, steps=2, warmup=1)
-  result = bench.run(TINY, sizes, bench.SECTIONS, peak_sizes=(64,), peak_repeats=2, log=lambda _: None, seeds=(1, 2))
+  sections = bench.SECTIONS + bench.OPTIONAL
+  result = bench.run(
+    TINY, sizes, sections, peak_sizes=(64,), peak_repeats=2, log=lambda _: None, seeds=(1, 2), decode_seeds=(2,)
+  )
   result = json.loads(json.dumps(result))  # what --out writes
-  assert set(result) >= {'machine', 'model', 'sizes', 'peak', 'train', 'greedy', 'beam', 'seeds', 'scores'}
+  assert set(result) >= {
+    'machine',
+    'model',
+    'sizes',
+    'peak',
+    'train',
+    'greedy',
+    'beam',
+    'seeds',
+    'scores',
+    'decode_seeds',
+  }
   _positive(result['peak'], ['gflops'])
   _positive(
     result['train'],
@@ -62,8 +78,23 @@ def test_bench_runs_every_section_on_a_tiny_model(tmp_path, monkeypatch):
   assert set(result['scores']) == {'dot', 'luong'}
   for r in result['scores'].values():
     _positive(r, ['step_s', 'target_tokens_per_s', 'fraction_of_peak'])
+  (d,) = result['decode_seeds']
+  assert d['seeds'] == 2
+  _positive(d, ['call_s', 'sequential_s', 'speedup', 'sentences_per_s', 'compile_one_s'])
+  # The vmapped program decodes what each seed decodes alone (on the CPU bit for bit at this size).
+  assert d['tokens_equal'] == 1.0
   table = bench.table(result)
-  assert 'train step' in table and 'greedy' in table and 'luong' in table
+  assert 'train step' in table and 'greedy' in table and 'luong' in table and '2 seeds vmapped' in table
+
+
+def test_sections_outside_the_default_run_only_when_named():
+  assert 'decode_seeds' not in bench.SECTIONS and 'decode_seeds' in bench.OPTIONAL
+  try:
+    bench.run(TINY, Sizes(), ('decode_seed',))
+  except ValueError as e:
+    assert 'unknown section' in str(e) and 'decode_seeds' in str(e)
+  else:
+    raise AssertionError('a misspelt section was accepted')
 
 
 def test_flop_count_of_the_bench_config():
@@ -118,3 +149,22 @@ def test_main_job_model_is_the_main_configs():
   assert cfg.decoder_hidden_size == config.model.decoder_hidden_size and cfg.score == config.model.score
   assert cfg.source_vocab_size == cfg.target_vocab_size == config.data.vocab_size
   assert (sizes.batch, sizes.src_len, sizes.tgt_len) == (config.data.batch_size, 32, 32)
+
+
+def test_sharing_by_hand():
+  """One process alone: 10 ms per 5-seed step. Three at once: 20, 24 and 25 ms. In turn the three variants
+  take 30 ms, at once 25 ms: 1.2x. Windows [0, 10], [2, 11], [1, 12]: all three timed within [2, 10], 8 s of
+  the longest window, 11 s."""
+  from benchmarks import sharing
+
+  def run(step_s, window):
+    return {'seeds': [{'seeds': 5, 'step_s': step_s, 'timed_window': window}]}
+
+  s = sharing.summarise(run(0.010, [0, 5]), [run(0.020, [0, 10]), run(0.024, [2, 11]), run(0.025, [1, 12])])
+  assert s['processes'] == 3 and s['seeds_per_process'] == 5
+  assert s['in_turn_s'] == pytest.approx(0.030) and s['at_once_s'] == pytest.approx(0.025)
+  assert s['at_once_speedup'] == pytest.approx(1.2)
+  assert s['overlap_fraction'] == pytest.approx(8 / 11)
+  assert '1.20x in turn' in sharing.table(s)
+  with pytest.raises(ValueError, match='same K'):
+    sharing.summarise(run(0.01, [0, 1]), [{'seeds': [{'seeds': 4, 'step_s': 0.01, 'timed_window': [0, 1]}]}])

@@ -1,7 +1,7 @@
-"""benchmarks/device_check.sh, the script prepared for a lent GPU, in its dry run on the CPU: its steps run
+"""benchmarks/device_check.sh, the script prepared for a lent GPU, in its dry run on the CPU: its parts run
 tiny, and each output the device tool would bring back is written. The dry run here leaves out the part `bench`
-(the same `step` as `seeds`, which also runs the train section; benchmarks.bench itself is tested in
-test_bench.py) and checks that a part left out of ATTNMT_DEVICE_PARTS does not run."""
+(benchmarks.bench itself is tested in test_bench.py; profile and unroll run the tools tested in test_tools.py)
+and checks that a part left out of ATTNMT_DEVICE_PARTS does not run."""
 
 import json
 import os
@@ -15,7 +15,7 @@ def test_the_device_script_runs_dry(tmp_path):
   env = dict(
     os.environ,
     ATTNMT_DEVICE_CHECK='dry',
-    ATTNMT_DEVICE_PARTS='seeds,main',
+    ATTNMT_DEVICE_PARTS='seeds,decode_seeds,concurrent,main,main_one',
     OUT=str(out),
     ATTNMT_DEVICE_WORK=str(work),
     JAX_PLATFORMS='cpu',
@@ -23,12 +23,31 @@ def test_the_device_script_runs_dry(tmp_path):
   res = subprocess.run(['benchmarks/device_check.sh'], cwd=ROOT, env=env, capture_output=True, text=True, timeout=1200)
   log = (out / 'device_check.log').read_text()
   assert res.returncode == 0, log[-3000:]
-  for name in ('main model, seeds 1,2 vmapped', 'main job'):
+  for name in (
+    'main model, seeds 1,2 vmapped',
+    'main model, greedy decode by 2 seeds',
+    '2 processes of 2 seeds at once',
+    'main job',
+  ):
     assert f'== {name}: exit 0 after' in log, log[-3000:]
   assert '== bench config' not in log and not (out / 'bench_f32.json').exists()  # not in ATTNMT_DEVICE_PARTS
   seeds = json.loads((out / 'bench_main_seeds.json').read_text())['seeds']
   assert [s['seeds'] for s in seeds] == [1, 2] and all(s['step_s'] > 0 for s in seeds)
+  (decoded,) = json.loads((out / 'bench_main_decode_seeds.json').read_text())['decode_seeds']
+  assert decoded['seeds'] == 2 and decoded['speedup'] > 0
+  sharing = json.loads((out / 'sharing.json').read_text())
+  assert sharing['processes'] == 2 and sharing['seeds_per_process'] == 2 and sharing['at_once_speedup'] > 0
+  assert 'at once is' in log
   assert 'main job wall time: ' in log and (out / 'main_results.md').read_text().startswith('| variant |')
   pairs = (out / 'main_analysis.md').read_text()
-  assert '| pair | difference |' in pairs and (out / 'main_translations.json.gz').stat().st_size > 0
+  assert '| pair | difference |' in pairs and (out / 'main_extra.tgz').stat().st_size > 0
+  one = (out / 'main_one_results.md').read_text()
+  assert 'main job (one process) wall time: ' in log and one.startswith('| variant |')
+
+  # Both layouts train the same seeds on the same batches: the same scores (here bit for bit, one backend);
+  # the columns after the parameters are times.
+  def scores(text):
+    return [row.split('|')[1:11] for row in text.splitlines()[2:4]]
+
+  assert scores(one) == scores((out / 'main_results.md').read_text())
   assert len(os.listdir(out)) <= 8  # what the device tool brings back

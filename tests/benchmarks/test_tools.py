@@ -176,3 +176,54 @@ def test_profile_assigns_a_tiny_step_to_its_parts():
   ):
     assert result['parts'][part]['wall_s'] > 0, part
     assert result['parts'][part]['busy_s'] >= result['parts'][part]['wall_s'] * 0.999, part
+
+
+def test_kernels_are_sorted_into_kinds_by_name():
+  assert profile_step.kernel_kind('sm90_xmma_gemm_f32f32_tf32f32_f32_tn_n') == 'matrix products'
+  assert profile_step.kernel_kind('gemm_fusion_dot_17') == 'matrix products'
+  assert profile_step.kernel_kind('[memcpy] DtoD') == 'copies and fills'
+  assert profile_step.kernel_kind('input_dynamic_update_slice_fusion_2') == 'copies and fills'
+  assert profile_step.kernel_kind('loop_tanh_fusion_4') == 'other kernels'
+
+
+def test_device_kernels_by_hand():
+  """Two steps on two streams: kernels [0, 4) and [2, 6) overlap, [10, 11) stands alone (ns); a host line
+  and a device line that is not a stream are not counted."""
+  from types import SimpleNamespace as NS
+
+  def ev(name, start, duration):
+    return NS(name=name, start_ns=start, duration_ns=duration, stats=[])
+
+  device = NS(
+    name='/device:GPU:0',
+    lines=[
+      NS(name='Stream #13(Compute)', events=[ev('gemm_fusion_dot', 0, 4), ev('loop_add_fusion', 10, 1)]),
+      NS(name='Stream #14(MemcpyD2D)', events=[ev('[memcpy] DtoD', 2, 4)]),
+      NS(name='XLA Ops', events=[ev('gemm_fusion_dot', 0, 4)]),
+    ],
+  )
+  host = NS(name='/host:CPU', lines=[NS(name='python', events=[ev('step', 0, 100)])])
+  data = NS(planes=[host, device])
+  k = profile_step.device_kernels(data, steps=2, step_wall_s=20e-9)
+  assert k['kernels_per_step'] == 1.5  # 3 kernels over 2 steps
+  assert k['busy_s'] == pytest.approx(7e-9 / 2)  # union [0, 6) + [10, 11) = 7 ns, per step
+  assert k['idle_fraction'] == pytest.approx(1 - 3.5 / 20)
+  assert k['mean_kernel_us'] == pytest.approx(1e6 * 9e-9 / 3)  # 4 + 1 + 4 ns over 3 kernels
+  assert k['by_kind_s'] == pytest.approx({'copies and fills': 2e-9, 'matrix products': 2e-9, 'other kernels': 0.5e-9})
+  assert list(k['top_kernels_s'])[0] in ('gemm_fusion_dot', '[memcpy] DtoD')
+  assert profile_step.device_kernels(NS(planes=[host]), steps=2, step_wall_s=1.0) is None
+
+
+def test_unrolled_scans_compute_the_same_step_with_another_program():
+  from tools import scan_unroll
+
+  original = jax.lax.scan
+  base, state, batch = variants.compile_step(variants.Variant(), TINY, SIZES)
+  unrolled, state2, batch2 = variants.compile_step(variants.Variant(patch='tools.scan_unroll:by4'), TINY, SIZES)
+  assert base.as_text() != unrolled.as_text()
+  _, m1 = base(state, batch)
+  _, m2 = unrolled(state2, batch2)
+  np.testing.assert_allclose(float(m1['loss']), float(m2['loss']), rtol=1e-5)
+  assert jax.lax.scan is original  # the patch is gone after use
+  with scan_unroll.unrolled(3):
+    assert jax.lax.scan is not original and jax.lax.scan.__wrapped__ is original
