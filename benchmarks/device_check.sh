@@ -15,6 +15,8 @@
 #   concurrent    5 processes of 5 vmapped seeds sharing the device (the main job's layout) against one alone;
 #   decode_seeds  greedy decoding by the main job's 5 seeds: one vmapped program against the seeds in turn;
 #   unroll        the bench config's step with every scan unrolled 2, 4 and 8 steps (tools/ab_step, paired);
+#   host          the main job's training of one variant (5 seeds, 400 steps) under cProfile: where the
+#                 host's time goes (train_host.prof, read with python -m pstats);
 #   bench         the bench config, float32 (train step, greedy, beam);   bf16  its train step in bfloat16;
 #   main          the main job with 5 seeds per variant (none, additive, dot, general, concat), end to end, its
 #                 variants as 5 processes at once;   main_one  the same job as one process.
@@ -52,7 +54,7 @@ step() {  # step SECONDS NAME COMMAND...: runs it with a time limit; a failure o
 
 if [ -n "$DRY" ]; then
   quick=(--quick --steps=2 --model=tiny) seeds=1,2 only_bench=train slow=4  # the tests' tiny model
-  decode_k=2 sharing=2 sharing_steps=20
+  decode_k=2 sharing=2 sharing_steps=20 host_steps=2
   shards=2 mem_fraction=0.5 train_limit=600 report_limit=300
   main_flags=(--config.data.name=synthetic_numbers --config.data.synthetic_size=300 --config.data.synthetic_eval_size=40
     --config.data.tokenizer=word --config.data.vocab_size=64 --config.data.max_source_length=16
@@ -64,10 +66,10 @@ if [ -n "$DRY" ]; then
     "--config.data.data_dir=$WORK/data")
 else
   quick=(--steps=5 --model=main) seeds=1,2,4,5,8,16,32 only_bench=train,decode slow=1
-  decode_k=5 sharing=5 sharing_steps=200
+  decode_k=5 sharing=5 sharing_steps=${ATTNMT_SHARING_STEPS:-1500}  # 200 steps overlapped 10 %: compiles skew
   # One variant per process, 12 GB each on 80 GB. On an H100 the main job trained in 441 s and reported in
   # about 119 s (docs/results/main_gpu.md): with the other parts it needs more than one 10-minute call.
-  shards=5 mem_fraction=0.15 train_limit=470 report_limit=150
+  shards=5 mem_fraction=0.15 train_limit=470 report_limit=150 host_steps=400
   main_flags=(--config.sweep.scores=none,additive,dot,general,concat)   # train.seeds=auto: 5 on an accelerator
 fi
 
@@ -103,6 +105,13 @@ want decode_seeds && step $((60 * slow)) "main model, greedy decode by $decode_k
   --variants='{"unroll2": {"patch": "tools.scan_unroll:by2"}, "unroll4": {"patch": "tools.scan_unroll:by4"}, "unroll8": {"patch": "tools.scan_unroll:by8"}}'
 [ -n "$DRY" ] || ! want bench || step 70 "bench config, float32" "$PY" -m benchmarks.bench --steps=5 --only=$only_bench --out="$OUT/bench_f32.json"
 [ -n "$DRY" ] || ! want bf16 || step 45 "bench config, bfloat16" "$PY" -m benchmarks.bench --steps=5 --only=train --dtype=bfloat16 --out="$OUT/bench_bf16.json"
+host_profile() {
+  timeout $((150 * slow)) "$PY" -m cProfile -o "$OUT/train_host.prof" -m experiments.sweep \
+    --config=experiments/configs/main_ablation.py "--workdir=$WORK/host" "${main_flags[@]}" \
+    --config.sweep.scores=additive --config.train.num_steps=$host_steps --config.train.eval_every=0 \
+    && "$PY" -c 'import pstats, sys; pstats.Stats(sys.argv[1]).sort_stats("cumulative").print_stats(25)' "$OUT/train_host.prof"
+}
+want host && step 0 "the main job's loop on the host (cProfile)" host_profile
 # The main job: its variants train at once, one process (shard) each, on the one device (a small model leaves
 # the chip mostly idle, so their launches interleave); then one process writes the tables and the analysis of
 # the variants that finished (sweep.report_only), so a run cut by the time limit still reports what it has.

@@ -98,22 +98,27 @@ def _analyze_run(
   rows = sum(int(np.sum(b['index'] >= 0)) for b in batches)
   bars = {mode: progress.bar(len(run.seeds) * rows, f'{run.name} {mode}', 'sentence') for mode, _ in modes}
   pause_point('analysis')
-  for seed_i, seed in enumerate(run.seeds):
-    params = evaluation.seed_params(run.params, seed_i)
-    for mode, k in modes:
-      counted = progress.counted(batches, bars[mode], lambda b: int(np.sum(b['index'] >= 0)))
-      trans = evaluation.translate(
-        run.cfg,
-        params,
-        counted,
-        run.prepared.tgt_tokenizer,
-        k,
-        t.beam_alpha,
-        t.max_decode_factor,
-        keep_attention=mode == 'greedy',
-        beta=t.beam_coverage_penalty,
-        n_best=mode == 'beam',
-      )
+  together = evaluation.seeds_together(len(run.seeds))  # every seed in one program on an accelerator
+
+  def rows_in(batch):  # the sentences a batch translates for the bar: once per seed when seeds go together
+    return (len(run.seeds) if together else 1) * int(np.sum(batch['index'] >= 0))
+
+  for mode, k in modes:
+    by_seed = evaluation.translate_seeds(
+      run.cfg,
+      run.params,
+      len(run.seeds),
+      _Counted(batches, bars[mode], rows_in),
+      run.prepared.tgt_tokenizer,
+      k,
+      t.beam_alpha,
+      t.max_decode_factor,
+      keep_attention=mode == 'greedy',
+      beta=t.beam_coverage_penalty,
+      n_best=mode == 'beam',
+      together=together,
+    )
+    for seed_i, (seed, trans) in enumerate(zip(run.seeds, by_seed)):
       if mode == 'beam' and seed_i == 0:
         n_best = {x.index: x.hypotheses for x in trans}
       hyps, refs = [x.text for x in trans], [references[x.index] for x in trans]
@@ -149,6 +154,17 @@ def _analyze_run(
     result['aer'] = aer
   views = {} if run_dir is None else sentence_views(run, greedy_trans, sources, references, n_best, gold)
   return result, texts, views
+
+
+class _Counted:
+  """`batches` that advance `bar` by size(batch) as each is used, every time they are iterated (seed after
+  seed, translate_seeds iterates them once per seed)."""
+
+  def __init__(self, batches, bar, size):
+    self.batches, self.bar, self.size = batches, bar, size
+
+  def __iter__(self):
+    return progress.counted(self.batches, self.bar, self.size)
 
 
 def pool_by_length(per_seed: list[list[dict]]) -> list[dict]:

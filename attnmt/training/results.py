@@ -34,20 +34,20 @@ def evaluate(
   _, references = data.raw_texts(prepared, split)
   batches = list(data.batches(prepared, split, d, max_examples=max_sentences))  # built once, for every seed
   out = {}
-  for i in range(num_seeds):
-    p = evaluation.seed_params(params, i)
-    metrics = evaluation.teacher_forced_metrics(cfg, p, batches, mesh=mesh)
-    trans = evaluation.translate(
-      cfg,
-      p,
-      batches,
-      prepared.tgt_tokenizer,
-      beam_size,
-      t.beam_alpha,
-      t.max_decode_factor,
-      mesh=mesh,
-      beta=t.beam_coverage_penalty,
-    )
+  translations = evaluation.translate_seeds(  # every seed in one program on an accelerator
+    cfg,
+    params,
+    num_seeds,
+    batches,
+    prepared.tgt_tokenizer,
+    beam_size,
+    t.beam_alpha,
+    t.max_decode_factor,
+    mesh=mesh,
+    beta=t.beam_coverage_penalty,
+  )
+  for i, trans in enumerate(translations):
+    metrics = evaluation.teacher_forced_metrics(cfg, evaluation.seed_params(params, i), batches, mesh=mesh)
     metrics.update(evaluation.bleu_chrf([x.text for x in trans], [references[x.index] for x in trans]))
     for k, v in metrics.items():
       out.setdefault(k, []).append(v)
