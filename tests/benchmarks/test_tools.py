@@ -227,3 +227,31 @@ def test_unrolled_scans_compute_the_same_step_with_another_program():
   assert jax.lax.scan is original  # the patch is gone after use
   with scan_unroll.unrolled(3):
     assert jax.lax.scan is not original and jax.lax.scan.__wrapped__ is original
+
+
+def test_batch_shapes_pad_every_seed_to_the_widest(tmp_path):
+  """With fixed lengths every step has one shape. With length buckets, two seeds' stacked batch at a step is
+  as wide as the wider of the two seeds' own batches (read here from data.batches, seed by seed)."""
+  import collections
+
+  from attnmt import data
+  from experiments.configs import tiny
+  from tools import batch_shapes
+
+  config = tiny.get_config()
+  config.data.data_dir = str(tmp_path / 'data')
+  assert batch_shapes.shapes(config, num_seeds=2, steps=30) == {(16, 32): {'first_step': 0, 'steps': 30}}
+  d = config.data
+  d.fixed_source_length = d.fixed_target_length = 0
+  d.pad_to_multiple = 4
+  found = batch_shapes.shapes(config, num_seeds=2, steps=60)
+  prepared = data.prepare(d)
+  its = [data.batches(prepared, 'train', d, seed=d.shuffle_seed + s, row_multiple=d.batch_size) for s in (0, 1)]
+  expected, first = collections.Counter(), {}
+  for step in range(60):
+    a, b = next(its[0]), next(its[1])
+    shape = (max(a['src'].shape[1], b['src'].shape[1]), max(a['tgt_in'].shape[1], b['tgt_in'].shape[1]))
+    expected[shape] += 1
+    first.setdefault(shape, step)
+  assert found == {k: {'first_step': first[k], 'steps': n} for k, n in expected.items()}
+  assert len(found) > 1 and list(found) == sorted(found, key=lambda k: first[k])
