@@ -20,9 +20,12 @@ from ml_collections import config_flags
 from attnmt import data
 from attnmt.training import seeds as seed_axis
 
-config_flags.DEFINE_config_file('config', 'experiments/configs/default.py', 'Config file.', lock_config=True)
-_SEEDS = flags.DEFINE_integer('seeds', 1, 'seeds trained together (their batches are padded to common widths)')
-_STEPS = flags.DEFINE_integer('steps', 0, 'steps to read (0: train.num_steps)')
+
+def _define_flags():
+  """The command's flags, defined only when it runs: `shapes` is imported by tests beside other flag owners."""
+  config_flags.DEFINE_config_file('config', 'experiments/configs/default.py', 'Config file.', lock_config=True)
+  flags.DEFINE_integer('seeds', 1, 'seeds trained together (their batches are padded to common widths)')
+  flags.DEFINE_integer('steps', 0, 'steps to read (0: train.num_steps)')
 
 
 def shapes(config, num_seeds: int, steps: int) -> dict[tuple[int, int], dict]:
@@ -44,10 +47,10 @@ def shapes(config, num_seeds: int, steps: int) -> dict[tuple[int, int], dict]:
 
 def main(argv):
   del argv
-  config = flags.FLAGS.config
-  steps = _STEPS.value or config.train.num_steps
-  found = shapes(config, _SEEDS.value, steps)
-  print(f'{len(found)} batch shape(s) in {steps} steps of {_SEEDS.value} seed(s): each compiles the training step')
+  f = flags.FLAGS
+  steps = f.steps or f.config.train.num_steps
+  found = shapes(f.config, f.seeds, steps)
+  print(f'{len(found)} batch shape(s) in {steps} steps of {f.seeds} seed(s): each compiles the training step')
   print('| source width | target width | first step | steps |')
   print('| --- | --- | --- | --- |')
   for (s, t), v in found.items():
@@ -55,4 +58,5 @@ def main(argv):
 
 
 if __name__ == '__main__':
+  _define_flags()
   app.run(main)
