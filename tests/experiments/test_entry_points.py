@@ -26,9 +26,14 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 TINY = 'experiments/configs/tiny.py'
 
 
-def run_module(module, *flags, timeout=300):
-  """Runs `python -m module flags` from the repository root; returns the completed process."""
-  env = dict(os.environ, JAX_PLATFORMS='cpu', PYTHONPATH=ROOT)
+def run_module(module, *flags, timeout=300, own_cache=None, **extra_env):
+  """Runs `python -m module flags` from the repository root; returns the completed process. With `own_cache`
+  (a folder), the command runs without the tests' JAX_COMPILATION_CACHE_DIR and with XDG_CACHE_HOME there,
+  as a user's command would."""
+  env = dict(os.environ, JAX_PLATFORMS='cpu', PYTHONPATH=ROOT, **extra_env)
+  if own_cache is not None:
+    env.pop('JAX_COMPILATION_CACHE_DIR', None)
+    env['XDG_CACHE_HOME'] = str(own_cache)
   return subprocess.run(
     [sys.executable, '-m', module, *flags], cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout
   )
@@ -109,14 +114,30 @@ def test_train_then_curves_and_analysis_reload_the_run(tmp_path, data_dir):
   assert (run_out / 'translations.greedy.seed0.txt').read_text().splitlines() == lines
   assert (run_out / 'translations.beam.seed0.txt').exists() and (out / 'bleu_by_seed.png').stat().st_size > 5000
   # Translate from a file, with attention bars; an empty line is refused with a one-line error.
+  # A user's command caches what it compiles under $XDG_CACHE_HOME/attnmt/jax (ATTNMT_JAX_CACHE=0: nowhere).
   (tmp_path / 'in.txt').write_text('4 2\n1 0 7\n')
-  tr = run_module('experiments.translate', f'--run={workdir}', f'--input={tmp_path / "in.txt"}', '--show_attention')
+  tr = run_module(
+    'experiments.translate',
+    f'--run={workdir}',
+    f'--input={tmp_path / "in.txt"}',
+    '--show_attention',
+    own_cache=tmp_path / 'cache',
+    JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS='0',  # every program, however fast this machine compiles it
+  )
   assert tr.returncode == 0, tr.stderr[-3000:]
+  assert any((tmp_path / 'cache' / 'attnmt' / 'jax').iterdir())
   out_lines = tr.stdout.splitlines()
   assert sum('<- ' in line for line in out_lines) >= 2 and out_lines[1].strip().startswith('| 4 2 </s>')
   (tmp_path / 'bad.txt').write_text('4 2\n\n7\n')  # an empty line before a sentence
-  bad = run_module('experiments.translate', f'--run={workdir}', f'--input={tmp_path / "bad.txt"}')
+  bad = run_module(
+    'experiments.translate',
+    f'--run={workdir}',
+    f'--input={tmp_path / "bad.txt"}',
+    own_cache=tmp_path / 'off',
+    ATTNMT_JAX_CACHE='0',
+  )
   assert bad.returncode == 2 and 'input line 2 is empty' in bad.stderr.strip().splitlines()[-1]
+  assert not (tmp_path / 'off').exists()
 
 
 def test_sweep_of_two_variants_and_two_seeds_writes_its_table_and_never_reuses_stale_results(tmp_path, data_dir):
