@@ -16,7 +16,8 @@
 #   decode_seeds  greedy decoding by the main job's 5 seeds: one vmapped program against the seeds in turn;
 #   unroll        the bench config's step with every scan unrolled 2, 4 and 8 steps (tools/ab_step, paired);
 #   host          the main job's training of one variant (5 seeds, 400 steps) under cProfile: where the
-#                 host's time goes (train_host.prof, read with python -m pstats);
+#                 host's time goes (train_host.prof, read with python -m pstats; written when the command
+#                 ends, after the final evaluation and analysis: 150 s were too few on an H100, 300 now);
 #   bench         the bench config, float32 (train step, greedy, beam);   bf16  its train step in bfloat16;
 #   main          the main job with 5 seeds per variant (none, additive, dot, general, concat), end to end, its
 #                 variants as 5 processes at once;   main_one  the same job as one process.
@@ -107,7 +108,7 @@ want decode_seeds && step $((60 * slow)) "main model, greedy decode by $decode_k
 [ -n "$DRY" ] || ! want bench || step 70 "bench config, float32" "$PY" -m benchmarks.bench --steps=5 --only=$only_bench --out="$OUT/bench_f32.json"
 [ -n "$DRY" ] || ! want bf16 || step 45 "bench config, bfloat16" "$PY" -m benchmarks.bench --steps=5 --only=train --dtype=bfloat16 --out="$OUT/bench_bf16.json"
 host_profile() {
-  timeout $((150 * slow)) "$PY" -m cProfile -o "$OUT/train_host.prof" -m experiments.sweep \
+  timeout $((300 * slow)) "$PY" -m cProfile -o "$OUT/train_host.prof" -m experiments.sweep \
     --config=experiments/configs/main_ablation.py "--workdir=$WORK/host" "${main_flags[@]}" \
     --config.sweep.scores=additive --config.train.num_steps=$host_steps --config.train.eval_every=0 \
     && "$PY" -c 'import pstats, sys; pstats.Stats(sys.argv[1]).sort_stats("cumulative").print_stats(25)' "$OUT/train_host.prof"
