@@ -206,10 +206,11 @@ def table(result: dict) -> str:
   base = None
   for s in result.get('seeds', []):
     base = base or s['tokens_per_s_per_seed']
+    memory = f', device peak {s["device_peak_bytes"] / 2**30:.2f} GiB' if s.get('device_peak_bytes') else ''
     add(
       f'{s["seeds"]} seed(s), vmapped',
       s['step_s'],
-      f'{s["tokens_per_s_per_seed"]:.0f} tok/s/seed ({s["tokens_per_s_per_seed"] / base:.2f}x)',
+      f'{s["tokens_per_s_per_seed"]:.0f} tok/s/seed ({s["tokens_per_s_per_seed"] / base:.2f}x){memory}',
       s,
     )
   for d in result.get('decode_seeds', []):

@@ -186,6 +186,7 @@ def seeds_case(cfg: ModelConfig, sizes: Sizes, probe: PeakProbe, start_peak_gflo
   gflop = num_seeds * flops.train_step_flops(cfg, sizes.batch, sizes.src_len, sizes.tgt_len) / 1e9
   return {
     'seeds': num_seeds,
+    'device_peak_bytes': device_peak_bytes(),
     'compile_s': compile_s,
     'step_s': timed.median_s,
     'step_s_all': timed.seconds,
@@ -229,6 +230,13 @@ def decode_seeds_case(
     'sentences_per_s': num_seeds * sizes.batch / batched.median_s,
     **_rates(gflop, batched, start_peak_gflops),
   }
+
+
+def device_peak_bytes() -> int | None:
+  """The most memory the first device has held so far in this process (an accelerator's allocator keeps the
+  count; None on a CPU, whose devices keep none). With K ascending, each seeds row reads its own K's peak."""
+  stats = jax.devices()[0].memory_stats()
+  return None if not stats else stats.get('peak_bytes_in_use')
 
 
 def score_variants(cfg: ModelConfig) -> dict[str, ModelConfig]:

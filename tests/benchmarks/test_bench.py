@@ -75,6 +75,7 @@ def test_bench_runs_every_section_on_a_tiny_model(tmp_path, monkeypatch):
   assert [s['seeds'] for s in result['seeds']] == [1, 2]  # each K one vmapped program (K = 4 compiles a third)
   for s in result['seeds']:
     _positive(s, ['step_s', 'tokens_per_s_per_seed', 'fraction_of_peak'])
+    assert s['device_peak_bytes'] is None  # a CPU device keeps no memory statistics
   assert set(result['scores']) == {'dot', 'luong'}
   for r in result['scores'].values():
     _positive(r, ['step_s', 'target_tokens_per_s', 'fraction_of_peak'])
@@ -168,3 +169,39 @@ def test_sharing_by_hand():
   assert '1.20x in turn' in sharing.table(s)
   with pytest.raises(ValueError, match='same K'):
     sharing.summarise(run(0.01, [0, 1]), [{'seeds': [{'seeds': 4, 'step_s': 0.01, 'timed_window': [0, 1]}]}])
+
+
+def test_device_peak_bytes_reads_the_allocators_peak(monkeypatch):
+  import jax
+
+  class Device:
+    def __init__(self, stats):
+      self.stats = stats
+
+    def memory_stats(self):
+      return self.stats
+
+  monkeypatch.setattr(jax, 'devices', lambda: [Device({'bytes_in_use': 5, 'peak_bytes_in_use': 3 << 30})])
+  assert cases.device_peak_bytes() == 3 << 30
+  result = {
+    'seeds': [
+      {
+        'seeds': 2,
+        'step_s': 0.5,
+        'tokens_per_s_per_seed': 100.0,
+        'device_peak_bytes': 3 << 30,
+        'gflop': 1.0,
+        'gflops': 2.0,
+        'peak_gflops': 4.0,
+        'fraction_of_peak': 0.5,
+        'fraction_of_start_peak': 0.5,
+        'compile_s': 1.0,
+      }
+    ],
+    'peak': {'probe_n': 0, 'gflops': 4.0, 'start': {'dtype': 'float32'}, 'end': {'gflops': 4.0}},
+    'machine': {'cpu': 'x', 'cpu_cores': 1, 'jax': '0'},
+    'sizes': {'batch': 1, 'tgt_len': 1},
+  }
+  assert 'device peak 3.00 GiB' in bench.table(result)
+  monkeypatch.setattr(jax, 'devices', lambda: [Device(None)])
+  assert cases.device_peak_bytes() is None
