@@ -3,7 +3,7 @@ r"""The distinct batch shapes a run's training steps take: each one compiles the
     python -m tools.batch_shapes --config=experiments/configs/main_ablation.py --seeds=5
     python -m tools.batch_shapes --config=experiments/configs/main_ablation.py --seeds=1 --config.data.pad_to_multiple=16
 
-Reads the training batches exactly as training does (`data.batches` per seed, `seeds.stack_batches` padding
+Reads the training batches exactly as training does (`seeds.training_batches` per seed, `seeds.stack_batches` padding
 the seeds' batches to common widths) for `train.num_steps` steps (or `--steps`), trains nothing, and prints
 each (source width, target width) with the step it first appears at and how many steps take it. On a GPU a
 compilation of the main job's 5-seed step takes about 17 s against 5 ms per step (benchmarks/README.md, "On a
@@ -31,10 +31,7 @@ def _define_flags():
 def shapes(config, num_seeds: int, steps: int) -> dict[tuple[int, int], dict]:
   """(source width, target width) -> {'first_step', 'steps'} over `steps` stacked training batches."""
   d = config.data
-  prepared = data.prepare(d)
-  iterators = [
-    data.batches(prepared, 'train', d, seed=d.shuffle_seed + s, row_multiple=d.batch_size) for s in range(num_seeds)
-  ]
+  iterators = seed_axis.training_batches(data.prepare(d), d, range(num_seeds))
   seen: dict[tuple[int, int], dict] = {}
   counts = collections.Counter()
   for step in range(steps):

@@ -70,21 +70,14 @@ class Loop:
 
   def __post_init__(self):
     t, d = self.config.train, self.config.data
-    # Rows padded to the full global batch (a multiple of the device count), so an epoch's smaller last
-    # batch keeps the compiled shape; token-budget batches only pad to divide over the devices.
-    row_multiple = parallel.num_shards(self.mesh) if d.batch_tokens else d.batch_size
-    self.iterators = [
-      data.batches(
-        self.prepared,
-        'train',
-        d,
-        seed=d.shuffle_seed + s,
-        state=st,
-        row_multiple=row_multiple,
-        shard=(jax.process_index(), jax.process_count()),
-      )
-      for s, st in zip(self.seeds, self.state.meta['iterators'])
-    ]
+    self.iterators = seed_axis.training_batches(
+      self.prepared,
+      d,
+      self.seeds,
+      self.state.meta['iterators'],
+      parallel.num_shards(self.mesh),
+      (jax.process_index(), jax.process_count()),
+    )
     self.start = self.state.step
     self.progress = Progress(
       t.num_steps, self.start, enabled=parallel.is_main_process(), budget_seconds=60 * t.time_budget_minutes

@@ -13,6 +13,7 @@ import jax
 import numpy as np
 import optax
 
+from attnmt import data
 from attnmt.errors import ConfigError
 from attnmt.model.config import ModelConfig
 from attnmt.training import guards, parallel, train_step
@@ -32,6 +33,19 @@ def parse_seeds(seeds) -> list[int]:
   if big:
     raise ConfigError(f'train.seeds must be 32-bit integers (-2147483648 to 2147483647), got {big[0]}')
   return out
+
+
+def training_batches(prepared, d, seeds, states=None, num_shards: int = 1, shard: tuple[int, int] = (0, 1)) -> list:
+  """Each seed's training batches as training reads them: shuffled by `d.shuffle_seed + seed`, `states[i]`
+  resuming seed i's iterator. Rows are padded to the full global batch (a multiple of `num_shards`, the
+  data-parallel device count, for token-budget batches), so an epoch's smaller last batch keeps the compiled
+  shape; `shard=(process_index, process_count)` yields this process's rows."""
+  row_multiple = num_shards if d.batch_tokens else d.batch_size
+  states = states or [None] * len(seeds)
+  return [
+    data.batches(prepared, 'train', d, seed=d.shuffle_seed + s, state=st, row_multiple=row_multiple, shard=shard)
+    for s, st in zip(seeds, states)
+  ]
 
 
 def stack_batches(batches: list[dict], keys: tuple[str, ...] = BATCH_KEYS) -> dict:
