@@ -123,8 +123,10 @@ def compilation_cache_dir() -> str | None:
 def use_compilation_cache() -> None:
   """Turns the persistent compilation cache on (compilation_cache_dir), before anything is compiled; the
   user's own JAX_* settings win."""
+  if os.environ.get('JAX_COMPILATION_CACHE_DIR'):
+    return  # JAX reads the user's own settings itself
   path = compilation_cache_dir()
-  if path is None or os.environ.get('JAX_COMPILATION_CACHE_DIR'):
+  if path is None:
     return
   try:
     os.makedirs(path, exist_ok=True)

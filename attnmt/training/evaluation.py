@@ -117,10 +117,15 @@ def translate_seeds(
     )
     d, beams = program(params, on['src'], on['src_len'])
     for i in range(num_seeds):
-      mine = decoding.Decoded(*(None if x is None else x[i] for x in d))
-      mine_beams = None if beams is None else decoding.Decoded(*(None if x is None else x[i] for x in beams))
-      out[i] += _translations(batch, mine, mine_beams, tgt_tokenizer, keep_attention)
+      out[i] += _translations(batch, _seed_of(d, i), _seed_of(beams, i), tgt_tokenizer, keep_attention)
   return [sorted(o, key=lambda t: t.index) for o in out]
+
+
+def _seed_of(decoded: Optional[decoding.Decoded], i: int) -> Optional[decoding.Decoded]:
+  """Seed i's rows of a Decoded stacked over seeds (fields left None stay None)."""
+  if decoded is None:
+    return None
+  return decoding.Decoded(*(None if x is None else x[i] for x in decoded))
 
 
 @functools.lru_cache(maxsize=64)
