@@ -317,8 +317,8 @@ class Comparison:
 
   @property
   def pairs(self) -> list[dict]:
-    """Every pair compared: the difference of mean BLEU, its interval, the two-sided p, the Holm-adjusted p
-    within its family, the verdict and, when not ranked, the seeds it would need."""
+    """Every contrast of the family: the difference of mean BLEU, its simultaneous interval, the two-sided p,
+    the adjusted p, the answer ('decision') and verdict and, when undecided, the seeds that would decide it."""
     return [p for r in self.results for p in r['significance']['pairs']]
 
   def cells(self) -> tuple[list[str], list[list[str]], list[str]]:
@@ -341,17 +341,25 @@ def compare(
   split: str = 'test',
   which: str = 'best',
   beam_size: int = 0,
-  n_samples: int = 1000,
-  seed: int = 12345,
+  contrasts: str = 'all',
+  delta: float = 0.5,
 ) -> Comparison:
-  """Decodes `split` with every seed of every run and compares them as experiments/analyze.py does (Welch's
-  t over seeds with the test set's variance from `n_samples` bootstrap replicates, Holm over each family;
-  attnmt.analysis.comparison), writing
-  nothing. Unlike `load`, this reads each run's corpus (built again from the config if missing)."""
+  """Decodes `split` with every seed of every run and compares them as experiments/analyze.py does: Welch's
+  t over seeds with the test set's variance (jackknife over sentences), the family `contrasts` ('all' pairs,
+  variant names each tested against every other, or pairs written A~B) with simultaneous intervals, and three
+  answers: A > B, A ≈ B within ±`delta` BLEU, undecided (attnmt.analysis.comparison), writing nothing. Unlike `load`, this reads each run's corpus (built again from the config if missing)."""
   dirs = _sentences(run_dirs, 'run_dirs')
   if which not in ('best', 'latest'):
     raise InputError(f"which={which!r}: pass 'best' or 'latest'")
   results = report.analyze_runs(
-    dirs, None, which, n_samples, seed, report_sentences=0, beam_size=beam_size, split=split, num_heatmaps=0
+    dirs,
+    None,
+    which,
+    report_sentences=0,
+    contrasts=contrasts,
+    delta=delta,
+    beam_size=beam_size,
+    split=split,
+    num_heatmaps=0,
   )
   return Comparison(results, split)

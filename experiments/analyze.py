@@ -38,6 +38,13 @@ flags.DEFINE_string('from_scores', None, "Instead of --runs: a CSV of per-seed s
 flags.DEFINE_string(
   'baseline', None, 'The variant the others are tested against (default: the first whose score does not attend, none).'
 )
+flags.DEFINE_string(
+  'contrasts',
+  'all',
+  "The family the verdicts cover, declared before the results: 'all' (every pair), variant names (each "
+  "tested against every other variant), or pairs written A~B; comma-separated.",
+)
+flags.DEFINE_float('delta', 0.5, 'Equivalence margin in BLEU: A ≈ B when the simultaneous interval lies within ±delta.')
 flags.DEFINE_list(
   'interventions',
   [],
@@ -80,6 +87,8 @@ def main(argv):
 
 
 def _analyze():
+  if not FLAGS.delta > 0:
+    raise ValueError(f'--delta ({FLAGS.delta}) must be > 0 BLEU: the margin within which two variants are equivalent')
   if sum(map(bool, (FLAGS.runs, FLAGS.from_translations, FLAGS.from_scores))) != 1:
     raise ValueError(
       'give one of --runs (run directories), --from_translations (a translations.json.gz) or --from_scores (a CSV)'
@@ -115,6 +124,8 @@ def _analyze():
     heatmap_min_words=FLAGS.heatmap_min_words,
     report_sentences=FLAGS.report_sentences,
     baseline=FLAGS.baseline,
+    contrasts=FLAGS.contrasts,
+    delta=FLAGS.delta,
   )
   table = tables.analysis_table(results)
   report.write_text(os.path.join(out, 'analysis.md'), table + '\n')
@@ -174,7 +185,8 @@ def _from_scores(path: str, baseline):
     raise ValueError(f'--baseline {baseline} is not a variant of {path}; variants: {", ".join(names)}')
   # A results.csv holds names only: a variant's score is its name's first part (run_results.variant_name).
   baseline = baseline or next((n for n in names if not _score_attends(n.split('/')[0])), None)
-  results = tables.scores_results(comparison.compare_scores(names, scores, baseline))
+  compared = comparison.compare_scores(names, scores, baseline, contrasts=FLAGS.contrasts, delta=FLAGS.delta)
+  results = tables.scores_results(compared)
   print(f'From {path} ({len(names)} variant(s), per-seed scores only):\n' + tables.pairwise_text(results))
 
 
@@ -187,7 +199,9 @@ def _score_attends(score: str) -> bool:
 
 
 def _from_translations(path: str, out):
-  results = report.analyze_translations(path, baseline=FLAGS.baseline, pool_seeds=FLAGS.pool_seeds)
+  results = report.analyze_translations(
+    path, baseline=FLAGS.baseline, pool_seeds=FLAGS.pool_seeds, contrasts=FLAGS.contrasts, delta=FLAGS.delta
+  )
   table = tables.analysis_table(results)
   print(f'From {path} ({len(results)} variant(s); no runs read):\n' + table)
   print(tables.attention_verdict(results))

@@ -32,7 +32,7 @@ from attnmt.model.config import ModelConfig
 from attnmt.training import checkpoints, lock, parallel, settings, trainer
 from attnmt.training import results as run_results
 from attnmt.training.lock import LockHeld
-from experiments import common, cores
+from experiments import common, cores, rounds
 from experiments.configs import default
 
 FLAGS = flags.FLAGS
@@ -204,6 +204,8 @@ def _sweep():
   schema.check('sweep', default.SWEEP, config.sweep)  # and a config written before a sweep setting existed:
   with config.sweep.unlocked():  # it does what the setting's declared value_before does
     config.sweep.update(schema.fill_missing(default.SWEEP, config.sweep.to_dict()))
+  if config.sweep.rounds:
+    return rounds.run(config, root)
   if str(config.train.seeds).strip().lower() == 'auto':
     backend = jax.default_backend()
     config.train.seeds = cores.auto_seeds(backend)
@@ -320,10 +322,15 @@ def _report(config, root, rows, dirs):
       beam_size=config.sweep.beam_size,
       num_heatmaps=config.sweep.num_heatmaps,
       heatmap_min_words=config.sweep.heatmap_min_words,
+      contrasts=config.sweep.contrasts,
+      delta=config.sweep.delta,
     )
     by_variant = results
     if len(pooled) < len(rows):  # one run per seed: the statistics pool each variant's runs, from their outputs
-      by_variant = report.analyze_translations(os.path.join(out, stored.FILE), pool_seeds=True)
+      path = os.path.join(out, stored.FILE)
+      by_variant = report.analyze_translations(
+        path, pool_seeds=True, contrasts=config.sweep.contrasts, delta=config.sweep.delta
+      )
     analysis_md = tables.analysis_table(by_variant)
     _write(os.path.join(out, 'analysis.md'), analysis_md + '\n')
     outputs.append(html_report.write_report(results, out))

@@ -1,5 +1,5 @@
 """analyze_runs: translations, BLEU/chrF, BLEU by length, heatmaps, AER, attention monotonicity, entropy,
-maximum weight and coverage deviation, repetition, and paired-bootstrap significance against `none` for a
+maximum weight and coverage deviation, repetition, and the declared family's verdicts (attnmt.analysis.comparison) for a
 set of run directories."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import NamedTuple, Optional
 import numpy as np
 import sacrebleu
 
-from attnmt.analysis import comparison, inspection, significance, stored
+from attnmt.analysis import comparison, family, inspection, significance, stored, tables
 
 from attnmt import data, plots, progress
 from attnmt.data import pharaoh as pharaoh_file
@@ -338,20 +338,29 @@ def default_baseline(results: list[dict], name: Optional[str] = None) -> Optiona
   return next((r['variant'] for r in results if not r.get('attends', True)), None)
 
 
+LENGTH_SHARE = 0.2  # of alpha, for the longest-sentence verdicts against the baseline; the rest for the corpus
+
+
 def add_significance(
-  results: list[dict], texts: list[dict], n_samples: int = 1000, seed: int = 12345, baseline: Optional[str] = None
+  results: list[dict],
+  texts: list[dict],
+  baseline: Optional[str] = None,
+  contrasts: str = 'all',
+  delta: float = comparison.DELTA,
 ) -> None:
   """Sets result['significance'] of every run from comparison.compare_statistics, over seeds and test
   sentences: 'corpus' holds the per-seed greedy BLEU, mean, sd and t interval over seeds with the test set's
-  variance ('ci'); 'pairs' the comparisons this run leads (against the baseline, against the best, then the
-  rest, each with difference, t interval, two-sided p, Holm-adjusted p, verdict and seed plan); 'by_length' the
-  same per source-length bucket of result['greedy_bleu_by_length'] (mean over seeds, interval, p against the
-  baseline, Holm-adjusted over every bucket test against it).
+  variance; 'pairs' the contrasts of the declared family `contrasts` this run leads (difference, simultaneous
+  interval, p, adjusted p, verdict, seeds to decide); 'by_length' the same per source-length bucket of
+  result['greedy_bleu_by_length'] (mean over seeds, 95 % interval), and on the two longest buckets every run
+  shares the contrast against the baseline.
 
-  `texts[k]` holds run k's 'hypotheses' ({'greedy': one list per seed}), 'references' and 'sources'. Runs
-  are compared only with runs that translated the same sentences; the baseline is the variant named `baseline`,
-  else the first whose score does not attend (result['attends'] False: `none`, or a user's score that declares
-  so); without one, no p-values against a baseline."""
+  One page, one error budget: with a baseline and length buckets, LENGTH_SHARE of alpha goes to the length
+  contrasts (Bonferroni over every bucket and variant tested) and the rest to the corpus family; otherwise
+  the corpus family has all of it. `texts[k]` holds run k's 'hypotheses' ({'greedy': one list per seed}),
+  'references' and 'sources'. Runs are compared only with runs that translated the same sentences; the
+  baseline is the variant named `baseline`, else the first whose score does not attend (result['attends']
+  False: `none`, or a user's score that declares so)."""
   groups = {}
   for k, g in enumerate(texts):
     groups.setdefault((tuple(g['references']), tuple(g['sources'])), []).append(k)
@@ -362,49 +371,56 @@ def add_significance(
     stats = [
       np.stack([significance.sentence_statistics(h, refs) for h in texts[k]['hypotheses']['greedy']]) for k in members
     ]
-    whole = comparison.compare_statistics(names, stats, base, n_samples, seed)
-    buckets = _buckets_against_baseline(
-      results[members[0]]['greedy_bleu_by_length'], sources, stats, names, base, n_samples, seed
+    rows = results[members[0]]['greedy_bleu_by_length']
+    tested = tables.longest_shared_buckets([results[k] for k in members]) if base is not None and len(names) > 1 else []
+    length_level = comparison.ALPHA * LENGTH_SHARE if tested else 0.0
+    whole = comparison.compare_statistics(
+      names, stats, base, contrasts=contrasts, delta=delta, level=comparison.ALPHA - length_level
     )
+    buckets = _buckets_against_baseline(rows, sources, stats, names, base, tested, length_level, delta)
     for m, k in enumerate(members):
       results[k]['significance'] = {
-        'method': whole['method'],
-        'baseline': base,
-        'n_samples': n_samples,
-        'seed': seed,
-        'alpha': whole['alpha'],
-        'families': whole['families'],
-        'ranked': whole['ranked'],
-        'best': whole['best'],
+        key: whole[key]
+        for key in ('method', 'baseline', 'alpha', 'level', 'delta', 'contrasts', 'family_size', 'ranked')
+      } | {
+        'length_level': length_level,
         'corpus': {'sentences': len(refs), **whole['variants'][m]},
         'pairs': [p for p in whole['pairs'] if p['a'] == names[m]],
         'by_length': [b[m] for b in buckets],
       }
 
 
-def _buckets_against_baseline(rows, sources, stats, names, baseline, n_samples, seed) -> list[list[dict]]:
+def _buckets_against_baseline(rows, sources, stats, names, baseline, tested, level, delta) -> list[list[dict]]:
   """Per source-length bucket (rows of greedy_bleu_by_length), per variant: mean BLEU over seeds on the
-  bucket's sentences, its interval, and the pair test against `baseline` (None without one), the p-values
-  Holm-adjusted over every bucket and variant tested (one family)."""
+  bucket's sentences and its 95 % interval; on the `tested` buckets, each variant's contrast against
+  `baseline` at `level` (Bonferroni over every bucket and variant tested): difference, simultaneous interval,
+  p, adjusted p and decision."""
   words = evaluation.source_words(sources)
   base = None if baseline is None else names.index(baseline)
   out, tests = [], []
   for row in rows:
     selection = evaluation.in_bucket(words, row['lo'] - 1, row['hi'])  # rows hold lo + 1
     per_seed = [[significance.corpus_bleu(s[k, selection].sum(0)) for k in range(len(s))] for s in stats]
-    reps = significance.sentence_replicates(stats, n_samples, seed, sentences=selection)
+    jack = [significance.jackknife(s, selection) for s in stats] if len(selection) > 1 else None
     bucket = []
     for m in range(len(stats)):
-      summary = significance.variant_summary(per_seed[m], reps[m])
       entry = {'bucket': row['bucket'], 'lo': row['lo'], 'hi': row['hi'], 'sentences': int(len(selection))}
-      entry |= {'bleu': summary['mean'], 'per_seed': per_seed[m], 'interval': summary['interval'], 'p_value': None}
-      if base is not None and base != m:
-        entry['p_value'] = significance.pair_test(per_seed[m], per_seed[base], reps[m], reps[base])['p_value']
-        tests.append(entry)
+      summary = (
+        significance.seed_summary(per_seed[m]) if jack is None else significance.variant_summary(per_seed[m], jack[m])
+      )
+      entry |= {'bleu': summary['mean'], 'per_seed': per_seed[m], 'interval': summary.get('interval', summary['ci'])}
+      entry |= {'p_value': None, 'p_adjusted': None, 'decision': None}
+      if row['bucket'] in tested and base != m and jack is not None:
+        tests.append((entry, per_seed[m], per_seed[base], jack[m], jack[base]))
       bucket.append(entry)
     out.append(bucket)
-  for entry, adjusted in zip(tests, significance.holm([e['p_value'] for e in tests])):
-    entry['p_adjusted'] = adjusted
+  for entry, a, b, jack_a, jack_b in tests:
+    test = significance.pair_test(a, b, jack_a, jack_b, level / len(tests), delta)
+    seeds = [len(a), len(b)]
+    entry['p_value'] = test['p_value']
+    entry['p_adjusted'] = min(1.0, test['p_value'] * len(tests) * comparison.ALPHA / level)
+    entry['contrast_interval'] = test['interval'] if min(seeds) >= 2 else None
+    entry['decision'] = family.decision(entry['contrast_interval'], delta, seeds)
   return out
 
 
@@ -412,10 +428,10 @@ def analyze_runs(
   workdirs: list[str],
   out_dir: Optional[str],
   which: str = 'best',
-  bootstrap_samples: int = 1000,
-  bootstrap_seed: int = 12345,
   report_sentences: int = 200,
   baseline: Optional[str] = None,
+  contrasts: str = 'all',
+  delta: float = comparison.DELTA,
   **options,
 ) -> list[dict]:
   """analyze_run for every directory, the significance of their differences (add_significance), the
@@ -431,7 +447,7 @@ def analyze_runs(
     results.append(result)
     texts.append(run_texts)
     views.append(run_views)
-  add_significance(results, texts, bootstrap_samples, bootstrap_seed, baseline)
+  add_significance(results, texts, baseline, contrasts, delta)
   if out_dir is None:
     return results
   for result in results:
@@ -535,7 +551,11 @@ def embedded_sentences(results: list[dict], views: list[dict[int, dict]], must=(
 
 
 def analyze_translations(
-  path: str, n_samples: int = 1000, seed: int = 12345, baseline: Optional[str] = None, pool_seeds: bool = False
+  path: str,
+  baseline: Optional[str] = None,
+  pool_seeds: bool = False,
+  contrasts: str = 'all',
+  delta: float = comparison.DELTA,
 ) -> list[dict]:
   """The analysis results (as analyze_runs returns them, less what needs the model: attention, beam, AER)
   recomputed from a stored translations file (attnmt.analysis.stored); `pool_seeds`: single-seed runs of one
@@ -560,5 +580,5 @@ def analyze_translations(
     result['greedy_bleu_by_length'] = pool_by_length(result['greedy_bleu_by_length_by_seed'])
     results.append(result)
     texts.append({'hypotheses': {'greedy': v['greedy']}, 'references': refs, 'sources': srcs})
-  add_significance(results, texts, n_samples, seed, baseline)
+  add_significance(results, texts, baseline, contrasts, delta)
   return results

@@ -108,8 +108,8 @@ def results_note(rows: list[dict]) -> str:
     return ONE_SEED + '.'
   return (
     "sd: sample standard deviation over seeds; 95% CI: Student's t interval of the mean over seeds. The "
-    "analysis (analysis/analysis.md) tests each pair with Welch's t over seeds and the test set's variance, "
-    'Holm-adjusted over its family.'
+    "analysis (analysis/analysis.md) decides every contrast of its family with Welch's t over seeds and the "
+    "test set's variance, simultaneous intervals over the family."
   )
 
 
@@ -164,7 +164,10 @@ def analysis_cells(results: list[dict]) -> tuple[list[str], list[list[str]], lis
   if has_sig:
     columns.append(('95% interval', lambda r: interval(r['significance']['corpus']['interval'])))
     if baseline:
-      columns.append(('p vs none', lambda r: 'baseline' if r['variant'] == baseline else _p_against(r, baseline)))
+      every = [p for r in results for p in r['significance']['pairs']]
+      columns.append(
+        ('p vs none', lambda r: 'baseline' if r['variant'] == baseline else _p_against(every, r, baseline))
+      )
   columns.append(('chrF', lambda r: mean_sd(r['greedy_chrf'])))
   if all('greedy_chrfpp' in r for r in results):
     columns.append(('chrF++', lambda r: mean_sd(r['greedy_chrfpp'])))
@@ -186,14 +189,26 @@ def analysis_cells(results: list[dict]) -> tuple[list[str], list[list[str]], lis
   return headers, [[cell(r) for _, cell in columns] for r in results], _legend(results, has_sig, baseline)
 
 
-PAIR_HEADERS = ['pair', 'difference', '95% interval', 'p', 'adjusted p', 'verdict', 'seeds needed']
+PAIR_HEADERS = [
+  'pair',
+  'difference',
+  'simultaneous interval',
+  'p',
+  'adjusted p (≠ 0)',
+  'adjusted p (within ±δ)',
+  'verdict',
+  'seeds to decide',
+]
 
 
 def _seeds_cell(p: dict) -> str:
-  plan = p.get('seeds_needed')
+  """Seeds per variant that would decide an undecided contrast: at the pooled seed sd – at its upper bound."""
+  plan = p.get('seeds_to_decide')
   if not plan:
     return '–'
-  return ' / '.join('> 1000' if plan[k] is None else str(plan[k]) for k in ('observed', '0.5', '1'))
+  low, high = plan['observed'], plan['observed_upper']
+  text = lambda k: '> 1000' if k is None else str(k)  # noqa: E731
+  return text(low) if low == high else f'{text(low)}–{text(high)}'
 
 
 def scores_results(comparison: dict) -> list[dict]:
@@ -206,47 +221,66 @@ def scores_results(comparison: dict) -> list[dict]:
 
 
 def pair_cells(results: list[dict]) -> list[list[str]]:
-  """One row of PAIR_HEADERS cells per pair of the analysis, the primary family (against the baseline and the
-  best) first."""
-  pairs = [p for r in results for p in r.get('significance', {}).get('pairs', [])]
-  pairs = sorted(pairs, key=lambda p: p.get('family') != 'primary')
+  """One row of PAIR_HEADERS cells per contrast of the family, in the family's order."""
+  return [contrast_cells(p) for r in results for p in r.get('significance', {}).get('pairs', [])]
+
+
+def contrast_cells(p: dict) -> list[str]:
+  look = f" (look {p['look']})" if p.get('look') and p['decision'] in ('greater', 'equivalent') else ''
   return [
-    [
-      f"{p['a']} − {p['b']}",
-      f"{p['difference']:+.2f}",
-      interval(p['interval']),
-      format_p(p['p_value']),
-      format_p(p.get('p_adjusted')),
-      p['verdict'],
-      _seeds_cell(p),
-    ]
-    for p in pairs
+    f"{p['a']} − {p['b']}",
+    f"{p['difference']:+.2f}",
+    interval(p['interval']),
+    format_p(p['p_value']),
+    format_p(p.get('p_adjusted')),
+    format_p(p.get('p_equivalent_adjusted')),
+    p['verdict'] + look,
+    _seeds_cell(p),
   ]
 
 
+def family_text(s: dict) -> str:
+  """One sentence: the page's family and its error budget."""
+  spec = s.get('contrasts', 'all')
+  which = 'every pair of the variants' if spec == 'all' else f'the declared contrasts {spec}'
+  text = (
+    f"The family is {which} ({s['family_size']} contrast(s)), declared before the results; the chance of any "
+    f"wrong verdict on this page is at most {s['alpha']:g}"
+  )
+  if s.get('length_level'):
+    text += (
+      f" ({s['level']:g} for the corpus contrasts, {s['length_level']:g} for the longest-sentence contrasts "
+      'against the baseline)'
+    )
+  return text
+
+
 def pairs_note(results: list[dict]) -> str:
-  """What the pair table's columns mean: the test, its families and the seed plan."""
+  """What the pair table's columns mean: the test, its family, the answers and the seed plan."""
   s = results[0]['significance']
-  fam = s.get('families', {})
   seeds = sorted({len(r['seeds']) for r in results})
   test_set = (
-    f"with the test set's variance from {s['n_samples']} paired bootstrap replicates of the test sentences added"
-    if s.get('n_samples')
+    "with the test set's variance (jackknife over the test sentences; degrees of freedom the seeds', at most "
+    'sentences − 1) added'
+    if 'test set held fixed' not in s.get('method', '')
     else 'from the per-seed scores alone, the test set held fixed (its variance is not in the interval)'
   )
+  level = s['level'] / max(s['family_size'], 1)
   how = (
-    f"95% interval and two-sided p from Welch's t over seeds, {test_set}"
+    f"simultaneous interval: Welch's t over seeds {test_set}, at level {level:.2g} per contrast (Bonferroni: "
+    f"{s['level']:g} over {s['family_size']}), so all intervals hold together with probability "
+    f"{1 - s['level']:.3g} or more"
     if seeds[0] >= 2
-    else '95% interval and two-sided p from the paired bootstrap over the test sentences alone (one seed: the '
-    'seeds cannot be tested)'
+    else 'interval and p from the test sentences alone (one seed: the seeds cannot be tested)'
   )
   text = (
-    f'Greedy test BLEU, {"/".join(map(str, seeds))} seed(s) per variant. Difference of the means over seeds; '
-    f"{how}; the interval excludes 0 exactly when p < 0.05. Adjusted p: Holm over the family; the primary family is each variant against "
-    f"{s['baseline'] or 'the baseline (none here)'} and against the best ({fam.get('primary', 0)} pair(s)), the "
-    f"other pairs a second family ({fam.get('other', 0)} pair(s)). A pair is ranked when its adjusted p < 0.05. "
-    'Seeds needed: seeds per variant for 80 % power to detect the observed difference / 0.5 / 1.0 BLEU at '
-    "the family's level (0.05 over its size), from the pair's seed sd"
+    f'{family_text(s)}. Greedy test BLEU, {"/".join(map(str, seeds))} seed(s) per variant; difference of the '
+    f'means over seeds; {how}. Verdicts read off the interval: A > B when it excludes 0, A ≈ B when it lies '
+    f"within ±{s['delta']:g} BLEU (two one-sided tests), else undecided. p: two-sided, unadjusted; adjusted p "
+    '(≠ 0) is below 0.05 exactly when the interval excludes 0, adjusted p (within ±δ) exactly when it lies '
+    f"within ±{s['delta']:g}. Seeds to decide: seeds per variant that would decide the contrast with 80 % "
+    "probability at the family's level, if the true difference is the observed one, at the pooled seed sd – at "
+    "its 95 % upper bound (Welch's degrees of freedom taken as K − 1)"
   )
   if seeds[0] < 2:
     text += '. ' + ONE_SEED
@@ -261,40 +295,36 @@ def seeds_option(n: int, as_runs: bool = False) -> str:
 
 
 def seed_plan_text(results: list[dict]) -> str:
-  """Under 'not distinguishable' verdicts of the primary family: for 0.5 and 1.0 BLEU, the seeds per variant
-  that would detect it in every such pair (naming the pair that needs the most), and the option that trains them."""
+  """Under undecided verdicts: the seeds per variant that would decide every one of them (naming the contrast
+  that needs the most), a range from the seed sd's estimate to its upper bound, and how to train them."""
   pairs = [p for r in results for p in r.get('significance', {}).get('pairs', [])]
-  open_pairs = [p for p in pairs if p.get('family') == 'primary' and p.get('seeds_needed')]
+  open_pairs = [p for p in pairs if p.get('seeds_to_decide')]
   if not open_pairs:
     return ''
-  lines = ['Seeds to plan with (primary pairs not distinguishable; 80 % power at the family level):']
-  as_runs = all(r.get('seeds_as_runs') for r in results)
-  for key, label in (('0.5', '0.5 BLEU'), ('1', '1.0 BLEU')):
-    out_of_reach = [f"{p['a']} − {p['b']}" for p in open_pairs if p['seeds_needed'][key] is None]
-    if out_of_reach:
-      lines.append(f'  {label}: out of reach of 1000 seeds per variant in ' + ', '.join(out_of_reach))
+  plans = [p['seeds_to_decide'] for p in open_pairs]
+  lines = [f'Seeds to decide the {len(open_pairs)} undecided contrast(s) (80 % probability each, at the family level):']
+  for key, label in (('observed', 'if the observed differences are true'), ('hardest', 'whatever the differences')):
+    reach = [(pl[key], pl[key + '_upper'], p) for pl, p in zip(plans, open_pairs)]
+    if any(lo is None for lo, _, _ in reach):
+      out = [f"{p['a']} − {p['b']}" for lo, _, p in reach if lo is None]
+      lines.append(f'  {label}: out of reach of 1000 seeds per variant in ' + ', '.join(out))
       continue
-    hardest = max(open_pairs, key=lambda p: p['seeds_needed'][key])
-    n = hardest['seeds_needed'][key]
+    lo, hi, p = max(reach, key=lambda x: (x[0], x[1] or 10**9))
+    high = '> 1000' if hi is None else str(hi)
     lines.append(
-      f"  {label}: {n} seeds per variant ({hardest['a']} − {hardest['b']}, seed sd "
-      f"{hardest['seeds_needed']['sd']:.2f}, needs the most): {seeds_option(n, as_runs)}"
+      f"  {label}: {lo}–{high} seeds per variant ({p['a']} − {p['b']} needs the most; seed sd "
+      f"{p['seeds_to_decide']['sd']:.2f}, upper bound {p['seeds_to_decide']['sd_upper']:.2f})"
+      + (f': {seeds_option(lo, all(r.get("seeds_as_runs") for r in results))}' if lo <= 50 else '')
     )
-  if as_runs:
-    lines.append(
-      '  Each seed here is its own run: rerun the sweep with that option on the same --workdir; the seeds already '
-      'trained are reused.'
-    )
-  else:
-    lines.append(
-      '  A variant trains its seeds together: rerun the sweep with that option and a new --workdir (the '
-      'settings of a finished run cannot change).'
-    )
+  lines.append(
+    '  Or train seeds in rounds until every contrast is decided: --config.sweep.rounds=4 '
+    '--config.sweep.seeds_per_round=5 (docs/design.md, "Seeds until decided").'
+  )
   return '\n'.join(lines)
 
 
 def pairwise_text(results: list[dict]) -> str:
-  """The pairwise comparisons of the analysis as a Markdown table, its note, and the seed plan."""
+  """The contrasts of the analysis as a Markdown table, its note, and the seed plan."""
   rows = pair_cells(results)
   if not rows:
     return ''
@@ -306,10 +336,9 @@ def pairwise_text(results: list[dict]) -> str:
 
 def attention_verdict(results: list[dict]) -> str:
   """Whether each attention variant beats `none` on the two longest source-length buckets every run shares:
-  higher BLEU with a Holm-adjusted p < 0.05 (the pair test on the bucket's sentences, every bucket and variant
-  against none one family) beats it, significantly lower is below it, anything else within the uncertainty.
-  With one seed the same test covers the sentences only, not the seeds: each variant's score and p are shown,
-  and nothing is ranked (the text says so, as the pairwise table does)."""
+  its contrast against the baseline on the bucket's sentences, at the length share of the page's alpha
+  (Bonferroni over every bucket and variant tested). With one seed nothing is ranked: each variant's score and
+  p are shown, and the text says so, as the pairwise table does."""
   buckets = longest_shared_buckets(results)
   none = [r for r in results if not r.get('attends', True)]
   others = [r for r in results if r.get('attends', True)]
@@ -326,26 +355,29 @@ def attention_verdict(results: list[dict]) -> str:
     if seeds < 2:
       lines.append(f'{head}; {", ".join(shown)}; not ranked with 1 seed.')
       continue
-    groups = {'beat it (p < 0.05)': [], 'within the uncertainty': [], 'below it (p < 0.05)': []}  # adjusted p
+    groups = {'beat it': [], 'undecided': [], 'below it': [], 'equivalent to it': []}
     for (_, s), text in zip(scored, shown):
-      p = s.get('p_adjusted')
+      kind = s.get('decision')
       label = (
-        'within the uncertainty'
-        if p is None or p >= 0.05
-        else 'beat it (p < 0.05)'
-        if s['bleu'] > base_score['bleu']
-        else 'below it (p < 0.05)'
+        'equivalent to it'
+        if kind == 'equivalent'
+        else ('beat it' if s['bleu'] > base_score['bleu'] else 'below it')
+        if kind == 'greater'
+        else 'undecided'
       )
       groups[label].append(text)
     lines.append(head + ''.join(f'; {label}: ' + ', '.join(names) for label, names in groups.items() if names) + '.')
+  s = results[0]['significance']
   what = (
     'one seed: the test covers the sentences only, not the seeds, so nothing is ranked; rerun with '
     '--config.train.seeds=0,1,2 to rank them'
     if seeds < 2
     else f'mean over seeds ({"/".join(map(str, sorted({len(r["seeds"]) for r in results})))} per variant), '
-    "Welch's t over seeds with the bucket's test-set variance"
+    "Welch's t over seeds with the bucket's test-set variance, simultaneous intervals"
   )
-  what += '; p adjusted by Holm over every bucket and variant tested against none'
+  what += (
+    f"; {s.get('length_level', 0):g} of the page's alpha, Bonferroni over every bucket and variant tested against none"
+  )
   return f'\nLongest sentences, greedy BLEU against none ({what}):\n' + '\n'.join(lines)
 
 
@@ -358,8 +390,8 @@ def longest_shared_buckets(results, count: int = 2) -> list[str]:
   return shared[-count:] if shared else []
 
 
-def _p_against(r: dict, baseline: str):
-  pair = next((p for p in r['significance']['pairs'] if p['b'] == baseline), None)
+def _p_against(pairs: list[dict], r: dict, baseline: str):
+  pair = next((p for p in pairs if {p['a'], p['b']} == {r['variant'], baseline}), None)
   return '–' if pair is None else format_p(pair['p_value'])
 
 
@@ -369,12 +401,12 @@ def _bucket(result: dict, bucket: str) -> dict:
     if b['bucket'] == bucket:
       return b
   bleu = next(b['bleu'] for b in result['greedy_bleu_by_length'] if b['bucket'] == bucket)
-  return {'bleu': bleu, 'interval': None, 'p_value': None, 'p_adjusted': None}
+  return {'bleu': bleu, 'interval': None, 'p_value': None, 'p_adjusted': None, 'decision': None}
 
 
 def _bucket_cell(r: dict, bucket: str, ranks: bool) -> str:
   s = _bucket(r, bucket)
-  star = ranks and s.get('p_adjusted') is not None and s['p_adjusted'] < 0.05
+  star = ranks and s.get('decision') == 'greater'
   return f"{s['bleu']:.2f}" + (' *' if star else '')
 
 
@@ -400,14 +432,13 @@ def _legend(results, has_sig, baseline) -> list[str]:
   seeds = sorted({len(r['greedy_bleu']) for r in results})
   notes = ['greedy BLEU: the value of one seed, or mean ± sd over seeds; chrF, beam BLEU, repetition and AER likewise']
   if has_sig:
-    n = results[0]['significance']['n_samples']
     notes.append(
-      "95% interval: Student's t interval of the mean over seeds, with the test set's variance from "
-      f'{n} paired bootstrap replicates of the test sentences added (attnmt.analysis.significance); one seed: '
-      'the test sentences alone'
+      "95% interval: Student's t interval of the variant's mean over seeds, with the test set's variance "
+      '(jackknife over the test sentences) added, for that variant alone (the contrasts below carry the '
+      'simultaneous ones); one seed: the test sentences alone'
       + (
-        f"; p: the pair test against {baseline} (Welch's t, two-sided), unadjusted; * in a length column: "
-        'Holm-adjusted p < 0.05 over every bucket and variant tested against it'
+        f"; p: the contrast's test against {baseline} (Welch's t, two-sided), unadjusted; * in a length column: "
+        'decided against it (simultaneous interval over every bucket and variant tested, excluding 0)'
         + (' (never with one seed, which ranks nothing)' if seeds[0] < 2 else '')
         if baseline
         else ''

@@ -1,0 +1,128 @@
+"""What a page decides, declared before the data: the contrasts (every pair, or each variant against named
+references), the error budget of each look, and the three answers a contrast can get.
+
+A family's contrasts are fixed by the variants' names and the declared spec, never by the results (no
+"against the best"). Each contrast's interval is a simultaneous one: the t interval at level `level / m`
+(Bonferroni over the m contrasts of the family). All m intervals cover their true differences together with
+probability at least 1 - level, so every claim read off them holds together at that level:
+
+  * `A > B` when the interval lies above 0;
+  * `A ≈ B` (equivalent within ±delta) when it lies inside (-delta, delta): Schuirmann's two one-sided tests
+    (1987), each at level / (2m);
+  * undecided otherwise, with the seeds per variant that would decide it (attnmt.analysis.planning).
+
+One family covers ranking and equivalence claims at once, with no step-down to break the agreement between
+a printed interval and its verdict (Holm's step-down has no intervals that agree with it). When a page
+ranks more than one kind of thing (the corpus and its longest-sentence buckets), its alpha is split between
+them in declared shares and the Bonferroni inequality bounds the page as a whole.
+
+Seeds trained in rounds look at the data several times: each look gets the part of alpha that the spending
+function releases at its information fraction (Lan & DeMets 1983, with O'Brien & Fleming's 1979 or
+Pocock's shape); a contrast decided at a look keeps its verdict. By the same inequality over looks, the chance
+of any wrong claim at any look stays below alpha however the rounds go (attnmt.analysis.sequential).
+"""
+
+from __future__ import annotations
+
+import math
+from statistics import NormalDist
+from typing import Optional, Sequence
+
+from attnmt.errors import ConfigError
+
+ALPHA = 0.05
+DELTA = 0.5  # BLEU: the default equivalence margin
+SPENDING = ('obrien_fleming', 'pocock')
+
+
+def contrast_pairs(names: Sequence[str], spec: str = 'all', means: Optional[Sequence[float]] = None) -> list:
+  """(i, j) index pairs of the family, each once: 'all' (or '') every pair; otherwise a comma list whose
+  entries are a variant name (every other variant against it) or 'A~B' (that one pair). In a pair from 'all'
+  the variant listed first comes first; `means` is never read for membership (families are declared)."""
+  del means  # kept out on purpose: the family must not depend on the results
+  names = list(names)
+  text = str(spec or 'all').strip()
+  if text == 'all':
+    return [(i, j) for i in range(len(names)) for j in range(i + 1, len(names))]
+  out = []
+  for entry in (e.strip() for e in text.split(',')):
+    if not entry:
+      continue
+    if '~' in entry:
+      a, _, b = (x.strip() for x in entry.partition('~'))
+      wanted = [(_index(names, a, spec), _index(names, b, spec))]
+      if wanted[0][0] == wanted[0][1]:
+        raise ConfigError(f"contrast '{entry}' compares a variant with itself; name two different variants")
+    else:
+      ref = _index(names, entry, spec)
+      wanted = [(v, ref) for v in range(len(names)) if v != ref]
+    out += [p for p in wanted if p not in out and p[::-1] not in out]
+  if not out:
+    raise ConfigError(f"contrasts '{spec}' name no pair; use 'all', variant names or pairs written A~B")
+  return out
+
+
+def _index(names, name, spec) -> int:
+  if name not in names:
+    raise ConfigError(
+      f"contrasts '{spec}': '{name}' is not a variant compared here ({', '.join(names)}); use 'all', those "
+      'names, or pairs written A~B'
+    )
+  return names.index(name)
+
+
+def spent(fraction: float, kind: str = 'obrien_fleming', alpha: float = ALPHA) -> float:
+  """Lan & DeMets' spending function: the alpha spent by information fraction t in (0, 1]. O'Brien-Fleming
+  shape 2 - 2 Phi(z_{1-alpha/2} / sqrt(t)) spends little early; Pocock shape alpha ln(1 + (e - 1) t) spends
+  evenly."""
+  if not 0 < fraction <= 1:
+    raise ValueError(f'an information fraction is in (0, 1], got {fraction}')
+  if kind == 'pocock':
+    return alpha * math.log(1 + (math.e - 1) * fraction)
+  if kind == 'obrien_fleming':
+    z = NormalDist().inv_cdf(1 - alpha / 2)
+    return 2 - 2 * NormalDist().cdf(z / math.sqrt(fraction))
+  raise ConfigError(f"alpha spending '{kind}' is not one of {', '.join(SPENDING)}")
+
+
+def look_levels(schedule: Sequence[int], kind: str = 'obrien_fleming', alpha: float = ALPHA) -> list[float]:
+  """The alpha each look may spend: the increments of `spent` at information fractions K_r / K_max, for a
+  schedule of seeds per variant at each look (increasing). One look spends all of alpha."""
+  if not schedule or any(b <= a for a, b in zip(schedule, schedule[1:])) or schedule[0] < 1:
+    raise ValueError(f'a look schedule is an increasing list of seeds per variant, got {list(schedule)}')
+  cumulative = [spent(k / schedule[-1], kind, alpha) for k in schedule]
+  cumulative[-1] = alpha  # exactly, whatever the float rounding
+  return [b - a for a, b in zip([0.0] + cumulative[:-1], cumulative)]
+
+
+# The answers a contrast can get.
+GREATER, EQUIVALENT, UNDECIDED, UNRANKED = 'greater', 'equivalent', 'undecided', 'unranked'
+
+
+def decision(interval: Optional[Sequence[float]], delta: float, seeds: Sequence[int]) -> str:
+  """GREATER (the interval excludes 0: the sign of the difference says which), EQUIVALENT (inside
+  (-delta, delta)), UNDECIDED, or UNRANKED (one seed on a side: the seed variance is unmeasured)."""
+  if min(seeds) < 2 or interval is None:
+    return UNRANKED
+  lo, hi = interval
+  if lo > 0 or hi < 0:
+    return GREATER
+  if -delta < lo and hi < delta:
+    return EQUIVALENT
+  return UNDECIDED
+
+
+def verdict(a: str, b: str, difference: float, interval, delta: float, seeds: Sequence[int]) -> str:
+  """The contrast in words: 'A > B' (with 'by less than delta' when the interval says so too),
+  'A ≈ B (within ±delta)', 'undecided with K seeds', or 'not ranked with 1 seed'."""
+  kind = decision(interval, delta, seeds)
+  if kind == UNRANKED:
+    return f'{a} vs {b}: not ranked with 1 seed (seed variance unmeasured; train more seeds to rank them)'
+  if kind == GREATER:
+    winner, loser = (a, b) if difference > 0 else (b, a)
+    small = -delta < interval[0] and interval[1] < delta
+    return f'{winner} > {loser}' + (f' (by less than {delta:g})' if small else '')
+  if kind == EQUIVALENT:
+    return f'{a} ≈ {b} (equivalent within ±{delta:g})'
+  k = f'{seeds[0]} seeds' if seeds[0] == seeds[1] else f'{seeds[0]} and {seeds[1]} seeds'
+  return f'{a} vs {b}: undecided with {k}'

@@ -1,0 +1,126 @@
+"""Seeds until decided: a group-sequential design over rounds of seeds. Every round trains `seeds_per_round`
+more seeds of every variant; after it, one look tests the contrasts still undecided at that look's share of
+alpha (family.look_levels: Lan-DeMets spending at information fraction K_r / K_max); a contrast decided at a
+look keeps its verdict; the rounds stop when every contrast is ranked or equivalent, or at the cap.
+
+Why the error holds: a wrong claim at look r needs the simultaneous interval of that look to miss its true
+difference, which happens with probability at most the look's share; summed over looks (Bonferroni's
+inequality, whatever the looks' dependence and whichever contrasts remain) the chance of any wrong claim is at
+most alpha. This ignores the correlation between looks that exact group-sequential boundaries use (they
+assume normal statistics with known variance, which 2-10 seeds are not), so it is conservative.
+
+Looks are replayed from the rounds' stored translations (`replay`): the jackknife has no random seed, so the
+same translations give the same looks, and a killed or repeated round cannot change an earlier verdict.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+
+from attnmt.analysis import comparison, family, significance
+from attnmt.errors import ConfigError
+
+DESIGN_FILE = 'design.json'
+
+
+@dataclasses.dataclass(frozen=True)
+class Design:
+  """A declared look schedule: `rounds` rounds of `seeds_per_round` seeds per variant, alpha spent by
+  `spending`, equivalence margin `delta` (BLEU), the family `contrasts` (family.contrast_pairs)."""
+
+  seeds_per_round: int
+  rounds: int
+  spending: str = 'obrien_fleming'
+  delta: float = family.DELTA
+  contrasts: str = 'all'
+  alpha: float = family.ALPHA
+
+  def __post_init__(self):
+    if self.seeds_per_round < 2 or self.rounds < 1:
+      raise ConfigError(
+        f'seeds until decided needs at least 2 seeds per round and 1 round, got {self.seeds_per_round} and '
+        f'{self.rounds}; e.g. --config.sweep.rounds=4 --config.sweep.seeds_per_round=5'
+      )
+    if self.spending not in family.SPENDING:
+      raise ConfigError(f"sweep.spending '{self.spending}' is not one of {', '.join(family.SPENDING)}")
+    if not self.delta > 0:
+      raise ConfigError(f'the equivalence margin delta must be > 0 BLEU, got {self.delta}')
+
+  @property
+  def schedule(self) -> list[int]:
+    """Seeds per variant at each look."""
+    return [self.seeds_per_round * (r + 1) for r in range(self.rounds)]
+
+  @property
+  def levels(self) -> list[float]:
+    return family.look_levels(self.schedule, self.spending, self.alpha)
+
+  def round_seeds(self, r: int) -> list[int]:
+    """The seeds round r (0-based) trains."""
+    return list(range(r * self.seeds_per_round, (r + 1) * self.seeds_per_round))
+
+
+def declare(root: str, design: Design) -> None:
+  """Writes the design into `root` before any round trains; a root that holds another design is refused (a
+  design changed after seeing data no longer controls the error)."""
+  path = os.path.join(root, DESIGN_FILE)
+  wanted = dataclasses.asdict(design)
+  if os.path.exists(path):
+    with open(path) as f:
+      held = json.load(f)
+    changed = sorted(k for k in set(held) | set(wanted) if held.get(k) != wanted.get(k))
+    if changed:
+      raise ConfigError(
+        f'{root} was started with another design (changed: {", ".join(changed)}; it holds {held}); a design '
+        'may not change once rounds have trained: run the same settings again, or use a new --workdir'
+      )
+    return
+  os.makedirs(root, exist_ok=True)
+  tmp = f'{path}.tmp-{os.getpid()}'
+  with open(tmp, 'w') as f:
+    json.dump(wanted, f, indent=1)
+  os.replace(tmp, path)
+
+
+def replay(design: Design, rounds: list[dict]) -> list[dict]:
+  """The looks after each finished round, from `rounds[r]`: {'names', 'references', 'greedy': per variant, per
+  seed, the outputs}, every round on the same references. Each look: its seeds per variant, level and the
+  comparison (contrasts decided earlier carried over with the look that decided them)."""
+  looks, decided = [], {}
+  names = rounds[0]['names'] if rounds else []
+  pooled = {n: [] for n in names}
+  for r, round_ in enumerate(rounds[: design.rounds]):
+    if round_['names'] != names or round_['references'] != rounds[0]['references']:
+      raise ConfigError(f'round {r + 1} translated other variants or sentences than round 1; they cannot be pooled')
+    for name, outputs in zip(names, round_['greedy']):
+      pooled[name] += outputs
+    stats = [_statistics(pooled[n], rounds[0]['references']) for n in names]
+    level = design.levels[r]
+    result = comparison.compare_statistics(
+      names,
+      stats,
+      None,
+      contrasts=design.contrasts,
+      delta=design.delta,
+      alpha=design.alpha,
+      level=level,
+      decided=decided,
+    )
+    for p in result['pairs']:
+      p.setdefault('look', r + 1)
+      if p['decision'] in (family.GREATER, family.EQUIVALENT):
+        decided[(p['a'], p['b'])] = p
+    looks.append({'look': r + 1, 'seeds': design.schedule[r], 'level': level, 'comparison': result})
+  return looks
+
+
+def _statistics(outputs, references):
+  import numpy as np
+
+  return np.stack([significance.sentence_statistics(h, references) for h in outputs])
+
+
+def open_contrasts(look: dict) -> list[dict]:
+  return [p for p in look['comparison']['pairs'] if p['decision'] not in (family.GREATER, family.EQUIVALENT)]

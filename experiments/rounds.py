@@ -1,0 +1,158 @@
+"""Seeds until decided: the sweep with `sweep.rounds` > 0 trains its variants in rounds of
+`sweep.seeds_per_round` seeds each, looks at the data after every round (attnmt.analysis.sequential), and stops
+when every contrast of the family is ranked or equivalent, or after `sweep.rounds` rounds.
+
+    ./launch.sh sweep --config=experiments/configs/decided.py --workdir=runs/decided \
+        --config.sweep.rounds=4 --config.sweep.seeds_per_round=5
+
+Round r is an ordinary sweep of seeds (r - 1) * n .. r * n - 1 in <workdir>/round-r (its own tables and
+analysis, the same command with that workdir and those seeds, so a killed round resumes where it stopped);
+the looks, which pool every round so far, are written to <workdir>/rounds.md and rounds.json. The design
+is declared in <workdir>/design.json before the first round; running again with another design there is
+refused.
+"""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+
+from attnmt.analysis import family, report, sequential, stored, tables
+from attnmt.errors import ConfigError
+
+DONE = 'round.json'  # written in a round's directory once its sweep and analysis have finished
+
+
+def design_of(config) -> sequential.Design:
+  s = config.sweep
+  return sequential.Design(
+    seeds_per_round=int(s.seeds_per_round),
+    rounds=int(s.rounds),
+    spending=str(s.spending),
+    delta=float(s.delta),
+    contrasts=str(s.contrasts),
+  )
+
+
+def run(config, root: str) -> list[dict]:
+  """Every round still needed, then the looks; returns them."""
+  design = design_of(config)
+  sequential.declare(root, design)
+  print(
+    f'seeds until decided: up to {design.rounds} round(s) of {design.seeds_per_round} seeds per variant '
+    f'(looks at {design.schedule} seeds), alpha {design.alpha:g} spent {design.spending} '
+    f"({', '.join(f'{x:.4f}' for x in design.levels)}), margin ±{design.delta:g} BLEU, contrasts {design.contrasts}"
+  )
+  looks = []
+  for r in range(design.rounds):
+    directory = os.path.join(root, f'round-{r + 1}')
+    seeds = design.round_seeds(r)
+    if not os.path.exists(os.path.join(directory, DONE)):
+      print(f'\n=== round {r + 1}: seeds {seeds[0]}..{seeds[-1]} -> {directory}', flush=True)
+      _train_round(directory, seeds)
+      report.write_text(os.path.join(directory, DONE), json.dumps({'seeds': seeds}) + '\n')
+    else:
+      print(f'\n=== round {r + 1}: finished earlier ({directory})')
+    looks = sequential.replay(design, [_round(os.path.join(root, f'round-{i + 1}'), design, i) for i in range(r + 1)])
+    page = rounds_page(design, looks, [_minutes(os.path.join(root, f'round-{i + 1}')) for i in range(r + 1)])
+    report.write_text(os.path.join(root, 'rounds.md'), page)
+    report.write_text(os.path.join(root, 'rounds.json'), json.dumps(looks, indent=1) + '\n')
+    print('\n' + page)
+    if not sequential.open_contrasts(looks[-1]):
+      print(f'Every contrast decided after round {r + 1}; no more rounds.')
+      break
+  else:
+    print(
+      f'Cap reached: {len(sequential.open_contrasts(looks[-1]))} contrast(s) undecided after {design.rounds} rounds.'
+    )
+  print(f'Wrote {os.path.join(root, "rounds.md")} and rounds.json')
+  return looks
+
+
+def _train_round(directory: str, seeds: list[int]) -> None:
+  """The same sweep command on the round's directory and seeds, as a child process (SIGTERM and SIGINT
+  passed on: the round stops as a sweep does and resumes when the command runs again)."""
+  command = [sys.executable, '-m', 'experiments.sweep', *sys.argv[1:], f'--workdir={directory}']
+  command += [f'--config.train.seeds={",".join(map(str, seeds))}', '--config.sweep.rounds=0']
+  child = subprocess.Popen(command)
+
+  def forward(signum, frame):
+    del frame
+    if child.poll() is None:
+      child.send_signal(signum)
+
+  previous = {s: signal.signal(s, forward) for s in (signal.SIGTERM, signal.SIGINT)}
+  try:
+    status = child.wait()
+  finally:
+    for s, handler in previous.items():
+      signal.signal(s, handler)
+  if status != 0:
+    print(f'round in {directory} stopped (status {status}); run the same command again to resume it', file=sys.stderr)
+    sys.exit(status if status > 0 else 128 - status)
+
+
+def _round(directory: str, design: sequential.Design, r: int) -> dict:
+  """One finished round's translations: names, references, each variant's per-seed outputs."""
+  doc = stored.load(os.path.join(directory, 'analysis', stored.FILE))
+  for v in doc['variants']:
+    if list(v['seeds']) != design.round_seeds(r):
+      raise ConfigError(
+        f"{directory}: {v['variant']} holds seeds {v['seeds']}, not round {r + 1}'s {design.round_seeds(r)}; "
+        'move that directory aside and run the same command again'
+      )
+  return {
+    'names': [v['variant'] for v in doc['variants']],
+    'references': doc['references'],
+    'greedy': [v['greedy'] for v in doc['variants']],
+  }
+
+
+def _minutes(directory: str) -> float:
+  """The round's training time, summed over its variants (results.json's train_seconds), in minutes."""
+  total = 0.0
+  for name in sorted(os.listdir(directory)):
+    path = os.path.join(directory, name, 'results.json')
+    if os.path.exists(path):
+      with open(path) as f:
+        total += json.load(f).get('train_seconds', 0.0)
+  return total / 60
+
+
+def rounds_page(design: sequential.Design, looks: list[dict], minutes: list[float]) -> str:
+  """Markdown: the design, then per look the seeds, the alpha it spent and every contrast's verdict."""
+  lines = [
+    '# Seeds until decided',
+    '',
+    f'Design, declared before round 1: up to {design.rounds} rounds of {design.seeds_per_round} seeds per '
+    f'variant; alpha {design.alpha:g} spent by {design.spending} (Lan-DeMets) at the looks after '
+    f"{', '.join(map(str, design.schedule))} seeds: {', '.join(f'{x:.4g}' for x in design.levels)}; "
+    f'equivalence margin ±{design.delta:g} BLEU; contrasts: {design.contrasts}. '
+    + tables.family_text(looks[-1]['comparison'] | {'alpha': design.alpha, 'length_level': 0})
+    + ' over all looks (Bonferroni over contrasts and looks).',
+  ]
+  for look, spent in zip(looks, minutes):
+    c = look['comparison']
+    open_ = sequential.open_contrasts(look)
+    lines += ['', f"## Look {look['look']}: {look['seeds']} seeds per variant, level {look['level']:.4g}", '']
+    lines += ['| variant | seeds | BLEU per seed | mean ± sd |', '|---|---|---|---|']
+    for v in c['variants']:
+      lines.append(
+        f"| {v['variant']} | {v['seeds']} | {tables.per_seed(v['per_seed'])} | {tables.mean_sd(v['per_seed'])} |"
+      )
+    lines += ['', '| ' + ' | '.join(tables.PAIR_HEADERS) + ' |', '|' + '---|' * len(tables.PAIR_HEADERS)]
+    lines += ['| ' + ' | '.join(tables.contrast_cells(p)) + ' |' for p in c['pairs']]
+    decided = len(c['pairs']) - len(open_)
+    lines += ['', f'{decided} of {len(c["pairs"])} contrasts decided; this round trained in {spent:.1f} min.']
+    if open_ and look['look'] < design.rounds:
+      lines[-1] += f' The next round ({design.seeds_per_round} seeds per variant) would cost about as much.'
+  counts = {
+    k: sum(p['decision'] == k for p in looks[-1]['comparison']['pairs']) for k in (family.GREATER, family.EQUIVALENT)
+  }
+  lines += [
+    '',
+    f"After {len(looks)} look(s): {counts[family.GREATER]} ranked, {counts[family.EQUIVALENT]} equivalent within "
+    f'±{design.delta:g}, {len(sequential.open_contrasts(looks[-1]))} undecided.',
+  ]
+  return '\n'.join(lines) + '\n'
