@@ -1,31 +1,41 @@
-"""Is the comparison of variants calibrated? A/A checks of attnmt.analysis.significance, simulated and on real
-runs (attnmt/analysis/calibration.py; docs/results/calibration.md).
+"""Is the comparison of variants calibrated? The error over the whole family, simulated with known truth and on
+real runs (attnmt/analysis/calibration.py; docs/results/calibration.md).
 
-Simulated: identical variants at K = 2, 3, 5, 10 seeds, the share ranked (should be at most 5 %), and the
-power against a true gap of one seed sd at K = 3, 5, 10:
+Simulated (--simulate): five variants, four identical and one far below (the main job's shape), at K = 2, 3, 5
+and 10 seeds, with and without sentence-by-sentence differences between the variants, and on a length bucket
+of 45 sentences; a design of rounds (sequential); an equivalence claimed when the true difference is exactly
+delta; and the power curves (the probability of a decision by true difference and K, and by rounds). Every
+table is printed, and with --out written as calibration.json and power.png:
 
-    python -m experiments.calibrate --simulate --experiments=1000
+    python -m experiments.calibrate --simulate --experiments=1000 --out=docs/results/calibration
 
-Real: every seed of every variant in a translations file (an analysis's translations.json.gz) treated as
-seeds of one variant, split every way into two groups of 2, 3 and 4, each split compared as two variants;
-with the seed sd of BLEU and the seeds a ranking needs:
+Real (--translations): every seed of every variant in a translations file (an analysis's translations.json.gz)
+treated as seeds of one variant, split every way into groups (2 groups of 2, 3 and 4 seeds, and 4 groups of 2),
+each split compared as that many variants, every pair of them one family:
 
     python -m experiments.calibrate --translations=docs/results/calibration/translations.json.gz
 """
 
+import json
+import os
+
 import numpy as np
 from absl import app, flags
 
-from attnmt.analysis import calibration, significance, stored
+from attnmt import plots
+from attnmt.analysis import calibration, family, sequential, significance, stored
 from experiments import common
 
-flags.DEFINE_bool('simulate', False, 'Run the simulated A/A check and the power at one seed sd.')
-flags.DEFINE_integer('experiments', 1000, 'Simulated experiments per number of seeds.')
+flags.DEFINE_bool('simulate', False, 'Run the simulated checks and the power curves.')
+flags.DEFINE_integer('experiments', 1000, 'Simulated experiments per row.')
 flags.DEFINE_integer('sentences', 400, 'Test sentences per simulated experiment.')
-flags.DEFINE_integer('bootstrap_samples', 200, 'Sentence bootstrap replicates per simulated experiment.')
+flags.DEFINE_float('interaction_sd', 0.3, "Sentence-by-sentence differences: each variant's effect per sentence.")
 flags.DEFINE_string('translations', None, 'A translations.json.gz: the real A/A check over splits of its seeds.')
-flags.DEFINE_list('halves', ['2', '3', '4'], 'Group sizes of the real splits.')
+flags.DEFINE_list('splits', ['2x2', '2x3', '2x4', '4x2'], 'Real splits as GROUPSxSEEDS.')
+flags.DEFINE_string('out', None, 'With --simulate: write calibration.json and power.png here.')
 FLAGS = flags.FLAGS
+
+FAMILY = (0.0, 0.0, 0.0, 0.0, -1.0)  # four identical variants and one far below (13 BLEU)
 
 
 def main(argv):
@@ -37,56 +47,104 @@ def main(argv):
 def _calibrate():
   if not FLAGS.simulate and not FLAGS.translations:
     raise ValueError('nothing to do: pass --simulate, --translations=FILE, or both')
-  if FLAGS.experiments < 1 or FLAGS.sentences < 1 or FLAGS.bootstrap_samples < 2:
-    raise ValueError('--experiments and --sentences must be >= 1 and --bootstrap_samples >= 2')
+  if FLAGS.experiments < 1 or FLAGS.sentences < 2:
+    raise ValueError('--experiments must be >= 1 and --sentences >= 2')
   if FLAGS.simulate:
-    _simulated()
+    _simulated(FLAGS.experiments, FLAGS.sentences, FLAGS.interaction_sd, FLAGS.out)
   if FLAGS.translations:
-    _real(FLAGS.translations, [int(h) for h in FLAGS.halves])
+    _real(FLAGS.translations, [_groups(s) for s in FLAGS.splits])
 
 
-def _simulated():
-  n, kw = FLAGS.experiments, {'sentences': FLAGS.sentences, 'n_samples': FLAGS.bootstrap_samples}
-  print(
-    f'Simulated A/A: {n} experiments per K, {FLAGS.sentences} sentences, {FLAGS.bootstrap_samples} bootstrap replicates'
-  )
-  print('| seeds per variant | ranked (identical variants) | share | Monte Carlo s.e. | power at 1 seed sd |')
+def _groups(text: str) -> tuple[int, int]:
+  groups, _, size = text.partition('x')
+  try:
+    return int(groups), int(size)
+  except ValueError:
+    raise ValueError(f'--splits entry {text!r} is not GROUPSxSEEDS, e.g. 4x2') from None
+
+
+def _simulated(n: int, sentences: int, interaction: float, out) -> dict:
+  record = {'experiments': n, 'sentences': sentences, 'interaction_sd': interaction, 'family': list(FAMILY)}
+  print(f'Simulated: {n} experiments per row, {sentences} sentences; 5 variants, 4 identical, one far below')
+  print('| seeds per variant | sentence-by-sentence differences | sentences | any wrong claim | Monte Carlo s.e. |')
   print('|---|---|---|---|---|')
+  rows = []
   for k in (2, 3, 5, 10):
-    aa = calibration.share_ranked(k, n, seed=k, **kw)
-    power = '–' if k == 2 else f"{calibration.share_ranked(k, n, seed=100 + k, gap_sd=1.0, **kw)['share']:.1%}"
-    print(f"| {k} | {aa['ranked']} of {n} | {aa['share']:.1%} | {aa['mc_se']:.1%} | {power} |", flush=True)
-  print(f"seed sd of BLEU in the generator: {aa['seed_sd_bleu']:.2f}")
+    for sd in (0.0, interaction):
+      rows.append(_row(k, sd, sentences, n, seed=10 * k + (sd > 0)))
+  rows.append(_row(5, interaction, 45, n, seed=99))  # a length bucket of 45 sentences
+  record['family_errors'] = rows
+  design = sequential.Design(seeds_per_round=5, rounds=4)
+  seq = calibration.sequential_errors(design, n, FAMILY, sentences=sentences, interaction_sd=interaction, seed=7)
+  print(
+    f"\nRounds of 5 seeds, up to 4 ({design.spending}), same family: any wrong claim over all looks {seq['share']:.1%} "
+    f"± {seq['mc_se']:.1%}; every contrast decided by look {', '.join(f'{x:.0%}' for x in seq['all_decided_by_look'])}"
+  )
+  record['sequential'] = seq | {'design': design.__dict__}
+  gap = calibration.true_differences((0.0, 0.03), sentences)[1]  # delta is set to this true difference
+  equivalent = calibration.family_errors(10, n, (0.03, 0.0), sentences=sentences, delta=float(gap), seed=5)
+  print(f'\nTrue difference exactly delta ({gap:.3f} BLEU), 10 seeds: equivalence claimed in {equivalent["share"]:.1%}')
+  record['equivalence_at_delta'] = equivalent | {'delta': float(gap)}
+  record['power'] = _power(max(n // 5, 2))
+  if out:
+    os.makedirs(out, exist_ok=True)
+    with open(os.path.join(out, 'calibration.json'), 'w') as f:
+      json.dump(record, f, indent=1)
+    print(f"Wrote {os.path.join(out, 'calibration.json')} and {_power_plot(record['power'], out)}")
+  return record
 
 
-def _real(path: str, halves: list[int]):
+def _row(k, sd, sentences, n, seed) -> dict:
+  out = calibration.family_errors(k, n, FAMILY, sentences=sentences, interaction_sd=sd, seed=seed)
+  print(
+    f"| {k} | {'yes' if sd else 'no'} | {sentences} | {out['wrong']} ({out['share']:.1%}) | {out['mc_se']:.1%} |",
+    flush=True,
+  )
+  return out | {'interaction_sd': sd, 'sentences': sentences}
+
+
+def _power(n: int) -> dict:
+  """P(decision) of one pair at the level of a family of 10 (0.005), margin one seed sd, by gap and K."""
+  print(f'\nPower: one pair at level 0.05 / 10, margin one seed sd, {n} experiments per point')
+  gaps, out = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0), {}
+  for k in (3, 5, 10, 20):
+    out[k] = [calibration.decision_rate(k, g, n, 0.005, 1.0, seed=k)['decided'] for g in gaps]
+    print(f'  K = {k}: ' + ', '.join(f'gap {g:g} sd: {p:.0%}' for g, p in zip(gaps, out[k])), flush=True)
+  return {'gaps_sd': list(gaps), 'decided': {str(k): v for k, v in out.items()}, 'experiments': n}
+
+
+def _power_plot(power: dict, out: str) -> str:
+  fig = plots.mpl().figure.Figure(figsize=(6.5, 4.2), dpi=plots.DPI)
+  ax = fig.add_subplot()
+  for k, values in power['decided'].items():
+    ax.plot(power['gaps_sd'], values, marker='o', label=f'{k} seeds per variant')
+  ax.set_xlabel('true difference (seed sds)')
+  ax.set_ylabel('P(decided: ranked or equivalent)')
+  ax.set_title('Power at a family of 10 (level 0.005 per contrast), margin 1 seed sd')
+  ax.axhline(0.8, color='grey', lw=0.5)
+  ax.legend()
+  return plots.save(fig, os.path.join(out, 'power.png'))
+
+
+def _real(path: str, splits: list[tuple[int, int]]):
   doc = stored.load(path)
   refs = doc['references']
   stats = np.concatenate(
     [np.stack([significance.sentence_statistics(h, refs) for h in v['greedy']]) for v in doc['variants']]
   )
-  names = [f"{v['variant']} seed {s}" for v in doc['variants'] for s in v['seeds']]
-  if any(h < 2 or 2 * h > len(names) for h in halves):
-    raise ValueError(
-      f'--halves={",".join(map(str, halves))}: {len(names)} seeds split into two groups of 2 to {len(names) // 2} only'
-    )
+  k = stats.shape[0]
+  if any(g < 2 or s < 2 or g * s > k for g, s in splits):
+    raise ValueError(f'--splits={",".join(f"{g}x{s}" for g, s in splits)}: {k} seeds hold at most {k // 2} groups of 2')
   bleu = calibration.seed_bleu(stats)
-  sd = float(bleu.std(ddof=1))
-  print(f'Real A/A: {len(names)} seeds of one variant from {path}')
+  print(f'Real A/A: {k} seeds of one variant from {path}')
   print('test BLEU per seed: ' + ', '.join(f'{b:.2f}' for b in bleu))
-  print(f'mean {bleu.mean():.2f}, seed sd {sd:.2f}')
-  print('| seeds per group | splits | ranked | share |')
-  print('|---|---|---|---|')
-  for half in halves:
-    out = calibration.splits(stats, half)
-    print(f"| {half} + {half} | {out['splits']} | {out['ranked']} | {out['share']:.1%} |", flush=True)
-  plan = calibration.seed_plan(sd)
-  print(
-    f'Seeds per variant for 80 % power at seed sd {sd:.2f} (Welch t, two-sided; family of m pairs: level 0.05 / m):'
-  )
-  for m, row in plan.items():
-    cells = ', '.join(f'{d:g} BLEU: {"> 1000" if k is None else k}' for d, k in row.items())
-    print(f'  m = {m}: {cells}')
+  print(f'mean {bleu.mean():.2f}, seed sd {bleu.std(ddof=1):.2f}')
+  print('| groups x seeds | contrasts per split | splits | any pair ranked | share |')
+  print('|---|---|---|---|---|')
+  for g, s in splits:
+    out = calibration.splits(stats, g, s)
+    print(f"| {g} x {s} | {g * (g - 1) // 2} | {out['splits']} | {out['wrong']} | {out['share']:.1%} |", flush=True)
+  print(f'(every split is one family at {family.ALPHA:g}; any ranking between groups of one variant is wrong)')
 
 
 if __name__ == '__main__':

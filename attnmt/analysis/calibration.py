@@ -1,26 +1,28 @@
-"""Is the comparison of variants calibrated at K seeds? An A/A check, simulated and on real runs.
+"""Is the comparison of variants calibrated at K seeds? Simulated experiments with known truth, and A/A splits of
+real runs.
 
 `simulate` draws sentence-level BLEU statistics (sacrebleu's layout: hypothesis and reference length, 1- to
-4-gram matches and totals) for two variants of K seeds each from a generator with shared sentence
-difficulty, a per-seed quality offset and per-seed sentence noise. With `gap` 0 both variants come from one
-distribution, so every ranking is a false positive: a test at level alpha should rank at most alpha of the
-experiments. With `gap` > 0 the share ranked is the test's power against a true difference of `gap` seed
-standard deviations.
+4-gram matches and totals) for V variants of K seeds each, from a generator with shared sentence difficulty,
+a per-seed quality offset, per-seed sentence noise and, with `interaction_sd`, each variant's own effect on
+each sentence (variants equal on average over sentences but not sentence by sentence: a large test-set
+variance). `family_errors` runs `comparison.compare_scores` on such experiments and counts the experiments
+with any wrong claim over the whole family: a ranking of two identical variants, a ranking in the wrong
+direction, or an equivalence claimed where the true difference is at least delta. `sequential_errors` does the
+same for a design of rounds (attnmt.analysis.sequential), `decision_rate` gives power curves.
 
-`splits` does the same on real runs: the seeds of one variant, split every way into two halves, each
-split compared as if the halves were two variants.
-
-Both test a pair exactly as `comparison.compare_statistics` does (one pair is a family of one).
+`splits` does the A/A check on real runs: the seeds of one variant split every way into groups, each split
+compared as if the groups were variants, the whole family at once.
 """
 
 from __future__ import annotations
 
+import functools
 import itertools
 from typing import Sequence
 
 import numpy as np
 
-from attnmt.analysis import significance
+from attnmt.analysis import comparison, family, significance
 
 # The generator's defaults: BLEU near 20.7 with a seed sd near 0.8 on 400 sentences (measured over 32 seeds),
 # about the main job's: most of the seed spread is the seed's overall quality, some its sentence noise.
@@ -30,17 +32,21 @@ SENTENCE_LOGIT_SD = 0.5  # a seed's own noise on each sentence
 DIFFICULTY_SD = 1.0  # sentence difficulty, shared by every system
 
 
-def simulate(rng: np.random.Generator, seeds: int, sentences: int, offsets=(0.0, 0.0)) -> list[np.ndarray]:
+def simulate(
+  rng: np.random.Generator, seeds: int, sentences: int, offsets=(0.0, 0.0), interaction_sd: float = 0.0
+) -> list[np.ndarray]:
   """One experiment: per variant a `seeds` x `sentences` x 10 array of sentence statistics. The variants share
   the sentences (reference lengths, difficulty); variant v's seeds get quality offsets N(offsets[v],
-  SEED_LOGIT_SD) in logit space, each sentence its own noise."""
+  SEED_LOGIT_SD) in logit space, the variant an effect N(0, interaction_sd) on each sentence (shared by its
+  seeds: a new test set draws new effects), each seed and sentence its own noise."""
   ref_len = 4 + rng.poisson(20, sentences)
   difficulty = rng.normal(0, DIFFICULTY_SD, sentences)
   out = []
   for offset in offsets:
     quality = rng.normal(offset, SEED_LOGIT_SD, (seeds, 1))
+    own = rng.normal(0, interaction_sd, sentences) if interaction_sd else 0.0
     noise = rng.normal(0, SENTENCE_LOGIT_SD, (seeds, sentences))
-    p1 = 1 / (1 + np.exp(-(BASE_LOGIT + quality - difficulty + noise)))
+    p1 = 1 / (1 + np.exp(-(BASE_LOGIT + quality - difficulty + own + noise)))
     hyp_len = np.broadcast_to(ref_len, (seeds, sentences))
     stats = np.zeros((seeds, sentences, 10), np.int64)
     stats[..., 0], stats[..., 1] = hyp_len, ref_len
@@ -57,85 +63,196 @@ def seed_bleu(stats: np.ndarray) -> np.ndarray:
   return np.array([significance.corpus_bleu(s.sum(0)) for s in stats])
 
 
-def pair_ranked(bleu_a, bleu_b, reps_a_RxK, reps_b_RxK, alpha: float = significance.ALPHA) -> bool:
-  """Whether compare_statistics ranks a single pair: Welch's t with the test set's variance, p < alpha."""
-  return significance.pair_test(bleu_a, bleu_b, reps_a_RxK, reps_b_RxK, alpha)['p_value'] < alpha
+def true_differences(offsets: Sequence[float], sentences: int = 400, seeds: int = 64, draws: int = 8) -> np.ndarray:
+  """The generator's expected corpus BLEU of each variant less the first's, by common random numbers over
+  `draws` test sets of `seeds` seeds (the truth the simulated verdicts are judged against)."""
+  rng = np.random.default_rng(987654)
+  total = np.zeros(len(offsets))
+  for _ in range(draws):
+    state = rng.bit_generator.state
+    means = []
+    for offset in offsets:
+      rng.bit_generator.state = state
+      (stats,) = simulate(rng, seeds, sentences, (offset,))
+      means.append(seed_bleu(stats).mean())
+    total += np.array(means) - means[0]
+  return total / draws
 
 
-def share_ranked(
+@functools.lru_cache(maxsize=None)
+def bleu_per_logit(sentences: int = 400, step: float = 0.2) -> float:
+  """BLEU gained per unit of quality offset near 0 (the generator's slope, from true_differences)."""
+  return float(true_differences((0.0, step), sentences)[1] / step)
+
+
+def wrong_claims(result: dict, truth: dict, delta: float) -> int:
+  """Contrasts of a comparison whose claim is wrong, given the true difference a - b of each ('truth'
+  keyed by (a, b) names): a ranking against the truth's sign (or of a true 0), or an equivalence where the
+  true difference is at least delta."""
+  wrong = 0
+  for p in result['pairs']:
+    d = truth[(p['a'], p['b'])] if (p['a'], p['b']) in truth else -truth[(p['b'], p['a'])]
+    if p['decision'] == family.GREATER:
+      wrong += d == 0 or np.sign(d) != np.sign(p['difference'])
+    elif p['decision'] == family.EQUIVALENT:
+      wrong += abs(d) >= delta
+  return wrong
+
+
+def _truth(names, true_bleu) -> dict:
+  return {(a, b): true_bleu[i] - true_bleu[j] for i, a in enumerate(names) for j, b in enumerate(names) if i != j}
+
+
+def experiment(rng, seeds, sentences, offsets, interaction_sd=0.0):
+  """Per variant the per-seed BLEU (K) and the jackknife over sentences (K x N) of one simulated experiment."""
+  stats = simulate(rng, seeds, sentences, offsets, interaction_sd)
+  return [seed_bleu(s) for s in stats], [significance.jackknife(s) for s in stats]
+
+
+def family_errors(
   seeds: int,
   experiments: int,
-  seed: int = 0,
-  gap_sd: float = 0.0,
+  offsets: Sequence[float] = (0.0, 0.0, 0.0, 0.0, -1.0),
+  true_bleu: Sequence[float] | None = None,
   sentences: int = 400,
-  n_samples: int = 200,
-  alpha: float = significance.ALPHA,
+  interaction_sd: float = 0.0,
+  delta: float = family.DELTA,
+  contrasts: str = 'all',
+  seed: int = 0,
 ) -> dict:
-  """The share of `experiments` simulated A/B experiments (K = `seeds` per variant) that the test ranks, with
-  the second variant better by `gap_sd` seed standard deviations (0: an A/A check), its Monte Carlo standard
-  error, and the seed sd of BLEU that the generator gave."""
+  """The share of `experiments` with any wrong claim over the family (and its Monte Carlo standard error), the
+  share with any decision at all, at K = `seeds`. `true_bleu` (per variant) defaults to exact equality for
+  equal offsets and true_differences otherwise."""
+  names = [f'v{i}' for i in range(len(offsets))]
+  if true_bleu is None:
+    true_bleu = _default_truth(offsets, sentences)
+  truth = _truth(names, true_bleu)
   rng = np.random.default_rng(seed)
-  sd = _seed_sd_bleu(np.random.default_rng(seed + 1), sentences)
-  offset = gap_sd * sd / _bleu_per_logit(np.random.default_rng(seed + 2), sentences)
-  ranked, sds = 0, []
-  for e in range(experiments):
-    a, b = simulate(rng, seeds, sentences, (0.0, offset))
-    bleu_a, bleu_b = seed_bleu(a), seed_bleu(b)
-    sds += [bleu_a.std(ddof=1), bleu_b.std(ddof=1)]
-    reps_a, reps_b = significance.sentence_replicates([a, b], n_samples, seed=1000 + e)
-    ranked += pair_ranked(bleu_a, bleu_b, reps_a, reps_b, alpha)
-  share = ranked / experiments
+  wrong = decided = 0
+  for _ in range(experiments):
+    bleu, jack = experiment(rng, seeds, sentences, offsets, interaction_sd)
+    result = comparison.compare_scores(names, bleu, None, jack, contrasts=contrasts, delta=delta)
+    wrong += wrong_claims(result, truth, delta) > 0
+    decided += any(p['decision'] in (family.GREATER, family.EQUIVALENT) for p in result['pairs'])
+  return _share(wrong, experiments) | {'seeds': seeds, 'decided_share': decided / experiments}
+
+
+def _default_truth(offsets, sentences) -> np.ndarray:
+  distinct = sorted(set(offsets))
+  if len(distinct) == 1:
+    return np.zeros(len(offsets))
+  by_offset = dict(zip(distinct, true_differences(distinct, sentences)))
+  return np.array([by_offset[o] for o in offsets])
+
+
+def _share(count: int, n: int) -> dict:
+  share = count / n
   return {
-    'seeds': seeds,
-    'experiments': experiments,
-    'ranked': ranked,
-    'share': share,
-    'mc_se': float(np.sqrt(max(share, alpha) * (1 - max(share, alpha)) / experiments)),
-    'gap_sd': gap_sd,
-    'seed_sd_bleu': float(np.sqrt(np.mean(np.square(sds)))),
+    'experiments': n,
+    'wrong': int(count),
+    'share': float(share),
+    'mc_se': float(np.sqrt(max(share, 0.05) * 0.95 / n)),
   }
 
 
-def _seed_sd_bleu(rng, sentences: int, seeds: int = 64) -> float:
+def sequential_errors(
+  design,
+  experiments: int,
+  offsets: Sequence[float] = (0.0, 0.0, 0.0, 0.0, -1.0),
+  true_bleu: Sequence[float] | None = None,
+  sentences: int = 400,
+  interaction_sd: float = 0.0,
+  seed: int = 0,
+) -> dict:
+  """`family_errors` for a design of rounds (sequential.Design): every look as `sequential.replay` makes it,
+  from seeds drawn all at once (a seed's BLEU and jackknife do not depend on the others). Also the share of
+  experiments decided by each look and the mean seeds per variant trained."""
+  names = [f'v{i}' for i in range(len(offsets))]
+  truth = _truth(names, _default_truth(offsets, sentences) if true_bleu is None else true_bleu)
+  rng = np.random.default_rng(seed)
+  wrong, stopped_by, trained = 0, np.zeros(design.rounds), 0
+  for _ in range(experiments):
+    bleu, jack = experiment(rng, design.schedule[-1], sentences, offsets, interaction_sd)
+    decided, any_wrong = {}, False
+    for r, (k, level) in enumerate(zip(design.schedule, design.levels)):
+      result = comparison.compare_scores(
+        names,
+        [b[:k] for b in bleu],
+        None,
+        [j[:k] for j in jack],
+        design.contrasts,
+        design.delta,
+        level=level,
+        decided=decided,
+      )
+      any_wrong |= wrong_claims(result, truth, design.delta) > 0
+      decided |= {(p['a'], p['b']): p for p in result['pairs'] if p['decision'] in (family.GREATER, family.EQUIVALENT)}
+      if len(decided) == len(result['pairs']):
+        break
+    stopped_by[r:] += len(decided) == len(result['pairs'])
+    trained += k
+    wrong += any_wrong
+  return _share(wrong, experiments) | {
+    'all_decided_by_look': (stopped_by / experiments).tolist(),
+    'mean_seeds': trained / experiments,
+  }
+
+
+def decision_rate(seeds: int, gap_sd: float, experiments: int, level: float, delta_sd: float, seed: int = 0) -> dict:
+  """Power: the share of two-variant experiments whose contrast is decided (ranked or equivalent) at
+  `level`, with a true gap of `gap_sd` seed sds and a margin of `delta_sd` seed sds; also the share ranked."""
+  rng = np.random.default_rng(seed)
+  sd = _seed_sd(sentences=400)
+  offset = gap_sd * sd / bleu_per_logit()
+  delta = delta_sd * sd
+  decided = ranked = 0
+  for _ in range(experiments):
+    bleu, jack = experiment(rng, seeds, 400, (offset, 0.0))
+    p = comparison.compare_scores(['a', 'b'], bleu, None, jack, delta=delta, level=level)['pairs'][0]
+    decided += p['decision'] in (family.GREATER, family.EQUIVALENT)
+    ranked += p['decision'] == family.GREATER
+  return {'seeds': seeds, 'gap_sd': gap_sd, 'decided': decided / experiments, 'ranked': ranked / experiments}
+
+
+@functools.lru_cache(maxsize=None)
+def _seed_sd(sentences: int, seeds: int = 64) -> float:
   """The generator's seed sd of corpus BLEU, from one large draw."""
-  (stats,) = simulate(rng, seeds, sentences, (0.0,))
+  (stats,) = simulate(np.random.default_rng(4242), seeds, sentences, (0.0,))
   return float(seed_bleu(stats).std(ddof=1))
 
 
-def _bleu_per_logit(rng, sentences: int, step: float = 0.2, seeds: int = 16) -> float:
-  """BLEU gained per unit of quality offset (finite difference on one shared draw of sentences)."""
-  state = rng.bit_generator.state
-  (low,) = simulate(rng, seeds, sentences, (0.0,))
-  rng.bit_generator.state = state
-  (high,) = simulate(rng, seeds, sentences, (step,))
-  return float((seed_bleu(high).mean() - seed_bleu(low).mean()) / step)
-
-
-def splits(
-  stats: np.ndarray, half: int, n_samples: int = 1000, seed: int = 12345, alpha: float = significance.ALPHA
-) -> dict:
-  """Real runs of one variant (K x N x D sentence statistics of its K seeds): every split into two disjoint
-  groups of `half` seeds each (unordered), compared by the pair test; the share ranked and each split."""
+def splits(stats: np.ndarray, groups: int, size: int, delta: float = family.DELTA, limit: int = 0) -> dict:
+  """Real runs of one variant (K x N x D sentence statistics of its K seeds): every way to pick `groups`
+  disjoint, unordered groups of `size` seeds (up to `limit` of them, 0: all), each compared as `groups`
+  variants, every pair a family. The share of splits with any pair ranked (every ranking is wrong: the
+  groups are one variant), and each split's smallest adjusted p."""
   k = stats.shape[0]
-  if 2 * half > k or half < 2:
-    raise ValueError(f'{k} seeds cannot be split into two groups of {half} (each group needs at least 2)')
+  if size < 2 or groups < 2 or groups * size > k:
+    raise ValueError(f'{k} seeds cannot be split into {groups} groups of {size} (each group needs at least 2)')
   bleu = seed_bleu(stats)
-  (reps,) = significance.sentence_replicates([stats], n_samples, seed)  # R x K, one draw for every split
-  seen, rows = set(), []
-  for a in itertools.combinations(range(k), half):
-    for b in itertools.combinations([i for i in range(k) if i not in a], half):
-      key = frozenset((a, b))
-      if key in seen:
-        continue
-      seen.add(key)
-      a_i, b_i = list(a), list(b)
-      test = significance.pair_test(bleu[a_i], bleu[b_i], reps[:, a_i], reps[:, b_i], alpha)
-      rows.append({'a': a, 'b': b, 'difference': test['difference'], 'p_value': test['p_value']})
-  ranked = sum(r['p_value'] < alpha for r in rows)
-  return {'half': half, 'splits': len(rows), 'ranked': ranked, 'share': ranked / len(rows), 'rows': rows}
+  jack = significance.jackknife(stats)
+  names = [f'group {g + 1}' for g in range(groups)]
+  rows = []
+  for split in _partitions(list(range(k)), groups, size):
+    result = comparison.compare_scores(
+      names, [bleu[list(g)] for g in split], None, [jack[list(g)] for g in split], delta=delta
+    )
+    ranked = sum(p['decision'] == family.GREATER for p in result['pairs'])
+    rows.append(
+      {'groups': [list(g) for g in split], 'ranked': ranked, 'p_min': min(p['p_adjusted'] for p in result['pairs'])}
+    )
+    if limit and len(rows) >= limit:
+      break
+  wrong = sum(r['ranked'] > 0 for r in rows)
+  return {'groups': groups, 'size': size, 'splits': len(rows), 'wrong': wrong, 'share': wrong / len(rows), 'rows': rows}
 
 
-def seed_plan(sd: float, differences: Sequence[float] = (0.5, 1.0), family: Sequence[int] = (1, 3, 10)) -> dict:
-  """Seeds per variant for 80 % power against each difference, for a family of 1, 3 or 10 pairs (Bonferroni
-  level alpha / m), at seed sd `sd` (the test set's own variance left out: it is small beside the seeds')."""
-  return {m: {d: significance.seeds_needed(d, sd, 0.0, significance.ALPHA / m) for d in differences} for m in family}
+def _partitions(items: list, groups: int, size: int):
+  """Every set of `groups` disjoint unordered groups of `size` items (the rest left out), each once."""
+  if groups == 0:
+    yield []
+    return
+  for first in itertools.combinations(items, size):
+    rest = [i for i in items if i not in first and i > first[0]]  # later groups start after this one's first
+    for others in _partitions(rest, groups - 1, size):
+      yield [first] + others

@@ -285,43 +285,135 @@ def _one_seed(systems):
   return {name: [hyps] for name, hyps in systems.items()}
 
 
-def test_significance_per_run_and_per_length_bucket():
-  sources, references, systems = _corpus()
-  results, texts = _results(sources, references, _one_seed(systems))
-  report.add_significance(results, texts, n_samples=200)
-  by_name = {r['variant']: r['significance'] for r in results}
-  assert all(s['baseline'] == 'none/bahdanau/global' for s in by_name.values())
-  assert not by_name['none/bahdanau/global']['pairs'] or all(
-    p['against'] == 'best' for p in by_name['none/bahdanau/global']['pairs']
+NONE, DOT, ADDITIVE = 'none/bahdanau/global', 'dot/bahdanau/global', 'additive/bahdanau/global'
+NOT_RANKED = 'not ranked with 1 seed (seed variance unmeasured; train more seeds to rank them)'
+
+
+def _leave_one_out(hypotheses, refs, keep=None, cache=None):
+  """The delete-one jackknife over sentences from scratch: sacrebleu's corpus BLEU of `hypotheses` with each
+  sentence of `keep` (default: all) left out in turn. `cache` (a dict) saves recomputing equal outputs."""
+  keep = list(range(len(refs))) if keep is None else [int(i) for i in keep]
+  key = (tuple(hypotheses), tuple(keep))
+  if cache is not None and key in cache:
+    return cache[key]
+  out = np.array(
+    [
+      sacrebleu.corpus_bleu([hypotheses[j] for j in keep if j != i], [[refs[j] for j in keep if j != i]]).score
+      for i in keep
+    ]
   )
-  additive = next(p for p in by_name['additive/bahdanau/global']['pairs'] if p['against'] == 'baseline')
-  dot = next(p for p in by_name['dot/bahdanau/global']['pairs'] if p['against'] == 'baseline')
-  # One seed: the test covers the sentences only (two-sided, from the paired bootstrap's spread) and ranks nothing.
-  assert additive['p_value'] < 0.05 and dot['p_value'] > 0.05 and additive['df'] == float('inf')
-  assert additive['interval'][0] > 0 and dot['interval'][0] < 0 < dot['interval'][1]
-  assert 'not ranked with 1 seed' in additive['verdict'] and not by_name['dot/bahdanau/global']['ranked']
+  if cache is not None:
+    cache[key] = out
+  return out
+
+
+def _jackknife_variance(values):
+  """Efron's jackknife variance from N leave-one-out values: (N - 1) / N times the sum of squared deviations."""
+  values = np.asarray(values, float)
+  return (len(values) - 1) / len(values) * float(np.sum((values - values.mean()) ** 2))
+
+
+def _answer(interval, delta):
+  """The page's rule, written out: greater when the interval excludes 0, equivalent inside (-delta, delta)."""
+  lo, hi = interval
+  return 'greater' if lo > 0 or hi < 0 else 'equivalent' if -delta < lo and hi < delta else 'undecided'
+
+
+def _verdict_groups(line):
+  """{'beat it': 'variant score (adjusted p ...), ...', ...} of one line of tables.attention_verdict."""
+  return dict(part.split(': ', 1) for part in line.rstrip('.').split('; ')[1:])
+
+
+def test_one_seed_is_tested_on_the_sentences_alone_and_ranks_nothing():
+  """One seed per variant: every contrast of the family (every pair) is judged against the test sentences alone,
+  a normal test on the jackknife's standard error of the difference (recomputed here with sacrebleu, each sentence
+  left out in turn), its interval the simultaneous one; nothing is ranked."""
+  sources, refs, systems = _corpus()
+  results, texts = _results(sources, refs, _one_seed(systems))
+  report.add_significance(results, texts)
   for r in results:
     s = r['significance']
-    assert s['corpus']['mean'] == pytest.approx(r['greedy_bleu'][0]) and s['corpus']['sentences'] == 60
-    assert s['corpus']['sd'] is None and s['corpus']['interval'][0] <= s['corpus']['mean'] <= s['corpus']['interval'][1]
+    # A baseline (none does not attend) and two shared length buckets: 0.2 of alpha for the bucket contrasts
+    # against it, the rest for the family of every pair.
+    assert (s['baseline'], s['alpha'], s['contrasts'], s['family_size'], s['delta']) == (NONE, 0.05, 'all', 3, 0.5)
+    assert s['length_level'] == pytest.approx(0.01) and s['level'] == pytest.approx(0.04) and s['ranked'] is False
+  by_name = {r['variant']: r['significance'] for r in results}
+  pairs = {(p['a'], p['b']): p for s in by_name.values() for p in s['pairs']}
+  # Each pair once, the higher mean first, listed under that run (none scores lowest: it leads none).
+  assert sorted(pairs) == sorted([(DOT, NONE), (ADDITIVE, NONE), (ADDITIVE, DOT)]) and by_name[NONE]['pairs'] == []
+  assert all(p['a'] == name for name, s in by_name.items() for p in s['pairs'])
+  cache = {}
+  loo = {name: _leave_one_out(hyps, refs, cache=cache) for name, hyps in systems.items()}
+  bleu = {name: sacrebleu.corpus_bleu(hyps, [refs]).score for name, hyps in systems.items()}
+  level = 0.04 / 3  # each contrast's share of the family's level (Bonferroni)
+  z = scipy.stats.norm.ppf(1 - level / 2)
+  for (a, b), p in pairs.items():
+    d, se = bleu[a] - bleu[b], np.sqrt(_jackknife_variance(loo[a] - loo[b]))
+    assert p['difference'] == pytest.approx(d) and p['se'] == pytest.approx(se) and p['df'] == float('inf')
+    assert p['level'] == pytest.approx(level) and p['seeds'] == [1, 1]
+    assert p['p_value'] == pytest.approx(2 * scipy.stats.norm.sf(abs(d) / se), rel=1e-6)
+    assert p['interval'] == pytest.approx([d - z * se, d + z * se])
+    assert p['p_adjusted'] == pytest.approx(min(1.0, p['p_value'] * 3 * 0.05 / 0.04))
+    assert p['p_equivalent_adjusted'] is None and p['test_variance'] is None
+    assert p['decision'] == 'unranked' and p['ranked'] is False and p['seeds_to_decide'] is None
+    assert p['verdict'] == f'{a} vs {b}: {NOT_RANKED}'
+  # The sentences alone tell additive from none but not dot (none with one sentence changed): neither is ranked.
+  assert pairs[(ADDITIVE, NONE)]['interval'][0] > 0
+  assert pairs[(DOT, NONE)]['interval'][0] < 0 < pairs[(DOT, NONE)]['interval'][1]
+  words = np.array([len(s.split()) for s in sources])
+  assert words[0] == 65  # dot's changed sentence: dot is none on every sentence of 1-20
+  for r in results:
+    s, name = r['significance'], r['variant']
+    corpus = s['corpus']
+    assert corpus['per_seed'] == pytest.approx(r['greedy_bleu']) and corpus['mean'] == pytest.approx(bleu[name])
+    assert corpus['sentences'] == 60 and corpus['sd'] is None and corpus['ci'] is None  # one seed: no spread
+    half = scipy.stats.norm.ppf(0.975) * np.sqrt(_jackknife_variance(loo[name]))
+    assert corpus['interval'] == pytest.approx([bleu[name] - half, bleu[name] + half])
     assert [b['bucket'] for b in s['by_length']] == ['1-20', '>60']  # 1-10 has fewer than 20 sentences
     for bucket, row in zip(s['by_length'], r['greedy_bleu_by_length']):
       assert bucket['bleu'] == pytest.approx(row['bleu']) and bucket['sentences'] == row['sentences']
-  # A run that translated other sentences is compared with no baseline.
+      if name == NONE:  # the baseline is not tested against itself
+        assert bucket['p_value'] is None and bucket['decision'] is None
+        continue
+      # Against none on the bucket's sentences: 2 buckets x 2 variants tested, at 0.01 of the page's alpha.
+      keep = np.nonzero(words <= 20 if bucket['bucket'] == '1-20' else words > 60)[0]
+      d = bucket['bleu'] - sacrebleu.corpus_bleu([systems[NONE][i] for i in keep], [[refs[i] for i in keep]]).score
+      diff = _leave_one_out(systems[name], refs, keep, cache) - _leave_one_out(systems[NONE], refs, keep, cache)
+      se = np.sqrt(_jackknife_variance(diff))
+      want = (1.0 if d == 0 else 0.0) if se == 0 else 2 * scipy.stats.norm.sf(abs(d) / se)
+      assert bucket['p_value'] == pytest.approx(want, rel=1e-6)
+      assert bucket['p_adjusted'] == pytest.approx(min(1.0, want * 4 * 0.05 / 0.01))
+      assert bucket['decision'] == 'unranked' and bucket['contrast_interval'] is None
+  dot_short = by_name[DOT]['by_length'][0]
+  assert dot_short['bleu'] == by_name[NONE]['by_length'][0]['bleu'] and dot_short['p_value'] == 1.0  # the same outputs
+
+
+def test_a_run_that_translated_other_sentences_is_compared_with_nothing():
+  """Runs are compared only with runs that translated the same sentences: one alone gets its own interval, no
+  baseline and no contrasts; the others still form their family."""
+  sources, refs, systems = _corpus()
   _, other_refs, _ = _corpus(seed=1)
-  results2, texts2 = _results(sources, references, _one_seed({'none/bahdanau/global': systems['none/bahdanau/global']}))
-  extra, extra_texts = _results(sources, other_refs, _one_seed({'dot/bahdanau/global': systems['dot/bahdanau/global']}))
-  report.add_significance(results2 + extra, texts2 + extra_texts, n_samples=50)
-  assert extra[0]['significance']['baseline'] is None and extra[0]['significance']['pairs'] == []
+  results, texts = _results(sources, refs, _one_seed({NONE: systems[NONE], DOT: systems[DOT]}))
+  extra, extra_texts = _results(sources, other_refs, _one_seed({ADDITIVE: systems[ADDITIVE]}))
+  report.add_significance(results + extra, texts + extra_texts)
+  alone = extra[0]['significance']
+  assert alone['baseline'] is None and alone['pairs'] == [] and alone['length_level'] == 0.0
+  assert alone['corpus']['mean'] == pytest.approx(sacrebleu.corpus_bleu(systems[ADDITIVE], [other_refs]).score)
+  assert all(b['p_value'] is None and b['decision'] is None for b in alone['by_length'])
+  (pair,) = results[1]['significance']['pairs']
+  assert (pair['a'], pair['b']) == (DOT, NONE) and results[1]['significance']['family_size'] == 1
 
 
 def _seeds(systems, k=3):
-  """k seeds per variant: each seed's output with a different sentence replaced by another variant's."""
+  """k seeds per variant: seed j's output with sentences 2j + 1 and 2j + 2 taken from the next variant's (none's
+  from dot's, which are none's own there, so none's seeds agree; dot's from additive's; additive's from none's)."""
   names = list(systems)
   out = {}
   for v, name in enumerate(names):
     other = systems[names[(v + 1) % len(names)]]
-    out[name] = [[other[i] if i % k == j else h for i, h in enumerate(systems[name])] for j in range(k)]
+    out[name] = [
+      [other[i] if i in (2 * j + 1, 2 * j + 2) else h for i, h in enumerate(systems[name])] for j in range(k)
+    ]
   return out
 
 
@@ -351,76 +443,212 @@ def test_analysis_table_and_verdicts_with_one_seed():
     'repetition %',
   ]
   rows = {line.split('|')[1].strip(): [c.strip() for c in line.strip('|').split('|')] for line in lines[2:]}
-  additive = rows['additive/bahdanau/global']
-  assert rows['none/bahdanau/global'][5] == 'baseline' and additive[5] == '< 0.001'
+  additive = rows[ADDITIVE]
   by_name = {r['variant']: r for r in results}
-  assert additive[3] == f"{by_name['additive/bahdanau/global']['greedy_bleu'][0]:.2f}" and ' ± ' not in additive[3]
+  dot_pair = next(p for p in by_name[DOT]['significance']['pairs'] if p['b'] == NONE)
+  # p vs none: the contrast's unadjusted p (pinned to the jackknife above)
+  assert rows[NONE][5] == 'baseline' and additive[5] == '< 0.001' and rows[DOT][5] == f"{dot_pair['p_value']:.3f}"
+  assert additive[3] == f"{by_name[ADDITIVE]['greedy_bleu'][0]:.2f}" and ' ± ' not in additive[3]
   assert additive[4].startswith('[') and not any(c.endswith('*') for r in rows.values() for c in r)  # one seed: no *
-  assert rows['dot/bahdanau/global'][10] == '1.00' and rows['dot/bahdanau/global'][11] == '0.00 (0.00)'
-  assert rows['none/bahdanau/global'][10] == '0.00 (1/1 const.)' and rows['none/bahdanau/global'][11] == '1.39 (1.00)'
-  assert rows['dot/bahdanau/global'][12:14] == ['1.00', '0.00']  # one-hot rows, each position attended once
-  assert rows['none/bahdanau/global'][12:14] == ['0.25', '0.00']  # 4 rows of 1/4 over 4 positions
+  assert rows[DOT][10] == '1.00' and rows[DOT][11] == '0.00 (0.00)'
+  assert rows[NONE][10] == '0.00 (1/1 const.)' and rows[NONE][11] == '1.39 (1.00)'
+  assert rows[DOT][12:14] == ['1.00', '0.00']  # one-hot rows, each position attended once
+  assert rows[NONE][12:14] == ['0.25', '0.00']  # 4 rows of 1/4 over 4 positions
   assert '± 0.00' not in table and 'the variants are not ranked' in table
-  assert '| additive/bahdanau/global − none/bahdanau/global | +' in table and 'not ranked with 1 seed' in table
-  assert 'paired bootstrap over the test sentences alone (one seed: the seeds cannot be tested)' in table
+  pair_row = next(line for line in table.splitlines() if line.startswith(f'| {ADDITIVE} − {NONE} | +'))
+  cells = [c.strip() for c in pair_row.strip('|').split('|')]
+  assert cells[4:] == ['< 0.001', '–', f'{ADDITIVE} vs {NONE}: ' + NOT_RANKED, '–']  # no equivalence test, no plan
+  assert 'interval and p from the test sentences alone (one seed: the seeds cannot be tested)' in table
+  assert 'The family is every pair of the variants (3 contrast(s))' in table
+  assert '(0.04 for the corpus contrasts, 0.01 for the longest-sentence contrasts against the baseline)' in table
+  assert 'Holm' not in table and 'bootstrap' not in table and 'Seeds to decide the' not in table
   verdict = tables.attention_verdict(results)
   assert 'Sources of >60 words: none/bahdanau/global reaches BLEU' in verdict and 'nothing is ranked' in verdict
   for line in verdict.strip().splitlines()[1:]:  # one seed ranks nothing: scores and sentence-level p only
-    assert line.endswith('; not ranked with 1 seed.') and 'beat it' not in line and 'within' not in line, line
-    assert 'additive/bahdanau/global ' in line and 'dot/bahdanau/global ' in line and '(adjusted p ' in line
+    assert line.endswith('; not ranked with 1 seed.') and 'beat it' not in line and 'equivalent' not in line, line
+    assert f'{ADDITIVE} ' in line and f'{DOT} ' in line and '(adjusted p ' in line
 
 
-def test_analysis_table_with_three_seeds_ranks():
-  sources, references, systems = _corpus()
+def test_three_seeds_rank_by_simultaneous_intervals():
+  """Three seeds: each contrast is Welch's t over seeds with the test set's variance added (scipy's t, the seeds'
+  degrees of freedom), its interval the simultaneous one at level 0.04 / 3; 'A > B' exactly when that interval
+  excludes 0, which is exactly when the adjusted p = p * 3 * 0.05 / 0.04 is below 0.05. The same translations
+  give the same dicts again (no random seed)."""
+  sources, refs, systems = _corpus()
   per_seed = _seeds(systems)
-  results, texts = _results(sources, references, per_seed)
-  report.add_significance(results, texts, n_samples=300)
+  results, texts = _results(sources, refs, per_seed)
+  report.add_significance(results, texts)
+  bleu = {name: [sacrebleu.corpus_bleu(h, [refs]).score for h in hyps] for name, hyps in per_seed.items()}
+  assert all(r['significance']['ranked'] and r['significance']['family_size'] == 3 for r in results)
+  pairs = {(p['a'], p['b']): p for r in results for p in r['significance']['pairs']}
+  assert sorted(pairs) == sorted([(DOT, NONE), (ADDITIVE, NONE), (ADDITIVE, DOT)])
+  t = scipy.stats.t
+  level = 0.04 / 3
+  for (a, b), p in pairs.items():
+    va, vb = np.var(bleu[a], ddof=1) / 3, np.var(bleu[b], ddof=1) / 3
+    welch_df = (va + vb) ** 2 / (va**2 / 2 + vb**2 / 2)  # Welch-Satterthwaite, 2 degrees of freedom a side
+    d, se, df = np.mean(bleu[a]) - np.mean(bleu[b]), p['se'], p['df']
+    assert p['difference'] == pytest.approx(d) and p['seeds'] == [3, 3] and p['level'] == pytest.approx(level)
+    # The test set's variance only adds: se^2 is the seeds' plus it, df the seeds', at most sentences - 1.
+    assert p['test_variance'] >= 0 and se**2 == pytest.approx(va + vb + p['test_variance'])
+    assert df == pytest.approx(min(welch_df, 59) if p['test_variance'] > 0 else welch_df)
+    assert p['p_value'] == pytest.approx(2 * t.sf(abs(d) / se, df))
+    assert p['p_value'] >= scipy.stats.ttest_ind(bleu[a], bleu[b], equal_var=False).pvalue * (1 - 1e-9)
+    half = t.ppf(1 - level / 2, df) * se
+    assert p['interval'] == pytest.approx([d - half, d + half])
+    assert p['p_adjusted'] == pytest.approx(min(1.0, p['p_value'] * 3 * 0.05 / 0.04))
+    p_equivalent = max(t.sf((d + 0.5) / se, df), t.cdf((d - 0.5) / se, df))  # Schuirmann's two one-sided tests
+    assert p['p_equivalent_adjusted'] == pytest.approx(min(1.0, 2 * p_equivalent * 3 * 0.05 / 0.04))
+    assert p['decision'] == _answer(p['interval'], 0.5) and p['ranked'] == (p['decision'] == 'greater')
+    assert (p['decision'] == 'greater') == (p['p_adjusted'] < 0.05)
+    assert (p['decision'] == 'equivalent') == (p['p_equivalent_adjusted'] < 0.05)
+  # The test set's share of dot − none from scratch: the jackknife variance over sentences of the difference of
+  # the seeds' mean leave-one-out BLEU, less each variant's own sentence noise (its seeds' leave-one-out BLEU
+  # about their mean, over K - 1).
+  cache = {}
+  loo = {name: np.array([_leave_one_out(h, refs, cache=cache) for h in per_seed[name]]) for name in (DOT, NONE)}
+  own = {name: np.mean([_jackknife_variance(row) for row in x - x.mean(0)]) / 2 for name, x in loo.items()}
+  shared = _jackknife_variance(loo[DOT].mean(0) - loo[NONE].mean(0)) - own[DOT] - own[NONE]
+  assert shared > 0 and pairs[(DOT, NONE)]['test_variance'] == pytest.approx(shared)
+  assert pairs[(ADDITIVE, NONE)]['verdict'] == f'{ADDITIVE} > {NONE}' and pairs[(ADDITIVE, NONE)]['ranked']
+  assert pairs[(ADDITIVE, DOT)]['verdict'] == f'{ADDITIVE} > {DOT}'
+  # dot is none with three sentences changed per seed: three seeds cannot decide it; the plan says how many would.
+  undecided = pairs[(DOT, NONE)]
+  assert undecided['decision'] == 'undecided' and undecided['verdict'] == f'{DOT} vs {NONE}: undecided with 3 seeds'
+  plan = undecided['seeds_to_decide']
+  pooled = np.sqrt((2 * np.var(bleu[DOT], ddof=1) + 2 * np.var(bleu[NONE], ddof=1)) / 4)
+  assert plan['level'] == pytest.approx(level) and plan['delta'] == 0.5 and plan['sd'] == pytest.approx(pooled)
+  assert plan['sd_upper'] == pytest.approx(pooled * np.sqrt(4 / scipy.stats.chi2.ppf(0.05, 4)))
+  assert 3 < plan['observed'] <= plan['observed_upper'] <= 50
+  assert all(p['seeds_to_decide'] is None for p in pairs.values() if p['decision'] != 'undecided')
+
   table = tables.analysis_table(results)
   print(table)
   rows = {
     line.split('|')[1].strip(): [c.strip() for c in line.strip('|').split('|')]
     for line in table.split('\n\n')[0].splitlines()[2:]
   }
-  bleu = [evaluation.bleu_chrf(h, references)['bleu'] for h in per_seed['additive/bahdanau/global']]
-  additive = rows['additive/bahdanau/global']
-  assert additive[1] == '3' and additive[2] == ' / '.join(f'{b:.2f}' for b in bleu)
-  assert additive[3] == f'{np.mean(bleu):.2f} ± {np.std(bleu, ddof=1):.2f}'
-  assert 'additive/bahdanau/global > none/bahdanau/global' in table and 'not ranked' not in table
-  assert additive[8].endswith(' *') and additive[9].endswith(' *')  # longest buckets, adjusted p < 0.05 (below)
+  additive = rows[ADDITIVE]
+  assert additive[1] == '3' and additive[2] == ' / '.join(f'{b:.2f}' for b in bleu[ADDITIVE])
+  assert additive[3] == f'{np.mean(bleu[ADDITIVE]):.2f} ± {np.std(bleu[ADDITIVE], ddof=1):.2f}'
+  # The longest buckets against none: 4 contrasts (2 buckets x 2 variants) at 0.01 of alpha; * where decided.
+  base = {b['bucket']: b for b in results[0]['significance']['by_length']}
+  for r in results[1:]:
+    for column, entry in zip((8, 9), r['significance']['by_length']):
+      lo, hi = entry['contrast_interval']
+      assert (lo + hi) / 2 == pytest.approx(entry['bleu'] - base[entry['bucket']]['bleu'])
+      assert entry['p_adjusted'] == pytest.approx(min(1.0, entry['p_value'] * 4 * 0.05 / 0.01))
+      assert entry['decision'] == _answer(entry['contrast_interval'], 0.5)
+      assert (entry['decision'] == 'greater') == (entry['p_adjusted'] < 0.05)
+      assert rows[r['variant']][column].endswith(' *') == (entry['decision'] == 'greater')
+  assert additive[8].endswith(' *') and additive[9].endswith(' *')  # far above none on both
   verdict = tables.attention_verdict(results)  # with seeds, the longest sentences rank against none
-  assert "Welch's t over seeds" in verdict and 'not ranked' not in verdict
-  assert all('beat it (p < 0.05)' in line or 'within the uncertainty' in line for line in verdict.splitlines()[2:])
-  pairs = tables.pairwise_text(results)
-  assert pairs.startswith('| pair | difference | 95% interval | p | adjusted p | verdict | seeds needed |')
-  assert 'Greedy test BLEU, 3 seed(s) per variant' in pairs and 'Holm' in pairs
-  # the adjusted p of the primary family is Holm's over its pairs
-  primary = [p for r in results for p in r['significance']['pairs'] if p['family'] == 'primary']
-  adjusted = significance.holm([p['p_value'] for p in primary])
-  assert [p['p_adjusted'] for p in primary] == pytest.approx(adjusted)
-  # a pair not distinguishable carries its seed plan, and the plan's option is printed
-  open_pairs = [p for p in primary if not p['ranked']]
-  assert all(p['seeds_needed'] and p['seeds_needed']['level'] == pytest.approx(0.05 / len(primary)) for p in open_pairs)
-  if open_pairs:
-    assert '--config.train.seeds=0,1' in pairs
+  assert "Welch's t over seeds" in verdict and 'not ranked' not in verdict and "0.01 of the page's alpha" in verdict
+  for line in verdict.strip().splitlines()[1:]:
+    groups = _verdict_groups(line)
+    assert groups['beat it'].startswith(f'{ADDITIVE} ') and groups['undecided'].startswith(f'{DOT} '), line
+  pairs_text = tables.pairwise_text(results)
+  assert pairs_text.startswith(
+    '| pair | difference | simultaneous interval | p | adjusted p (≠ 0) | adjusted p (within ±δ) | verdict | '
+    'seeds to decide |'
+  )
+  assert 'Greedy test BLEU, 3 seed(s) per variant' in pairs_text and '(Bonferroni: 0.04 over 3)' in pairs_text
+  assert not any(old in pairs_text for old in ('Holm', 'bootstrap', 'not distinguishable'))
+  row = next(line for line in pairs_text.splitlines() if line.startswith(f'| {DOT} − {NONE} |'))
+  cells = [c.strip() for c in row.strip('|').split('|')]
+  assert cells[6] == undecided['verdict'] and cells[7] == (
+    str(plan['observed'])
+    if plan['observed'] == plan['observed_upper']
+    else f"{plan['observed']}–{plan['observed_upper']}"
+  )
+  assert 'Seeds to decide the 1 undecided contrast(s)' in pairs_text
+  k = plan['observed']
+  assert f'--config.train.seeds={",".join(map(str, range(k))) if k <= 12 else f"$(seq -s, 0 {k - 1})"}' in pairs_text
+  # No random seed: the same translations give the same statistics, to the last bit.
+  again, again_texts = _results(sources, refs, per_seed)
+  report.add_significance(again, again_texts)
+  assert [r['significance'] for r in again] == [r['significance'] for r in results]
+
+
+def test_a_declared_family_and_margin_change_the_verdicts_not_the_tests():
+  """--contrasts=none: each variant against none only (2 contrasts, each at 0.04 / 2); the tests are those of
+  the family of every pair, the intervals narrower. --delta=100: an interval inside ±100 is 'equivalent', one
+  above 0 and inside it 'A > B (by less than 100)', on the corpus and on the length buckets alike."""
+  sources, refs, systems = _corpus()
+  per_seed = _seeds(systems)
+  results, texts = _results(sources, refs, per_seed)
+  report.add_significance(results, texts)
+  every = {(p['a'], p['b']): p for r in results for p in r['significance']['pairs']}
+  declared, declared_texts = _results(sources, refs, per_seed)
+  report.add_significance(declared, declared_texts, contrasts=NONE, delta=100.0)
+  s = declared[0]['significance']
+  assert (s['contrasts'], s['family_size'], s['delta'], s['level']) == (NONE, 2, 100.0, pytest.approx(0.04))
+  against = {(p['a'], p['b']): p for r in declared for p in r['significance']['pairs']}
+  assert sorted(against) == sorted([(DOT, NONE), (ADDITIVE, NONE)])  # additive − dot is not in this family
+  for key, p in against.items():
+    q = every[key]
+    assert (p['p_value'], p['se'], p['df']) == (q['p_value'], q['se'], q['df'])  # the same test
+    half = scipy.stats.t.ppf(1 - 0.02 / 2, p['df']) * p['se']
+    assert p['level'] == pytest.approx(0.02)
+    assert p['interval'] == pytest.approx([p['difference'] - half, p['difference'] + half])
+    assert p['interval'][1] - p['interval'][0] < q['interval'][1] - q['interval'][0]
+    assert p['p_adjusted'] == pytest.approx(min(1.0, p['p_value'] * 2 * 0.05 / 0.04))
+    assert p['decision'] == _answer(p['interval'], 100.0)
+  dot = against[(DOT, NONE)]  # undecided within ±0.5, inside ±100
+  assert dot['decision'] == 'equivalent' and dot['verdict'] == f'{DOT} ≈ {NONE} (equivalent within ±100)'
+  assert dot['p_equivalent_adjusted'] < 0.05 and dot['seeds_to_decide'] is None and not dot['ranked']
+  assert against[(ADDITIVE, NONE)]['verdict'] == f'{ADDITIVE} > {NONE} (by less than 100)'
+  note = tables.pairs_note(declared)
+  assert 'The family is the declared contrasts none/bahdanau/global (2 contrast(s))' in note
+  assert 'within ±100 BLEU' in note and '(Bonferroni: 0.04 over 2)' in note
+  # The bucket contrasts take the margin too; the attention verdict groups them by their answers.
+  labels = {'greater': 'beat it', 'equivalent': 'equivalent to it', 'undecided': 'undecided'}
+  verdict = tables.attention_verdict(declared).strip().splitlines()[1:]
+  for line, bucket in zip(verdict, ('1-20', '>60')):
+    groups = _verdict_groups(line)
+    for r in declared[1:]:
+      entry = next(b for b in r['significance']['by_length'] if b['bucket'] == bucket)
+      assert entry['decision'] == _answer(entry['contrast_interval'], 100.0)
+      assert f"{r['variant']} {entry['bleu']:.2f}" in groups[labels[entry['decision']]], line
+  assert any('equivalent to it' in line for line in verdict)
 
 
 def test_the_seed_plan_names_the_option_that_trains_more_seeds():
-  """Seeds trained together (train.seeds) need a new workdir; seeds trained as runs of their own (pooled from a
-  sweep over train.seeds) are added on the same one with the axis. The pair needing the most seeds is named."""
-  sd = {'sd': 0.8, 'level': 0.025}
+  """The plan under the pair table: for the observed differences and for the hardest, the undecided contrast
+  that needs the most seeds, its range (the seed sd's estimate – its upper bound), and the option that trains
+  that many (train.seeds; a sweep axis when each seed trained as its own run); decided contrasts plan nothing."""
+
+  def plan(observed, upper, hardest, hardest_upper):
+    out = {'level': 0.02, 'delta': 0.5, 'sd': 0.8, 'sd_upper': 1.9, 'observed': observed}
+    return out | {'observed_upper': upper, 'hardest': hardest, 'hardest_upper': hardest_upper}
+
   pairs = [
-    {'a': 'dot', 'b': 'additive', 'family': 'primary', 'ranked': False, 'seeds_needed': {**sd, '0.5': 9, '1': 4}},
-    {'a': 'general', 'b': 'additive', 'family': 'primary', 'ranked': False, 'seeds_needed': {**sd, '0.5': 14, '1': 5}},
-    {'a': 'dot', 'b': 'general', 'family': 'secondary', 'ranked': False, 'seeds_needed': {**sd, '0.5': 99, '1': 30}},
+    {'a': 'dot', 'b': 'additive', 'seeds_to_decide': plan(9, 14, 20, 35)},
+    {'a': 'general', 'b': 'additive', 'seeds_to_decide': plan(14, 30, 20, 40)},
+    {'a': 'dot', 'b': 'general', 'seeds_to_decide': None},  # decided
   ]
   results = [{'variant': 'dot', 'significance': {'pairs': pairs}}, {'variant': 'additive'}, {'variant': 'general'}]
-  together = tables.seed_plan_text(results)
-  assert '0.5 BLEU: 14 seeds per variant (general − additive, seed sd 0.80, needs the most): ' in together
-  assert '--config.train.seeds=$(seq -s, 0 13)' in together and '--config.train.seeds=0,1,2,3,4' in together
-  assert 'a new --workdir' in together and '99' not in together  # the secondary family plans nothing
+  together = tables.seed_plan_text(results).splitlines()
+  assert together[0] == 'Seeds to decide the 2 undecided contrast(s) (80 % probability each, at the family level):'
+  assert together[1] == (
+    '  if the observed differences are true: 14–30 seeds per variant (general − additive needs the most; seed sd '
+    '0.80, upper bound 1.90): --config.train.seeds=$(seq -s, 0 13)'
+  )
+  assert together[2].startswith('  whatever the differences: 20–40 seeds per variant (general − additive needs')
+  assert together[2].endswith('--config.train.seeds=$(seq -s, 0 19)') and '--config.sweep.rounds=4' in together[3]
   as_runs = tables.seed_plan_text([{**r, 'seeds_as_runs': True} for r in results])
-  assert '--config.sweep.axes="train.seeds=$(seq -s, 0 13)"' in as_runs and 'on the same --workdir' in as_runs
-  assert '--config.train.seeds' not in as_runs
+  assert '--config.sweep.axes="train.seeds=$(seq -s, 0 13)"' in as_runs and '--config.train.seeds' not in as_runs
+  assert tables.seeds_option(5) == '--config.train.seeds=0,1,2,3,4'
+  # Out of reach of 1000 seeds (None) is named; past 50 seeds no option is printed; a missing bound reads '> 1000'.
+  pairs[0]['seeds_to_decide'] = plan(None, None, 60, None)
+  far = tables.seed_plan_text(results).splitlines()
+  assert far[1] == '  if the observed differences are true: out of reach of 1000 seeds per variant in dot − additive'
+  assert far[2].startswith('  whatever the differences: 60–> 1000 seeds per variant (dot − additive needs the most')
+  assert far[2].endswith(')') and '--config.train.seeds' not in far[2]
+  cell = {'difference': 0.3, 'interval': [-1, 2], 'p_value': 0.4, 'p_adjusted': 1.0, 'p_equivalent_adjusted': 1.0}
+  cell |= {'verdict': 'general vs additive: undecided with 3 seeds', 'decision': 'undecided'}
+  assert tables.contrast_cells({**pairs[1], **cell})[7] == '14–30'  # the table's cell: the same range
+  assert tables.seed_plan_text([{'variant': 'dot', 'significance': {'pairs': pairs[2:]}}]) == ''
 
 
 def test_sweep_results_table_and_csv():
