@@ -14,6 +14,12 @@ Only the pair tests, from per-seed scores alone (a sweep's results.csv, or any C
 test_bleu_per_seed, space-separated): the test set is then held fixed.
 
     python -m experiments.analyze --from_scores=runs/luong/results.csv [--baseline=VARIANT]
+
+The faithfulness tables and verdicts (every cell against --baseline on the declared measures, one family) again
+from a stored faithfulness.json, without the runs:
+
+    python -m experiments.analyze --from_faithfulness=docs/results/faithfulness/faithfulness.json \
+        --baseline=additive [--out=DIR]
 """
 
 import csv
@@ -36,6 +42,9 @@ flags.DEFINE_string(
 )
 flags.DEFINE_string('from_scores', None, "Instead of --runs: a CSV of per-seed scores (a sweep's results.csv).")
 flags.DEFINE_string(
+  'from_faithfulness', None, 'Instead of --runs: a faithfulness.json; its tables and verdicts (faithfulness.md) again.'
+)
+flags.DEFINE_string(
   'baseline', None, 'The variant the others are tested against (default: the first whose score does not attend, none).'
 )
 flags.DEFINE_string(
@@ -50,7 +59,8 @@ flags.DEFINE_list(
   [],
   'Instead of the usual analysis: does the output follow the attention? Counterfactual attention '
   '(uniform, permute, zero_max, zero_top_k, shift, first, last, random), erasure and attention-gradient '
-  'agreement per seed, written to faithfulness.md, faithfulness.json and faithfulness.png.',
+  'agreement per seed, written to faithfulness.md, faithfulness.json and faithfulness.png; with --baseline '
+  '(a cell, or the score that names one cell) the verdicts of every cell against it on the declared measures.',
 )
 flags.DEFINE_integer(
   'faithfulness_sentences', 400, 'With --interventions: the first this many test sentences (0: all).'
@@ -89,10 +99,13 @@ def main(argv):
 def _analyze():
   if not FLAGS.delta > 0:
     raise ValueError(f'--delta ({FLAGS.delta}) must be > 0 BLEU: the margin within which two variants are equivalent')
-  if sum(map(bool, (FLAGS.runs, FLAGS.from_translations, FLAGS.from_scores))) != 1:
+  if sum(map(bool, (FLAGS.runs, FLAGS.from_translations, FLAGS.from_scores, FLAGS.from_faithfulness))) != 1:
     raise ValueError(
-      'give one of --runs (run directories), --from_translations (a translations.json.gz) or --from_scores (a CSV)'
+      'give one of --runs (run directories), --from_translations (a translations.json.gz), --from_scores (a CSV) '
+      'or --from_faithfulness (a faithfulness.json)'
     )
+  if FLAGS.from_faithfulness:
+    return _from_faithfulness(FLAGS.from_faithfulness, FLAGS.out, FLAGS.baseline)
   if FLAGS.from_scores:
     return _from_scores(FLAGS.from_scores, FLAGS.baseline)
   if FLAGS.from_translations:
@@ -163,12 +176,32 @@ def _faithfulness(runs: list[str], names: list[str], out, max_sentences: int):
   if FLAGS.pool_seeds:
     report.write_text(os.path.join(out, 'faithfulness_runs.json'), json.dumps(results, indent=1) + '\n')
     results = faithfulness.pool_seeds(results)
-  table = faithfulness.markdown(results)
+  report.write_text(os.path.join(out, 'faithfulness.json'), json.dumps(results, indent=1) + '\n')  # kept first
+  table = _faithfulness_page(results, FLAGS.baseline)
   report.write_text(os.path.join(out, 'faithfulness.md'), table)
-  report.write_text(os.path.join(out, 'faithfulness.json'), json.dumps(results, indent=1) + '\n')
   faithfulness.plot(results, os.path.join(out, 'faithfulness.png'))
   print(table)
   print(f'Wrote faithfulness.md, faithfulness.json and faithfulness.png under {out} in {time.time() - start:.0f} s')
+
+
+def _faithfulness_page(results: list, reference) -> str:
+  """faithfulness.md: the tables, and with a reference the verdicts of every cell against it (one family over
+  faithfulness.MEASURES x cells)."""
+  if not reference:
+    return faithfulness.markdown(results) + '\nNo reference cell (--baseline): no verdicts.\n'
+  return faithfulness.markdown(results, faithfulness.contrasts(results, faithfulness.MEASURES, reference))
+
+
+def _from_faithfulness(path: str, out, reference):
+  with open(path, encoding='utf-8') as f:
+    results = json.load(f)
+  table = _faithfulness_page(results, reference)
+  print(f'From {path} ({len(results)} cell(s); no runs read):\n' + table)
+  if out:
+    if os.path.exists(out) and not os.path.isdir(out):
+      raise ValueError(f'--out {out} is a file; pass a directory for the analysis (created if missing)')
+    report.write_text(os.path.join(out, 'faithfulness.md'), table)
+    print(f'Wrote faithfulness.md under {out}')
 
 
 def _from_scores(path: str, baseline):

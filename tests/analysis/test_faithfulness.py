@@ -9,7 +9,7 @@ import pytest
 import scipy.stats
 
 from attnmt.analysis import faithfulness
-from attnmt.errors import InputError
+from attnmt.errors import ConfigError, InputError
 from attnmt.model.config import ModelConfig
 from attnmt.model.interventions import Intervention
 from attnmt.model.seq2seq import BOS, Seq2Seq, init_params
@@ -173,3 +173,79 @@ def test_single_seed_runs_of_a_variant_pool_into_one_result_with_their_seeds():
   other = {**_run_result('dot/luong/global/feed/seeds=1', 1, 0.2, 0.4), 'sentences': 16}
   with pytest.raises(InputError, match='measured on other sentences'):
     faithfulness.pool_seeds([runs[0], other])
+
+
+def _cell_result(variant, jsd, changed_max, attends=True):
+  out = {'variant': variant, 'seeds': [0, 1, 2], 'sentences': 8, 'attends': attends}
+  if attends:
+    out |= {
+      'interventions': {'uniform': {k: [0.1, 0.2, 0.3] for k, *_ in faithfulness.COLUMNS} | {'jsd': jsd}},
+      'erasure': {'changed_max': changed_max, 'changed_random': [0.1, 0.1, 0.2], 'bleu_own_output': [9.0, 9.5, 9.9]},
+      'agreement': {'spearman': [0.5, 0.5, 0.5]},
+    }
+  return out
+
+
+def _cells():
+  return [
+    _cell_result('dot/luong/global/feed', [0.40, 0.42, 0.41], [0.70, 0.72, 0.71]),  # far above additive
+    _cell_result('general/luong/global/feed', [0.201, 0.209, 0.221], [0.50, 0.60, 0.55]),  # level with it
+    _cell_result('none/luong/global/feed', None, None, attends=False),  # no attention: not in the family
+    _cell_result('additive/bahdanau/global', [0.20, 0.21, 0.22], [0.50, 0.52, 0.51]),
+  ]
+
+
+def test_contrasts_are_one_bonferroni_family_over_measures_times_cells():
+  """2 measures x 2 cells against additive = 4 contrasts at 0.05 over all: p is Welch's (scipy), the adjusted
+  p min(1, 4 p), the interval the t interval at 0.05 / 4 in the shown scale (erasure in %)."""
+  results = _cells()
+  measures = ('interventions/uniform/jsd', 'erasure/changed_max')
+  got = faithfulness.contrasts(results, measures, 'additive')
+  assert got['reference'] == 'additive/bahdanau/global' and got['family_size'] == 4 == len(got['rows'])
+  assert got['level'] == pytest.approx(0.05 / 4)
+  cells = {r['variant']: r for r in results}
+  for row in got['rows']:
+    assert row['b'] == 'additive/bahdanau/global' and row['a'] != 'none/luong/global/feed'
+    scale = 100.0 if row['measure'] == 'erasure/changed_max' else 1.0
+    a = np.array(faithfulness.measure_values(cells[row['a']], row['measure'])) * scale
+    b = np.array(faithfulness.measure_values(cells[row['b']], row['measure'])) * scale
+    want = scipy.stats.ttest_ind(a, b, equal_var=False)
+    assert row['p_value'] == pytest.approx(want.pvalue, rel=1e-9)
+    assert row['p_adjusted'] == pytest.approx(min(1.0, want.pvalue * 4), rel=1e-9)
+    assert row['difference'] == pytest.approx(a.mean() - b.mean())
+    se = np.sqrt(a.var(ddof=1) / 3 + b.var(ddof=1) / 3)
+    df = se**4 / ((a.var(ddof=1) / 3) ** 2 / 2 + (b.var(ddof=1) / 3) ** 2 / 2)
+    half = scipy.stats.t.ppf(1 - 0.05 / 8, df) * se
+    np.testing.assert_allclose(row['interval'], [a.mean() - b.mean() - half, a.mean() - b.mean() + half], rtol=1e-9)
+    assert (
+      (row['decision'] == 'greater') == (row['p_adjusted'] < 0.05) == (row['interval'][0] > 0 or row['interval'][1] < 0)
+    )
+  by = {(r['measure'], r['a']): r for r in got['rows']}
+  for measure in measures:
+    clear = by[measure, 'dot/luong/global/feed']
+    assert clear['decision'] == 'greater' and clear['interval'][0] > 0
+    assert clear['verdict'] == 'dot/luong/global/feed > additive/bahdanau/global'
+  assert by['erasure/changed_max', 'dot/luong/global/feed']['difference'] == pytest.approx(20.0)  # in %
+  assert {r['decision'] for r in got['rows']} == {'greater', 'undecided'}
+
+
+def test_contrasts_never_say_equivalent_without_a_declared_margin():
+  """general's JSD is level with additive's, its interval narrow: with a margin of 0.5 it would be
+  'equivalent'; with none declared it is undecided, and no verdict says ≈."""
+  level = faithfulness.contrasts(_cells(), ('interventions/uniform/jsd',), 'additive/bahdanau/global')
+  row = next(r for r in level['rows'] if r['a'] == 'general/luong/global/feed')
+  assert -0.5 < row['interval'][0] and row['interval'][1] < 0.5 and level['delta'] == 0.0
+  assert row['decision'] == 'undecided' and '≈' not in row['verdict'] and 'equivalent' not in row['verdict']
+  with_margin = faithfulness.contrasts(_cells(), ('interventions/uniform/jsd',), 'additive', delta=0.5)
+  assert [r['decision'] for r in with_margin['rows']] == ['greater', 'equivalent']
+  page = faithfulness.markdown(_cells(), level)
+  assert 'one family of 1 measures × 2 cells' in page and 'alpha 0.05 over all of them' in page
+  assert '| uniform: JSD (bits) | dot/luong/global/feed − additive/bahdanau/global | +0.200 |' in page
+  assert 'equivalent' not in page.split('Verdicts:')[1].split('\n', 1)[1] and '≈' not in page
+
+
+def test_contrasts_name_a_missing_measure_or_reference():
+  with pytest.raises(InputError, match="no measure 'interventions/zero_max/jsd'"):
+    faithfulness.contrasts(_cells(), ('interventions/zero_max/jsd',), 'additive')
+  with pytest.raises(ConfigError, match="reference 'concat' is not one of the measured cells"):
+    faithfulness.contrasts(_cells(), faithfulness.MEASURES[:1], 'concat')

@@ -41,7 +41,7 @@ def analysis(tmp_path_factory):
     trainer.train_and_evaluate(config, os.path.join(root, score))
     dirs.append(os.path.join(root, score))
   out = os.path.join(root, 'analysis')
-  results = report.analyze_runs(dirs, out, beam_size=2, num_heatmaps=2, bootstrap_samples=50)
+  results = report.analyze_runs(dirs, out, beam_size=2, num_heatmaps=2)
   path = html_report.write_report(results, out)
   with open(path, encoding='utf-8') as f:
     page = f.read()
@@ -69,8 +69,15 @@ def test_the_report_is_self_contained_and_embeds_the_analysis(analysis):
   pairs = data['table']['pairs']
   assert pairs['headers'] == tables.PAIR_HEADERS and pairs['rows'] == tables.pair_cells(results)
   (pair,) = [p for r in results for p in r['significance']['pairs']]  # two variants: one pair
-  assert pairs['rows'][0][0] == f"{pair['a']} − {pair['b']}" and pairs['rows'][0][5] == pair['verdict']
-  assert 'Holm' in pairs['note'] and '2 seed(s) per variant' in pairs['note']
+  verdict = tables.PAIR_HEADERS.index('verdict')
+  assert pairs['rows'][0][0] == f"{pair['a']} − {pair['b']}" and pairs['rows'][0][verdict] == pair['verdict']
+  assert (
+    pair['decision'] in ('greater', 'equivalent', 'undecided') and pair['level'] == results[0]['significance']['level']
+  )
+  assert '2 seed(s) per variant' in pairs['note'] and 'every pair of the variants (1 contrast(s))' in pairs['note']
+  assert 'Bonferroni' in pairs['note'] and 'Holm' not in pairs['note'] and 'bootstrap' not in pairs['note']
+  # the seed plan is embedded, and there is one exactly when the pair is undecided
+  assert pairs['plan'] == tables.seed_plan_text(results) and bool(pairs['plan']) == (pair['decision'] == 'undecided')
   # The split has 40 sentences, under the limit of 200: all are embedded, the heatmap sentences among them.
   ids = [s['id'] for s in data['sentences']]
   assert ids == list(range(40)) and data['shared'] == 40
@@ -93,12 +100,12 @@ def test_the_report_is_self_contained_and_embeds_the_analysis(analysis):
 @pytest.mark.xdist_group('html_report_analysis')  # one worker builds the shared sweep
 def test_the_stored_translations_give_the_analysis_again(analysis):
   path, results, _, _ = analysis
-  again = report.analyze_translations(os.path.join(os.path.dirname(path), stored.FILE), n_samples=50)
+  again = report.analyze_translations(os.path.join(os.path.dirname(path), stored.FILE))
   assert [r['variant'] for r in again] == [r['variant'] for r in results]
   for r, a in zip(results, again):
     assert a['greedy_bleu'] == pytest.approx(r['greedy_bleu']) and a['greedy_chrf'] == pytest.approx(r['greedy_chrf'])
-    assert a['significance']['pairs'] == r['significance']['pairs']  # the same bootstrap seed and sample count
-    assert a['significance']['by_length'] == r['significance']['by_length']
+    # The jackknife over sentences has no random seed: the same translations give every statistic again, exactly.
+    assert a['significance'] == r['significance']
 
 
 def test_select_sentences_keeps_the_must_ones_the_largest_differences_and_spreads_over_length():
@@ -205,7 +212,8 @@ def test_the_report_in_a_real_browser(analysis):
     page_width = browser.execute_script('return document.documentElement.clientWidth')
     right = browser.execute_script("return document.getElementById('pairs-table').getBoundingClientRect().right")
     assert right <= page_width, (right, page_width)
-    assert 'Holm' in browser.find_element(By.CSS_SELECTOR, '#pairs p.notes').text
+    notes = browser.find_element(By.CSS_SELECTOR, '#pairs p.notes').text
+    assert 'Bonferroni' in notes and 'Holm' not in notes
 
     browser.execute_script('window.scrollTo(0, 0)')
     ActionChains(browser).move_to_element(

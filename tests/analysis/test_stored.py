@@ -1,6 +1,7 @@
 """A page's statistics recomputed from its stored per-seed translations (attnmt/analysis/stored.py and
-`analyze --from_translations`): the scores are sacrebleu's on the stored texts, the pair test is the
-analysis's, and bad files get one line."""
+`analyze --from_translations`): the scores are sacrebleu's on the stored texts, the contrasts are the
+analysis's (the jackknife over sentences has no random seed: the same texts give the same statistics), and bad
+files get one line."""
 
 import gzip
 import json
@@ -50,18 +51,30 @@ def _write(path, doc):
 def test_statistics_from_stored_translations(tmp_path):
   doc = _doc()
   path = _write(tmp_path / 'translations.json.gz', doc)
-  results = report.analyze_translations(path, n_samples=200)
+  results = report.analyze_translations(path)
+  bleu = []
   for r, v in zip(results, doc['variants']):
-    want = [sacrebleu.corpus_bleu(h, [doc['references']]).score for h in v['greedy']]
-    assert r['greedy_bleu'] == pytest.approx(want) and r['seeds'] == v['seeds']
-    assert r['significance']['corpus']['per_seed'] == pytest.approx(want)
+    bleu.append([sacrebleu.corpus_bleu(h, [doc['references']]).score for h in v['greedy']])
+    assert r['greedy_bleu'] == pytest.approx(bleu[-1]) and r['seeds'] == v['seeds']
+    assert r['significance']['corpus']['per_seed'] == pytest.approx(bleu[-1])
   (pair,) = results[1]['significance']['pairs']
+  s = results[1]['significance']
+  # A baseline (none does not attend) and length buckets: 0.01 of alpha for the bucket contrasts, 0.04 for the pair.
+  assert (s['family_size'], s['level'], s['length_level']) == (1, pytest.approx(0.04), pytest.approx(0.01))
   names = [v['variant'] for v in doc['variants']]
   stats = [
     np.stack([significance.sentence_statistics(h, doc['references']) for h in v['greedy']]) for v in doc['variants']
   ]
-  again = comparison.compare_statistics(names, stats, names[0], 200)['pairs'][0]
-  assert pair['p_value'] == again['p_value'] and pair['verdict'] == again['verdict'] == f'{names[1]} > {names[0]}'
+  assert pair == comparison.compare_statistics(names, stats, names[0], level=0.04)['pairs'][0]
+  # Welch's t over the sacrebleu per-seed scores, the test set's variance added: never below seeds-only Welch.
+  d, se, df = np.mean(bleu[1]) - np.mean(bleu[0]), pair['se'], pair['df']
+  seeds = np.var(bleu[1], ddof=1) / 3 + np.var(bleu[0], ddof=1) / 2
+  assert pair['difference'] == pytest.approx(d) and se**2 >= seeds * (1 - 1e-12)
+  assert pair['p_value'] == pytest.approx(2 * scipy.stats.t.sf(abs(d) / se, df))
+  assert pair['p_value'] >= scipy.stats.ttest_ind(bleu[1], bleu[0], equal_var=False).pvalue * (1 - 1e-9)
+  half = scipy.stats.t.ppf(1 - 0.04 / 2, df) * se  # a family of one contrast: its interval at the corpus level
+  assert pair['interval'] == pytest.approx([d - half, d + half]) and pair['interval'][0] > 0
+  assert pair['decision'] == 'greater' and pair['verdict'] == f'{names[1]} > {names[0]}'
 
 
 def test_the_baseline_is_the_variant_without_attention_not_a_name(tmp_path):
@@ -70,17 +83,27 @@ def test_the_baseline_is_the_variant_without_attention_not_a_name(tmp_path):
   doc = _doc()
   doc['variants'][0]['variant'] = 'my_pkg.scores:Flat/bahdanau/global'
   path = _write(tmp_path / 'translations.json.gz', doc)
-  results = report.analyze_translations(path, n_samples=200)
+  results = report.analyze_translations(path)
   (pair,) = results[1]['significance']['pairs']
   assert pair['verdict'] == f"additive/bahdanau/global > {doc['variants'][0]['variant']}"
   assert all(r['significance']['baseline'] == doc['variants'][0]['variant'] for r in results)
-  doc['variants'][0]['attends'] = True  # no variant without attention: no baseline, the pair is in the other family
-  results = report.analyze_translations(_write(tmp_path / 'b.json.gz', doc), n_samples=200)
-  assert report.default_baseline(results) is None
-  again = report.analyze_translations(path, n_samples=200, baseline='additive/bahdanau/global')
+  assert results[0]['significance']['by_length'][-1]['p_value'] is None  # the baseline is not tested against itself
+  assert results[1]['significance']['by_length'][-1]['p_value'] is not None
+  doc['variants'][0]['attends'] = True  # no variant without attention: no baseline, no length contrasts
+  flat = report.analyze_translations(_write(tmp_path / 'b.json.gz', doc))
+  assert report.default_baseline(flat) is None and flat[1]['significance']['baseline'] is None
+  # The family (every pair) does not depend on the baseline: the same test, at all of alpha.
+  (same,) = flat[1]['significance']['pairs']
+  assert (same['a'], same['b'], same['p_value']) == (pair['a'], pair['b'], pair['p_value'])
+  assert flat[1]['significance']['length_level'] == 0.0 and same['level'] == 0.05 and pair['level'] == 0.04
+  assert all(b['p_value'] is None for r in flat for b in r['significance']['by_length'])
+  again = report.analyze_translations(path, baseline='additive/bahdanau/global')
   assert report.default_baseline(again, 'additive/bahdanau/global') == 'additive/bahdanau/global'
+  assert all(r['significance']['baseline'] == 'additive/bahdanau/global' for r in again)
+  assert again[0]['significance']['by_length'][-1]['p_value'] is not None  # now the one tested against it
+  assert again[1]['significance']['by_length'][-1]['p_value'] is None
   with pytest.raises(ValueError, match=r'^--baseline x is not one of the variants compared: '):
-    report.analyze_translations(path, n_samples=200, baseline='x')
+    report.analyze_translations(path, baseline='x')
 
 
 def test_save_then_load_round_trips(tmp_path):
@@ -105,7 +128,8 @@ def test_the_command_recomputes_a_page_and_refuses_bad_files(tmp_path):
 
   res = run(f'--from_translations={path}', f'--out={out}')
   assert res.returncode == 0, res.stderr
-  assert '| pair | difference |' in res.stdout and 'Holm' in res.stdout
+  assert '| pair | difference | simultaneous interval |' in res.stdout and 'Bonferroni' in res.stdout
+  assert 'Holm' not in res.stdout and 'bootstrap' not in res.stdout
   for name in ('analysis.md', 'analysis.json', 'bleu_by_length.png', 'bleu_by_seed.png'):
     assert os.path.getsize(out / name) > 0
   broken = doc = _doc()
@@ -122,31 +146,65 @@ def test_the_command_recomputes_a_page_and_refuses_bad_files(tmp_path):
 
 
 def test_pair_tests_from_per_seed_scores(tmp_path):
-  """--from_scores: Welch's t of the per-seed scores (the test set held fixed), Holm over the family."""
+  """--from_scores: Welch's t of the per-seed scores with the test set held fixed (scipy's Welch test), each
+  contrast's interval the simultaneous one over the declared family: every pair by default, --contrasts=VARIANT
+  each variant against it; --delta sets the equivalence margin."""
+  none, additive, general = [6.1, 6.3, 5.9], [21.6, 22.1, 21.2], [22.7, 21.5, 22.0]
   scores = tmp_path / 'results.csv'
   scores.write_text(
-    'variant,seeds,test_bleu_per_seed\nnone/bahdanau/global,0 1 2,6.1 6.3 5.9\n'
-    'additive/bahdanau/global,0 1 2,21.6 22.1 21.2\ngeneral/bahdanau/global,0 1 2,22.7 21.5 22.0\n'
+    f'variant,seeds,test_bleu_per_seed\nnone/bahdanau/global,0 1 2,{" ".join(map(str, none))}\n'
+    f'additive/bahdanau/global,0 1 2,{" ".join(map(str, additive))}\n'
+    f'general/bahdanau/global,0 1 2,{" ".join(map(str, general))}\n'
   )
-  cmd = [sys.executable, '-m', 'experiments.analyze', f'--from_scores={scores}']
-  res = subprocess.run(
-    cmd, cwd=ROOT, env=dict(os.environ, PYTHONPATH=ROOT), capture_output=True, text=True, timeout=300
-  )
+
+  def run(*flags):
+    cmd = [sys.executable, '-m', 'experiments.analyze', f'--from_scores={scores}', *flags]
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    return subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+
+  def rows(stdout):
+    lines = [line for line in stdout.splitlines() if line.startswith('| ') and ' − ' in line]
+    return {line.split('|')[1].strip(): [c.strip() for c in line.strip('|').split('|')] for line in lines}
+
+  def expected(a, b, m, delta=0.5):
+    """difference, simultaneous interval, p and adjusted p of a − b by scipy's Welch test, Bonferroni over m."""
+    welch = scipy.stats.ttest_ind(a, b, equal_var=False)
+    d = np.mean(a) - np.mean(b)
+    half = scipy.stats.t.ppf(1 - 0.05 / m / 2, welch.df) * d / welch.statistic
+    p = welch.pvalue
+    cell = lambda x: '< 0.001' if x < 0.001 else f'{x:.3f}'  # noqa: E731
+    return [f'{d:+.2f}', f'[{d - half:.2f}, {d + half:.2f}]', cell(p), cell(min(1.0, p * m))]
+
+  res = run()
   assert res.returncode == 0, res.stderr
-  row = next(line for line in res.stdout.splitlines() if line.startswith('| additive/bahdanau/global − none/'))
-  p = scipy.stats.ttest_ind([21.6, 22.1, 21.2], [6.1, 6.3, 5.9], equal_var=False).pvalue
-  cells = [c.strip() for c in row.strip('|').split('|')]
+  every = rows(res.stdout)
+  assert sorted(every) == [
+    'additive/bahdanau/global − none/bahdanau/global',
+    'general/bahdanau/global − additive/bahdanau/global',
+    'general/bahdanau/global − none/bahdanau/global',
+  ]
+  added = every['additive/bahdanau/global − none/bahdanau/global']
+  assert added[1:5] == expected(additive, none, 3)
+  assert added[6:] == ['additive/bahdanau/global > none/bahdanau/global', '–']
+  close = every['general/bahdanau/global − additive/bahdanau/global']  # 0.43 apart, seeds 0.5 apart: undecided
+  assert close[1:5] == expected(general, additive, 3)
+  assert close[6] == 'general/bahdanau/global vs additive/bahdanau/global: undecided with 3 seeds' and close[7] != '–'
+  assert 'Seeds to decide the 1 undecided contrast(s)' in res.stdout
   assert (
-    cells[3] == ('< 0.001' if p < 0.001 else f'{p:.3f}')
-    and cells[5] == 'additive/bahdanau/global > none/bahdanau/global'
+    'test set held fixed' in res.stdout and 'The family is every pair of the variants (3 contrast(s))' in res.stdout
   )
-  assert (
-    'test set held fixed' in res.stdout and 'primary family is each variant against none/bahdanau/global' in res.stdout
-  )
+  declared = run('--contrasts=none/bahdanau/global', '--delta=1')
+  assert declared.returncode == 0, declared.stderr
+  against = rows(declared.stdout)
+  assert sorted(against) == [
+    'additive/bahdanau/global − none/bahdanau/global',
+    'general/bahdanau/global − none/bahdanau/global',
+  ]
+  assert against['additive/bahdanau/global − none/bahdanau/global'][1:5] == expected(additive, none, 2)
+  assert 'the declared contrasts none/bahdanau/global (2 contrast(s))' in declared.stdout
+  assert 'within ±1 BLEU' in declared.stdout and 'Seeds to decide the' not in declared.stdout  # both decided
   scores.write_text('variant,bleu\na,1\n')
-  bad = subprocess.run(
-    cmd, cwd=ROOT, env=dict(os.environ, PYTHONPATH=ROOT), capture_output=True, text=True, timeout=300
-  )
+  bad = run()
   assert bad.returncode == 2 and 'columns variant and test_bleu_per_seed' in bad.stderr.strip().splitlines()[-1]
 
 
@@ -161,10 +219,11 @@ def test_single_seed_runs_pool_into_one_variant(tmp_path):
   ]
   assert stored.pool_seeds(split) == doc
   path = _write(tmp_path / 'split.json.gz', split)
-  pooled = report.analyze_translations(path, n_samples=200, pool_seeds=True)
-  whole = report.analyze_translations(_write(tmp_path / 'whole.json.gz', doc), n_samples=200)
+  pooled = report.analyze_translations(path, pool_seeds=True)
+  whole = report.analyze_translations(_write(tmp_path / 'whole.json.gz', doc))
   assert [r['variant'] for r in pooled] == [r['variant'] for r in whole]
-  assert pooled[1]['significance']['pairs'][0]['p_value'] == whole[1]['significance']['pairs'][0]['p_value']
+  assert [r['significance'] for r in pooled] == [r['significance'] for r in whole]  # every statistic, exactly
+  assert pooled[1]['seeds_as_runs'] and 'seeds_as_runs' not in whole[1]
   split['variants'][2]['seeds'] = [0]
   with pytest.raises(InputError, match=r'additive/bahdanau/global: seed\(s\) \[0\] appear in more than one run'):
     stored.pool_seeds(split)

@@ -167,15 +167,26 @@ def test_sweep_of_two_variants_and_two_seeds_writes_its_table_and_never_reuses_s
   for name in ('none-bahdanau-global', 'dot-bahdanau-global'):
     r = json.loads((tmp_path / name / 'results.json').read_text())
     assert r['seeds'] == [0, 1] and len(r['test_bleu']) == 2 and r['test_perplexity'][0] > 1.0
-  # The analysis prints per-seed scores, t intervals, the pair table (two-sided p, Holm-adjusted p, verdict,
-  # seeds needed) and, under a pair it cannot tell apart, the seed plan with its option.
+  # The analysis prints per-seed scores, t intervals, the pair table (difference, simultaneous interval, p, the
+  # adjusted p's, verdict, seeds to decide) and, under an undecided pair, the seeds that would decide it.
   out = res.stdout
   assert '| variant | seeds | test BLEU per seed | mean | sd | 95% CI (t, seeds) |' in out
-  assert '| pair | difference | 95% interval | p | adjusted p | verdict | seeds needed |' in out
-  assert "two-sided p from Welch's t over seeds" in out and 'Holm over the family' in out
-  pair = next(line for line in out.splitlines() if line.startswith('| dot/bahdanau/global − none/bahdanau/global'))
-  if '≈' in pair:
-    assert 'Seeds to plan with' in out and '--config.train.seeds=0,1' in out
+  assert (
+    '| pair | difference | simultaneous interval | p | adjusted p (≠ 0) | adjusted p (within ±δ) | verdict | '
+    'seeds to decide |'
+  ) in out
+  assert "Welch's t over seeds with the test set's variance" in out and '(Bonferroni: ' in out
+  assert 'The family is every pair of the variants (1 contrast(s))' in out and '2 seed(s) per variant' in out
+  assert not any(old in out for old in ('Holm', 'bootstrap', 'not distinguishable'))
+  pair = next(line for line in out.splitlines() if line.startswith('| ') and ' − ' in line.split('|')[1])
+  cells = [c.strip() for c in pair.strip('|').split('|')]
+  a, b = cells[0].split(' − ')  # the higher mean first
+  assert {a, b} == {'dot/bahdanau/global', 'none/bahdanau/global'} and cells[1].startswith('+')
+  if cells[6] == f'{a} vs {b}: undecided with 2 seeds':
+    assert cells[7] != '–' and 'Seeds to decide the 1 undecided contrast(s)' in out
+  else:  # decided: A > B (perhaps by less than the margin) or equivalent within ±0.5; nothing to plan
+    assert cells[6] in (f'{a} > {b}', f'{a} > {b} (by less than 0.5)', f'{a} ≈ {b} (equivalent within ±0.5)'), cells
+    assert cells[7] == '–' and 'Seeds to decide the' not in out
 
   # The same sweep again reuses both variants; a changed setting is refused, naming it, before anything runs.
   flags.append('--config.sweep.analyze=false')

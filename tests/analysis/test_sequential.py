@@ -1,0 +1,123 @@
+"""Seeds until decided: the design's schedule and spending, a design that may not change, looks replayed from
+stored translations with earlier decisions kept, and the sweep's rounds end to end on the tiny config."""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from attnmt.analysis import comparison, family, sequential
+from attnmt.errors import ConfigError
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+WORDS = 'the a cat dog sat on mat in house big small red'.split()
+
+
+def test_design_schedule_and_levels():
+  d = sequential.Design(seeds_per_round=5, rounds=4)
+  assert d.schedule == [5, 10, 15, 20] and d.round_seeds(2) == [10, 11, 12, 13, 14]
+  assert d.levels == pytest.approx(family.look_levels([5, 10, 15, 20])) and sum(d.levels) == pytest.approx(0.05)
+  for bad in (dict(seeds_per_round=1, rounds=3), dict(seeds_per_round=5, rounds=0)):
+    with pytest.raises(ConfigError, match='at least 2 seeds per round'):
+      sequential.Design(**bad)
+  with pytest.raises(ConfigError, match='spending'):
+    sequential.Design(5, 2, spending='linear')
+  with pytest.raises(ConfigError, match='delta must be > 0'):
+    sequential.Design(5, 2, delta=0.0)
+
+
+def test_a_design_cannot_change_once_declared(tmp_path):
+  d = sequential.Design(seeds_per_round=3, rounds=2)
+  sequential.declare(str(tmp_path), d)
+  sequential.declare(str(tmp_path), d)  # the same design again: fine
+  with pytest.raises(ConfigError, match=r'changed: delta, rounds'):
+    sequential.declare(str(tmp_path), sequential.Design(seeds_per_round=3, rounds=3, delta=1.0))
+
+
+def _round(rng, refs, quality):
+  """One round's outputs: per variant, 3 seeds whose words are kept with probability quality[v] (± seed noise)."""
+
+  def noisy(p):
+    return [' '.join(w if rng.random() < p else 'x' for w in r.split()) for r in refs]
+
+  return {
+    'names': [f'v{i}' for i in range(len(quality))],
+    'references': refs,
+    'greedy': [[noisy(q + rng.normal(0, 0.01)) for _ in range(3)] for q in quality],
+  }
+
+
+def test_looks_pool_rounds_and_keep_earlier_decisions():
+  rng = np.random.default_rng(0)
+  refs = [' '.join(rng.choice(WORDS, 8)) for _ in range(60)]
+  rounds = [_round(rng, refs, (0.9, 0.3, 0.88)) for _ in range(3)]
+  design = sequential.Design(seeds_per_round=3, rounds=3, spending='pocock', delta=2.0)
+  looks = sequential.replay(design, rounds)
+  assert [look['seeds'] for look in looks] == [3, 6, 9]
+  assert [look['level'] for look in looks] == pytest.approx(design.levels)
+  for look in looks:
+    assert all(v['seeds'] == look['seeds'] for v in look['comparison']['variants'])
+  first = {(p['a'], p['b']): p for p in looks[0]['comparison']['pairs']}
+  decided = {k: p for k, p in first.items() if p['decision'] in (family.GREATER, family.EQUIVALENT)}
+  assert decided  # v0 and v2 far above v1 from the first look
+  for key, p in decided.items():
+    later = next(q for q in looks[-1]['comparison']['pairs'] if (q['a'], q['b']) == key)
+    assert later == p and later['look'] == 1  # kept as the first look made it
+  # a look is the comparison of the pooled seeds at that look's level
+  pooled = [sum((r['greedy'][v] for r in rounds[:2]), []) for v in range(3)]
+  again = comparison.compare(rounds[0]['names'], pooled, refs, contrasts='all', delta=2.0, level=design.levels[1])
+  fresh = [p for p in looks[1]['comparison']['pairs'] if (p['a'], p['b']) not in decided]
+  for p in fresh:
+    want = next(q for q in again['pairs'] if (q['a'], q['b']) == (p['a'], p['b']))
+    assert p['interval'] == pytest.approx(want['interval']) and p['decision'] == want['decision']
+  # rounds on other sentences cannot be pooled
+  other = dict(rounds[1], references=refs[::-1])
+  with pytest.raises(ConfigError, match='other variants or sentences'):
+    sequential.replay(design, [rounds[0], other])
+
+
+def _sweep(workdir, *extra):
+  flags = [
+    '--config=experiments/configs/tiny.py',
+    f'--workdir={workdir}',
+    '--config.sweep.scores=none,additive',
+    '--config.train.num_steps=10',
+    '--config.train.eval_every=10',
+    '--config.train.checkpoint_every=10',
+    '--config.sweep.rounds=2',
+    '--config.sweep.seeds_per_round=2',
+    '--config.sweep.num_heatmaps=0',
+    '--config.sweep.beam_size=0',
+    '--config.sweep.processes=1',
+    f'--config.data.data_dir={workdir}/data',
+    *extra,
+  ]
+  env = dict(os.environ, JAX_PLATFORMS='cpu', PYTHONPATH=ROOT)
+  return subprocess.run(
+    [sys.executable, '-m', 'experiments.sweep', *flags], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600
+  )
+
+
+def test_rounds_end_to_end(tmp_path):
+  """Two rounds of 2 seeds on the tiny config (10 steps: every variant scores about the same): each round a
+  sweep of its own seeds, the looks in rounds.md and rounds.json, the design refused if it changes, and a
+  finished round reused, not trained again."""
+  work = tmp_path / 'decided'
+  first = _sweep(work)
+  assert first.returncode == 0, first.stderr[-3000:]
+  for r, seeds in ((1, [0, 1]), (2, [2, 3])):
+    assert json.loads((work / f'round-{r}' / 'round.json').read_text()) == {'seeds': seeds}
+    results = json.loads((work / f'round-{r}' / 'additive-bahdanau-global' / 'results.json').read_text())
+    assert results['seeds'] == seeds
+  looks = json.loads((work / 'rounds.json').read_text())
+  assert [look['seeds'] for look in looks] == [2, 4]
+  page = (work / 'rounds.md').read_text()
+  assert '## Look 2: 4 seeds per variant' in page and 'Design, declared before round 1' in page
+  assert json.loads((work / 'design.json').read_text())['rounds'] == 2
+  again = _sweep(work)
+  assert again.returncode == 0 and again.stdout.count('finished earlier') == 2
+  changed = _sweep(work, '--config.sweep.delta=1.0')
+  assert changed.returncode == 2 and 'another design (changed: delta' in changed.stderr
