@@ -131,7 +131,7 @@ def family_errors(
   wrong = decided = 0
   for _ in range(experiments):
     bleu, jack = experiment(rng, seeds, sentences, offsets, interaction_sd)
-    result = comparison.compare_scores(names, bleu, None, jack, contrasts=contrasts, delta=delta)
+    result = comparison.compare_scores(names, bleu, None, jack, contrasts=contrasts, delta=delta, plan=False)
     wrong += wrong_claims(result, truth, delta) > 0
     decided += any(p['decision'] in (family.GREATER, family.EQUIVALENT) for p in result['pairs'])
   return _share(wrong, experiments) | {'seeds': seeds, 'decided_share': decided / experiments}
@@ -184,6 +184,7 @@ def sequential_errors(
         design.delta,
         level=level,
         decided=decided,
+        plan=False,
       )
       any_wrong |= wrong_claims(result, truth, design.delta) > 0
       decided |= {(p['a'], p['b']): p for p in result['pairs'] if p['decision'] in (family.GREATER, family.EQUIVALENT)}
@@ -208,7 +209,7 @@ def decision_rate(seeds: int, gap_sd: float, experiments: int, level: float, del
   decided = ranked = 0
   for _ in range(experiments):
     bleu, jack = experiment(rng, seeds, 400, (offset, 0.0))
-    p = comparison.compare_scores(['a', 'b'], bleu, None, jack, delta=delta, level=level)['pairs'][0]
+    p = comparison.compare_scores(['a', 'b'], bleu, None, jack, delta=delta, level=level, plan=False)['pairs'][0]
     decided += p['decision'] in (family.GREATER, family.EQUIVALENT)
     ranked += p['decision'] == family.GREATER
   return {'seeds': seeds, 'gap_sd': gap_sd, 'decided': decided / experiments, 'ranked': ranked / experiments}
@@ -235,7 +236,7 @@ def splits(stats: np.ndarray, groups: int, size: int, delta: float = family.DELT
   rows = []
   for split in _partitions(list(range(k)), groups, size):
     result = comparison.compare_scores(
-      names, [bleu[list(g)] for g in split], None, [jack[list(g)] for g in split], delta=delta
+      names, [bleu[list(g)] for g in split], None, [jack[list(g)] for g in split], delta=delta, plan=False
     )
     ranked = sum(p['decision'] == family.GREATER for p in result['pairs'])
     rows.append(

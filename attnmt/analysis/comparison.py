@@ -60,6 +60,7 @@ def compare_scores(
   alpha: float = ALPHA,
   level: Optional[float] = None,
   decided: Optional[dict] = None,
+  plan: bool = True,
 ) -> dict:
   """Every variant's per-seed score, mean, sd and 95 % t interval, and every contrast of the family
   `contrasts` (family.contrast_pairs) with its difference, simultaneous interval (coverage 1 - level / m),
@@ -68,7 +69,8 @@ def compare_scores(
   contrast 'seeds_to_decide' (planning.plan at the family's level). `observed[v]`: variant v's per-seed BLEU;
   `jack[v]`: its K x N jackknife over sentences (significance.jackknife), which carries the test set's variance
   in; without it the test covers the seeds only (the test set held fixed) and one seed gets no interval.
-  `decided`: {(a, b): contrast} from earlier looks, kept as they are."""
+  `decided`: {(a, b): contrast} from earlier looks, kept as they are. `plan` False leaves out the seed plans
+  (simulations, which only read the decisions)."""
   if len(names) != len(observed) or not names or any(len(o) == 0 for o in observed):
     raise ValueError('give every variant a name and at least one per-seed score')
   names = list(names)
@@ -81,8 +83,8 @@ def compare_scores(
     else:
       summary = variant_summary(observed[v], jack[v], alpha)
     variants.append({'variant': name, **summary})
-  wanted = family.contrast_pairs(names, contrasts)
-  per_contrast = level / len(wanted)
+  wanted = family.contrast_pairs(names, contrasts) if len(names) > 1 else []  # one variant: nothing to contrast
+  per_contrast = level / max(len(wanted), 1)
   pairs = []
   for i, j in wanted:
     if str(contrasts or 'all').strip() == 'all' and variants[j]['mean'] > variants[i]['mean']:
@@ -91,7 +93,8 @@ def compare_scores(
     if earlier is not None:
       pairs.append(earlier)
       continue
-    pairs.append(_contrast(names, variants, observed, jack, i, j, per_contrast, len(wanted), delta, alpha, level))
+    pair = _contrast(names, variants, observed, jack, i, j, per_contrast, len(wanted), delta, alpha, level, plan)
+    pairs.append(pair)
   return {
     'method': "Welch's t over seeds"
     + (' (test set held fixed)' if jack is None else " with the test set's variance (jackknife over sentences)")
@@ -108,7 +111,7 @@ def compare_scores(
   }
 
 
-def _contrast(names, variants, observed, jack, i, j, per_contrast, m, delta, alpha, level) -> dict:
+def _contrast(names, variants, observed, jack, i, j, per_contrast, m, delta, alpha, level, plan) -> dict:
   """One contrast of the family, tested at `per_contrast` (two-sided)."""
   k = [variants[i]['seeds'], variants[j]['seeds']]
   if jack is not None:
@@ -129,7 +132,7 @@ def _contrast(names, variants, observed, jack, i, j, per_contrast, m, delta, alp
   out['verdict'] = family.verdict(names[i], names[j], diff, interval, delta, k)
   out['ranked'] = out['decision'] == family.GREATER
   out['seeds_to_decide'] = None
-  if out['decision'] == family.UNDECIDED:
+  if out['decision'] == family.UNDECIDED and plan:
     a, b = variants[i], variants[j]
     tv = test['test_variance'] or 0.0
     out['seeds_to_decide'] = planning.plan(diff, a['sd'], k[0], b['sd'], k[1], tv, per_contrast, delta)

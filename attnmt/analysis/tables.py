@@ -207,8 +207,9 @@ def _seeds_cell(p: dict) -> str:
   if not plan:
     return '–'
   low, high = plan['observed'], plan['observed_upper']
-  text = lambda k: '> 1000' if k is None else str(k)  # noqa: E731
-  return text(low) if low == high else f'{text(low)}–{text(high)}'
+  if low is None:
+    return '> 1000'
+  return str(low) if low == high else f'{low} to > 1000' if high is None else f'{low}–{high}'
 
 
 def scores_results(comparison: dict) -> list[dict]:
@@ -310,9 +311,9 @@ def seed_plan_text(results: list[dict]) -> str:
       lines.append(f'  {label}: out of reach of 1000 seeds per variant in ' + ', '.join(out))
       continue
     lo, hi, p = max(reach, key=lambda x: (x[0], x[1] or 10**9))
-    high = '> 1000' if hi is None else str(hi)
+    span = f'{lo} to more than 1000' if hi is None else f'{lo}–{hi}'
     lines.append(
-      f"  {label}: {lo}–{high} seeds per variant ({p['a']} − {p['b']} needs the most; seed sd "
+      f"  {label}: {span} seeds per variant ({p['a']} − {p['b']} needs the most; seed sd "
       f"{p['seeds_to_decide']['sd']:.2f}, upper bound {p['seeds_to_decide']['sd_upper']:.2f})"
       + (f': {seeds_option(lo, all(r.get("seeds_as_runs") for r in results))}' if lo <= 50 else '')
     )
