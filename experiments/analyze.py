@@ -5,12 +5,16 @@ self-contained page: the table, the length chart, every variant's attention on t
     python -m experiments.analyze --runs=runs/main/none,runs/main/additive --out=runs/main/analysis \
         --beam_size=5 --num_heatmaps=3 [--sentences=4,17] [--pharaoh=gold.test.align] [--export=pharaoh,npz,json,softalign]
 
-The statistics of an analysis (per-seed BLEU and chrF, intervals, pair tests, BLEU by length) again from the
+Every analysis decides a family of contrasts declared before the results (docs/design.md, "Seeds and
+significance"): --contrasts=all (every pair, the default), variant names (each against every other variant)
+or pairs written A~B; --delta=0.5 is the margin in BLEU within which two variants are called equivalent.
+
+The statistics of an analysis (per-seed BLEU and chrF, intervals, the contrasts, BLEU by length) again from the
 per-seed translations it stored, without the runs (attnmt/analysis/stored.py):
 
     python -m experiments.analyze --from_translations=docs/results/luong/translations.json.gz [--out=DIR]
 
-Only the pair tests, from per-seed scores alone (a sweep's results.csv, or any CSV with the columns variant and
+Only the contrasts, from per-seed scores alone (a sweep's results.csv, or any CSV with the columns variant and
 test_bleu_per_seed, space-separated): the test set is then held fixed.
 
     python -m experiments.analyze --from_scores=runs/luong/results.csv [--baseline=VARIANT]

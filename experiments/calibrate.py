@@ -23,7 +23,9 @@ import numpy as np
 from absl import app, flags
 
 from attnmt import plots
-from attnmt.analysis import calibration, family, sequential, significance, stored
+import scipy.stats
+
+from attnmt.analysis import calibration, family, planning, sequential, significance, stored
 from experiments import common
 
 flags.DEFINE_bool('simulate', False, 'Run the simulated checks and the power curves.')
@@ -145,6 +147,25 @@ def _real(path: str, splits: list[tuple[int, int]]):
     out = calibration.splits(stats, g, s)
     print(f"| {g} x {s} | {g * (g - 1) // 2} | {out['splits']} | {out['wrong']} | {out['share']:.1%} |", flush=True)
   print(f'(every split is one family at {family.ALPHA:g}; any ranking between groups of one variant is wrong)')
+  _plan_table(float(bleu.std(ddof=1)), k - 1)
+
+
+def _plan_table(sd: float, df: int, delta: float = family.DELTA):
+  """Seeds per variant that decide a contrast with 80 % probability (planning.seeds_to_decide), by true
+  difference and family size, at the seed sd and at its one-sided 95 % upper bound from `df` degrees of freedom."""
+  upper = sd * float(np.sqrt(df / scipy.stats.chi2.ppf(0.05, df)))
+  print(
+    f'Seeds per variant to decide a contrast (80 %, margin ±{delta:g}), seed sd {sd:.2f} – upper bound {upper:.2f}:'
+  )
+  differences = (0.0, delta / 2, delta, 2 * delta)
+  print('| contrasts in the family | ' + ' | '.join(f'true difference {d:g}' for d in differences) + ' |')
+  print('|---|' + '---|' * len(differences))
+  for m in (1, 3, 10):
+    cells = []
+    for d in differences:
+      ks = [planning.seeds_to_decide(d, x, 0.0, family.ALPHA / m, delta) for x in (sd, upper)]
+      cells.append('–'.join('> 1000' if x is None else str(x) for x in ks))
+    print(f'| {m} | ' + ' | '.join(cells) + ' |')
 
 
 if __name__ == '__main__':

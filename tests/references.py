@@ -1,17 +1,11 @@
 """Reference implementations that only the tests use: the plain forms that production code replaced with faster
-or batched ones, kept to test those against (one query's attention, the unfused cross-entropy, sacrebleu's
-paired bootstrap as the comparison used it before the seed-level test, a Pharaoh line parser)."""
+or batched ones, kept to test those against (one query's attention, the unfused cross-entropy, a Pharaoh line
+parser)."""
 
 from __future__ import annotations
 
-import contextlib
-import os
-from typing import Optional, Sequence
-
 import jax
 import jax.numpy as jnp
-import sacrebleu
-from sacrebleu.significance import PairedTest
 
 from attnmt.model.attention import attention_weights
 from attnmt.model.config import ModelConfig
@@ -71,70 +65,3 @@ def parse_pharaoh(line: str) -> tuple[set, set]:
     s, t = (int(x) for x in item.split(sep))
     (sure if sep == '-' else possible).add((s, t))
   return sure, possible | sure
-
-
-@contextlib.contextmanager
-def _environment(name: str, value: str):
-  old = os.environ.get(name)
-  os.environ[name] = value
-  try:
-    yield
-  finally:
-    if old is None:
-      del os.environ[name]
-    else:
-      os.environ[name] = old
-
-
-def paired_bootstrap(
-  systems: dict[str, Sequence[str]],
-  references: Sequence[str],
-  baseline: Optional[str] = None,
-  n_samples: int = 1000,
-  seed: int = 12345,
-) -> dict:
-  """sacrebleu's paired bootstrap resampling (Koehn 2004) of corpus BLEU for every system.
-
-  Returns {'systems': {name: {'bleu', 'mean', 'ci', 'p_value'}}, 'signature': str}: each system's
-  BLEU, the mean of its resampled BLEUs and the half-width of their 95% interval, and the p-value of its
-  difference from `baseline` (None for the baseline itself, and for every system when baseline is None).
-  All systems are resampled with the same sentence indices. The seed reaches sacrebleu through SACREBLEU_SEED (set
-  while it runs); it must be positive, sacrebleu treats 0 as no seed. sacrebleu's p-value is
-  1 / (n + 1) when the two BLEUs are exactly equal (every resampled difference 0, none above 0),
-  so an observed difference of 0 gets p = 1.
-  """
-  if seed <= 0:
-    raise ValueError(f'paired_bootstrap needs a positive seed, got {seed}')
-  names = list(systems)
-  if baseline is not None:
-    if baseline not in systems:
-      raise ValueError(f'baseline {baseline!r} is not among the systems {names}')
-    names = [baseline] + [n for n in names if n != baseline]
-  if not references:
-    raise ValueError('paired_bootstrap needs at least one sentence')
-  for name in names:
-    if len(systems[name]) != len(references):
-      raise ValueError(f'{name} has {len(systems[name])} hypotheses for {len(references)} references')
-  with _environment('SACREBLEU_SEED', str(seed)):
-    test = PairedTest(
-      [(n, list(systems[n])) for n in names],
-      {'BLEU': sacrebleu.BLEU()},
-      [list(references)],
-      test_type='bs',
-      n_samples=n_samples,
-    )
-    signatures, scores = test()
-  ((metric, signature),) = signatures.items()
-  out = {'systems': {}, 'signature': str(signature)}
-  pivot = scores[metric][0].score
-  for name, r in zip(scores['System'], scores[metric]):
-    p = r.p_value if baseline is not None and name != baseline else None
-    if p is not None and r.score == pivot:
-      p = 1.0
-    out['systems'][name] = {
-      'bleu': float(r.score),
-      'mean': float(r.mean),
-      'ci': float(r.ci),
-      'p_value': None if p is None else float(p),
-    }
-  return out

@@ -124,7 +124,7 @@ def test_heatmap_draws_side_by_side(trained, tmp_path):
 
 def test_compare_is_the_analysis_table_as_data(trained):
   workdir = trained[0]
-  table = attnmt.compare([workdir], n_samples=50)
+  table = attnmt.compare([workdir])
   (row,) = table.variants
   assert row['variant'] == 'additive/bahdanau/global' and row['seeds'] == 2 and row['sd'] is not None
   # the per-seed test BLEU that training measured on its own (results.json), greedy on the best checkpoint
@@ -178,7 +178,7 @@ def test_reading_a_run_writes_nothing_into_its_directory(trained):
   run = attnmt.load(workdir, 'latest')
   run.translate(['4 2 7'], beam_size=2)
   run.attend(['4 2 7'], [trained[3][0]])
-  attnmt.compare([workdir], n_samples=50)
+  attnmt.compare([workdir])
   assert listing() == before
 
 
