@@ -166,7 +166,7 @@ def analysis_cells(results: list[dict]) -> tuple[list[str], list[list[str]], lis
     if baseline:
       every = [p for r in results for p in r['significance']['pairs']]
       columns.append(
-        ('p vs none', lambda r: 'baseline' if r['variant'] == baseline else _p_against(every, r, baseline))
+        (f'p vs {baseline}', lambda r: 'baseline' if r['variant'] == baseline else _p_against(every, r, baseline))
       )
   columns.append(('chrF', lambda r: mean_sd(r['greedy_chrf'])))
   if all('greedy_chrfpp' in r for r in results):

@@ -408,7 +408,7 @@ def test_analysis_table_and_verdicts_with_one_seed():
     'greedy BLEU per seed',
     'greedy BLEU',
     '95% interval',
-    'p vs none',
+    'p vs none/bahdanau/global',
     'chrF',
     'chrF++',
     'BLEU, sources 1-20 words',
