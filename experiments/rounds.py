@@ -48,6 +48,11 @@ def run(config, root: str) -> list[dict]:
   for r in range(design.rounds):
     directory = os.path.join(root, f'round-{r + 1}')
     seeds = design.round_seeds(r)
+    if config.sweep.report_only and not os.path.exists(os.path.join(directory, DONE)):
+      if not r:
+        raise ConfigError(f'sweep.report_only: no finished round under {root}; train first (without report_only)')
+      print(f'\n(report only: round {r + 1} was not trained; the looks end at round {r})')
+      break
     if not os.path.exists(os.path.join(directory, DONE)):
       print(f'\n=== round {r + 1}: seeds {seeds[0]}..{seeds[-1]} -> {directory}', flush=True)
       _train_round(directory, seeds)
@@ -109,15 +114,16 @@ def _round(directory: str, design: sequential.Design, r: int) -> dict:
   }
 
 
-def _minutes(directory: str) -> float:
-  """The round's training time, summed over its variants (results.json's train_seconds), in minutes."""
-  total = 0.0
+def _minutes(directory: str):
+  """The round's training time, summed over its variants (results.json's train_seconds), in minutes; None
+  where the runs are not there (a results page keeps only the translations)."""
+  seconds = []
   for name in sorted(os.listdir(directory)):
     path = os.path.join(directory, name, 'results.json')
     if os.path.exists(path):
       with open(path) as f:
-        total += json.load(f).get('train_seconds', 0.0)
-  return total / 60
+        seconds.append(json.load(f).get('train_seconds', 0.0))
+  return sum(seconds) / 60 if seconds else None
 
 
 def rounds_page(design: sequential.Design, looks: list[dict], minutes: list[float]) -> str:
@@ -144,9 +150,13 @@ def rounds_page(design: sequential.Design, looks: list[dict], minutes: list[floa
     lines += ['', '| ' + ' | '.join(tables.PAIR_HEADERS) + ' |', '|' + '---|' * len(tables.PAIR_HEADERS)]
     lines += ['| ' + ' | '.join(tables.contrast_cells(p)) + ' |' for p in c['pairs']]
     decided = len(c['pairs']) - len(open_)
-    lines += ['', f'{decided} of {len(c["pairs"])} contrasts decided; this round trained in {spent:.1f} min.']
-    if open_ and look['look'] < design.rounds:
-      lines[-1] += f' The next round ({design.seeds_per_round} seeds per variant) would cost about as much.'
+    lines += ['', f'{decided} of {len(c["pairs"])} contrasts decided.']
+    if spent is not None:
+      lines[-1] += f' This round trained in {spent:.1f} min (train_seconds summed over its variants)'
+      more = open_ and look['look'] < design.rounds
+      lines[-1] += (
+        f'; the next round ({design.seeds_per_round} seeds per variant) would cost about as much.' if more else '.'
+      )
   counts = {
     k: sum(p['decision'] == k for p in looks[-1]['comparison']['pairs']) for k in (family.GREATER, family.EQUIVALENT)
   }

@@ -19,6 +19,8 @@ import dataclasses
 import json
 import os
 
+import numpy as np
+
 from attnmt.analysis import comparison, family, significance
 from attnmt.errors import ConfigError
 
@@ -90,18 +92,20 @@ def replay(design: Design, rounds: list[dict]) -> list[dict]:
   comparison (contrasts decided earlier carried over with the look that decided them)."""
   looks, decided = [], {}
   names = rounds[0]['names'] if rounds else []
-  pooled = {n: [] for n in names}
+  bleu, jack = {n: [] for n in names}, {n: [] for n in names}  # per seed, pooled over the rounds so far
   for r, round_ in enumerate(rounds[: design.rounds]):
     if round_['names'] != names or round_['references'] != rounds[0]['references']:
       raise ConfigError(f'round {r + 1} translated other variants or sentences than round 1; they cannot be pooled')
     for name, outputs in zip(names, round_['greedy']):
-      pooled[name] += outputs
-    stats = [_statistics(pooled[n], rounds[0]['references']) for n in names]
+      stats = np.stack([significance.sentence_statistics(h, rounds[0]['references']) for h in outputs])
+      bleu[name] += [significance.corpus_bleu(s.sum(0)) for s in stats]
+      jack[name] += list(significance.jackknife(stats))  # a seed's jackknife does not depend on the others
     level = design.levels[r]
-    result = comparison.compare_statistics(
+    result = comparison.compare_scores(
       names,
-      stats,
+      [bleu[n] for n in names],
       None,
+      [np.array(jack[n]) for n in names],
       contrasts=design.contrasts,
       delta=design.delta,
       alpha=design.alpha,
@@ -114,12 +118,6 @@ def replay(design: Design, rounds: list[dict]) -> list[dict]:
         decided[(p['a'], p['b'])] = p
     looks.append({'look': r + 1, 'seeds': design.schedule[r], 'level': level, 'comparison': result})
   return looks
-
-
-def _statistics(outputs, references):
-  import numpy as np
-
-  return np.stack([significance.sentence_statistics(h, references) for h in outputs])
 
 
 def open_contrasts(look: dict) -> list[dict]:

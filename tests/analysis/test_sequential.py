@@ -3,6 +3,7 @@ stored translations with earlier decisions kept, and the sweep's rounds end to e
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -121,3 +122,16 @@ def test_rounds_end_to_end(tmp_path):
   assert again.returncode == 0 and again.stdout.count('finished earlier') == 2
   changed = _sweep(work, '--config.sweep.delta=1.0')
   assert changed.returncode == 2 and 'another design (changed: delta' in changed.stderr
+  # a results page keeps the design and the rounds' translations only: report_only replays the same looks
+  page = tmp_path / 'page'
+  page.mkdir()
+  shutil.copy(work / 'design.json', page)
+  for r in (1, 2):
+    (page / f'round-{r}' / 'analysis').mkdir(parents=True)
+    shutil.copy(work / f'round-{r}' / 'round.json', page / f'round-{r}')
+    shutil.copy(work / f'round-{r}' / 'analysis' / 'translations.json.gz', page / f'round-{r}' / 'analysis')
+  replayed = _sweep(page, '--config.sweep.report_only=true')
+  assert replayed.returncode == 0, replayed.stderr[-3000:]
+  assert json.loads((page / 'rounds.json').read_text()) == looks
+  assert 'round-1' not in os.listdir(page / 'round-1')  # nothing trained
+  assert not (page / 'round-1' / 'additive-bahdanau-global').exists()
