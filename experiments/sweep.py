@@ -25,7 +25,7 @@ from absl import app, flags
 from ml_collections import config_flags
 
 from attnmt import plots, schema
-from attnmt.analysis import curves as curves_lib, html_report, report, stored, tables
+from attnmt.analysis import curves as curves_lib, family, html_report, report, stored, tables
 from attnmt.errors import ConfigError, UnknownChoice
 from attnmt.model import forms
 from attnmt.model.config import ModelConfig
@@ -204,7 +204,10 @@ def _sweep():
   schema.check('sweep', default.SWEEP, config.sweep)  # and a config written before a sweep setting existed:
   with config.sweep.unlocked():  # it does what the setting's declared value_before does
     config.sweep.update(schema.fill_missing(default.SWEEP, config.sweep.to_dict()))
-  if config.sweep.rounds:
+  if config.sweep.rounds:  # the rounds' family must name variants that exist, before anything trains
+    family.contrast_pairs(
+      sorted({stored.SEED_PART.sub('', name) for name, _ in variants(config)[0]}), config.sweep.contrasts
+    )
     return rounds.run(config, root)
   if str(config.train.seeds).strip().lower() == 'auto':
     backend = jax.default_backend()
@@ -226,6 +229,8 @@ def _sweep():
       'nothing was trained or written'
     )
   print(f'{len(keep)} variant(s) x seeds {config.train.seeds}; {len(refused)} combination(s) skipped')
+  if len(keep) > 1:  # the analysis's family, checked before anything trains (seeds as runs: the pooled names)
+    family.contrast_pairs(sorted({stored.SEED_PART.sub('', name) for name, _ in keep}), config.sweep.contrasts)
   runs = [(name, os.path.join(root, name.replace('/', '-')), run) for name, run in keep]
   shard = shard_of(config.sweep.shard, len(runs))
   if shard == AUTO:

@@ -705,6 +705,29 @@ def test_negative_beam_sizes_at_the_entry_points(module, flag, message, tmp_path
   assert res.returncode == 2 and last_line(res).startswith(message), res.stderr[-2000:]
 
 
+@pytest.mark.parametrize(
+  'extra,message',
+  [
+    (
+      ['--config.sweep.contrasts=nonesuch'],
+      "error: contrasts 'nonesuch': 'nonesuch' is not a variant compared here (additive/bahdanau/global, "
+      "none/bahdanau/global); use 'all', those names, or pairs written A~B",
+    ),
+    (
+      ['--config.sweep.contrasts=additive/bahdanau/global~nonesuch', '--config.sweep.rounds=2'],
+      "error: contrasts 'additive/bahdanau/global~nonesuch': 'nonesuch' is not a variant compared here",
+    ),
+    (['--config.sweep.rounds=2', '--config.sweep.seeds_per_round=1'], 'error: sweep.seeds_per_round'),
+    (['--config.sweep.delta=0'], 'error: sweep.delta'),
+  ],
+)
+def test_a_sweep_family_that_cannot_be_decided_is_refused_before_training(extra, message, tmp_path):
+  """A family naming no variant, a round of one seed or a margin of 0: one line, nothing written."""
+  res = run('sweep', '--config=experiments/configs/tiny.py', f'--workdir={tmp_path}/sweep', *extra)
+  assert res.returncode == 2 and last_line(res).startswith(message), res.stderr[-2000:]
+  assert not os.path.exists(tmp_path / 'sweep')
+
+
 def test_a_10000_word_sentence_decodes_in_bounded_memory():
   """Without kept attention, greedy decoding of a batch of 16 sentences 10,000 tokens long needs well under
   1 GB (compiled, not run); keeping the attention would need the ~9.6 GB B x T x S history."""
