@@ -73,6 +73,9 @@ def compare_scores(
   (simulations, which only read the decisions)."""
   if len(names) != len(observed) or not names or any(len(o) == 0 for o in observed):
     raise ValueError('give every variant a name and at least one per-seed score')
+  bad = [n for n, o in zip(names, observed) if not np.isfinite(np.asarray(o, float)).all()]
+  if bad:
+    raise ValueError(f'{", ".join(bad)}: a per-seed score is not a finite number; fix or drop that seed')
   names = list(names)
   level = alpha if level is None else level
   variants = []

@@ -1,13 +1,10 @@
 """Seeds until decided, at a scale a CPU finishes: the main job's scores (none, additive, dot, general, concat)
-on the synthetic numbers task, trained in rounds of 5 seeds per variant until every contrast is ranked or
-equivalent within ±0.5 BLEU, at most 8 rounds (docs/results/decided.md). Two sizes:
+on the synthetic numbers task with a small model, trained in rounds of 5 seeds per variant until every
+contrast is ranked or equivalent within ±0.5 BLEU, at most 8 rounds (docs/results/decided.md).
 
-    ./launch.sh sweep --config=experiments/configs/decided.py --workdir=runs/decided            # small
-    ./launch.sh sweep --config=experiments/configs/decided.py:trained --workdir=runs/decided_trained
+    ./launch.sh sweep --config=experiments/configs/decided.py --workdir=runs/decided
 
-`small` is the tiny model at 1,500 steps (about 40 s per variant for 5 vmapped seeds on one CPU core): far from
-converged, its seeds spread by 1 to 2 BLEU. `trained` doubles the model and trains 4,000 steps, where the
-seeds agree more. Each round is a sweep of 5 vmapped seeds per variant in <workdir>/round-r; the looks are in
+Each round is a sweep of 5 vmapped seeds per variant in <workdir>/round-r; the looks are in
 <workdir>/rounds.md. On a GPU the same design runs on the main job's config:
 --config=experiments/configs/main_ablation.py --config.sweep.scores=none,additive,dot,general,concat
 --config.sweep.rounds=8 --config.sweep.seeds_per_round=5.
@@ -15,27 +12,18 @@ seeds agree more. Each round is a sweep of 5 vmapped seeds per variant in <workd
 
 from experiments.configs import tiny
 
-SIZES = ('small', 'trained')
 
-
-def get_config(size: str = 'small'):
-  if size not in SIZES:
-    raise ValueError(f"decided.py takes a size, one of {', '.join(SIZES)}; got '{size}'")
+def get_config():
   config = tiny.get_config()
-  d, m, t = config.data, config.model, config.train
+  d, t = config.data, config.train
   d.synthetic_size = 4000  # training sentences
   d.synthetic_eval_size = 400  # validation and test sentences, each: the test set every look scores
-  t.num_steps = 1500
+  t.num_steps = 1500  # about 40 s per variant for 5 vmapped seeds on one CPU core
   t.schedule = 'cosine'
   t.learning_rate = 1e-2
   t.warmup_steps = 50
   t.eval_every = 500
   t.checkpoint_every = 500
-  if size == 'trained':
-    m.embed_size, m.encoder_hidden_size, m.decoder_hidden_size = 32, 32, 64  # annotations of 64 = decoder: dot applies
-    m.attention_size, m.output_size = 32, 32
-    t.num_steps = 4000
-    t.eval_every = t.checkpoint_every = 1000
   s = config.sweep
   s.scores = 'none,additive,dot,general,concat'
   s.beam_size = 0

@@ -267,6 +267,8 @@ def test_bad_input():
     S.seed_summary([])
   with pytest.raises(ValueError, match='at least one per-seed score'):
     C.compare_scores(['a'], [[]])
+  with pytest.raises(ValueError, match='b: a per-seed score is not a finite number'):
+    C.compare_scores(['a', 'b'], [[1.0, 2.0], [1.0, float('nan')]])
 
 
 def test_mean_sd_never_hides_a_spread():
