@@ -35,6 +35,11 @@ flags.DEFINE_float('interaction_sd', 0.3, "Sentence-by-sentence differences: eac
 flags.DEFINE_string('translations', None, 'A translations.json.gz: the real A/A check over splits of its seeds.')
 flags.DEFINE_list('splits', ['2x2', '2x3', '2x4', '4x2'], 'Real splits as GROUPSxSEEDS.')
 flags.DEFINE_string('out', None, 'With --simulate: write calibration.json and power.png here.')
+flags.DEFINE_list(
+  'parts',
+  ['family', 'rounds', 'equivalence', 'power', 'rounds_power'],
+  'With --simulate: which checks (a part already in --out/calibration.json is kept when not run again).',
+)
 FLAGS = flags.FLAGS
 
 FAMILY = (0.0, 0.0, 0.0, 0.0, -1.0)  # four identical variants and one far below (13 BLEU)
@@ -67,33 +72,66 @@ def _groups(text: str) -> tuple[int, int]:
 
 def _simulated(n: int, sentences: int, interaction: float, out) -> dict:
   record = {'experiments': n, 'sentences': sentences, 'interaction_sd': interaction, 'family': list(FAMILY)}
+  if out and os.path.exists(os.path.join(out, 'calibration.json')):
+    with open(os.path.join(out, 'calibration.json')) as f:
+      kept = json.load(f)
+    if {k: kept.get(k) for k in record} == record:
+      record = kept  # the parts not run again stay
+  parts = set(FLAGS.parts)
   print(f'Simulated: {n} experiments per row, {sentences} sentences; 5 variants, 4 identical, one far below')
-  print('| seeds per variant | sentence-by-sentence differences | sentences | any wrong claim | Monte Carlo s.e. |')
-  print('|---|---|---|---|---|')
-  rows = []
-  for k in (2, 3, 5, 10):
-    for sd in (0.0, interaction):
-      rows.append(_row(k, sd, sentences, n, seed=10 * k + (sd > 0)))
-  rows.append(_row(5, interaction, 45, n, seed=99))  # a length bucket of 45 sentences
-  record['family_errors'] = rows
+  if 'family' in parts:
+    print('| seeds per variant | sentence-by-sentence differences | sentences | any wrong claim | Monte Carlo s.e. |')
+    print('|---|---|---|---|---|')
+    rows = []
+    for k in (2, 3, 5, 10):
+      for sd in (0.0, interaction):
+        rows.append(_row(k, sd, sentences, n, seed=10 * k + (sd > 0)))
+    rows.append(_row(5, interaction, 45, n, seed=99))  # a length bucket of 45 sentences
+    record['family_errors'] = rows
   design = sequential.Design(seeds_per_round=5, rounds=4)
-  seq = calibration.sequential_errors(design, n, FAMILY, sentences=sentences, interaction_sd=interaction, seed=7)
-  print(
-    f"\nRounds of 5 seeds, up to 4 ({design.spending}), same family: any wrong claim over all looks {seq['share']:.1%} "
-    f"± {seq['mc_se']:.1%}; every contrast decided by look {', '.join(f'{x:.0%}' for x in seq['all_decided_by_look'])}"
-  )
-  record['sequential'] = seq | {'design': design.__dict__}
-  gap = calibration.true_differences((0.0, 0.03), sentences)[1]  # delta is set to this true difference
-  equivalent = calibration.family_errors(10, n, (0.03, 0.0), sentences=sentences, delta=float(gap), seed=5)
-  print(f'\nTrue difference exactly delta ({gap:.3f} BLEU), 10 seeds: equivalence claimed in {equivalent["share"]:.1%}')
-  record['equivalence_at_delta'] = equivalent | {'delta': float(gap)}
-  record['power'] = _power(max(n // 5, 2))
+  if 'rounds' in parts:
+    seq = calibration.sequential_errors(design, n, FAMILY, sentences=sentences, interaction_sd=interaction, seed=7)
+    print(
+      f"\nRounds of 5 seeds, up to 4 ({design.spending}), same family: any wrong claim over all looks "
+      f"{seq['share']:.1%} ± {seq['mc_se']:.1%}; every contrast decided by look "
+      + ', '.join(f'{x:.0%}' for x in seq['all_decided_by_look'])
+    )
+    record['sequential'] = seq | {'design': design.__dict__}
+  if 'equivalence' in parts:
+    gap = calibration.true_differences((0.0, 0.03), sentences)[1]  # delta is set to this true difference
+    equivalent = calibration.family_errors(10, n, (0.03, 0.0), sentences=sentences, delta=float(gap), seed=5)
+    print(
+      f'\nTrue difference exactly delta ({gap:.3f} BLEU), 10 seeds: equivalence claimed in {equivalent["share"]:.1%}'
+    )
+    record['equivalence_at_delta'] = equivalent | {'delta': float(gap)}
+  if 'power' in parts:
+    record['power'] = _power(max(n // 5, 2))
+  if 'rounds_power' in parts:
+    record['rounds_power'] = _rounds_power(max(n // 5, 2))
   if out:
     os.makedirs(out, exist_ok=True)
     with open(os.path.join(out, 'calibration.json'), 'w') as f:
       json.dump(record, f, indent=1)
-    print(f"Wrote {os.path.join(out, 'calibration.json')} and {_power_plot(record['power'], out)}")
+    written = [os.path.join(out, 'calibration.json')]
+    if 'power' in record:
+      written.append(_power_plot(record['power'], out))
+    print('Wrote ' + ' and '.join(written))
   return record
+
+
+def _rounds_power(n: int) -> dict:
+  """P(decided by each look) of one pair in rounds of 5 seeds up to 4 (O'Brien-Fleming), alpha 0.005 (a family
+  of 10's share of one contrast), margin one seed sd, by true gap."""
+  sd = calibration._seed_sd(400)
+  design = sequential.Design(seeds_per_round=5, rounds=4, alpha=0.005, delta=sd)
+  print(f'\nPower by rounds: one pair, rounds of 5 seeds up to 4, alpha 0.005, margin 1 seed sd, {n} experiments')
+  rows = []
+  for g in (0.0, 1.0, 2.0, 3.0):
+    row = calibration.rounds_decision_rate(design, g, n, seed=int(10 * g))
+    rows.append(row)
+    looks = ', '.join(f'{x:.0%}' for x in row['decided_by_look'])
+    print(f"  gap {g:g} sd: decided by look 1-4: {looks}; mean seeds {row['mean_seeds']:.1f}", flush=True)
+  return {'design': design.__dict__, 'rows': rows, 'experiments': n}
 
 
 def _row(k, sd, sentences, n, seed) -> dict:

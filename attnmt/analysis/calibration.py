@@ -216,6 +216,25 @@ def decision_rate(seeds: int, gap_sd: float, experiments: int, level: float, del
 
 
 @functools.lru_cache(maxsize=None)
+def rounds_decision_rate(design, gap_sd: float, experiments: int, seed: int = 0) -> dict:
+  """Power by rounds: the share of two-variant experiments whose contrast is decided by each look of a
+  design (sequential.Design; its delta in BLEU), with a true gap of `gap_sd` seed sds, and the mean seeds
+  per variant trained until it was decided or the cap."""
+  rng = np.random.default_rng(seed)
+  offset = gap_sd * _seed_sd(sentences=400) / bleu_per_logit()
+  by_look, trained = np.zeros(design.rounds), 0
+  for _ in range(experiments):
+    bleu, jack = experiment(rng, design.schedule[-1], 400, (offset, 0.0))
+    for r, (k, level) in enumerate(zip(design.schedule, design.levels)):
+      kw = dict(delta=design.delta, alpha=design.alpha, level=level, plan=False)
+      p = comparison.compare_scores(['a', 'b'], [b[:k] for b in bleu], None, [j[:k] for j in jack], **kw)['pairs'][0]
+      if p['decision'] in (family.GREATER, family.EQUIVALENT):
+        by_look[r:] += 1
+        break
+    trained += k
+  return {'gap_sd': gap_sd, 'decided_by_look': (by_look / experiments).tolist(), 'mean_seeds': trained / experiments}
+
+
 def _seed_sd(sentences: int, seeds: int = 64) -> float:
   """The generator's seed sd of corpus BLEU, from one large draw."""
   (stats,) = simulate(np.random.default_rng(4242), seeds, sentences, (0.0,))
