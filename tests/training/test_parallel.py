@@ -17,6 +17,7 @@ import sys
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 import pytest
 from compiling import FULL
 
@@ -199,8 +200,8 @@ BF16_STEPS = 400
 
 def test_bfloat16_training_learns_to_reverse():
   """Mixed precision (model.dtype='bfloat16'): bf16 matrix products, float32 parameters, softmax and
-  loss. Observed: exact on every held-out string after 400 steps (lengths 1..8), like float32, at these sizes
-  and at 64/128 units, whose step costs four times as much."""
+  loss. Observed: exact on every held-out string after 400 steps (lengths 1..8) with a cosine decay to 5 % of
+  the rate, on an Intel Xeon and with XLA limited to AVX2 (at a constant rate the Xeon reached 0.92)."""
   cfg = ModelConfig(
     dropout=0.0,
     source_vocab_size=14,
@@ -212,7 +213,7 @@ def test_bfloat16_training_learns_to_reverse():
     output_size=32,
     dtype='bfloat16',
   )
-  opt = train_step.make_optimizer(3e-3)
+  opt = train_step.make_optimizer(optax.cosine_decay_schedule(3e-3, BF16_STEPS, alpha=0.05))
   state = train_step.init_train_state(cfg, opt, 0)
   probs = np.ones(8) / 8
   first = toy.reverse_batch(np.random.default_rng(0), 64, 10, probs)
