@@ -168,6 +168,12 @@ def _power_plot(power: dict, out: str) -> str:
 
 def _real(path: str, splits: list[tuple[int, int]]):
   doc = stored.load(path)
+  names = sorted({stored.SEED_PART.sub('', v['variant']) for v in doc['variants']})
+  if len(names) > 1:
+    raise ValueError(
+      f'{path} holds {len(names)} variants ({", ".join(names)}); the real A/A check splits the seeds of one '
+      'variant: give the translations of one variant'
+    )
   refs = doc['references']
   stats = np.concatenate(
     [np.stack([significance.sentence_statistics(h, refs) for h in v['greedy']]) for v in doc['variants']]

@@ -58,6 +58,11 @@ def load(path: str) -> dict:
   for v in doc['variants']:
     if len(v['greedy']) != len(v['seeds']) or not v['seeds']:
       raise InputError(f"{path}: {v['variant']} lists {len(v['seeds'])} seeds but {len(v['greedy'])} translations")
+    twice = sorted({s for s in v['seeds'] if v['seeds'].count(s) > 1})
+    if twice:
+      raise InputError(
+        f"{path}: {v['variant']} lists seed(s) {twice} more than once; one model counted twice is not two seeds"
+      )
     for seed, hyps in zip(v['seeds'], v['greedy']):
       if len(hyps) != n:
         raise InputError(f"{path}: {v['variant']} seed {seed} has {len(hyps)} outputs for {n} references")

@@ -135,3 +135,8 @@ def test_the_command_prints_both_checks(tmp_path):
     cmd[:3] + [f'--translations={path}', '--splits=3x2'], cwd=ROOT, capture_output=True, text=True, timeout=300
   )
   assert bad.returncode == 2 and bad.stderr.strip() == 'error: --splits=3x2: 4 seeds hold at most 2 groups of 2'
+  doc['variants'][1]['variant'] = 'dot'  # two variants: their seeds are not one variant's
+  with gzip.open(path, 'wt') as f:
+    json.dump(doc, f)
+  two = subprocess.run(cmd[:3] + [f'--translations={path}'], cwd=ROOT, capture_output=True, text=True, timeout=300)
+  assert two.returncode == 2 and two.stderr.strip().startswith(f'error: {path} holds 2 variants (additive, dot)')

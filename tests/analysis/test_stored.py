@@ -115,6 +115,10 @@ def test_save_then_load_round_trips(tmp_path):
   ]
   path = stored.save(str(tmp_path / stored.FILE), results, texts)
   assert stored.load(path) == doc
+  twice = _doc(20)
+  twice['variants'][0]['seeds'] = [0, 0]  # two outputs, one seed: one model counted twice
+  with pytest.raises(InputError, match=r'lists seed\(s\) \[0\] more than once; one model counted twice'):
+    stored.load(_write(tmp_path / 'twice.json.gz', twice))
 
 
 def test_the_command_recomputes_a_page_and_refuses_bad_files(tmp_path):
