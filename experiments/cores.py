@@ -10,12 +10,14 @@ tables and the analysis. Each child's lines reach the terminal prefixed with its
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import signal
 import subprocess
 import sys
 import threading
+import warnings
 
 import jax
 
@@ -80,6 +82,15 @@ def _pump(stream, prefix: str, out) -> None:
   stream.close()
 
 
+@contextlib.contextmanager
+def fork_quietly():
+  """Starting a child process from a process that imported JAX makes JAX warn that os.fork() and threads do
+  not mix; the child only execs a new Python, which is safe, so the warning is dropped here."""
+  with warnings.catch_warnings():
+    warnings.filterwarnings('ignore', message=r'os\.fork\(\) was called', category=RuntimeWarning)
+    yield
+
+
 def run_children(extra_args: list[str], n: int) -> list[tuple[int, int]]:
   """Runs this sweep command n times, child i pinned to core i (mod the usable cores), single-threaded,
   with `extra_args` appended (the shard and process settings). Returns the (core, exit status) of each child
@@ -96,15 +107,16 @@ def run_children(extra_args: list[str], n: int) -> list[tuple[int, int]]:
       CHILD_ENV: f'{i}/{n}',
       'PYTHONUNBUFFERED': '1',
     }
-    child = subprocess.Popen(
-      command,
-      env=env,
-      stdout=subprocess.PIPE,
-      stderr=subprocess.PIPE,
-      text=True,
-      bufsize=1,
-      preexec_fn=lambda core=core: _child_setup(core),
-    )
+    with fork_quietly():
+      child = subprocess.Popen(
+        command,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        bufsize=1,
+        preexec_fn=lambda core=core: _child_setup(core),
+      )
     children.append((core, child))
     for stream, out in ((child.stdout, sys.stdout), (child.stderr, sys.stderr)):
       pump = threading.Thread(target=_pump, args=(stream, f'[core {core}] ', out), daemon=True)

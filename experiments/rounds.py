@@ -20,6 +20,7 @@ import sys
 
 from attnmt.analysis import family, report, sequential, stored, tables
 from attnmt.errors import ConfigError
+from experiments import cores
 
 DONE = 'round.json'  # written in a round's directory once its sweep and analysis have finished
 
@@ -80,7 +81,8 @@ def _train_round(directory: str, seeds: list[int]) -> None:
   passed on: the round stops as a sweep does and resumes when the command runs again)."""
   command = [sys.executable, '-m', 'experiments.sweep', *sys.argv[1:], f'--workdir={directory}']
   command += [f'--config.train.seeds={",".join(map(str, seeds))}', '--config.sweep.rounds=0']
-  child = subprocess.Popen(command)
+  with cores.fork_quietly():
+    child = subprocess.Popen(command)
 
   def forward(signum, frame):
     del frame

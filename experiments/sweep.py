@@ -260,8 +260,8 @@ def _sweep():
       elif shard is not None:  # a variant another process holds is theirs to train
         try:
           done[workdir] = trainer.train_and_evaluate(run, workdir)
-        except LockHeld as e:
-          print(f'(skipped: {e})')
+        except LockHeld as e:  # a sibling process of this sweep is normal; anyone else's is named
+          print('(the other core is training it)' if os.environ.get(cores.CHILD_ENV) else f'(skipped: {e})')
           continue
       rows.append(done[workdir] or trainer.train_and_evaluate(run, workdir))
       dirs.append(workdir)
@@ -280,7 +280,9 @@ def _sweep():
 def _on_cores(config, root, runs, processes):
   """The unfinished variants trained by `processes` single-threaded processes, one per core
   (experiments/cores.py), then the tables and analysis of the whole sweep, as one process would write them."""
-  print(f'training on {processes} cores: one single-threaded process per core (sweep.processes=1: one process)')
+  print(
+    f'training on {processes} cores, one single-threaded process per core (--config.sweep.processes=1 trains in one)'
+  )
   with lock.hold(root, 'sweep'):
     failed = cores.run_children(['--config.sweep.shard=auto', '--config.sweep.processes=1'], processes)
     rows = [_finished(workdir, run) for _, workdir, run in runs]

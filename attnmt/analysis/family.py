@@ -117,7 +117,7 @@ def verdict(a: str, b: str, difference: float, interval, delta: float, seeds: Se
   'A ≈ B (within ±delta)', 'undecided with K seeds', or 'not ranked with 1 seed'."""
   kind = decision(interval, delta, seeds)
   if kind == UNRANKED:
-    return f'{a} vs {b}: not ranked with 1 seed (seed variance unmeasured; train more seeds to rank them)'
+    return f'{a} vs {b}: not ranked with 1 seed'  # why, and what to do, the table's note says once
   if kind == GREATER:
     winner, loser = (a, b) if difference > 0 else (b, a)
     small = -delta < interval[0] and interval[1] < delta

@@ -147,7 +147,8 @@ def analysis_table(results: list[dict]) -> str:
   lines = ['| ' + ' | '.join(headers) + ' |', '|' + '---|' * len(headers)]
   lines += ['| ' + ' | '.join(cells) + ' |' for cells in rows]
   legend = ''.join(f'\n\n{n}.' if i == 0 else f'\n{n}.' for i, n in enumerate(notes))
-  return '\n'.join(lines) + legend + ('\n\n' + pairwise_text(results) if pairwise_text(results) else '')
+  pairs = pairwise_text(results, one_seed_note=False)  # the legend above says what one seed means
+  return '\n'.join(lines) + legend + ('\n\n' + pairs if pairs else '')
 
 
 def analysis_cells(results: list[dict]) -> tuple[list[str], list[list[str]], list[str]]:
@@ -256,8 +257,9 @@ def family_text(s: dict) -> str:
   return text
 
 
-def pairs_note(results: list[dict]) -> str:
-  """What the pair table's columns mean: the test, its family, the answers and the seed plan."""
+def pairs_note(results: list[dict], one_seed_note: bool = True) -> str:
+  """What the pair table's columns mean: the test, its family, the answers and the seed plan; with one seed,
+  ONE_SEED unless `one_seed_note` is False (the analysis table's legend already says it)."""
   s = results[0]['significance']
   seeds = sorted({len(r['seeds']) for r in results})
   test_set = (
@@ -283,7 +285,7 @@ def pairs_note(results: list[dict]) -> str:
     "probability at the family's level, if the true difference is the observed one, at the pooled seed sd – at "
     "its 95 % upper bound (Welch's degrees of freedom taken as K − 1)"
   )
-  if seeds[0] < 2:
+  if seeds[0] < 2 and one_seed_note:
     text += '. ' + ONE_SEED
   return text + '.'
 
@@ -324,15 +326,15 @@ def seed_plan_text(results: list[dict]) -> str:
   return '\n'.join(lines)
 
 
-def pairwise_text(results: list[dict]) -> str:
-  """The contrasts of the analysis as a Markdown table, its note, and the seed plan."""
+def pairwise_text(results: list[dict], one_seed_note: bool = True) -> str:
+  """The contrasts of the analysis as a Markdown table, its note (pairs_note), and the seed plan."""
   rows = pair_cells(results)
   if not rows:
     return ''
   lines = ['| ' + ' | '.join(PAIR_HEADERS) + ' |', '|' + '---|' * len(PAIR_HEADERS)]
   lines += ['| ' + ' | '.join(cells) + ' |' for cells in rows]
   plan = seed_plan_text(results)
-  return '\n'.join(lines) + '\n\n' + pairs_note(results) + ('\n\n' + plan if plan else '')
+  return '\n'.join(lines) + '\n\n' + pairs_note(results, one_seed_note) + ('\n\n' + plan if plan else '')
 
 
 def attention_verdict(results: list[dict]) -> str:
@@ -370,8 +372,7 @@ def attention_verdict(results: list[dict]) -> str:
     lines.append(head + ''.join(f'; {label}: ' + ', '.join(names) for label, names in groups.items() if names) + '.')
   s = results[0]['significance']
   what = (
-    'one seed: the test covers the sentences only, not the seeds, so nothing is ranked; rerun with '
-    '--config.train.seeds=0,1,2 to rank them'
+    'one seed: the test covers the sentences only, not the seeds, so nothing is ranked'
     if seeds < 2
     else f'mean over seeds ({"/".join(map(str, sorted({len(r["seeds"]) for r in results})))} per variant), '
     "Welch's t over seeds with the bucket's test-set variance, simultaneous intervals"

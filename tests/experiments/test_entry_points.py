@@ -613,3 +613,23 @@ def test_auto_seeds_are_one_on_a_cpu_and_five_on_an_accelerator():
   assert cores.auto_seeds('cpu') == '0' and cores.auto_seeds('gpu') == cores.auto_seeds('tpu') == '0,1,2,3,4'
   with pytest.raises(ConfigError, match="'auto' is resolved by a sweep"):
     seed_axis.parse_seeds('auto')
+
+
+def test_starting_a_child_from_a_jax_process_prints_no_fork_warning():
+  """JAX warns at every fork of a process that imported it; the sweep's children only exec a new Python, so
+  cores.fork_quietly drops that warning (it reached the main job's stderr), and only that one."""
+  import warnings
+
+  from experiments import cores
+
+  jnp.ones(2).block_until_ready()  # JAX's backend is up: its at-fork hook is registered
+  with warnings.catch_warnings(record=True) as seen:
+    warnings.simplefilter('always')
+    subprocess.run([sys.executable, '-c', 'pass'], preexec_fn=lambda: None, check=True)
+  assert any('os.fork() was called' in str(w.message) for w in seen)  # the warning this is about
+  with warnings.catch_warnings(record=True) as seen:
+    warnings.simplefilter('always')
+    with cores.fork_quietly():
+      subprocess.run([sys.executable, '-c', 'pass'], preexec_fn=lambda: None, check=True)
+      warnings.warn('another warning', RuntimeWarning)
+  assert [str(w.message) for w in seen] == ['another warning']

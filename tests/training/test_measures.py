@@ -263,7 +263,7 @@ def _one_seed(systems):
 
 
 NONE, DOT, ADDITIVE = 'none/bahdanau/global', 'dot/bahdanau/global', 'additive/bahdanau/global'
-NOT_RANKED = 'not ranked with 1 seed (seed variance unmeasured; train more seeds to rank them)'
+NOT_RANKED = 'not ranked with 1 seed'
 
 
 def _leave_one_out(hypotheses, refs, keep=None, cache=None):
