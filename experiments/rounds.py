@@ -138,7 +138,8 @@ def rounds_page(design: sequential.Design, looks: list[dict], minutes: list[floa
     f"{', '.join(map(str, design.schedule))} seeds: {', '.join(f'{x:.4g}' for x in design.levels)}; "
     f'equivalence margin ±{design.delta:g} BLEU; contrasts: {design.contrasts}. '
     + tables.family_text(looks[-1]['comparison'] | {'alpha': design.alpha, 'length_level': 0})
-    + ' over all looks (Bonferroni over contrasts and looks).',
+    + ' over all looks (Bonferroni over contrasts and looks). Seeds to decide: seeds per variant at which a '
+    "contrast would be decided with 80 % probability at the last look's level.",
   ]
   for look, spent in zip(looks, minutes):
     c = look['comparison']

@@ -21,7 +21,7 @@ import os
 
 import numpy as np
 
-from attnmt.analysis import comparison, family, significance
+from attnmt.analysis import comparison, family, planning, significance
 from attnmt.errors import ConfigError
 
 DESIGN_FILE = 'design.json'
@@ -112,7 +112,12 @@ def replay(design: Design, rounds: list[dict]) -> list[dict]:
       level=level,
       decided=decided,
     )
+    last = design.levels[-1] / result['family_size']  # the plan of an open contrast: at the last look's level
+    sd = {v['variant']: (v['sd'], v['seeds']) for v in result['variants']}
     for p in result['pairs']:
+      if p.get('seeds_to_decide') and 'look' not in p:
+        tv = p['test_variance'] or 0.0
+        p['seeds_to_decide'] = planning.plan(p['difference'], *sd[p['a']], *sd[p['b']], tv, last, design.delta)
       p.setdefault('look', r + 1)
       if p['decision'] in (family.GREATER, family.EQUIVALENT):
         decided[(p['a'], p['b'])] = p
