@@ -19,6 +19,7 @@ EOS included) is refused, not truncated; other models take any length.
 from __future__ import annotations
 
 import dataclasses
+import os
 from typing import Optional, Sequence
 
 import jax.numpy as jnp
@@ -29,7 +30,7 @@ from attnmt import data, plots
 from attnmt.analysis import inspection, report, tables
 from attnmt.data import batching, pipeline, sources as corpora
 from attnmt.data.tokenizers import token_labels
-from attnmt.errors import ConfigError, InputError
+from attnmt.errors import CheckpointError, ConfigError, InputError
 from attnmt.model import interventions, scores
 from attnmt.model.config import ModelConfig
 from attnmt.training import evaluation, trainer
@@ -126,9 +127,9 @@ class Run:
     search with the run's length and coverage penalties (train.beam_alpha, train.beam_coverage_penalty), by
     the parameters of `seed` (default: the run's first). Sentences are batched by decoding budget, so each
     output is the one that sentence gets alone (experiments/translate.py decodes one at a time).
-    `intervention` (an interventions.Intervention or its name): counterfactual attention at every step
-    (`intervene`)."""
-    if isinstance(intervention, str):
+    `intervention` (None, an interventions.Intervention or its name): counterfactual attention at every step
+    (`intervene`), in greedy and beam search alike."""
+    if intervention is not None:
       intervention = _intervention(intervention)
     if not isinstance(beam_size, int) or beam_size < 0:
       raise InputError(f'beam_size={beam_size!r}: pass 0 (greedy search) or a beam width >= 1')
@@ -172,10 +173,14 @@ class Run:
   def intervene(
     self, sentences: Sequence[str], intervention: str = 'uniform', seed: Optional[int] = None, beam_size: int = 0, **kw
   ) -> list[Translation]:
-    """Translations of `sentences` with counterfactual attention at every decoder step: `intervention` is one
-    of attnmt.model.interventions.NAMES (uniform, permute, zero_max, zero_top_k, shift, first, last, random,
-    identity); `kw` its options (k, seed of the draw, concentration). Each Translation's attention is the
-    counterfactual one the context read. Compare with `translate` to see what the output owes the attention."""
+    """Translations of `sentences` with counterfactual attention at every decoder step, by greedy search
+    (`beam_size` 0) or beam search: `intervention` is one of attnmt.model.interventions.NAMES (uniform, permute,
+    zero_max, zero_top_k, shift, first, last, random, identity) or an interventions.Intervention; `kw` a name's
+    options: k (zero_top_k: how many of the largest weights are zeroed, a whole number >= 1), draw_seed (permute,
+    random: the seed of the intervention's draw, its Intervention.seed) and concentration (random). Two seeds,
+    then: `seed` picks the model's parameters (one of `seeds`, as in `translate`), `draw_seed` the
+    counterfactual's randomness. Each Translation's attention is the counterfactual one the context read.
+    Compare with `translate` to see what the output owes the attention."""
     return self.translate(sentences, beam_size, seed, _intervention(intervention, **kw))
 
   def attend(
@@ -236,14 +241,39 @@ class Run:
     return split
 
 
-def _intervention(name, **kw):
-  """An Intervention from its name; a bad name or option is an InputError naming the valid ones."""
+# Run.intervene's options: their Intervention fields (the draw's seed is `draw_seed`, since `seed` picks the model)
+_OPTIONS = {'k': 'k', 'draw_seed': 'seed', 'concentration': 'concentration'}
+
+
+def _intervention(value, **kw) -> interventions.Intervention:
+  """An Intervention as given, or from its name and `kw` (_OPTIONS); anything else is an InputError naming the
+  value and the accepted forms, a bad name or option one naming the valid ones."""
+  if isinstance(value, interventions.Intervention):
+    if kw:
+      raise InputError(
+        f'intervention options {", ".join(sorted(kw))} given with an Intervention object: set them on it, or pass '
+        f"the intervention's name ({value.name!r}) with them"
+      )
+    return value
+  if not isinstance(value, str):
+    raise InputError(
+      f'intervention={value!r} (of type {type(value).__name__}) is not an intervention; pass its name (one of '
+      f"{', '.join(interventions.NAMES)}) or an attnmt.model.interventions.Intervention"
+    )
+  unknown = [key for key in kw if key not in _OPTIONS]
+  if unknown:
+    raise InputError(
+      f'intervention options: unknown {", ".join(unknown)}; valid: k, draw_seed (the seed of the draw; seed= picks '
+      "the model's), concentration"
+    )
   try:
-    return interventions.Intervention(str(name), **kw)
-  except TypeError as e:
-    raise InputError(f'intervention options: {e}; valid: k, seed, concentration') from None
+    return interventions.Intervention(value.strip(), **{_OPTIONS[key]: v for key, v in kw.items()})
   except ConfigError as e:
-    raise InputError(str(e)) from None
+    message = str(e)
+    for key, v in kw.items():  # the option as the caller spelled it
+      if key != _OPTIONS[key]:
+        message = message.replace(f'{_OPTIONS[key]}={v!r}', f'{key}={v!r}')
+    raise InputError(message) from None
 
 
 def _sentences(items: Sequence[str], what: str) -> list[str]:
@@ -270,6 +300,14 @@ def load(run_dir: str, which: str = 'best') -> Run:
   the config and the vocabulary saved beside them. No corpus is read."""
   if which not in ('best', 'latest'):
     raise InputError(f"which={which!r}: pass 'best' or 'latest'")
+  if not isinstance(run_dir, (str, os.PathLike)):
+    raise InputError(f'run_dir={run_dir!r} (of type {type(run_dir).__name__}): pass the run directory as a path')
+  if os.path.isfile(run_dir):
+    parent = os.path.dirname(os.path.abspath(run_dir))
+    raise CheckpointError(
+      f'{run_dir} is a file; attnmt.load needs the run directory (the workdir train.py or sweep.py wrote), not a '
+      f'file inside it: pass {parent}'
+    )
   return Run(inspection.load_model(run_dir, which))
 
 
@@ -287,6 +325,15 @@ def heatmap(*items, titles: Optional[Sequence[str]] = None):
   experiments/analyze.py draws them. `titles` default to each item's source sentence."""
   if not items:
     raise InputError('heatmap: pass at least one Translation or Attention')
+  for k, x in enumerate(items):
+    if not all(hasattr(x, a) for a in ('attention', 'source_tokens', 'tokens')):  # what is drawn
+      spread = ', as separate arguments: heatmap(*items)' if isinstance(x, (list, tuple)) else ''
+      raise InputError(
+        f'heatmap item {k} is a {type(x).__name__}, not a Translation or Attention; pass Translations or '
+        f'Attentions (what translate, intervene and attend return){spread}'
+      )
+  if isinstance(titles, str):
+    raise InputError('heatmap titles: pass a list of strings, one per heatmap, not one string (wrap it in a list)')
   titles = list(titles) if titles is not None else [x.source[:80] for x in items]
   if len(titles) != len(items):
     raise InputError(f'{len(titles)} titles for {len(items)} heatmaps: pass one title per heatmap')

@@ -20,6 +20,7 @@ import json
 import os
 import platform
 import socket
+import sys
 from pathlib import Path
 
 from absl import app, flags
@@ -250,8 +251,30 @@ def table(result: dict) -> str:
   return '\n'.join(lines)
 
 
+def counts(flag, values: list[str], needed: bool) -> list[int]:
+  """The seed counts of --`flag` (each a whole number from 1 up; at least one when its section runs), or one line
+  on stderr and exit status 2."""
+  bad = next((v for v in values if not (v.strip().isdigit() and int(v) > 0)), None)
+  if bad is not None or (needed and not values):
+    problem = f'{bad!r} is not a seed count' if bad is not None else 'names no seed count'
+    _fail(f'--{flag}={",".join(values)}: {problem}; pass whole numbers from 1 up, e.g. --{flag}=1,2,4')
+  return [int(v) for v in values]
+
+
+def _fail(message: str):
+  print(f'error: {message}', file=sys.stderr)
+  sys.exit(2)
+
+
 def main(argv):
   del argv
+  valid = SECTIONS + OPTIONAL
+  unknown = [s for s in _ONLY.value if s not in valid]
+  if unknown or not _ONLY.value:
+    what = f'unknown section{"s" * (len(unknown) > 1)} {", ".join(unknown)}' if unknown else 'names no section'
+    _fail(f'--only={",".join(_ONLY.value)}: {what}; the sections are {", ".join(valid)}')
+  seeds = counts('seeds', _SEEDS.value, 'seeds' in _ONLY.value)
+  decode_seeds = counts('decode_seeds', _DECODE_SEEDS.value, 'decode_seeds' in _ONLY.value)
   import jax
 
   from benchmarks.cases import BENCH_MODEL, Sizes
@@ -265,8 +288,6 @@ def main(argv):
   # 173 TFLOP/s, against about 790 at 8192^3 (benchmarks/README.md, "On a GPU").
   big = jax.default_backend() != 'cpu'
   peak_sizes = ((1024, 4096) if big else (512, 1024)) if _QUICK.value else ((2048, 8192) if big else (1024, 2048))
-  seeds = [int(k) for k in _SEEDS.value]
-  decode_seeds = [int(k) for k in _DECODE_SEEDS.value]
   result = run(
     cfg,
     sizes,

@@ -35,6 +35,19 @@ OUT=${OUT:-/tmp/attnmt_device_check}
 DRY=${ATTNMT_DEVICE_CHECK:-}
 WORK=${ATTNMT_DEVICE_WORK:-/tmp/attnmt_device_work}
 PARTS=${ATTNMT_DEVICE_PARTS:-seeds,profile,concurrent,decode_seeds,unroll,bench,bf16}  # main: name it
+ALL_PARTS=seeds,profile,concurrent,decode_seeds,unroll,host,bench,bf16,main,main_one
+# Checked before anything is written: a misspelt part would be skipped silently, and without a GPU every
+# figure would be the CPU's (the dry run is meant for any backend).
+for part in ${PARTS//,/ }; do
+  [[ ",$ALL_PARTS," == *",$part,"* ]] || {
+    echo "device_check.sh: unknown part '$part' in ATTNMT_DEVICE_PARTS; the parts are ${ALL_PARTS//,/, }" >&2
+    exit 2
+  }
+done
+if [ -z "$DRY" ] && ! nvidia-smi -L 2>/dev/null | grep -q '^GPU '; then
+  echo "device_check.sh: no GPU here (nvidia-smi lists none), so it would measure the CPU; run it on the GPU host (ATTNMT_DEVICE_CHECK=dry for the dry run on any backend)" >&2
+  exit 1
+fi
 mkdir -p "$OUT" "$WORK"
 LOG=$OUT/device_check.log
 : > "$LOG"
@@ -84,6 +97,13 @@ print(sys.version.split()[0], jax.devices(), jax.default_backend())
 print(*(f"{p} {m.version(p)}" for p in ("jax", "jaxlib", "flax", "optax", "orbax-checkpoint", "numpy", "tensorflow-datasets", "sacrebleu")), sep=", ")'
 } >> "$LOG" 2>&1 || say "device: set-up failed (see above)"
 PY=${ATTNMT_VENV:-.venv}/bin/python
+if [ -z "$DRY" ]; then  # nvidia-smi saw a GPU; jax must too, or every figure would be the CPU's
+  backend=$("$PY" -c 'import jax; print(jax.default_backend())' 2>/dev/null | tail -n 1)
+  [ "$backend" = gpu ] || {
+    echo "device_check.sh: jax in ${ATTNMT_VENV:-.venv} sees no GPU (backend ${backend:-none: jax did not load}), so it would measure the CPU; install jax with CUDA there (the set-up is in $LOG)" | tee -a "$LOG" >&2
+    exit 1
+  }
+fi
 want() { [[ ",$PARTS," == *",$1,"* ]]; }
 want seeds && step $((170 * slow)) "main model, seeds $seeds vmapped" "$PY" -m benchmarks.bench "${quick[@]}" --only=seeds --seeds=$seeds --out="$OUT/bench_main_seeds.json"
 [ -n "$DRY" ] || ! want profile || step 60 "training step on the device's timeline (bench config)" "$PY" -m tools.profile_step --keep_trace="$OUT"

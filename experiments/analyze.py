@@ -34,10 +34,12 @@ import types
 
 from absl import app, flags
 
-from attnmt import plots
+from attnmt import data, plots
 from attnmt.analysis import comparison, exports, faithfulness, html_report, inspection, report, stored, tables
 from attnmt.errors import ConfigError
 from attnmt.model import interventions, scores
+from attnmt.training import checkpoints
+from attnmt.training import results as run_results
 from experiments import common
 
 flags.DEFINE_list('runs', None, 'Run directories (comma-separated).')
@@ -108,6 +110,8 @@ def _analyze():
       'give one of --runs (run directories), --from_translations (a translations.json.gz), --from_scores (a CSV) '
       'or --from_faithfulness (a faithfulness.json)'
     )
+  if FLAGS.runs:
+    _check_runs_once(FLAGS.runs)
   if FLAGS.from_faithfulness:
     return _from_faithfulness(FLAGS.from_faithfulness, FLAGS.out, FLAGS.baseline)
   if FLAGS.from_scores:
@@ -120,6 +124,9 @@ def _analyze():
     sentences = [int(s) for s in FLAGS.sentences]
   except ValueError:
     raise ValueError(f'--sentences takes integer indices, got {FLAGS.sentences}') from None
+  if any(i < 0 for i in sentences):
+    negative = ','.join(str(i) for i in sentences if i < 0)
+    raise ValueError(f'--sentences {negative}: test-split indices start at 0; pass indices >= 0')
   if FLAGS.beam_size < 0 or FLAGS.num_heatmaps < 0 or FLAGS.heatmap_min_words < 0:
     raise ValueError('--beam_size, --num_heatmaps and --heatmap_min_words must be >= 0')
 
@@ -165,6 +172,47 @@ def _analyze():
       print(f"Exported {result['variant']}: " + ', '.join(paths))
 
 
+def _check_runs_once(runs: list[str]) -> None:
+  """Refuses a run directory given twice in --runs (the same directory after normalising the paths): it would
+  be compared with itself and its files written twice."""
+  seen = {}
+  for run in runs:
+    key = os.path.realpath(run)
+    if key in seen:
+      raise ValueError(f'--runs names the run directory {key} twice (as {seen[key]} and {run}); give each run once')
+    seen[key] = run
+
+
+def _check_pooled_runs(runs: list[str]) -> None:
+  """--pool_seeds: the runs that pool into one variant ('…/seeds=k' names) must have been trained for the same
+  number of steps and translate the same test sentences; a mixture is refused, naming two of its runs, before
+  any run is analysed."""
+  seen, tests = {}, {}
+
+  def test_set(workdir, config):  # read only where the steps agree
+    if workdir not in tests:
+      tests[workdir] = data.raw_texts(data.prepare(config.data), 'test')
+    return tests[workdir]
+
+  for workdir in runs:
+    config = checkpoints.load_config(workdir)
+    name = stored.SEED_PART.sub('', run_results.variant_name(config))
+    if name not in seen:
+      seen[name] = (workdir, config)
+      continue
+    other, other_config = seen[name]
+    if other_config.train.num_steps != config.train.num_steps:
+      differs = f'were trained for {other_config.train.num_steps} and {config.train.num_steps} steps'
+    elif test_set(other, other_config) != test_set(workdir, config):
+      differs = 'translate different test sentences'
+    else:
+      continue
+    raise ValueError(
+      f'--pool_seeds: {other} and {workdir} would pool into {name} but {differs}; pool only runs trained alike '
+      'on the same test set (or leave out --pool_seeds)'
+    )
+
+
 def _faithfulness(runs: list[str], names: list[str], out, max_sentences: int):
   chosen = interventions.parse(','.join(names))  # a bad name fails before any run is loaded
   if max_sentences < 0:
@@ -172,6 +220,8 @@ def _faithfulness(runs: list[str], names: list[str], out, max_sentences: int):
   out = out or os.path.join(os.path.dirname(os.path.abspath(runs[0])), 'analysis')
   if os.path.exists(out) and not os.path.isdir(out):
     raise ValueError(f'--out {out} is a file; pass a directory for the analysis (created if missing)')
+  if FLAGS.pool_seeds:
+    _check_pooled_runs(runs)
   os.makedirs(out, exist_ok=True)
   start, results = time.time(), []
   for workdir in runs:
@@ -236,6 +286,10 @@ def _score_attends(score: str) -> bool:
 
 
 def _from_translations(path: str, out):
+  if out:
+    if os.path.exists(out) and not os.path.isdir(out):
+      raise ValueError(f'--out {out} is a file; pass a directory for the analysis (created if missing)')
+    _check_recomputation(path, out)
   results = report.analyze_translations(
     path, baseline=FLAGS.baseline, pool_seeds=FLAGS.pool_seeds, contrasts=FLAGS.contrasts, delta=FLAGS.delta
   )
@@ -243,10 +297,8 @@ def _from_translations(path: str, out):
   print(f'From {path} ({len(results)} variant(s); no runs read):\n' + table)
   print(tables.attention_verdict(results))
   if out:
-    if os.path.exists(out) and not os.path.isdir(out):
-      raise ValueError(f'--out {out} is a file; pass a directory for the analysis (created if missing)')
+    report.write_text(os.path.join(out, 'analysis.json'), json.dumps(results, indent=1))  # what marks it ours
     report.write_text(os.path.join(out, 'analysis.md'), table + '\n')
-    report.write_text(os.path.join(out, 'analysis.json'), json.dumps(results, indent=1))
     plots.save(report.length_figure(results), os.path.join(out, 'bleu_by_length.png'))
     rows = [r['significance']['corpus'] | {'variant': r['variant']} for r in results]
     plots.seed_strip(rows, os.path.join(out, 'bleu_by_seed.png'), 'Test BLEU (greedy) by seed')
@@ -255,6 +307,44 @@ def _from_translations(path: str, out):
       stored.save_doc(os.path.join(out, stored.FILE), stored.pool_seeds(stored.load(path)))
       written += f' and the pooled {stored.FILE}'
     print(f'\nWrote {written} under {out}')
+
+
+def _check_recomputation(path: str, out: str) -> None:
+  """--from_translations writes analysis.md and analysis.json into --out: refused when --out holds an analysis
+  that is not a from-translations recomputation of this same file (a --runs analysis has AER, attention
+  statistics and beam scores the stored translations cannot give back), and with --pool_seeds when the pooled
+  file would replace the input itself. Nothing is written when refused."""
+  fix = 'give another --out (a new folder) for the recomputation'
+  if FLAGS.pool_seeds and _same_file(path, os.path.join(out, stored.FILE)):
+    raise ValueError(f'--out {out} holds {path} itself, which the pooled {stored.FILE} would replace; {fix}')
+  existing = os.path.join(out, 'analysis.json')
+  if not os.path.exists(existing):
+    for name in ('analysis.md',) + ((stored.FILE,) if FLAGS.pool_seeds else ()):
+      if os.path.exists(os.path.join(out, name)):
+        raise ValueError(f'--out {out} holds {name}, which this recomputation would replace; {fix}')
+    return
+  try:
+    with open(existing, encoding='utf-8') as f:
+      rows = json.load(f)
+  except (OSError, ValueError):
+    rows = None
+  ours = (
+    isinstance(rows, list)
+    and bool(rows)
+    and all(isinstance(r, dict) and 'workdir' not in r and _same_file(str(r.get('source')), path) for r in rows)
+  )
+  if not ours:
+    raise ValueError(
+      f'--out {out} holds an analysis (analysis.json) that is not a recomputation of {path} and would be replaced, '
+      f'losing what it has beyond the stored translations (AER, attention, beam); {fix}'
+    )
+
+
+def _same_file(a: str, b: str) -> bool:
+  try:
+    return os.path.samefile(a, b)
+  except OSError:
+    return False
 
 
 if __name__ == '__main__':

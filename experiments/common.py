@@ -109,12 +109,15 @@ CACHE_MIN_COMPILE_SECONDS = 0.2  # cheaper programs are not worth a file (tests/
 CACHE_MAX_BYTES = 4 << 30  # the oldest entries go beyond it
 
 
+CACHE_OFF = ('0', 'false', 'no', 'off')  # ATTNMT_JAX_CACHE spellings that switch the cache off (any case)
+
+
 def compilation_cache_dir() -> str | None:
   """Where compiled programs are cached: $JAX_COMPILATION_CACHE_DIR if set (JAX reads it itself), none with
-  ATTNMT_JAX_CACHE=0, else $XDG_CACHE_HOME/attnmt/jax (~/.cache/attnmt/jax)."""
+  ATTNMT_JAX_CACHE=0 (or false, no, off), else $XDG_CACHE_HOME/attnmt/jax (~/.cache/attnmt/jax)."""
   if os.environ.get('JAX_COMPILATION_CACHE_DIR'):
     return os.environ['JAX_COMPILATION_CACHE_DIR']
-  if os.environ.get('ATTNMT_JAX_CACHE', '1') == '0':
+  if os.environ.get('ATTNMT_JAX_CACHE', '1').strip().lower() in CACHE_OFF:
     return None
   home = os.environ.get('XDG_CACHE_HOME') or os.path.join(os.path.expanduser('~'), '.cache')
   return os.path.join(home, 'attnmt', 'jax')
@@ -122,8 +125,9 @@ def compilation_cache_dir() -> str | None:
 
 def use_compilation_cache() -> None:
   """Turns the persistent compilation cache on (compilation_cache_dir), before anything is compiled; the
-  user's own JAX_* settings win."""
+  user's own JAX_* settings win. Either way a cache entry JAX cannot read is dropped (heal_compilation_cache)."""
   if os.environ.get('JAX_COMPILATION_CACHE_DIR'):
+    heal_compilation_cache()
     return  # JAX reads the user's own settings itself
   path = compilation_cache_dir()
   if path is None:
@@ -139,6 +143,57 @@ def use_compilation_cache() -> None:
     jax.config.update('jax_persistent_cache_min_compile_time_secs', CACHE_MIN_COMPILE_SECONDS)
   if 'JAX_COMPILATION_CACHE_MAX_SIZE' not in os.environ:
     jax.config.update('jax_compilation_cache_max_size', CACHE_MAX_BYTES)
+  heal_compilation_cache()
+
+
+def heal_compilation_cache() -> None:
+  """Makes a corrupted cache entry heal. JAX warns when it cannot read an entry ("Error reading persistent
+  compilation cache entry"), compiles the program again, and then keeps the bad file (its cache never replaces
+  an existing key), so every later command warns again. Here the read is wrapped: when it raises, the entry's
+  files (<key>-cache, <key>-atime) are removed with one line on stderr, and JAX's own handling goes on (its
+  warning, the compilation, and the write of a good entry under the same key). Nothing is patched when this
+  JAX has no such reader (then delete the folder jax_compilation_cache_dir names to clear a warning that
+  repeats)."""
+  try:
+    from jax._src import compilation_cache as cc
+  except ImportError:
+    return
+  read = getattr(cc, 'get_executable_and_time', None)
+  if read is None or getattr(read, '_attnmt_heals', False):
+    return
+
+  def get_executable_and_time(cache_key, *args, **kwargs):
+    try:
+      return read(cache_key, *args, **kwargs)
+    except Exception as e:
+      _drop_cache_entry(cache_key, e)
+      raise
+
+  get_executable_and_time._attnmt_heals = True
+  cc.get_executable_and_time = get_executable_and_time
+
+
+def _drop_cache_entry(key: str, error: Exception) -> None:
+  """Removes the local cache files of `key` (a remote cache, gs://..., is left alone), saying so in one line."""
+  folder = jax.config.jax_compilation_cache_dir
+  if not folder or '://' in folder or not isinstance(key, str):
+    return
+  entry = os.path.join(folder, f'{key}-cache')
+  if not os.path.isfile(entry):
+    return
+  try:
+    for suffix in ('-cache', '-atime'):
+      if os.path.exists(os.path.join(folder, key + suffix)):
+        os.remove(os.path.join(folder, key + suffix))
+  except OSError as e:
+    print(
+      f'attnmt: cannot remove the unreadable compilation cache entry {entry} ({e.strerror}); delete it', file=sys.stderr
+    )
+    return
+  reason = ' '.join(f'{type(error).__name__}: {error}'.split())[:200]
+  print(
+    f'attnmt: removed the unreadable compilation cache entry {entry} ({reason}); it is written again', file=sys.stderr
+  )
 
 
 def run_guarded(fn, after_signal: str = 'run the same command again'):

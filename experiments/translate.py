@@ -17,7 +17,11 @@ from experiments import common
 flags.DEFINE_string('run', None, 'Run directory (written by train.py or sweep.py).', required=True)
 flags.DEFINE_string('input', '-', "File with one sentence per line, or '-' for stdin.")
 flags.DEFINE_enum('which', 'best', ['best', 'latest'], 'Which checkpoint.')
-flags.DEFINE_integer('seed_index', 0, 'Which seed of the run (runs train several seeds together).')
+flags.DEFINE_integer(
+  'seed_index',
+  0,
+  "Which training seed's parameters translate: an index into the run's seeds (runs train several together).",
+)
 flags.DEFINE_integer('beam_size', 5, 'Beam size (0 = greedy).')
 flags.DEFINE_integer('max_source_tokens', 0, 'Refuse longer inputs (0: the model limit, if it has one).')
 flags.DEFINE_bool('show_attention', False, 'Print attention bars for every output word.')

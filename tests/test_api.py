@@ -5,6 +5,7 @@ analysis's forced-decoding attention and per-seed BLEU; and its one-line errors.
 import dataclasses
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -155,6 +156,42 @@ def test_bad_input_gets_one_line(trained, tmp_path):
     (lambda: run.attend(['4 2'], ['a'], level='char'), InputError, 'pass one of word, subword'),
     (lambda: attnmt.heatmap(), InputError, 'at least one'),
     (lambda: attnmt.compare([]), InputError, 'no run_dirs given'),
+    (
+      lambda: run.translate(['4 2'], intervention=3),
+      InputError,
+      r'^intervention=3 \(of type int\) is not an intervention; pass its name \(one of identity, uniform, .*\) or an '
+      r'attnmt\.model\.interventions\.Intervention$',
+    ),
+    (lambda: run.intervene(['4 2'], 3, beam_size=2), InputError, r'^intervention=3 \(of type int\) is not an'),
+    (
+      lambda: run.intervene(['4 2'], 'zero_top_k', k=1.5),
+      InputError,
+      r'^intervention zero_top_k: k=1\.5 is not a whole number >= 1; pass k=1, 2, \.\.\.',
+    ),
+    (lambda: run.intervene(['4 2'], 'zero_top_k(k=1.5)'), InputError, r"^unknown intervention 'zero_top_k\(k=1\.5\)'"),
+    (
+      lambda: run.intervene(['4 2'], 'permute', draw_seed=1.5),
+      InputError,
+      r'^intervention permute: draw_seed=1\.5 is not a whole number >= 0',
+    ),
+    (
+      lambda: run.intervene(['4 2'], interventions.Intervention('first'), k=3),
+      InputError,
+      r'^intervention options k given with an Intervention object',
+    ),
+    (
+      lambda: attnmt.heatmap(run.translate(['4 2'])),
+      InputError,
+      r'^heatmap item 0 is a list, not a Translation or Attention; .*as separate arguments: heatmap\(\*items\)$',
+    ),
+    (lambda: attnmt.heatmap(*run.translate(['4 2']), titles='one'), InputError, r'^heatmap titles: pass a list'),
+    (
+      lambda: attnmt.load(os.path.join(workdir, 'config.json')),
+      CheckpointError,
+      rf'^{re.escape(os.path.join(workdir, "config.json"))} is a file; attnmt\.load needs the run directory .*: '
+      rf'pass {re.escape(workdir)}$',
+    ),
+    (lambda: attnmt.load(None), InputError, r'^run_dir=None \(of type NoneType\): pass the run directory'),
   ]
   for call, kind, message in cases:
     with pytest.raises(kind, match=message) as e:
@@ -228,8 +265,90 @@ def test_intervene_decodes_with_counterfactual_attention(trained):
     np.testing.assert_array_equal(a.attention, b.attention)
   with pytest.raises(InputError, match=r"^unknown intervention 'shuffle'; valid: identity, uniform"):
     run.intervene(texts, 'shuffle')
-  with pytest.raises(InputError, match=r'^intervention options: .*; valid: k, seed, concentration$'):
+  with pytest.raises(
+    InputError, match=r"^intervention options: unknown depth; valid: k, draw_seed \(the seed of the draw; seed= picks"
+  ):
     run.intervene(texts, 'zero_top_k', depth=3)
+
+
+@pytest.mark.parametrize('beam_size', [1, 2])
+def test_intervene_with_a_beam_is_the_beam_search_of_the_counterfactual(trained, beam_size):
+  """Beam search under an intervention (it once failed: forced_attention took the Intervention as an array): the
+  output is decoding.beam_search's with that intervention, each sentence alone; the attention, of the output's
+  shape, is the counterfactual one (`first`: all on the first source token; `uniform`: 1 / length); translate's
+  `intervention=` gives the same."""
+  workdir, _, sources, _ = trained
+  run, model = attnmt.load(workdir), inspection.load_model(workdir)
+  texts = sources[:3]
+  params = evaluation.seed_params(model.params, 1)
+  for name in ('first', 'uniform'):
+    iv = interventions.Intervention(name)
+    out = run.intervene(texts, name, seed=1, beam_size=beam_size)
+    assert [x.text for x in out] == [x.text for x in run.translate(texts, beam_size, 1, intervention=iv)]
+    for x in out:
+      assert x.seed == 1 and x.attention.shape == (len(x.tokens), len(x.source_tokens))
+      if name == 'uniform':
+        want = np.full_like(x.attention, 1.0 / len(x.source_tokens))
+      else:
+        want = np.zeros_like(x.attention)
+        want[:, 0] = 1.0
+      np.testing.assert_allclose(x.attention, want, rtol=1e-6)
+      ids = model.src_tokenizer.encode(x.source) + [data.EOS_ID]
+      src, src_len = jnp.asarray([ids], jnp.int32), jnp.asarray([len(ids)], jnp.int32)
+      alone = decoding.beam_search(
+        model.cfg,
+        params,
+        src,
+        src_len,
+        beam_size=beam_size,
+        max_len=evaluation.decode_length(len(ids), run.config.train.max_decode_factor),
+        alpha=run.config.train.beam_alpha,
+        beta=run.config.train.beam_coverage_penalty,
+        intervention=iv,
+      )
+      n = int(alone.lengths[0, 0])
+      assert x.text == model.tgt_tokenizer.decode(np.asarray(alone.tokens[0, 0, :n]).tolist())
+      assert x.score == pytest.approx(float(alone.scores[0, 0]), rel=1e-5)
+
+
+def test_intervene_seed_picks_the_model_and_draw_seed_the_draw(trained):
+  """Two seeds, named apart: `seed` the model's parameters, `draw_seed` the counterfactual's randomness
+  (Intervention.seed), in greedy and beam search alike."""
+  workdir, _, sources, _ = trained
+  run = attnmt.load(workdir)
+  texts = sources[:3]
+  for beam_size in (0, 2):
+    drawn = run.intervene(texts, 'random', seed=1, beam_size=beam_size, draw_seed=5)
+    same = run.translate(texts, beam_size, 1, intervention=interventions.Intervention('random', seed=5))
+    other = run.intervene(texts, 'random', seed=1, beam_size=beam_size, draw_seed=0)
+    assert all(x.seed == 1 for x in drawn)
+    for a, b in zip(drawn, same):
+      assert a.text == b.text
+      np.testing.assert_array_equal(a.attention, b.attention)
+    assert any(
+      a.attention.shape != b.attention.shape or not np.allclose(a.attention, b.attention) for a, b in zip(drawn, other)
+    )
+    # the draw's seed does not pick the model: seed 0's parameters under draw seed 5
+    assert all(x.seed == 0 for x in run.intervene(texts[:1], 'random', beam_size=beam_size, draw_seed=5))
+
+
+def test_translate_py_refuses_a_file_inside_the_run_with_one_line(trained, tmp_path):
+  workdir = trained[0]
+  (tmp_path / 'in.txt').write_text('4 2\n')
+  config = os.path.join(workdir, 'config.json')
+  res = subprocess.run(
+    [sys.executable, '-m', 'experiments.translate', f'--run={config}', f'--input={tmp_path / "in.txt"}'],
+    cwd=ROOT,
+    env=dict(os.environ, JAX_PLATFORMS='cpu', PYTHONPATH=ROOT),
+    capture_output=True,
+    text=True,
+    timeout=600,
+  )
+  assert res.returncode == 2 and res.stdout == ''
+  assert res.stderr.strip().splitlines()[-1] == (
+    f'error: {config} is a file; attnmt.load needs the run directory (the workdir train.py or sweep.py wrote), '
+    f'not a file inside it: pass {workdir}'
+  )
 
 
 def test_faithfulness_of_a_run_per_seed_table_and_plot(trained, tmp_path):

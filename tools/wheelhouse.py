@@ -19,9 +19,13 @@ import os
 import platform
 import re
 import shutil
+import ssl
 import subprocess
 import sys
 import tempfile
+import urllib.error
+import urllib.parse
+import urllib.request
 from importlib import metadata
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -119,6 +123,55 @@ def copy_sword(out: str) -> str | None:
   return dest
 
 
+def fail(message: str):
+  """Bad input or no network: one line on stderr, exit status 2."""
+  print(f'error: {message}', file=sys.stderr)
+  sys.exit(2)
+
+
+def check_folder(path: str) -> None:
+  """Fails in one line, writing nothing, when `path` (or a folder above it) is a file or cannot be written."""
+  existing = os.path.abspath(path)
+  while not os.path.exists(existing):
+    existing = os.path.dirname(existing)
+  if not os.path.isdir(existing):
+    fail(f'wheelhouse DIR {path}: {existing} is a file, not a folder; pass a folder (it is made if missing)')
+  try:  # os.access says yes to root on a read-only file system
+    os.rmdir(tempfile.mkdtemp(dir=existing, prefix='.attnmt-wheelhouse-'))
+  except OSError as e:
+    fail(f'wheelhouse DIR {path}: cannot write into {existing} ({e.strerror}); pass a folder you can write to')
+
+
+def index_url() -> str:
+  """The package index pip will use: its index-url setting (the environment's wins), else PyPI."""
+  res = _pip('config', 'list', check=False)
+  found = re.findall(r"^[^\n]*\.index-url='([^']*)'", res.stdout, re.M)
+  return found[-1] if found else 'https://pypi.org/simple/'
+
+
+def check_network(url: str, timeout: float = 5.0) -> None:
+  """Fails in one line when the package index does not answer within `timeout` seconds: the wheelhouse is made
+  from it. Any HTTP answer (even an error status) counts as an answer."""
+  if url.startswith('file:'):
+    return
+  parts = urllib.parse.urlsplit(url)
+  if parts.username or parts.password:  # credentials neither probed with nor printed
+    url = parts._replace(netloc=parts.netloc.rpartition('@')[2]).geturl()
+  try:
+    urllib.request.urlopen(urllib.request.Request(url, method='HEAD'), timeout=timeout).close()
+  except urllib.error.HTTPError:
+    return
+  except (urllib.error.URLError, OSError, ValueError) as e:
+    if isinstance(getattr(e, 'reason', e), ssl.SSLError):
+      return  # it answered; pip checks certificates with its own settings
+    reason = getattr(e, 'reason', None) or e
+    reason = getattr(reason, 'strerror', None) or str(reason)
+    fail(
+      f'wheelhouse needs the network: the package index {url} did not answer ({reason}); run it on a machine with '
+      'network (or set PIP_INDEX_URL to an index this machine reaches)'
+    )
+
+
 def main(argv=None):
   here = f'{sys.version_info.major}.{sys.version_info.minor}'
   arch = platform.machine()
@@ -138,6 +191,8 @@ def main(argv=None):
   platforms = a.platform or [f'manylinux{t}_{arch}' for t in ('2014', '_2_17', '_2_28')]
   skip = {_name(s) for s in a.skip.split(',') if s.strip()}
   wheels = os.path.join(a.dir, 'wheels')
+  check_folder(a.dir)
+  check_network(index_url())
   os.makedirs(wheels, exist_ok=True)
   print(f'wheelhouse: building the attnmt wheel into {wheels}')
   _pip('wheel', '--no-deps', '--quiet', '-w', wheels, ROOT)

@@ -12,6 +12,7 @@ import numpy as np
 import sacrebleu
 
 from attnmt.analysis import comparison, family, inspection, significance, stored, tables
+from attnmt.training import checkpoints
 
 from attnmt import data, plots, progress
 from attnmt.data import pharaoh as pharaoh_file
@@ -79,6 +80,7 @@ def _analyze_run(
   With `out_dir` None nothing is written: no translations, heatmaps or sentence views."""
   t = run.config.train
   sources, references = data.raw_texts(run.prepared, split)
+  check_sentences(heatmap_sentences, len(sources), split, run.workdir)  # before anything is decoded
   run_dir = None if out_dir is None else os.path.join(out_dir, _slug(run.name))
   if run_dir is not None:
     os.makedirs(run_dir, exist_ok=True)
@@ -154,6 +156,16 @@ def _analyze_run(
     result['aer'] = aer
   views = {} if run_dir is None else sentence_views(run, greedy_trans, sources, references, n_best, gold)
   return result, texts, views
+
+
+def check_sentences(chosen, size: int, split: str, workdir: str) -> None:
+  """Refuses heatmap sentence indices (--sentences) outside the `split` of `size` sentences, naming them."""
+  bad = [i for i in chosen if not 0 <= i < size]
+  if bad:
+    raise ValueError(
+      f'--sentences {",".join(map(str, bad))}: the {split} split of {workdir} has {size} sentences; '
+      f'pass indices from 0 to {size - 1}'
+    )
 
 
 class _Counted:
@@ -439,6 +451,11 @@ def analyze_runs(
   (select_sentences, at most `report_sentences` plus the heatmap sentences; embedded_sentences). With
   `out_dir` None the results are only returned (attnmt.compare): nothing is written."""
   results, texts, views = [], [], []
+  if options.get('heatmap_sentences'):  # every run's split size, before anything is decoded
+    for workdir in workdirs:
+      config = checkpoints.load_config(workdir)
+      sources, _ = data.raw_texts(data.prepare(config.data), options.get('split', 'test'))
+      check_sentences(options['heatmap_sentences'], len(sources), options.get('split', 'test'), workdir)
   if options.get('pharaoh'):
     options['pharaoh'] = read_pharaoh(options['pharaoh'])  # once for every run
   for workdir in workdirs:

@@ -23,8 +23,11 @@ FORMAT = 1
 
 def save(path: str, results: list[dict], texts: list[dict]) -> str:
   """Writes the greedy translations of every seed of every run that translated the first run's test sentences
-  (analyze_runs' results and texts); returns the path."""
+  (analyze_runs' results and texts); returns the path. One file holds one test set: runs that translated other
+  sentences are left out of it, and a line on stdout names them and says why (their rows stay in analysis.json
+  and the table)."""
   first = texts[0]
+  kept = [t['references'] == first['references'] and t['sources'] == first['sources'] for t in texts]
   variants = [
     {
       'variant': r['variant'],
@@ -32,15 +35,24 @@ def save(path: str, results: list[dict], texts: list[dict]) -> str:
       'attends': r.get('attends', True),  # False: the baseline without attention
       'greedy': t['hypotheses']['greedy'],
     }
-    for r, t in zip(results, texts)
-    if t['references'] == first['references'] and t['sources'] == first['sources']
+    for r, t, keep in zip(results, texts, kept)
+    if keep
   ]
+  left_out = [r['variant'] for r, keep in zip(results, kept) if not keep]
+  if left_out:
+    print(
+      f'{path} leaves out {len(left_out)} of {len(results)} runs ({", ".join(left_out)}): they translated other test '
+      f"sentences than {results[0]['variant']} and one file holds one test set; --from_translations recomputes only "
+      'the others (analyse those runs apart to store theirs)',
+      flush=True,
+    )
   doc = {'format': FORMAT, 'references': first['references'], 'sources': first['sources'], 'variants': variants}
   return save_doc(path, doc)
 
 
 def load(path: str) -> dict:
-  """The stored translations, checked: one output per reference for every seed of every variant."""
+  """The stored translations, checked: the shape of every field (one InputError line naming the file and the
+  field), and one output per reference for every seed of every variant."""
   try:
     with gzip.open(path, 'rt', encoding='utf-8') as f:
       doc = json.load(f)
@@ -52,6 +64,7 @@ def load(path: str) -> dict:
     ) from None
   if not isinstance(doc, dict) or doc.get('format') != FORMAT or not doc.get('variants'):
     raise InputError(f'{path} is not an attnmt translations file (format {FORMAT}) with at least one variant')
+  _check_shape(path, doc)
   n = len(doc['references'])
   if len(doc['sources']) != n:
     raise InputError(f'{path} has {len(doc["sources"])} sources for {n} references; the file is damaged')
@@ -69,20 +82,65 @@ def load(path: str) -> dict:
   return doc
 
 
+def _strings(x) -> bool:
+  return isinstance(x, list) and all(isinstance(s, str) for s in x)
+
+
+def _check_shape(path: str, doc: dict) -> None:
+  """Refuses a valid JSON document of another shape, naming the first field that is not what `save` writes."""
+
+  def bad(field: str, what: str):
+    return InputError(
+      f'{path}: {field} must be {what}; this is not a translations file an analysis wrote (or it is damaged)'
+    )
+
+  for field in ('references', 'sources'):
+    if not _strings(doc.get(field)):
+      raise bad(field, 'a list of strings, one per test sentence')
+  if not isinstance(doc['variants'], list):
+    raise bad('variants', 'a list of variants')
+  for k, v in enumerate(doc['variants']):
+    if not isinstance(v, dict):
+      raise bad(f'variants[{k}]', "an object with 'variant', 'seeds' and 'greedy'")
+    if not isinstance(v.get('variant'), str):
+      raise bad(f'variants[{k}].variant', 'a string (the variant name)')
+    where = f"variants[{k}] ({v['variant']})"
+    seeds = v.get('seeds')
+    if not isinstance(seeds, list) or not all(isinstance(s, int) and not isinstance(s, bool) for s in seeds):
+      raise bad(f'{where}.seeds', 'a list of integer seeds')
+    if not isinstance(v.get('greedy'), list) or not all(_strings(h) for h in v['greedy']):
+      raise bad(f'{where}.greedy', 'a list (one per seed) of lists of output strings')
+    if not isinstance(v.get('attends', True), bool):
+      raise bad(f'{where}.attends', 'true or false')
+
+
 SEED_PART = re.compile(r'/seeds=[^/]+$')
 
 
 def pool_seeds(doc: dict) -> dict:
   """The variants of a loaded translations file (`load`) with seeds trained as separate runs (`train.seeds`
   as a sweep axis: names ending in '/seeds=k') pooled into one variant per name without that part, seeds
-  and outputs in the order they appear. A seed found twice in one variant is an error, not a silent
-  duplicate; variants without the part are kept as they are."""
+  and outputs in the order they appear. Variants without the part are kept as they are.
+
+  What is checked: the runs pooled into one variant translated the same sentences (the file holds one list of
+  references and sources, and every seed of every run must have one output per reference: a run with another
+  count is refused, naming it), agree on whether the score attends, and have distinct seeds (a seed found twice
+  is an error, not a silent duplicate). What is not, because the file does not store it: how each run was
+  trained (number of steps, checkpoint, any setting its name does not carry); runs whose names differ only in
+  '/seeds=k' are taken to be trained alike (a sweep gives a setting it varies its own name part)."""
+  n = len(doc['references'])
   pooled: dict[str, dict] = {}
   for v in doc['variants']:
     name = SEED_PART.sub('', v['variant'])
     into = pooled.setdefault(name, {'variant': name, 'seeds': [], 'attends': v.get('attends', True), 'greedy': []})
     if into['attends'] != v.get('attends', True):
       raise InputError(f"{v['variant']}: its runs disagree on whether the score attends; they are not one variant")
+    counts = sorted({len(h) for h in v['greedy']} - {n})
+    if counts:
+      raise InputError(
+        f"{v['variant']}: {counts[0]} outputs for the {n} stored references, so it translated other sentences than "
+        f'the runs it would pool with into {name}; pool only runs that translated the same test set'
+      )
     add_seeds(name, into['seeds'], v['seeds'])
     into['greedy'] += list(v['greedy'])
   return {**doc, 'variants': list(pooled.values())}

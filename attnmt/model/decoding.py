@@ -128,9 +128,14 @@ def greedy(
   return Decoded(c['tokens'], c['lengths'], c['weights'], c['logp'])
 
 
-@functools.partial(jax.jit, static_argnames=('cfg',))
+@functools.partial(jax.jit, static_argnames=('cfg', 'intervention'))
 def forced_attention(
-  cfg: ModelConfig, params, src_BxS: jax.Array, src_len_B: jax.Array, tokens_BxT: jax.Array, intervention=None
+  cfg: ModelConfig,
+  params,
+  src_BxS: jax.Array,
+  src_len_B: jax.Array,
+  tokens_BxT: jax.Array,
+  intervention: Intervention | None = None,
 ):
   """The attention (B x T x S) of given outputs, recomputed by teacher forcing them: equal to what decoding
   them step by step gave (tests/model/test_seq2seq.py), for one T x S matrix per output instead of the

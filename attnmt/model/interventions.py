@@ -21,14 +21,16 @@ moves weight outside the window: that is the intervention, not a mistake.
 
 Where nothing is left to renormalise (zero_max on a one-token source, or every other weight exactly 0), the
 weight is spread uniformly over the valid positions not zeroed; on a one-token source it stays where it is.
-Randomness is a function of the seed, the sentence's tokens, the target position and the source position
-alone: the same sentence gets the same counterfactual in any batch, at any padding and in any beam.
+Randomness is a function of the intervention's `seed` (the draw's, not the model's), the sentence's tokens,
+the target position and the source position alone: the same sentence gets the same counterfactual in any batch, at any padding and in any beam.
 Letters: B batch, S source positions.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
+import numbers
 
 import jax
 import jax.numpy as jnp
@@ -41,20 +43,39 @@ RANDOM = ('permute', 'random')
 
 @dataclasses.dataclass(frozen=True)
 class Intervention:
-  """One counterfactual (module docstring); hashable, so jitted decoding takes it as a static argument."""
+  """One counterfactual (module docstring); hashable, so jitted decoding takes it as a static argument.
+
+  `seed` is the seed of the intervention's own draw (permute's order, random's Dirichlet draws), not the seed
+  of the model's parameters: attnmt.api's Run.intervene names it `draw_seed`, and its `seed` picks the
+  model."""
 
   name: str
   k: int = 2  # zero_top_k: how many of the largest weights are zeroed
-  seed: int = 0  # permute, random
+  seed: int = 0  # permute, random: the seed of the draw (not the model's training seed)
   concentration: float = 1.0  # random: the Dirichlet's parameter (1: uniform over the simplex)
 
   def __post_init__(self):
-    if self.name not in NAMES:
-      raise ConfigError(f"unknown intervention '{self.name}'; valid: {', '.join(NAMES)}")
-    if int(self.k) < 1:
-      raise ConfigError(f'intervention zero_top_k needs k >= 1, got {self.k}')
-    if not self.concentration > 0:
-      raise ConfigError(f'intervention random needs concentration > 0, got {self.concentration}')
+    if not isinstance(self.name, str) or self.name not in NAMES:
+      raise ConfigError(f"unknown intervention {_quoted(self.name)}; valid: {', '.join(NAMES)}")
+    if not _whole(self.k) or self.k < 1:
+      raise ConfigError(
+        f'intervention {self.name}: k={self.k!r} is not a whole number >= 1; pass k=1, 2, ... (zero_top_k zeroes '
+        'the k largest weights)'
+      )
+    if not _whole(self.seed) or not 0 <= self.seed < 2**63:
+      raise ConfigError(
+        f'intervention {self.name}: seed={self.seed!r} is not a whole number >= 0; pass the seed of the draw as '
+        'one (0, 1, ...)'
+      )
+    c = self.concentration
+    if not isinstance(c, numbers.Real) or isinstance(c, bool) or not (math.isfinite(c) and c > 0):
+      raise ConfigError(
+        f'intervention {self.name}: concentration={c!r} is not a finite number > 0; pass one such as 1.0 (random '
+        "draws from a Dirichlet of that parameter)"
+      )
+    object.__setattr__(self, 'k', int(self.k))  # NumPy integers as ints: equal options hash equal
+    object.__setattr__(self, 'seed', int(self.seed))
+    object.__setattr__(self, 'concentration', float(c))
 
   @property
   def random(self) -> bool:
@@ -111,8 +132,18 @@ class Intervention:
     return jnp.where(total > 0, rest / jnp.where(total > 0, total, 1.0), spread / jnp.maximum(jnp.sum(spread), 1.0))
 
 
+def _whole(x) -> bool:
+  """An integer (Python's or NumPy's), not a bool and not a float, even a whole one: `k=2.0` is refused."""
+  return isinstance(x, numbers.Integral) and not isinstance(x, bool)
+
+
+def _quoted(name) -> str:
+  return f"'{name}'" if isinstance(name, str) else f'{name!r} (of type {type(name).__name__}, not a name)'
+
+
 def parse(text: str, k: int = 2, seed: int = 0) -> list[Intervention]:
-  """`uniform,permute,zero_top_k` as Interventions; an unknown name gets one line listing the valid ones."""
+  """`uniform,permute,zero_top_k` as Interventions (`k` and `seed`, the seed of the draw, for each); an unknown
+  name gets one line listing the valid ones."""
   names = [n.strip() for n in str(text).split(',') if n.strip()]
   if not names:
     raise ConfigError(f"no intervention named in '{text}'; valid: {', '.join(NAMES)}")

@@ -245,3 +245,74 @@ def test_a_published_pages_stored_translations_give_its_per_seed_bleu(page):
   for v in doc['variants']:
     bleu = [metric.corpus_score(h, None).score for h in v['greedy']]
     assert rows[v['variant']] == ' / '.join(f'{b:.2f}' for b in bleu), v['variant']
+
+
+def test_save_names_the_runs_of_another_test_set_it_leaves_out(tmp_path, capsys):
+  """One file holds one test set: runs that translated other sentences than the first are left out of it, and
+  a line says which and why (their rows stay in the analysis's table)."""
+  doc = _doc(20)
+  other = _doc(10)
+  results = [{'variant': v['variant'], 'seeds': v['seeds'], 'attends': v['attends']} for v in doc['variants']]
+  texts = [
+    {
+      'hypotheses': {'greedy': doc['variants'][0]['greedy']},
+      'references': doc['references'],
+      'sources': doc['sources'],
+    },
+    {
+      'hypotheses': {'greedy': other['variants'][1]['greedy']},
+      'references': other['references'],
+      'sources': other['sources'],
+    },
+  ]
+  path = stored.save(str(tmp_path / stored.FILE), results, texts)
+  assert [v['variant'] for v in stored.load(path)['variants']] == ['none/bahdanau/global']
+  assert capsys.readouterr().out.splitlines() == [
+    f'{path} leaves out 1 of 2 runs (additive/bahdanau/global): they translated other test sentences than '
+    'none/bahdanau/global and one file holds one test set; --from_translations recomputes only the others '
+    '(analyse those runs apart to store theirs)'
+  ]
+  stored.save(path, results, [texts[0], texts[0]])  # one test set: nothing left out, nothing said
+  assert capsys.readouterr().out == ''
+
+
+def _reshaped(change):
+  doc = _doc(5)
+  change(doc)
+  return doc
+
+
+@pytest.mark.parametrize(
+  'change, field, what',
+  [
+    (lambda d: d.update(variants={'a': d['variants'][0]}), 'variants', 'a list of variants'),
+    (
+      lambda d: d['variants'][1].pop('greedy'),
+      'variants[1] (additive/bahdanau/global).greedy',
+      'a list (one per seed) of lists of output strings',
+    ),
+    (lambda d: d.update(references='one string'), 'references', 'a list of strings, one per test sentence'),
+    (lambda d: d['references'].__setitem__(2, 7), 'references', 'a list of strings, one per test sentence'),
+    (lambda d: d.pop('sources'), 'sources', 'a list of strings, one per test sentence'),
+    (lambda d: d['variants'].__setitem__(0, 'none'), 'variants[0]', "an object with 'variant', 'seeds' and 'greedy'"),
+    (lambda d: d['variants'][0].pop('variant'), 'variants[0].variant', 'a string (the variant name)'),
+    (
+      lambda d: d['variants'][0].update(seeds='0 1'),
+      'variants[0] (none/bahdanau/global).seeds',
+      'a list of integer seeds',
+    ),
+    (
+      lambda d: d['variants'][0]['greedy'][1].__setitem__(0, None),
+      'variants[0] (none/bahdanau/global).greedy',
+      'a list (one per seed) of lists of output strings',
+    ),
+    (lambda d: d['variants'][0].update(attends='no'), 'variants[0] (none/bahdanau/global).attends', 'true or false'),
+  ],
+)
+def test_a_file_of_another_shape_is_refused_naming_the_field(tmp_path, change, field, what):
+  path = _write(tmp_path / 'odd.json.gz', _reshaped(change))
+  with pytest.raises(InputError) as e:
+    stored.load(path)
+  assert str(e.value) == (
+    f'{path}: {field} must be {what}; this is not a translations file an analysis wrote (or it is damaged)'
+  )

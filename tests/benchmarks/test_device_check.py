@@ -51,3 +51,60 @@ def test_the_device_script_runs_dry(tmp_path):
 
   assert scores(one) == scores((out / 'main_results.md').read_text())
   assert len(os.listdir(out)) <= 8  # what the device tool brings back
+
+
+def _device_check(tmp_path, fake_nvidia_smi: str, **env):
+  """The script with a stand-in nvidia-smi first on PATH (the same answer whatever this machine has)."""
+  bin_dir = tmp_path / 'bin'
+  bin_dir.mkdir(parents=True)
+  (bin_dir / 'nvidia-smi').write_text(f'#!/bin/sh\n{fake_nvidia_smi}\n')
+  (bin_dir / 'nvidia-smi').chmod(0o755)
+  run_env = {k: v for k, v in os.environ.items() if k not in ('ATTNMT_DEVICE_CHECK', 'ATTNMT_DEVICE_PARTS')}
+  run_env.update(
+    PATH=f'{bin_dir}:{os.environ["PATH"]}',
+    OUT=str(tmp_path / 'out'),
+    ATTNMT_DEVICE_WORK=str(tmp_path / 'work'),
+    JAX_PLATFORMS='cpu',
+  )
+  run_env.update({k: v for k, v in env.items() if v is not None})
+  return subprocess.run(
+    ['benchmarks/device_check.sh'], cwd=ROOT, env=run_env, capture_output=True, text=True, timeout=300
+  )
+
+
+NO_GPU = (
+  'device_check.sh: no GPU here (nvidia-smi lists none), so it would measure the CPU; run it on the GPU host '
+  '(ATTNMT_DEVICE_CHECK=dry for the dry run on any backend)'
+)
+
+
+def test_without_a_gpu_the_device_script_stops_before_measuring(tmp_path):
+  res = _device_check(tmp_path, 'echo "NVIDIA-SMI has failed because it could not communicate with the driver"; exit 9')
+  assert (res.returncode, res.stderr.splitlines()) == (1, [NO_GPU])
+  assert not (tmp_path / 'out').exists() and not (tmp_path / 'work').exists()
+
+
+def test_a_gpu_that_jax_does_not_see_stops_the_device_script(tmp_path):
+  res = _device_check(tmp_path, 'echo "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-0)"', ATTNMT_DEVICE_PARTS='seeds')
+  log = tmp_path / 'out' / 'device_check.log'
+  line = (
+    'device_check.sh: jax in .venv sees no GPU (backend cpu), so it would measure the CPU; install jax with CUDA '
+    f'there (the set-up is in {log})'
+  )
+  assert (res.returncode, res.stderr.splitlines()[-1:]) == (1, [line]), res.stderr[-2000:]
+  assert '== main model' not in log.read_text() and os.listdir(tmp_path / 'out') == ['device_check.log']
+
+
+def test_an_unknown_part_is_refused_not_skipped(tmp_path):
+  for dry in ('dry', None):
+    res = _device_check(
+      tmp_path / str(dry), 'exit 9', ATTNMT_DEVICE_PARTS='seeds,bench,nonesuch', ATTNMT_DEVICE_CHECK=dry
+    )
+    assert (res.returncode, res.stderr.splitlines()) == (
+      2,
+      [
+        "device_check.sh: unknown part 'nonesuch' in ATTNMT_DEVICE_PARTS; the parts are seeds, profile, "
+        'concurrent, decode_seeds, unroll, host, bench, bf16, main, main_one'
+      ],
+    )
+    assert not (tmp_path / str(dry) / 'out').exists()

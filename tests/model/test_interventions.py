@@ -3,6 +3,8 @@ padding, sums), the same counterfactual for a sentence in any batch, the identit
 bit for bit, `uniform` on the score `none` changing nothing, and teacher forcing equal to step-by-step decoding
 under every intervention (one code path)."""
 
+import re
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -166,5 +168,49 @@ def test_teacher_forcing_equals_step_by_step_under_the_intervention(name):
 def test_bad_names_get_one_line():
   with pytest.raises(ConfigError, match=r"^unknown intervention 'shuffle'; valid: identity, uniform, permute,"):
     interventions.parse('uniform,shuffle')
-  with pytest.raises(ConfigError, match=r'^intervention zero_top_k needs k >= 1, got 0$'):
-    Intervention('zero_top_k', k=0)
+  with pytest.raises(ConfigError, match=r"^unknown intervention 3 \(of type int, not a name\); valid: identity,"):
+    Intervention(3)
+  whole = r'is not a whole number >= 1; pass k=1, 2, \.\.\. \(zero_top_k zeroes the k largest weights\)$'
+  for k in (0, 1.5, 2.0, True, '2'):
+    with pytest.raises(ConfigError, match=rf'^intervention zero_top_k: k={re.escape(repr(k))} {whole}'):
+      Intervention('zero_top_k', k=k)
+  for seed in (1.5, -1, '0'):
+    with pytest.raises(
+      ConfigError, match=rf'^intervention permute: seed={re.escape(repr(seed))} is not a whole number'
+    ):
+      Intervention('permute', seed=seed)
+  for c in (0, float('nan'), 'a'):
+    with pytest.raises(ConfigError, match=rf'^intervention random: concentration={re.escape(repr(c))} is not a finite'):
+      Intervention('random', concentration=c)
+  # NumPy integers are whole numbers, and equal options make equal (hashable) interventions
+  assert Intervention('zero_top_k', k=np.int64(3)) == Intervention('zero_top_k', k=3)
+  assert hash(Intervention('permute', seed=np.int32(4))) == hash(Intervention('permute', seed=4))
+
+
+@pytest.mark.parametrize('name', ['first', 'uniform', 'random'])
+def test_beam_search_under_an_intervention_is_greedy_at_width_one(name):
+  """Beam search takes an intervention as greedy does: width 1 without a length penalty is greedy search with
+  the same intervention (tokens, lengths, scores, the counterfactual weights), and forced_attention, given the
+  intervention by position as evaluation passes it, recomputes those weights; `first` puts them all on the
+  first source position."""
+  cfg = small()
+  params = init_params(cfg, jax.random.key(4))
+  src, lengths, _ = batch()
+  iv = Intervention(name, seed=2)
+  g = decoding.greedy(cfg, params, src, lengths, 8, intervention=iv)
+  b = decoding.beam_search(cfg, params, src, lengths, 1, 8, alpha=0.0, intervention=iv)
+  np.testing.assert_array_equal(np.asarray(b.tokens[:, 0]), np.asarray(g.tokens))
+  np.testing.assert_array_equal(np.asarray(b.lengths[:, 0]), np.asarray(g.lengths))
+  np.testing.assert_allclose(np.asarray(b.scores[:, 0]), np.asarray(g.scores), rtol=1e-5)
+  np.testing.assert_allclose(np.asarray(b.weights[:, 0]), np.asarray(g.weights), atol=1e-6)
+  forced = np.asarray(decoding.forced_attention(cfg, params, src, lengths, g.tokens, iv))
+  kept = np.arange(8)[None, :, None] < np.asarray(g.lengths)[:, None, None]
+  np.testing.assert_allclose(np.where(kept, forced, 0.0), np.asarray(g.weights), atol=1e-5)
+  w = np.asarray(g.weights)
+  for row, n in enumerate(np.asarray(g.lengths)):
+    if name == 'first':
+      assert np.all(w[row, :n, 0] == 1.0) and np.all(w[row, :n, 1:] == 0.0)
+    elif name == 'uniform':
+      np.testing.assert_allclose(w[row, :n, : int(lengths[row])], 1.0 / int(lengths[row]), rtol=1e-6)
+  plain = decoding.greedy(cfg, params, src, lengths, 8)
+  assert not np.allclose(np.asarray(plain.weights), w)  # the intervention changed the attention
