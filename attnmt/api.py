@@ -33,7 +33,7 @@ from attnmt.data.tokenizers import token_labels
 from attnmt.errors import CheckpointError, ConfigError, InputError
 from attnmt.model import interventions, scores
 from attnmt.model.config import ModelConfig
-from attnmt.training import evaluation, trainer
+from attnmt.training import checkpoints, evaluation, trainer
 from attnmt.training import results as run_results
 
 __all__ = ['Attention', 'Comparison', 'Run', 'Translation', 'compare', 'heatmap', 'load', 'train']
@@ -342,10 +342,33 @@ def heatmap(*items, titles: Optional[Sequence[str]] = None):
 
 @dataclasses.dataclass
 class Comparison:
-  """Runs compared over seeds and sentences (experiments/analyze.py's table, as data)."""
+  """Runs compared over seeds and sentences (experiments/analyze.py's table, as data).
+
+  A run is compared only with runs that translated the same sentences of `split` (the same corpus and test
+  set): `groups` lists them, one list of run directories per set of sentences, and with more than one group
+  markdown() starts with a line saying so."""
 
   results: list[dict]  # report.analyze_runs' result per run: what analysis.json holds
   split: str
+  groups: Optional[list[list[str]]] = None  # run directories by the sentences they translated; None: one group
+
+  def __post_init__(self):
+    if self.groups is None:
+      self.groups = [[r['workdir'] for r in self.results]]
+
+  def groups_note(self) -> str:
+    """One line naming the groups of runs compared only among themselves; '' when every run translated the
+    same sentences."""
+    if len(self.groups) < 2:
+      return ''
+    names = [r['variant'] for r in self.results]
+    unique = len(set(names)) == len(names)
+    label = {r['workdir']: r['variant'] if unique else f"{r['variant']} ({r['workdir']})" for r in self.results}
+    listed = '; '.join(f'group {k}: ' + ', '.join(label[w] for w in g) for k, g in enumerate(self.groups, 1))
+    return (
+      f'Not every run translated the same {self.split} sentences (another corpus or test set): each run is '
+      f'compared only with the runs of its own group; {listed}.'
+    )
 
   @property
   def variants(self) -> list[dict]:
@@ -373,7 +396,8 @@ class Comparison:
     return tables.analysis_cells(self.results)
 
   def markdown(self) -> str:
-    return tables.analysis_table(self.results)
+    note = self.groups_note()
+    return (note + '\n\n' if note else '') + tables.analysis_table(self.results)
 
   def _repr_markdown_(self) -> str:  # a notebook shows the table
     return self.markdown()
@@ -409,4 +433,14 @@ def compare(
     split=split,
     num_heatmaps=0,
   )
-  return Comparison(results, split)
+  return Comparison(results, split, _sentence_groups(results, split))
+
+
+def _sentence_groups(results: list[dict], split: str) -> list[list[str]]:
+  """The runs' directories grouped as report.add_significance groups them: by the sentences (sources and
+  references) of `split` they translated, in the order the runs were given."""
+  groups = {}
+  for r in results:
+    sources, references = data.raw_texts(data.prepare(checkpoints.load_config(r['workdir']).data), split)
+    groups.setdefault((tuple(references), tuple(sources)), []).append(r['workdir'])
+  return list(groups.values())

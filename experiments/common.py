@@ -63,6 +63,8 @@ def parse_flags(argv):
   except (AttributeError, KeyError) as e:  # ml_collections: an override naming no setting of the config
     if os.environ.get('ATTNMT_DEBUG'):
       raise
+    if raised_in_file(e, path):  # the config file's own code (a typo such as config.modle.x = 1), not an override
+      _exit(_raised_while_loading(path, type(e).__name__, exception_text(e)), 2)
     if isinstance(e, AttributeError) and e.name == 'get_config':  # the config module has no get_config
       _exit(
         f'error: the --config file {path} defines no get_config(); a config file is Python with get_config() '
@@ -73,11 +75,36 @@ def parse_flags(argv):
   except Exception as e:  # the config file's own code raised while it was imported or called
     if os.environ.get('ATTNMT_DEBUG'):
       raise
-    _exit(
-      f'error: the --config file {path} raised {type(e).__name__} while loading: {e}; fix that file '
-      '(ATTNMT_DEBUG=1 shows the traceback)',
-      2,
-    )
+    _exit(_raised_while_loading(path, type(e).__name__, e), 2)
+
+
+def _raised_while_loading(path, kind: str, text) -> str:
+  return (
+    f'error: the --config file {path} raised {kind} while loading: {text}; fix that file '
+    '(ATTNMT_DEBUG=1 shows the traceback)'
+  )
+
+
+def raised_in_file(e: BaseException, path: str | None) -> bool:
+  """Whether `e` passed through code of the file `path` (its traceback has a frame there): an error of the
+  --config file's own get_config() or module code, as against one ml_collections raises for an override."""
+  if path is None:
+    return False
+  target, tb = os.path.realpath(path), e.__traceback__
+  while tb is not None:
+    if os.path.realpath(tb.tb_frame.f_code.co_filename) == target:
+      return True
+    tb = tb.tb_next
+  return False
+
+
+def exception_text(e: BaseException) -> str:
+  """An exception's message on one line; a KeyError (which ConfigDict's AttributeError wraps) without the
+  quotes str() adds around it."""
+  while len(e.args) == 1 and isinstance(e.args[0], BaseException):
+    e = e.args[0]
+  text = e.args[0] if isinstance(e, KeyError) and len(e.args) == 1 and isinstance(e.args[0], str) else str(e)
+  return ' '.join(text.split())
 
 
 DEFAULT_CONFIG = 'experiments/configs/default.py'

@@ -383,3 +383,28 @@ def test_analyze_interventions_refuses_a_bad_name_with_one_line(trained):
   )
   assert res.returncode == 2, res.stderr
   assert res.stderr.strip().splitlines()[-1].startswith("error: unknown intervention 'shuffle'; valid: identity,")
+
+
+def test_compare_says_which_runs_translated_other_sentences(trained, tmp_path):
+  """Runs on different corpora (here synthetic data of another seed) are compared only among themselves: the
+  Comparison names the groups, and its table starts with one line saying so."""
+  workdir = trained[0]
+  config = tiny.get_config()
+  config.data.data_dir = trained[1].config.data.data_dir
+  config.data.seed = 1
+  config.train.num_steps = 2
+  config.train.checkpoint_every = 2
+  config.train.eval_every = 0
+  other = str(tmp_path / 'other')
+  trainer.train_and_evaluate(config, other)
+  table = attnmt.compare([workdir, other])
+  assert table.groups == [[workdir], [other]]
+  assert table.pairs == []  # no contrast across the groups
+  assert table.markdown().split('\n')[0] == (
+    'Not every run translated the same test sentences (another corpus or test set): each run is compared only '
+    f'with the runs of its own group; group 1: additive/bahdanau/global ({workdir}); '
+    f'group 2: additive/bahdanau/global ({other}).'
+  )
+  assert len(table.variants) == 2 and table.markdown().split('\n')[2].startswith('| variant |')
+  alone = api.Comparison(table.results[:1], 'test')  # one set of sentences: no line about groups
+  assert alone.groups == [[workdir]] and alone.markdown().startswith('| variant |')

@@ -22,7 +22,7 @@ from attnmt.training import results as run_results
 from attnmt.training import seeds as seed_axis
 from attnmt import data
 from attnmt.model.config import ModelConfig
-from attnmt.model.seq2seq import Seq2Seq
+from attnmt.model.seq2seq import Seq2Seq, init_params
 
 
 @dataclasses.dataclass
@@ -55,6 +55,7 @@ def load_run(workdir: str, which: str = 'best') -> LoadedRun:
         f'{workdir}/vocab; point --config.data.data_dir at the data the run used'
       )
   cfg = trainer.model_config(config, prepared)
+  _check_user_params(workdir, cfg, params)
   return LoadedRun(workdir, config, cfg, params, seed_axis.parse_seeds(config.train.seeds), step, prepared)
 
 
@@ -86,7 +87,16 @@ def load_model(workdir: str, which: str = 'best') -> LoadedModel:
     }
   cfg = ModelConfig.from_dict(fields)
   params, _, step = checkpoints.restore_params(workdir, which)
+  _check_user_params(workdir, cfg, params)
   return LoadedModel(workdir, config, cfg, params, seed_axis.parse_seeds(config.train.seeds), step, src_tok, tgt_tok)
+
+
+def _check_user_params(workdir: str, cfg: ModelConfig, params) -> None:
+  """For a run that selects a user's own score, window, normaliser or form: its restored parameters must still
+  be those the user's code declares (checkpoints.check_user_params), else one CheckpointError line."""
+  if checkpoints.user_components(cfg):
+    wanted = jax.eval_shape(lambda: init_params(cfg, jax.random.key(0)))
+    checkpoints.check_user_params(workdir, cfg, params, wanted)
 
 
 @functools.partial(jax.jit, static_argnames=('cfg',))

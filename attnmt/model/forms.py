@@ -169,8 +169,46 @@ class Luong(DecoderForm):
     return matmul_flops(rows, d, self.cfg.annotation_size + d)
 
 
+def decoder_names(cfg) -> tuple[str, ...]:
+  """The names the decoder itself gives its parameters and submodules beside a form's (attnmt/model/decoder.py):
+  a form's parameter may not take one of them."""
+  own = ['embed', 'attention', 'layers', *(f'layer{i}' for i in range(cfg.decoder_layers)), 'W_out', 'b_out']
+  return tuple(own + (['W_bridge', 'b_bridge'] if cfg.init_state == 'bridge' else []))
+
+
+def check_param_names(form: DecoderForm) -> None:
+  """Refuses, with one line naming the class, a form that declares a parameter under a name the decoder uses
+  itself (decoder_names) or declares one name twice: in Flax either is a long traceback from inside setup.
+  Only the names are looked at (params() is traced abstractly); any other failure of params() is left to the
+  model's own initialisation to report."""
+  taken, declared = decoder_names(form.cfg), set()
+
+  def param(name, shape, init=None):
+    if name in taken:
+      raise ConfigError(
+        f"decoder form {type(form).__name__} declares a parameter named '{name}', a name the decoder uses for its "
+        f'own; rename it (the decoder uses {", ".join(taken)})'
+      )
+    if name in declared:
+      raise ConfigError(
+        f"decoder form {type(form).__name__} declares the parameter '{name}' twice; give each parameter its own name"
+      )
+    declared.add(name)
+    return jnp.zeros(tuple(shape), jnp.float32)
+
+  try:
+    jax.eval_shape(lambda: form.params(param))
+  except ConfigError:
+    raise
+  except Exception:  # the form's params() fails in another way: initialising the model reports it as it did
+    pass
+
+
 def check_sizes(form: DecoderForm) -> None:
-  """Refuses, with one line naming the class, a form whose declared sizes are not non-negative integers."""
+  """Refuses, with one line naming the class, a form whose declared sizes are not non-negative integers or whose
+  parameters take a name the decoder uses (check_param_names). ModelConfig runs this when it is built, so a
+  training run stops here before any data is prepared."""
+  check_param_names(form)
   for what in ('input_size', 'feed_size', 'output_size'):
     size = getattr(form, what)()
     if not isinstance(size, int) or size < (1 if what == 'output_size' else 0):

@@ -461,9 +461,79 @@ def check_format(directory: str, step: int, like: Optional[train_step.TrainState
       if missing
       else f'holds {"/".join(shaped[0])} as {saved[shaped[0]]}, not {wanted[shaped[0]]}'
     )
+    users = _user_components_of_run(os.path.dirname(os.path.abspath(directory)))
+    if users:  # the run selects a user's own class: its code, not attnmt, is the likely change
+      key = _first_difference(saved, wanted, prefer='params')
+      raise CheckpointError(
+        f'checkpoint {path} does not match {_blame(users, key)} ({_difference_phrase(saved, wanted, key)}): that '
+        'code changed since the run was trained; nothing was moved; restore that code as it was, or train a new '
+        'run in another --workdir'
+      )
     raise CheckpointError(
       f'checkpoint {path} is of another format than this attnmt trains (its state {first}); nothing was moved; '
       'use the attnmt version that wrote it, or another --workdir'
+    )
+
+
+# Model settings that may name a user's own class by import path ('module:Class'), and what that class is.
+USER_SETTINGS = (('score', 'score'), ('window', 'window'), ('normalizer', 'normaliser'), ('query_timing', 'form'))
+
+
+def user_components(fields) -> list[tuple[str, str]]:
+  """(setting, import path) of every user's own class a model config (a mapping or an object with the fields)
+  selects by import path, in USER_SETTINGS order."""
+  get = fields.get if hasattr(fields, 'get') else lambda k, d=None: getattr(fields, k, d)
+  return [(k, str(get(k))) for k, _ in USER_SETTINGS if ':' in str(get(k, '') or '')]
+
+
+def _user_components_of_run(workdir: str) -> list[tuple[str, str]]:
+  """user_components of the run saved in `workdir`; none when its config cannot be read."""
+  try:
+    fields = load_model_fields(workdir)
+    return user_components(fields if fields is not None else load_config(workdir).model.to_dict())
+  except Exception:  # no readable config.json: nothing to blame on user code
+    return []
+
+
+def _blame(users: list[tuple[str, str]], key: tuple) -> str:
+  """The user's classes likely behind a difference at `key`: those of the attention for a parameter of the
+  attention, the decoder form's otherwise (all of them when that leaves none)."""
+  in_attention = 'attention' in key
+  named = [u for u in users if (u[0] != 'query_timing') == in_attention] or users
+  return 'user code ' + ' or '.join(f"model.{k} '{v}'" for k, v in named)
+
+
+def _first_difference(saved: dict, wanted: dict, prefer: str = '') -> tuple:
+  """The first path whose presence or shape differs between two _leaf_shapes, one under `prefer` if any."""
+  keys = sorted(k for k in set(saved) | set(wanted) if saved.get(k) != wanted.get(k))
+  return next((k for k in keys if k[:1] == (prefer,)), keys[0])
+
+
+def _difference_phrase(saved: dict, wanted: dict, key: tuple) -> str:
+  """`key`'s difference in words: the saved run against what the code declares now."""
+  name = '/'.join(key)
+  if key not in wanted:
+    return f'the run has {name}, which the code no longer declares'
+  if key not in saved:
+    return f'the code declares {name}, which the run lacks'
+  return f'the run holds {name} as {saved[key]}, the code declares {wanted[key]}'
+
+
+def check_user_params(workdir: str, fields, params, wanted) -> None:
+  """Raises CheckpointError when parameters restored from `workdir` (stacked over seeds) do not fit those a
+  model whose config `fields` selects a user's own class declares now (`wanted`, shapes suffice): the user's
+  code changed since the run was trained, which would otherwise fail deep inside Flax when they are applied."""
+  users = user_components(fields)
+  if not users:
+    return
+  want = _leaf_shapes(wanted)
+  saved = {k: v[1:] for k, v in _leaf_shapes(params).items()}  # less the seed axis
+  if saved != want:
+    key = _first_difference(saved, want)
+    raise CheckpointError(
+      f'{_blame(users, key)} no longer matches the parameters run {workdir} was trained with '
+      f'({_difference_phrase(saved, want, key)}); restore that code as it was when the run was trained, or train '
+      'a new run with it'
     )
 
 

@@ -29,9 +29,12 @@ def parse_seeds(seeds) -> list[int]:
     raise ConfigError(f"train.seeds must be comma-separated integers like '0,1,2', got '{seeds}'{hint}") from None
   if not out or len(set(out)) != len(out):
     raise ConfigError(f"train.seeds must list distinct integers, got '{seeds}'")
-  big = [s for s in out if not -(2**31) <= s < 2**31]
+  negative = [s for s in out if s < 0]
+  if negative:  # a seed also offsets data.shuffle_seed, and a shuffle seed below 0 fails at the first batch
+    raise ConfigError(f"train.seeds must be integers >= 0, got {negative[0]} in '{seeds}'; use seeds like '0,1,2'")
+  big = [s for s in out if s >= 2**31]
   if big:
-    raise ConfigError(f'train.seeds must be 32-bit integers (-2147483648 to 2147483647), got {big[0]}')
+    raise ConfigError(f'train.seeds must be 32-bit integers (0 to 2147483647), got {big[0]}')
   return out
 
 

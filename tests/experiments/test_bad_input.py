@@ -104,6 +104,14 @@ CASES = {
     'error: cannot load the --config file experiments/configs/tinyy.py (No such file or '
     'directory); pass a config file such as experiments/configs/default.py',
   ),
+  'negative seed': (
+    ['--config.train.seeds=-1'],
+    "error: train.seeds must be integers >= 0, got -1 in '-1'; use seeds like '0,1,2'",
+  ),
+  'negative seed among others': (
+    ['--config.train.seeds=0,-2'],
+    "error: train.seeds must be integers >= 0, got -2 in '0,-2'; use seeds like '0,1,2'",
+  ),
 }
 
 
@@ -125,6 +133,19 @@ def test_bad_training_settings(case, tmp_path, trained):
     ('no_get.py', 'x = 1\n', 'defines no get_config(); a config file is Python with get_config()'),
     ('config.json', '{"model": {}}\n', 'defines no get_config()'),  # a JSON file imports as Python
     ('a_dir', None, '(Is a directory); pass a config file such as experiments/configs/default.py'),
+    (  # a typo in the file's own get_config(), not a bad --config override
+      'typo.py',
+      'from experiments.configs import tiny\n\n\ndef get_config():\n  config = tiny.get_config()\n'
+      '  config.modle.score = "dot"\n  return config\n',
+      'raised AttributeError while loading: \'modle\' Did you mean "model" instead of "modle"?; fix that file '
+      '(ATTNMT_DEBUG=1 shows the traceback)',
+    ),
+    (
+      'key_typo.py',
+      'from experiments.configs import tiny\n\n\ndef get_config():\n  config = tiny.get_config()\n'
+      '  config["modle"]["score"] = "dot"\n  return config\n',
+      'raised KeyError while loading: \'modle\' Did you mean "model" instead of "modle"?; fix that file',
+    ),
   ],
 )
 def test_config_files_that_cannot_load(name, content, message, tmp_path, trained):

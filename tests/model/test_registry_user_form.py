@@ -145,3 +145,28 @@ def test_trains_through_the_experiment_code(tmp_path):
   result = trainer.train_and_evaluate(cfg, str(tmp_path / 'run'))
   assert NAME in result['variant'] and np.isfinite(result['test_perplexity'][0])
   assert (tmp_path / 'run' / 'checkpoints' / '4').is_dir()
+
+
+class ClashingOutput(forms.Bahdanau):
+  def params(self, param):
+    return {**super().params(param), 'W_out': param('W_out', (self.cfg.output_size, self.cfg.output_size))}
+
+
+def test_a_form_parameter_named_like_the_decoders_is_refused_with_one_line(tmp_path):
+  """A form's 'W_out' would be a 55-line Flax NameInUseError from inside setup: one line, when the config is
+  built (before any data is prepared), naming the class, the name and the fix."""
+  with pytest.raises(ConfigError) as e:
+    config(query_timing=f'{__name__}:ClashingOutput')
+  assert str(e.value) == (
+    "decoder form ClashingOutput declares a parameter named 'W_out', a name the decoder uses for its own; rename it "
+    '(the decoder uses embed, attention, layers, layer0, W_out, b_out, W_bridge, b_bridge)'
+  )
+  train = tiny.get_config()
+  train.data.data_dir = str(tmp_path / 'data')
+  train.model.query_timing = f'{__name__}:ClashingOutput'
+  with pytest.raises(ConfigError, match="^decoder form ClashingOutput declares a parameter named 'W_out'"):
+    trainer.train_and_evaluate(train, str(tmp_path / 'run'))
+  assert not (tmp_path / 'data').exists() and not (tmp_path / 'run').exists()  # refused before the data
+  cfg = config()
+  own = set(init_params(cfg, jax.random.key(0))['decoder']) - set(Maxout(cfg).params(lambda n, *a, **k: 0))
+  assert own == set(forms.decoder_names(cfg)) - {'layers'}  # the names refused are the decoder's own

@@ -15,7 +15,7 @@ import pytest
 
 from attnmt.model import attention, decoding, normalizers, scores, windows
 from attnmt.training import trainer
-from attnmt.errors import ConfigError
+from attnmt.errors import CheckpointError, ConfigError
 from attnmt.model.config import ModelConfig
 from attnmt.model.seq2seq import BOS, Seq2Seq, init_params
 from benchmarks import flops
@@ -281,3 +281,119 @@ def test_the_built_in_classes_pass_the_checks():
     attention.check_user_code(ModelConfig.from_dict({**SMALL, 'score': 'additive', 'window': window}))
   for normalizer in ('sparsemax', 'entmax15', 'monotonic'):
     attention.check_user_code(ModelConfig.from_dict({**SMALL, 'score': 'additive', 'normalizer': normalizer}))
+
+
+EDITED_SCORE = textwrap.dedent("""
+  import jax.numpy as jnp
+  from attnmt.model import scores
+
+  class Dot(scores.Score):  # a projected dot product; the edit under test renames or reshapes {name}
+    def params(self, param):
+      return {{'{name}': param('{name}', (self.cfg.decoder_hidden_size, {width}))}}
+
+    def keys(self, p, annotations_SxH):
+      return annotations_SxH
+
+    def query(self, p, query_BxQ):
+      return query_BxQ @ p['{name}']
+
+    def scores(self, p, half_H, keys_SxH):
+      return keys_SxH[:, :{width}] @ half_H
+
+    def flops(self, src_len):
+      return 0, 0
+""")
+
+
+@pytest.fixture(scope='module')
+def trained_user_run(tmp_path_factory):
+  """A tiny run trained with a user's score module, which each test then edits (and restores after)."""
+  root = tmp_path_factory.mktemp('edited')
+  module = root / 'edited_user_score.py'
+
+  def write(name='W', width='self.cfg.annotation_size'):
+    module.write_text(EDITED_SCORE.format(name=name, width=width))
+    sys.modules.pop('edited_user_score', None)
+    for cached in (root / '__pycache__').glob('*'):
+      cached.unlink()
+
+  write()
+  sys.path.insert(0, str(root))
+  cfg = tiny.get_config()
+  cfg.data.data_dir = str(root / 'data')
+  cfg.model.score = 'edited_user_score:Dot'
+  cfg.train.num_steps = 2
+  cfg.train.checkpoint_every = 2
+  cfg.train.eval_every = 0
+  trainer.train_and_evaluate(cfg, str(root / 'run'))
+  yield cfg, root / 'run', write
+  write()
+  sys.path.remove(str(root))
+
+
+@pytest.mark.parametrize(
+  'edit,difference',
+  [
+    (dict(name='W2'), 'the run has decoder/attention/W, which the code no longer declares'),
+    (dict(width=6), 'the run holds decoder/attention/W as (32, 32), the code declares (32, 6)'),
+  ],
+)
+def test_a_loaded_run_whose_user_score_changed_names_that_code(trained_user_run, edit, difference):
+  """attnmt.load / translate: one line naming the user's class and the fix, not Flax's ScopeParamNotFoundError."""
+  from attnmt.analysis import inspection
+
+  _, run, write = trained_user_run
+  write(**edit)
+  try:
+    with pytest.raises(CheckpointError) as e:
+      inspection.load_model(str(run))
+  finally:
+    write()
+  assert str(e.value) == (
+    f"user code model.score 'edited_user_score:Dot' no longer matches the parameters run {run} was trained with "
+    f'({difference}); restore that code as it was when the run was trained, or train a new run with it'
+  )
+  assert inspection.load_model(str(run)).step == 2  # the code as trained loads as before
+
+
+def test_a_resumed_run_whose_user_score_changed_names_that_code(trained_user_run):
+  """Resuming blames the user's score, not 'another format than this attnmt trains', and moves nothing."""
+  cfg, run, write = trained_user_run
+  cfg = cfg.copy_and_resolve_references()
+  cfg.train.num_steps = 4
+  write(name='W2')
+  try:
+    with pytest.raises(CheckpointError) as e:
+      trainer.train_and_evaluate(cfg, str(run))
+  finally:
+    write()
+  assert str(e.value) == (
+    f"checkpoint {run}/checkpoints/2 does not match user code model.score 'edited_user_score:Dot' (the run has "
+    'params/decoder/attention/W, which the code no longer declares): that code changed since the run was trained; '
+    'nothing was moved; restore that code as it was, or train a new run in another --workdir'
+  )
+  assert sorted(os.listdir(run / 'checkpoints')) == ['2'] and not (run / 'damaged').exists()
+
+
+def test_translate_with_a_changed_user_score_exits_2_with_one_line(trained_user_run):
+  """experiments/translate.py: `error: <that line>` and status 2 instead of a Flax traceback."""
+  _, run, write = trained_user_run
+  write(name='W2')
+  try:
+    res = subprocess.run(
+      [sys.executable, '-m', 'experiments.translate', f'--run={run}', '--beam_size=0'],
+      cwd=ROOT,
+      env=dict(os.environ, JAX_PLATFORMS='cpu', PYTHONPATH=f'{ROOT}:{run.parent}'),
+      input='a b c\n',
+      capture_output=True,
+      text=True,
+      timeout=300,
+    )
+  finally:
+    write()
+  assert res.returncode == 2, res.stderr
+  assert res.stderr.strip().splitlines() == [
+    f"error: user code model.score 'edited_user_score:Dot' no longer matches the parameters run {run} was trained "
+    'with (the run has decoder/attention/W, which the code no longer declares); restore that code as it was when '
+    'the run was trained, or train a new run with it'
+  ]
