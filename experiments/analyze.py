@@ -136,6 +136,7 @@ def _analyze():
   out = FLAGS.out or os.path.join(os.path.dirname(os.path.abspath(FLAGS.runs[0])), 'analysis')
   if os.path.exists(out) and not os.path.isdir(out):
     raise ValueError(f'--out {out} is a file; pass a directory for the analysis (created if missing)')
+  _check_out_holds_these_runs(FLAGS.runs, out)
   results = report.analyze_runs(
     FLAGS.runs,
     out,
@@ -170,6 +171,25 @@ def _analyze():
         formats,
       )
       print(f"Exported {result['variant']}: " + ', '.join(paths))
+
+
+def _check_out_holds_these_runs(runs: list[str], out: str) -> None:
+  """An --out that holds the analysis of other runs (or a recomputation, or an analysis.json that cannot be
+  read) is refused before anything is decoded: analysing the same runs again replaces their analysis, another
+  set of runs must not."""
+  existing = os.path.join(out, 'analysis.json')
+  if not os.path.exists(existing):
+    return
+  try:
+    with open(existing, encoding='utf-8') as f:
+      held = {os.path.realpath(r['workdir']) for r in json.load(f)}
+  except (OSError, ValueError, TypeError, KeyError):
+    held = None
+  if held != {os.path.realpath(r) for r in runs}:
+    raise ValueError(
+      f'--out {out} holds the analysis of other runs (its analysis.json), which this one would replace; give '
+      'another --out (a new folder), or the same --runs to analyse those runs again'
+    )
 
 
 def _check_runs_once(runs: list[str]) -> None:

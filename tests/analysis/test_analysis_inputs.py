@@ -108,6 +108,24 @@ def test_a_run_given_twice_is_refused(tmp_path):
   assert not (tmp_path / 'out').exists()
 
 
+def test_an_out_holding_the_analysis_of_other_runs_is_refused(tmp_path):
+  """`analyze --runs=B --out=DIR` where DIR holds the analysis of A: refused before any run is read, DIR
+  untouched; the same runs again may replace their own analysis (it gets past the check to the missing run)."""
+  out = tmp_path / 'analysis'
+  out.mkdir()
+  (out / 'analysis.json').write_text(json.dumps([{'variant': 'a', 'workdir': str(tmp_path / 'a')}]))
+  (out / 'analysis.md').write_text('the analysis of a')
+  before = _snapshot(out)
+  res = analyze(f'--runs={tmp_path / "b"}', f'--out={out}')
+  assert res.returncode == 2 and last_line(res) == (
+    f'error: --out {out} holds the analysis of other runs (its analysis.json), which this one would replace; '
+    'give another --out (a new folder), or the same --runs to analyse those runs again'
+  ), res.stderr[-2000:]
+  assert _snapshot(out) == before
+  again = analyze(f'--runs={tmp_path / "a"}', f'--out={out}')
+  assert again.returncode != 0 and 'holds the analysis of other runs' not in again.stderr
+
+
 def test_a_negative_sentence_index_is_refused_before_any_run_is_read(tmp_path):
   """The run does not exist: the index is refused before it is looked for, let alone decoded."""
   res = analyze(f'--runs={tmp_path / "missing"}', '--sentences=3,-1', f'--out={tmp_path / "out"}')
