@@ -17,6 +17,7 @@ before anything trains.
 import copy
 import itertools
 import json
+import math
 import os
 import sys
 
@@ -406,13 +407,42 @@ def _finished(workdir, run_config):
     return None
   if checkpoints.run_differences(workdir, run_config) != ([], []):  # any difference, resumable ones too
     return None
+  fix = 'delete it and run the sweep again: the variant resumes from its checkpoint'
   try:
     with open(path) as f:
-      return json.load(f)
+      row = json.load(f)
   except ValueError as e:
-    raise ConfigError(
-      f'{path} is damaged ({e}); delete it and run the sweep again: the variant resumes from its checkpoint'
-    ) from None
+    raise ConfigError(f'{path} is damaged ({e}); {fix}') from None
+  problem = _results_shape(row)
+  if problem:
+    raise ConfigError(f'{path} is not the results a training run writes ({problem}); {fix}')
+  return row
+
+
+# What the sweep's tables read from a results.json: per-seed lists as long as its seeds, and numbers.
+RESULT_LISTS = ('test_bleu',) + tuple(k for _, k in tables.RESULT_COLUMNS)
+RESULT_NUMBERS = ('parameters', 'tokens_per_s_per_seed', 'train_seconds')
+
+
+def _results_shape(row) -> str:
+  """'' for a results.json the tables can read, else what is wrong with it."""
+  if not isinstance(row, dict):
+    return f'a JSON {type(row).__name__}, not an object'
+  if not isinstance(row.get('variant'), str):
+    return "no 'variant' name"
+  seeds = row.get('seeds')
+  if not isinstance(seeds, list) or not seeds:
+    return "no list of 'seeds'"
+  for key in RESULT_LISTS:
+    values = row.get(key, [0.0] * len(seeds)) if key != 'test_bleu' else row.get(key)
+    if not isinstance(values, list) or len(values) != len(seeds):
+      return f"'{key}' is not a list of one value per seed"
+    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in values):
+      return f"'{key}' holds a value that is not a finite number"
+  for key in RESULT_NUMBERS:
+    if not isinstance(row.get(key), (int, float)) or isinstance(row.get(key), bool):
+      return f"'{key}' is not a number"
+  return ''
 
 
 def _write(path, text):

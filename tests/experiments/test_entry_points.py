@@ -603,6 +603,25 @@ def test_a_damaged_results_json_is_named(tmp_path):
   (tmp_path / 'results.json').write_text('')  # e.g. a disk that filled while it was written
   with pytest.raises(ValueError, match=r"results.json is damaged .*delete it and run the sweep again"):
     sweep._finished(str(tmp_path), run)
+  good = {'variant': 'x', 'seeds': [0, 1], 'test_bleu': [1.0, 2.0], 'test_chrf': [3.0, 4.0]}
+  good |= {'test_perplexity': [5.0, 6.0], 'parameters': 10, 'tokens_per_s_per_seed': 1.5, 'train_seconds': 2.0}
+  (tmp_path / 'results.json').write_text(json.dumps(good))  # chrF++ missing: a run that predates it
+  assert sweep._finished(str(tmp_path), run) == good
+  for broken, problem in (
+    ([good], 'a JSON list, not an object'),
+    ({**good, 'seeds': 2}, "no list of 'seeds'"),
+    ({**good, 'test_bleu': [1.0]}, "'test_bleu' is not a list of one value per seed"),
+    ({**good, 'test_chrf': [1.0, 'x']}, "'test_chrf' holds a value that is not a finite number"),
+    ({**good, 'test_bleu': [1.0, float('nan')]}, "'test_bleu' holds a value that is not a finite number"),
+    ({k: v for k, v in good.items() if k != 'train_seconds'}, "'train_seconds' is not a number"),
+  ):
+    (tmp_path / 'results.json').write_text(json.dumps(broken))
+    with pytest.raises(ValueError) as e:
+      sweep._finished(str(tmp_path), run)
+    assert str(e.value) == (
+      f'{tmp_path}/results.json is not the results a training run writes ({problem}); delete it and run the '
+      'sweep again: the variant resumes from its checkpoint'
+    )
 
 
 def test_auto_seeds_are_one_on_a_cpu_and_five_on_an_accelerator():
