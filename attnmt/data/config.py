@@ -68,7 +68,7 @@ DATA = (
   Setting('fixed_target_length', 0, 'If > 0: every batch has exactly this target width.', lo=0),
   Setting('drop_remainder', False, "Drop an epoch's last, smaller batch (sentence batches only)."),
   Setting('num_epochs', 0, 'Training split: passes over the data (0 = repeat forever).', lo=0),
-  Setting('shuffle_seed', 0, 'Order of the training batches (epoch e uses seed (shuffle_seed, e)).'),
+  Setting('shuffle_seed', 0, 'Order of the training batches (epoch e uses seed (shuffle_seed, e)).', lo=0),
 )
 
 

@@ -112,6 +112,10 @@ CASES = {
     ['--config.train.seeds=0,-2'],
     "error: train.seeds must be integers >= 0, got -2 in '0,-2'; use seeds like '0,1,2'",
   ),
+  'negative shuffle seed': (
+    ['--config.data.shuffle_seed=-1'],
+    'error: data.shuffle_seed must be an integer >= 0, got -1',
+  ),
 }
 
 
