@@ -405,34 +405,35 @@ def add_significance(
 def _buckets_against_baseline(rows, sources, stats, names, baseline, tested, level, delta) -> list[list[dict]]:
   """Per source-length bucket (rows of greedy_bleu_by_length), per variant: mean BLEU over seeds on the
   bucket's sentences and its 95 % interval; on the `tested` buckets, each variant's contrast against
-  `baseline` at `level` (Bonferroni over every bucket and variant tested): difference, simultaneous interval,
-  p, adjusted p and decision."""
+  `baseline` (comparison.compare_scores, the buckets sharing `level`: Bonferroni over every bucket and variant
+  tested): p, adjusted p, simultaneous interval and decision."""
   words = evaluation.source_words(sources)
-  base = None if baseline is None else names.index(baseline)
-  out, tests = [], []
-  for row in rows:
-    selection = evaluation.in_bucket(words, row['lo'] - 1, row['hi'])  # rows hold lo + 1
+  selections = [evaluation.in_bucket(words, row['lo'] - 1, row['hi']) for row in rows]  # rows hold lo + 1
+  n_tested = sum(row['bucket'] in tested and len(s) > 1 for row, s in zip(rows, selections))
+  out = []
+  for row, selection in zip(rows, selections):
     per_seed = [[significance.corpus_bleu(s[k, selection].sum(0)) for k in range(len(s))] for s in stats]
     jack = [significance.jackknife(s, selection) for s in stats] if len(selection) > 1 else None
+    contrasts = {}
+    if jack is None:
+      summaries = [s | {'interval': s['ci']} for s in map(significance.seed_summary, per_seed)]
+    elif row['bucket'] in tested:
+      kw = dict(contrasts=baseline, delta=delta, level=level / n_tested, plan=False)
+      result = comparison.compare_scores(names, per_seed, baseline, jack, **kw)
+      summaries, contrasts = result['variants'], {p['a']: p for p in result['pairs']}
+    else:
+      summaries = [significance.variant_summary(x, j) for x, j in zip(per_seed, jack)]
     bucket = []
-    for m in range(len(stats)):
+    for m, summary in enumerate(summaries):
       entry = {'bucket': row['bucket'], 'lo': row['lo'], 'hi': row['hi'], 'sentences': int(len(selection))}
-      summary = (
-        significance.seed_summary(per_seed[m]) if jack is None else significance.variant_summary(per_seed[m], jack[m])
-      )
-      entry |= {'bleu': summary['mean'], 'per_seed': per_seed[m], 'interval': summary.get('interval', summary['ci'])}
+      entry |= {'bleu': summary['mean'], 'per_seed': per_seed[m], 'interval': summary['interval']}
       entry |= {'p_value': None, 'p_adjusted': None, 'decision': None}
-      if row['bucket'] in tested and base != m and jack is not None:
-        tests.append((entry, per_seed[m], per_seed[base], jack[m], jack[base]))
+      p = contrasts.get(names[m])
+      if p is not None:
+        entry |= {'p_value': p['p_value'], 'p_adjusted': p['p_adjusted'], 'decision': p['decision']}
+        entry['contrast_interval'] = None if p['decision'] == family.UNRANKED else p['interval']
       bucket.append(entry)
     out.append(bucket)
-  for entry, a, b, jack_a, jack_b in tests:
-    test = significance.pair_test(a, b, jack_a, jack_b, level / len(tests), delta)
-    seeds = [len(a), len(b)]
-    entry['p_value'] = test['p_value']
-    entry['p_adjusted'] = min(1.0, test['p_value'] * len(tests) * comparison.ALPHA / level)
-    entry['contrast_interval'] = test['interval'] if min(seeds) >= 2 else None
-    entry['decision'] = family.decision(entry['contrast_interval'], delta, seeds)
   return out
 
 
