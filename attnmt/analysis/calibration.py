@@ -22,7 +22,7 @@ from typing import Sequence
 
 import numpy as np
 
-from attnmt.analysis import comparison, family, significance
+from attnmt.analysis import comparison, family, sequential, significance
 
 # The generator's defaults: BLEU near 20.7 with a seed sd near 0.8 on 400 sentences (measured over 32 seeds),
 # about the main job's: most of the seed spread is the seed's overall quality, some its sentence noise.
@@ -173,25 +173,13 @@ def sequential_errors(
   wrong, stopped_by, trained = 0, np.zeros(design.rounds), 0
   for _ in range(experiments):
     bleu, jack = experiment(rng, design.schedule[-1], sentences, offsets, interaction_sd)
-    decided, any_wrong = {}, False
-    for r, (k, level) in enumerate(zip(design.schedule, design.levels)):
-      result = comparison.compare_scores(
-        names,
-        [b[:k] for b in bleu],
-        None,
-        [j[:k] for j in jack],
-        design.contrasts,
-        design.delta,
-        level=level,
-        decided=decided,
-        plan=False,
-      )
-      any_wrong |= wrong_claims(result, truth, design.delta) > 0
-      decided |= {(p['a'], p['b']): p for p in result['pairs'] if p['decision'] in (family.GREATER, family.EQUIVALENT)}
-      if len(decided) == len(result['pairs']):
+    any_wrong = False
+    for look in sequential.looks(design, names, bleu, jack, plan=False):
+      any_wrong |= wrong_claims(look['comparison'], truth, design.delta) > 0
+      if not sequential.open_contrasts(look):
+        stopped_by[look['look'] - 1 :] += 1
         break
-    stopped_by[r:] += len(decided) == len(result['pairs'])
-    trained += k
+    trained += look['seeds']
     wrong += any_wrong
   return _share(wrong, experiments) | {
     'all_decided_by_look': (stopped_by / experiments).tolist(),
@@ -215,7 +203,6 @@ def decision_rate(seeds: int, gap_sd: float, experiments: int, level: float, del
   return {'seeds': seeds, 'gap_sd': gap_sd, 'decided': decided / experiments, 'ranked': ranked / experiments}
 
 
-@functools.lru_cache(maxsize=None)
 def rounds_decision_rate(design, gap_sd: float, experiments: int, seed: int = 0) -> dict:
   """Power by rounds: the share of two-variant experiments whose contrast is decided by each look of a
   design (sequential.Design; its delta in BLEU), with a true gap of `gap_sd` seed sds, and the mean seeds
@@ -225,16 +212,15 @@ def rounds_decision_rate(design, gap_sd: float, experiments: int, seed: int = 0)
   by_look, trained = np.zeros(design.rounds), 0
   for _ in range(experiments):
     bleu, jack = experiment(rng, design.schedule[-1], 400, (offset, 0.0))
-    for r, (k, level) in enumerate(zip(design.schedule, design.levels)):
-      kw = dict(delta=design.delta, alpha=design.alpha, level=level, plan=False)
-      p = comparison.compare_scores(['a', 'b'], [b[:k] for b in bleu], None, [j[:k] for j in jack], **kw)['pairs'][0]
-      if p['decision'] in (family.GREATER, family.EQUIVALENT):
-        by_look[r:] += 1
+    for look in sequential.looks(design, ['a', 'b'], bleu, jack, plan=False):
+      if not sequential.open_contrasts(look):
+        by_look[look['look'] - 1 :] += 1
         break
-    trained += k
+    trained += look['seeds']
   return {'gap_sd': gap_sd, 'decided_by_look': (by_look / experiments).tolist(), 'mean_seeds': trained / experiments}
 
 
+@functools.lru_cache(maxsize=None)
 def _seed_sd(sentences: int, seeds: int = 64) -> float:
   """The generator's seed sd of corpus BLEU, from one large draw."""
   (stats,) = simulate(np.random.default_rng(4242), seeds, sentences, (0.0,))

@@ -88,11 +88,9 @@ def declare(root: str, design: Design) -> None:
 
 def replay(design: Design, rounds: list[dict]) -> list[dict]:
   """The looks after each finished round, from `rounds[r]`: {'names', 'references', 'greedy': per variant, per
-  seed, the outputs}, every round on the same references. Each look: its seeds per variant, level and the
-  comparison (contrasts decided earlier carried over with the look that decided them)."""
-  looks, decided = [], {}
+  seed, the outputs}, every round on the same references (`looks` of their pooled seeds)."""
   names = rounds[0]['names'] if rounds else []
-  bleu, jack = {n: [] for n in names}, {n: [] for n in names}  # per seed, pooled over the rounds so far
+  bleu, jack = {n: [] for n in names}, {n: [] for n in names}  # per seed, pooled over the rounds
   for r, round_ in enumerate(rounds[: design.rounds]):
     if round_['names'] != names or round_['references'] != rounds[0]['references']:
       raise ConfigError(f'round {r + 1} translated other variants or sentences than round 1; they cannot be pooled')
@@ -100,19 +98,31 @@ def replay(design: Design, rounds: list[dict]) -> list[dict]:
       stats = np.stack([significance.sentence_statistics(h, rounds[0]['references']) for h in outputs])
       bleu[name] += [significance.corpus_bleu(s.sum(0)) for s in stats]
       jack[name] += list(significance.jackknife(stats))  # a seed's jackknife does not depend on the others
-    level = design.levels[r]
+  return list(looks(design, names, [bleu[n] for n in names], [jack[n] for n in names]))
+
+
+def looks(design: Design, names, bleu, jack, plan: bool = True):
+  """Each look the seeds allow, in order: `bleu[v]` variant v's per-seed BLEU and `jack[v]` their jackknife
+  rows, seeds in the order the rounds trained them. A look is its number, seeds per variant, level and the
+  comparison of its first K seeds, with the contrasts decided at an earlier look carried over (their 'look'
+  says which); an open contrast's seed plan is at the last look's level (`plan` False: none)."""
+  decided = {}
+  for r, (k, level) in enumerate(zip(design.schedule, design.levels)):
+    if min(map(len, bleu)) < k:
+      return
     result = comparison.compare_scores(
       names,
-      [bleu[n] for n in names],
+      [b[:k] for b in bleu],
       None,
-      [np.array(jack[n]) for n in names],
+      [np.asarray(j[:k]) for j in jack],
       contrasts=design.contrasts,
       delta=design.delta,
       alpha=design.alpha,
       level=level,
       decided=decided,
+      plan=plan,
     )
-    last = design.levels[-1] / result['family_size']  # the plan of an open contrast: at the last look's level
+    last = design.levels[-1] / result['family_size']
     sd = {v['variant']: (v['sd'], v['seeds']) for v in result['variants']}
     for p in result['pairs']:
       if p.get('seeds_to_decide') and 'look' not in p:
@@ -121,8 +131,7 @@ def replay(design: Design, rounds: list[dict]) -> list[dict]:
       p.setdefault('look', r + 1)
       if p['decision'] in (family.GREATER, family.EQUIVALENT):
         decided[(p['a'], p['b'])] = p
-    looks.append({'look': r + 1, 'seeds': design.schedule[r], 'level': level, 'comparison': result})
-  return looks
+    yield {'look': r + 1, 'seeds': k, 'level': level, 'comparison': result}
 
 
 def open_contrasts(look: dict) -> list[dict]:
