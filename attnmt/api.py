@@ -33,7 +33,7 @@ from attnmt.data.tokenizers import token_labels
 from attnmt.errors import CheckpointError, ConfigError, InputError
 from attnmt.model import interventions, scores
 from attnmt.model.config import ModelConfig
-from attnmt.training import checkpoints, evaluation, trainer
+from attnmt.training import evaluation, trainer
 from attnmt.training import results as run_results
 
 __all__ = ['Attention', 'Comparison', 'Run', 'Translation', 'compare', 'heatmap', 'load', 'train']
@@ -350,11 +350,14 @@ class Comparison:
 
   results: list[dict]  # report.analyze_runs' result per run: what analysis.json holds
   split: str
-  groups: Optional[list[list[str]]] = None  # run directories by the sentences they translated; None: one group
 
-  def __post_init__(self):
-    if self.groups is None:
-      self.groups = [[r['workdir'] for r in self.results]]
+  @property
+  def groups(self) -> list[list[str]]:
+    """The runs' directories by the sentences they translated (report.add_significance's groups), in order."""
+    groups = {}
+    for r in self.results:
+      groups.setdefault(r['significance'].get('group', 0), []).append(r['workdir'])
+    return list(groups.values())
 
   def groups_note(self) -> str:
     """One line naming the groups of runs compared only among themselves; '' when every run translated the
@@ -433,14 +436,4 @@ def compare(
     split=split,
     num_heatmaps=0,
   )
-  return Comparison(results, split, _sentence_groups(results, split))
-
-
-def _sentence_groups(results: list[dict], split: str) -> list[list[str]]:
-  """The runs' directories grouped as report.add_significance groups them: by the sentences (sources and
-  references) of `split` they translated, in the order the runs were given."""
-  groups = {}
-  for r in results:
-    sources, references = data.raw_texts(data.prepare(checkpoints.load_config(r['workdir']).data), split)
-    groups.setdefault((tuple(references), tuple(sources)), []).append(r['workdir'])
-  return list(groups.values())
+  return Comparison(results, split)

@@ -206,9 +206,7 @@ def _sweep():
   with config.sweep.unlocked():  # it does what the setting's declared value_before does
     config.sweep.update(schema.fill_missing(default.SWEEP, config.sweep.to_dict()))
   if config.sweep.rounds:  # the rounds' family must name variants that exist, before anything trains
-    family.contrast_pairs(
-      sorted({stored.SEED_PART.sub('', name) for name, _ in variants(config)[0]}), config.sweep.contrasts
-    )
+    family.contrast_pairs(_pooled_names(variants(config)[0]), config.sweep.contrasts)
     return rounds.run(config, root)
   if str(config.train.seeds).strip().lower() == 'auto':
     backend = jax.default_backend()
@@ -231,7 +229,7 @@ def _sweep():
     )
   print(f'{len(keep)} variant(s) x seeds {config.train.seeds}; {len(refused)} combination(s) skipped')
   if len(keep) > 1:  # the analysis's family, checked before anything trains (seeds as runs: the pooled names)
-    family.contrast_pairs(sorted({stored.SEED_PART.sub('', name) for name, _ in keep}), config.sweep.contrasts)
+    family.contrast_pairs(_pooled_names(keep), config.sweep.contrasts)
   runs = [(name, os.path.join(root, name.replace('/', '-')), run) for name, run in keep]
   shard = shard_of(config.sweep.shard, len(runs))
   if shard == AUTO:
@@ -397,6 +395,11 @@ def shard_of(text: str, num_variants: int):
   if i >= num_variants:
     print(f'shard {i}/{n}: only {num_variants} variant(s), so this shard has none')
   return i, n
+
+
+def _pooled_names(keep) -> list[str]:
+  """The variants' names as the analysis compares them: seeds trained as runs ('…/seeds=k') pooled."""
+  return sorted({stored.SEED_PART.sub('', name) for name, _ in keep})
 
 
 def _finished(workdir, run_config):

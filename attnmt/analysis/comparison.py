@@ -76,7 +76,7 @@ def compare_scores(
   bad = [n for n, o in zip(names, observed) if not np.isfinite(np.asarray(o, float)).all()]
   if bad:
     raise ValueError(f'{", ".join(bad)}: a per-seed score is not a finite number; fix or drop that seed')
-  names = list(names)
+  names, spec = list(names), family.spec_text(contrasts)
   level = alpha if level is None else level
   variants = []
   for v, name in enumerate(names):
@@ -86,11 +86,11 @@ def compare_scores(
     else:
       summary = variant_summary(observed[v], jack[v], alpha)
     variants.append({'variant': name, **summary})
-  wanted = family.contrast_pairs(names, contrasts) if len(names) > 1 else []  # one variant: nothing to contrast
+  wanted = family.contrast_pairs(names, spec) if len(names) > 1 else []  # one variant: nothing to contrast
   per_contrast = level / max(len(wanted), 1)
   pairs = []
   for i, j in wanted:
-    if str(contrasts or 'all').strip() == 'all' and variants[j]['mean'] > variants[i]['mean']:
+    if spec == 'all' and variants[j]['mean'] > variants[i]['mean']:
       i, j = j, i  # every pair: the higher mean first, for reading (the family is the same)
     earlier = (decided or {}).get((names[i], names[j])) or (decided or {}).get((names[j], names[i]))
     if earlier is not None:
@@ -106,7 +106,7 @@ def compare_scores(
     'alpha': alpha,
     'level': level,
     'delta': delta,
-    'contrasts': str(contrasts or 'all'),
+    'contrasts': spec,
     'family_size': len(wanted),
     'ranked': min(v['seeds'] for v in variants) >= 2,
     'variants': variants,

@@ -35,13 +35,17 @@ DELTA = 0.5  # BLEU: the default equivalence margin
 SPENDING = ('obrien_fleming', 'pocock')
 
 
-def contrast_pairs(names: Sequence[str], spec: str = 'all', means: Optional[Sequence[float]] = None) -> list:
+def spec_text(spec) -> str:
+  """A contrasts spec as the family reads it: '' and None are 'all'."""
+  return str(spec or 'all').strip()
+
+
+def contrast_pairs(names: Sequence[str], spec: str = 'all') -> list:
   """(i, j) index pairs of the family, each once: 'all' (or '') every pair; otherwise a comma list whose
   entries are a variant name (every other variant against it) or 'A~B' (that one pair). In a pair from 'all'
-  the variant listed first comes first; `means` is never read for membership (families are declared)."""
-  del means  # kept out on purpose: the family must not depend on the results
+  the variant listed first comes first. Only names and the spec are read: a family never depends on results."""
   names = list(names)
-  text = str(spec or 'all').strip()
+  text = spec_text(spec)
   if text == 'all':
     return [(i, j) for i in range(len(names)) for j in range(i + 1, len(names))]
   out = []

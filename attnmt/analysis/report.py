@@ -376,7 +376,7 @@ def add_significance(
   groups = {}
   for k, g in enumerate(texts):
     groups.setdefault((tuple(g['references']), tuple(g['sources'])), []).append(k)
-  for members in groups.values():
+  for group, members in enumerate(groups.values()):
     names = [results[k]['variant'] for k in members]
     base = default_baseline([results[k] for k in members], baseline)
     refs, sources = texts[members[0]]['references'], texts[members[0]]['sources']
@@ -395,6 +395,7 @@ def add_significance(
         key: whole[key]
         for key in ('method', 'baseline', 'alpha', 'level', 'delta', 'contrasts', 'family_size', 'ranked')
       } | {
+        'group': group,  # runs on other sentences are another group, never contrasted with this one
         'length_level': length_level,
         'corpus': {'sentences': len(refs), **whole['variants'][m]},
         'pairs': [p for p in whole['pairs'] if p['a'] == names[m]],
