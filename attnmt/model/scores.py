@@ -17,7 +17,7 @@ backward scan, one product over all steps (`deferred_scan`); nothing in the scor
 
 Built-in scores register under their name (`@register`). A score of one's own needs no change to
 attnmt: define a `Score` subclass in any importable module and select it with its import path,
-`--config.model.score=my_pkg.scores:Cosine` (README, "A new attention score").
+`--config.model.score=my_pkg.scores:Cosine` (docs/extending.md, "A new attention score").
 """
 
 from __future__ import annotations

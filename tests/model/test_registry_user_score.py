@@ -1,6 +1,6 @@
 """A researcher's own score, defined here and selected by import path without touching attnmt, through the
 checks every built-in score passes: a NumPy reference, teacher forcing = step-by-step decoding, zero weight
-and gradient on padding, greedy and beam search, FLOPs, a training run. (README, "A new attention score".)"""
+and gradient on padding, greedy and beam search, FLOPs, a training run. (docs/extending.md, "A new attention score".)"""
 
 import os
 import subprocess
