@@ -19,6 +19,7 @@ EOS included) is refused, not truncated; other models take any length.
 from __future__ import annotations
 
 import dataclasses
+import numbers
 import os
 from typing import Optional, Sequence
 
@@ -174,10 +175,11 @@ class Run:
     self, sentences: Sequence[str], intervention: str = 'uniform', seed: Optional[int] = None, beam_size: int = 0, **kw
   ) -> list[Translation]:
     """Translations of `sentences` with counterfactual attention at every decoder step, by greedy search
-    (`beam_size` 0) or beam search: `intervention` is one of attnmt.model.interventions.NAMES (uniform, permute,
-    zero_max, zero_top_k, shift, first, last, random, identity) or an interventions.Intervention; `kw` a name's
-    options: k (zero_top_k: how many of the largest weights are zeroed, a whole number >= 1), draw_seed (permute,
-    random: the seed of the intervention's draw, its Intervention.seed) and concentration (random). Two seeds,
+    (`beam_size` 0) or beam search: `intervention` is a selection (one of attnmt.model.interventions.NAMES:
+    uniform, permute, zero_max, zero_top_k, shift, first, last, random, identity, with its options written after
+    it, 'zero_top_k(k=3)', or an import path to a user's own) or an interventions.Intervention; `kw` its options:
+    k (zero_top_k: how many of the largest weights are zeroed, a whole number >= 1), concentration (random), and
+    draw_seed (permute, random: the seed of the intervention's draw, its Intervention.seed). Two seeds,
     then: `seed` picks the model's parameters (one of `seeds`, as in `translate`), `draw_seed` the
     counterfactual's randomness. Each Translation's attention is the counterfactual one the context read.
     Compare with `translate` to see what the output owes the attention."""
@@ -242,16 +244,15 @@ class Run:
 
 
 # Run.intervene's options: their Intervention fields (the draw's seed is `draw_seed`, since `seed` picks the model)
-_OPTIONS = {'k': 'k', 'draw_seed': 'seed', 'concentration': 'concentration'}
-
-
-def _intervention(value, **kw) -> interventions.Intervention:
-  """An Intervention as given, or from its name and `kw` (_OPTIONS); anything else is an InputError naming the
-  value and the accepted forms, a bad name or option one naming the valid ones."""
+def _intervention(value, draw_seed: int = 0, **options) -> interventions.Intervention:
+  """An Intervention as given, or built from its selection ('zero_top_k', 'zero_top_k(k=3)', an import path)
+  with `options` (its declared options, e.g. k, concentration) and `draw_seed`, the seed of its draw; anything
+  else is an InputError naming the value and the accepted forms, a bad name or option one naming the valid ones."""
   if isinstance(value, interventions.Intervention):
-    if kw:
+    given = sorted(options) + (['draw_seed'] if draw_seed else [])
+    if given:
       raise InputError(
-        f'intervention options {", ".join(sorted(kw))} given with an Intervention object: set them on it, or pass '
+        f'intervention options {", ".join(given)} given with an Intervention object: set them on it, or pass '
         f"the intervention's name ({value.name!r}) with them"
       )
     return value
@@ -260,20 +261,30 @@ def _intervention(value, **kw) -> interventions.Intervention:
       f'intervention={value!r} (of type {type(value).__name__}) is not an intervention; pass its name (one of '
       f"{', '.join(interventions.NAMES)}) or an attnmt.model.interventions.Intervention"
     )
-  unknown = [key for key in kw if key not in _OPTIONS]
-  if unknown:
+  if not _whole_number(draw_seed):
     raise InputError(
-      f'intervention options: unknown {", ".join(unknown)}; valid: k, draw_seed (the seed of the draw; seed= picks '
-      "the model's), concentration"
+      f'draw_seed={draw_seed!r} is not a whole number >= 0; pass the seed of the draw as one (0, 1, ...)'
     )
   try:
-    return interventions.Intervention(value.strip(), **{_OPTIONS[key]: v for key, v in kw.items()})
+    cls = interventions.REGISTRY.resolve(value.strip())
+    unknown = sorted(set(options) - {row.key for row in cls.settings})
+    if unknown:
+      valid = ', '.join([row.key for row in cls.settings] + ['draw_seed'])
+      raise InputError(
+        f"intervention options: {cls.name} has no option {', '.join(unknown)}; valid: {valid} (draw_seed is the "
+        "seed of the draw; seed= picks the model's)"
+      )
+    written = ', '.join(f'{k}={v}' for k, v in options.items())
+    text = value.strip() if not options else f'{value.strip().rstrip(")")}{", " if "(" in value else "("}{written})'
+    intervention = interventions.build(text, draw_seed)
+    interventions.check(intervention)
+    return intervention
   except ConfigError as e:
-    message = str(e)
-    for key, v in kw.items():  # the option as the caller spelled it
-      if key != _OPTIONS[key]:
-        message = message.replace(f'{_OPTIONS[key]}={v!r}', f'{key}={v!r}')
-    raise InputError(message) from None
+    raise InputError(str(e)) from None
+
+
+def _whole_number(x) -> bool:
+  return isinstance(x, numbers.Integral) and not isinstance(x, bool) and x >= 0
 
 
 def _sentences(items: Sequence[str], what: str) -> list[str]:

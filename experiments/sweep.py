@@ -5,11 +5,12 @@ of every variant (BLEU by length plot, heatmaps, significance against `none`).
     python -m experiments.sweep --config=experiments/configs/main_ablation.py --workdir=runs/ablation \
         --config.sweep.scores=none,additive,dot --config.train.seeds=0,1
     python -m experiments.sweep --config=experiments/configs/main_ablation.py --workdir=runs/window \
-        --config.sweep.axes="model.window=local_m,local_p;model.window_size=4,8" --config.sweep.scores=general
+        --config.sweep.axes="model.window=local_m(size=4),local_p(size=4),local_p(size=8)" --config.sweep.scores=general
 
-Any config key is an axis (`sweep.axes`: `key=v1,v2;key=v1,v2`); `scores`, `query_timings`, `windows`
-and `input_feeding` are shorthands for the model's four attention axes. Each variant's run directory is
-named by its values. Re-running with the same --workdir reuses a variant only if its stored config equals
+Any config key is an axis (`sweep.axes`: `key=v1,v2;key=v1,v2`); `scores`, `query_timings` and `windows`
+are shorthands for the model's three attention axes. A component's options are written after its name,
+`model.window=local_p(size=4),local_p(size=8)`; a variant's name shows the options that differ between the
+sweep's variants. Each variant's run directory is named by its values. Re-running with the same --workdir reuses a variant only if its stored config equals
 the requested one, resumes an unfinished one, and refuses one whose settings changed (naming them)
 before anything trains.
 """
@@ -28,10 +29,9 @@ from ml_collections import config_flags
 from attnmt import plots, schema
 from attnmt.analysis import curves as curves_lib, family, html_report, report, stored, tables
 from attnmt.errors import ConfigError, UnknownChoice
-from attnmt.model import forms
-from attnmt.model.config import ModelConfig
+from attnmt.model.config import COMPONENTS, ModelConfig, canonical_section
+from attnmt.model.registry import parse, split_top
 from attnmt.training import checkpoints, lock, parallel, settings, trainer
-from attnmt.training import results as run_results
 from attnmt.training.lock import LockHeld
 from experiments import common, cores, rounds
 from experiments.configs import default
@@ -45,12 +45,11 @@ flags.DEFINE_string(
 )
 common.define_distributed_flags()
 
-# The shorthands, in the order their values make up a run's name (score-timing-window[-feed]).
+# The shorthands, in the order their values make up a run's name (score/timing/window).
 SHORTHANDS = (
   ('scores', 'model.score'),
   ('query_timings', 'model.query_timing'),
   ('windows', 'model.window'),
-  ('input_feeding', 'model.input_feeding'),
 )
 
 
@@ -92,27 +91,34 @@ def axes(config, case: str = '') -> list[tuple[str, list]]:
 
   s = config.sweep
   out = {key: getattr(s, short) for short, key in SHORTHANDS}
+  if s.input_feeding:  # the former shorthand: the former model setting, which luong reads as its option
+    print(
+      f"notice: sweep.input_feeding='{s.input_feeding}' is luong's option now; write "
+      "sweep.query_timings='luong(input_feeding=true),luong(input_feeding=false)' instead",
+      file=sys.stderr,
+    )
+    out['model.input_feeding'] = s.input_feeding
   parts = str(s.axes).split(';') + str(case).split(';')
   for part in filter(None, (p.strip() for p in parts)):
     key, eq, values = part.partition('=')
     if not eq or not values.strip():
       raise ConfigError(
         f"sweep.axes entry '{part}' is not key=value1,value2; e.g. "
-        "sweep.axes='model.score=none,additive;model.window_size=4,8'"
+        "sweep.axes='model.score=none,additive;model.window=local_m,local_p(size=4)'"
       )
     out[key.strip()] = values
   typed = []
   for key, values in out.items():
     if key.split('.')[0] not in ('model', 'data', 'train'):
-      raise ConfigError(f"sweep axis '{key}' is not a model, data or train setting; write it as e.g. model.window_size")
+      raise ConfigError(f"sweep axis '{key}' is not a model, data or train setting; write it as e.g. model.window")
     try:
       like = _get(config, key)
     except KeyError:
       raise ConfigError(
         f"sweep axis '{key}' names no config setting; valid keys are those of the config's "
-        'model, data and train sections (e.g. model.window_size, train.learning_rate)'
+        'model, data and train sections (e.g. model.window, train.learning_rate)'
       ) from None
-    vals = [_typed(key, v, like) for v in str(values).split(',') if v.strip()]
+    vals = [_typed(key, v, like) for v in split_top(str(values)) if v.strip()]
     if not vals:
       raise ConfigError(f'sweep axis {key} has no values')
     if len(set(map(repr, vals))) != len(vals):
@@ -136,9 +142,12 @@ def _short(v) -> str:
 def variants(config):
   """(name, run config) of every valid combination, and the combinations refused with the reason.
 
-  Unknown names (a score that does not exist, a typo) are errors; combinations that cannot work (`none`
-  with a local window or with supervised attention, `dot` with unequal sizes) are skipped and reported. Input feeding exists only in
-  the luong timing, so bahdanau variants differing only in it are one variant.
+  Unknown names (a score that does not exist, a typo, an option a component does not have) are errors;
+  combinations that cannot work (`none` with a local window or with supervised attention, `dot` with unequal
+  sizes) are skipped and reported. Combinations that select the same components with the same options (a former
+  model setting that the selected component does not read) are one variant. A variant is named by its score,
+  decoder form and window, each with the options that differ between the sweep's variants, then the other
+  swept settings.
   """
 
   cases = [c.strip() for c in str(config.sweep.cases).split('|')]
@@ -150,15 +159,40 @@ def variants(config):
     extra_keys += [k for k, _ in swept if k not in dict((key, 0) for _, key in SHORTHANDS) and k not in extra_keys]
   keep, refused, seen = [], [], set()
   for swept in grids:
-    _combinations(config, swept, extra_keys, keep, refused, seen)
-  return keep, refused
+    _combinations(config, swept, keep, refused, seen)
+  return _named(keep, extra_keys), refused
 
 
-def _combinations(config, swept, extra_keys, keep, refused, seen):
+def _named(runs, extra_keys):
+  """(name, run config) of each run: its components' labels, showing only the options whose values differ
+  among the runs that select the same component, then the extra axes' values (run.variant, when any)."""
+  values = {}
+  for run in runs:
+    for kind in ('score', 'query_timing', 'window'):
+      name, options = parse(kind, run.model[kind])
+      for key, value in options:
+        values.setdefault((kind, name, key), set()).add(repr(value))
+  leaves = [k.split('.')[-1] for k in extra_keys]
+  named = []
+  for run in runs:
+    labels = []
+    for kind in ('score', 'query_timing', 'window'):
+      name = parse(kind, run.model[kind])[0]
+      shown = [key for (k, n, key), vals in values.items() if (k, n) == (kind, name) and len(vals) > 1]
+      labels.append(COMPONENTS[kind].label(run.model[kind], shown))
+    suffix = [
+      f'{k if leaves.count(k.split(".")[-1]) > 1 else k.split(".")[-1]}={_short(_get(run, k))}' for k in extra_keys
+    ]
+    name = '/'.join(labels + suffix)
+    with run.unlocked():
+      run.variant = name
+    named.append((name, run))
+  return named
+
+
+def _combinations(config, swept, keep, refused, seen):
   """Appends every valid combination of one grid's axes to `keep` (skipping those already seen)."""
 
-  extra = [(k, None) for k in extra_keys]
-  leaves = [k.split('.')[-1] for k in extra_keys]
   for combo in itertools.product(*(v for _, v in swept)):
     run = copy.deepcopy(config)
     with run.unlocked():
@@ -166,8 +200,7 @@ def _combinations(config, swept, extra_keys, keep, refused, seen):
       for (key, _), value in zip(swept, combo):
         _set(run, key, value)
       try:
-        if not forms.build(run.model).reads_input_feeding:  # a form that ignores the setting: one variant, not two
-          run.model.input_feeding = True
+        run.model = canonical_section(run.model.to_dict())  # every option written out: equal runs compare equal
         ModelConfig.from_dict(run.model.to_dict())
         settings.validate_supervision(run)  # e.g. none with train.alignment_loss_weight > 0
       except UnknownChoice:  # a name that does not exist is a mistake in the sweep, not a combination to skip
@@ -175,17 +208,11 @@ def _combinations(config, swept, extra_keys, keep, refused, seen):
       except ConfigError as e:
         refused.append((dict(zip((k for k, _ in swept), combo)), str(e)))
         continue
-      suffix = [
-        f'{k if leaves.count(k.split(".")[-1]) > 1 else k.split(".")[-1]}={_short(_get(run, k))}' for k, _ in extra
-      ]
-      name = '/'.join([run_results.variant_name(run)] + suffix)
-      if extra:
-        run.variant = name
     frozen = json.dumps(run.to_dict(), sort_keys=True, default=str)
     if frozen in seen:
       continue
     seen.add(frozen)
-    keep.append((name, run))
+    keep.append(run)
 
 
 def main(argv):

@@ -16,8 +16,6 @@ import flax.linen as nn
 from attnmt.model import normalizers, scores, windows
 from attnmt.model.config import ModelConfig
 from attnmt.model.registry import check_output
-from attnmt.model.scores import additive_scores  # noqa: F401  (the score primitive)
-from attnmt.model.normalizers import masked_entmax15, masked_softmax, masked_sparsemax  # noqa: F401
 
 Params = dict
 
@@ -93,9 +91,9 @@ def recurrent_weights(
 
 def initial_state(cfg: ModelConfig, length_B: jax.Array, positions: int) -> dict:
   """The attention's own recurrent state at the first target position: B x S arrays by name, empty
-  when nothing carries over from one step to the next. `coverage`: C = 0; a recurrent normaliser's own."""
+  when nothing carries over from one step to the next. A score's coverage: C = 0; a recurrent normaliser's own."""
   state = dict(normalizers.build(cfg).initial_state(length_B, positions))
-  if cfg.coverage != 'none':
+  if scores.build(cfg).uses_coverage:
     state['coverage'] = jnp.zeros((length_B.shape[0], positions), jnp.float32)
   return state
 
@@ -115,11 +113,12 @@ def attention_step(
 
   `state` is what `initial_state` started (B x S arrays by name); `decoding` is true in greedy and
   beam search, false under teacher forcing; `noise_BxS` (training only) are standard normal draws for a
-  normaliser with training noise (`noise_std > 0`). Coverage (Tu et al. 2016, Eq. 7 with the "linguistic"
-  update C_t = C_{t-1} + a_t) adds C_i w_c to every key before the score's tanh. A recurrent normaliser
+  normaliser with training noise (`noise_std > 0`). A score's coverage (`Score.uses_coverage`: Tu et al. 2016,
+  Eq. 7 with the "linguistic" update C_t = C_{t-1} + a_t) adds C_i w_cov to every key before the score's tanh. A recurrent normaliser
   (`monotonic`: expected alignment under teacher forcing, hard attention in decoding) replaces the window.
   """
-  if cfg.coverage != 'none':
+  coverage = scores.build(cfg).uses_coverage
+  if coverage:
     keys_BxSxK = keys_BxSxK + state['coverage'][..., None].astype(keys_BxSxK.dtype) * p['w_cov'].astype(
       keys_BxSxK.dtype
     )
@@ -127,7 +126,7 @@ def attention_step(
     weights_BxS, new = recurrent_weights(cfg, p, query_BxQ, keys_BxSxK, length_B, state, decoding, noise_BxS)
   else:
     weights_BxS, new = attention_weights(cfg, p, query_BxQ, keys_BxSxK, length_B, t), dict(state)
-  if cfg.coverage != 'none':
+  if coverage:
     new['coverage'] = state['coverage'] + weights_BxS
   return weights_BxS, new
 
@@ -161,11 +160,8 @@ class AttentionParams(nn.Module):
     def param(name, shape, init=nn.initializers.lecun_normal()):
       return self.param(name, init, shape, jnp.float32)
 
-    p = {
+    return {
       **scores.build(self.cfg).params(param),
       **windows.build(self.cfg).params(param),
       **normalizers.build(self.cfg).params(param),
     }
-    if self.cfg.coverage != 'none':  # w_c, zero at the start: the model begins as without coverage
-      p['w_cov'] = param('w_cov', (self.cfg.attention_size,), nn.initializers.zeros)
-    return p

@@ -9,10 +9,23 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Mapping
 
+import sys
+
+import ml_collections
+
 from attnmt import schema
 from attnmt.errors import ConfigError
 from attnmt.model import forms, normalizers, scores, windows
 from attnmt.schema import field
+
+# The model settings that select a component, each with the registry of its kind. A component carries its own
+# options (attnmt/model/registry.py): the model's config holds each selection with every option written out.
+COMPONENTS = {
+  'score': scores.REGISTRY,
+  'window': windows.REGISTRY,
+  'normalizer': normalizers.REGISTRY,
+  'query_timing': forms.REGISTRY,
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -37,50 +50,47 @@ class ModelConfig:
   )
   decoder_layers: int = field(1, 'stacked decoder RNN layers', lo=1)
   dropout: float = field(0.2, 'between RNN layers, on embeddings and before the output layer', lo=0.0, hi='<1')
-  score: str = field('additive', "a registered score (attnmt/model/scores.py) or 'my_pkg.module:MyScore'")
-  attention_size: int = field(128, "A: hidden size of additive / concat scores and of local_p's predictor", lo=1)
-  window: str = field('global', "'global', 'local_m', 'local_p' (attnmt/model/windows.py) or an import path")
-  window_size: int = field(10, 'D: half-width of the local window; Gaussian sigma = D / 2', lo=1)
+  score: str = field(
+    'additive',
+    "a registered score (attnmt/model/scores.py) with its options, e.g. 'additive(size=64, coverage=sum)', or an "
+    "import path 'my_pkg.module:MyScore(option=value)'",
+  )
+  window: str = field(
+    'global', "'global', 'local_m(size=10)', 'local_p(size=10, predictor_size=128)' (attnmt/model/windows.py) or a path"
+  )
   normalizer: str = field(
     'softmax',
     "'softmax'; sparse: 'sparsemax', 'entmax15'; 'monotonic' (Raffel et al. 2017: expected alignment in training, "
     "hard monotonic attention in greedy and beam search; window 'global' only) (attnmt/model/normalizers.py) "
     'or an import path',
   )
-  coverage: str = field(
-    'none',
-    "'sum': Tu et al. 2016's coverage C_i = sum_{t'<t} a_t'i enters the score, e_i = v . tanh(W q + U h_i + C_i "
-    'w_c + b) (w_c starts at 0); for scores whose keys enter a tanh: additive, normed_additive, concat',
-    choices=('none', 'sum'),
-  )
   query_timing: str = field(
     'bahdanau',
-    "the decoder form (attnmt/model/forms.py): 'bahdanau': query s_{t-1}, deep output; 'luong': query s_t, "
-    "h~_t; or an import path 'my_pkg.forms:MyForm'",
+    "the decoder form (attnmt/model/forms.py): 'bahdanau(deep_output_size=256)': query s_{t-1}, deep output; "
+    "'luong(input_feeding=true)': query s_t, h~_t; or an import path 'my_pkg.forms:MyForm'",
   )
-  input_feeding: bool = field(True, 'luong only: feed h~_{t-1} into the next RNN input (Luong Sec. 3.3)')
-  output_size: int = field(256, 'bahdanau only: size of tanh(W_g [s_t ; c_t ; E y_{t-1}])', lo=1)
   init_state: str = field(
     'bridge',
     "'bridge': tanh(W mean_i h_i); 'last': final encoder states; 'zero'",
     choices=('bridge', 'last', 'zero'),
   )
-  location_positions: int = field(
-    128,
-    "source positions the 'location' score has a weight for (its output size); a longer source's later "
-    'positions get no attention. Not the training filter data.max_source_length',
-    lo=1,
-    formerly=('max_source_length',),
-  )
   dtype: str = field('float32', 'computation dtype; parameters stay float32', choices=('float32', 'bfloat16'))
+
+  def __post_init__(self):
+    for kind, registry in COMPONENTS.items():  # one spelling per selection: every option written out
+      value = getattr(self, kind)
+      if isinstance(value, str):
+        object.__setattr__(self, kind, registry.canonical(value))
 
   @property
   def annotation_size(self) -> int:
     return self.encoder_hidden_size * (2 if self.bidirectional else 1)
 
   @classmethod
-  def from_dict(cls, d: Mapping[str, Any]) -> 'ModelConfig':
-    d = schema.current_keys(MODEL, dict(d.items()) if hasattr(d, 'items') else dict(d))
+  def from_dict(cls, d: Mapping[str, Any], notice: bool = False) -> 'ModelConfig':
+    """The validated config of a model section; former model settings now options of a component
+    (`FORMER`, e.g. window_size) are read into the selection (with `notice`, one line says how to write it)."""
+    d = canonical_section(d, notice)
     fields = {f.name for f in dataclasses.fields(cls)}
     unknown = sorted(set(d) - fields)
     if unknown:
@@ -97,11 +107,6 @@ class ModelConfig:
     scores.build(self).check()
     windows.build(self).check()
     normalizers.build(self).check()
-    if self.coverage != 'none' and not scores.build(self).coverage_in_keys:
-      raise ConfigError(
-        f"model.coverage '{self.coverage}' adds C_i w_c inside the score's tanh, which score '{self.score}' does not "
-        "have; use score additive, normed_additive or concat, or coverage 'none'"
-      )
     if self.init_state == 'last' and self.decoder_hidden_size != self.annotation_size:
       raise ConfigError(
         f"init_state 'last' copies the final encoder states, so decoder_hidden_size ({self.decoder_hidden_size}) "
@@ -111,3 +116,44 @@ class ModelConfig:
 
 
 MODEL = schema.rows_of(ModelConfig)  # the model section's rows (keys, defaults, meanings, accepted values)
+
+# Former model settings that are now options of one kind of component, by key, with their type: a command line
+# or config file may still set them for one release (`canonical_section` reads them into the selection).
+FORMER = {key: kind for registry in COMPONENTS.values() for key, kind in registry.former_keys().items()}
+_noticed: set = set()
+
+
+def canonical_section(section: Mapping[str, Any], notice: bool = False) -> dict:
+  """A model section (a config's or config.json's) under current keys: each component selection with every
+  option written out, a former model setting (`FORMER`) read into the option that declares it and then
+  dropped (unset ones, None, are dropped silently). With `notice`, each former setting given a value prints
+  one line, once per process, saying how to write it now."""
+  d = schema.current_keys(MODEL, dict(section.items()) if hasattr(section, 'items') else dict(section))
+  former = {k: d.pop(k) for k in [*FORMER, 'max_source_length'] if k in d}
+  for kind, registry in COMPONENTS.items():
+    if kind in d and isinstance(d[kind], str):
+      d[kind] = registry.canonical(d[kind], former)
+  for key, value in former.items():
+    if notice and value is not None and key not in _noticed:
+      _noticed.add(key)
+      print(f'notice: {_former_notice(d, key, value)}', file=sys.stderr)
+  return d
+
+
+def _former_notice(d: dict, key: str, value) -> str:
+  """How to write a former model setting now, for the selections of model section `d`."""
+  for kind, registry in COMPONENTS.items():
+    if kind in d and any(key in row.formerly for row in registry.resolve(d[kind]).settings):
+      return f'model.{key}={value} is now an option of the {kind}: read as model.{kind}={d[kind]}; write that instead'
+  return (
+    f'model.{key}={value} is now an option of a component, and none selected here has it (it was not read before '
+    'either); drop it'
+  )
+
+
+def model_defaults() -> ml_collections.ConfigDict:
+  """The model section of a config: ModelConfig's defaults less the derived vocabulary sizes, and each former
+  setting (`FORMER`) as unset (None), so an old command line still parses and gets its one-line notice."""
+  section = {row.key: row.default for row in MODEL if not row.derived}
+  section.update({key: ml_collections.FieldReference(None, field_type=kind) for key, kind in FORMER.items()})
+  return ml_collections.ConfigDict(section)

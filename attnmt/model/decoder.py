@@ -155,6 +155,11 @@ class Decoder(nn.Module):
       return attention.context(weights_BxS, memory.annotations), weights_BxS, attention_state
 
     out = self.form.step(p, state, forms.Tools(attend, layers))
+    batch, positions = memory.length.shape[0], memory.annotations.shape[1]
+    check_output(
+      'decoder form', self.form, 'as Step.feed', out.feed, (batch, self.form.feed_size()), '(batch, feed_size())'
+    )
+    check_output('decoder form', self.form, 'as Step.weights', out.weights, (batch, positions), '(batch, source_len)')
     return State(out.rnn, out.feed, state.t + 1, out.attention), (out.out, out.weights)
 
   def _output_features(self, p, step_out: dict, emb_xE, train: bool):

@@ -274,18 +274,6 @@ def deferred_weight_scan(step: Step, invariants, carry, xs):
   return run([leaves[i] for i in plan.used], plan.consts, carry, xs)
 
 
-def deferred_products(step: Step, invariants, carry, xs) -> list[str]:
-  """The leaves of `invariants` (key paths, with the views taken of them) whose products in `step`
-  have deferred weight gradients: what `deferred_weight_scan` speeds up, for tests and curiosity."""
-  plan = _plan(step, invariants, carry, xs)
-  paths = [jax.tree_util.keystr(p) for p, _ in jax.tree_util.tree_flatten_with_path(invariants)[0]]
-  names = []
-  for p in plan.products.values():
-    leaf, chain = plan.views[p.view]
-    names.append(paths[leaf] + ''.join(f'.{e.primitive.name}' for e in chain))
-  return sorted(names)
-
-
 def reference_scan(step: Step, invariants, carry, xs):
   """The same scan differentiated by plain autodiff: the reference `deferred_weight_scan` must equal."""
   return jax.lax.scan(lambda c, x: step(invariants, c, x), carry, xs)

@@ -1,5 +1,6 @@
 """Decoder forms: what one decoder step does around its attention, each one class, chosen by name or import
-path like a score (`model.query_timing=bahdanau`, `=luong` or `=my_pkg.forms:Mine`).
+path like a score, with its options after the name (`model.query_timing=bahdanau`,
+`=luong(input_feeding=false)` or `=my_pkg.forms:Mine(size=64)`; attnmt/model/registry.py).
 
 A form decides where the attention's query comes from, what layer 0 of the RNN reads besides the previous
 target embedding, what carries over to the next step, and the output layer's hidden vector before the
@@ -26,14 +27,15 @@ Letters: B batch, S source positions, H annotation size, D decoder size, E embed
 
 from __future__ import annotations
 
-from typing import Any, Callable, ClassVar, NamedTuple
+from typing import Any, Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import flax.linen as nn
 
 from attnmt.errors import ConfigError
-from attnmt.model.registry import Declare, Params, Registry, matmul_flops
+from attnmt.model.registry import Component, Declare, Params, Registry, matmul_flops
+from attnmt.schema import Setting
 
 
 class Step(NamedTuple):
@@ -54,16 +56,8 @@ class Tools(NamedTuple):
   layers: Callable[[tuple, Any], tuple[tuple, jax.Array]]
 
 
-class DecoderForm:
+class DecoderForm(Component):
   """Base of every decoder form; a subclass defines `step` and `hidden` and overrides the sizes it changes."""
-
-  name: ClassVar[str] = ''
-  # True when the form reads model.input_feeding: variant names then say '/feed', and a sweep keeps the
-  # setting apart (for a form that ignores it, input_feeding true and false are one variant).
-  reads_input_feeding: ClassVar[bool] = False
-
-  def __init__(self, cfg):
-    self.cfg = cfg
 
   def params(self, param: Declare) -> Params:
     return {}
@@ -93,8 +87,8 @@ class DecoderForm:
     )
 
 
-_registry = Registry(DecoderForm, 'query_timing')
-register, names, build = _registry.register, _registry.names, _registry.build
+REGISTRY = Registry(DecoderForm, 'query_timing')
+register, names, build = REGISTRY.register, REGISTRY.names, REGISTRY.build
 
 
 @register
@@ -106,19 +100,22 @@ class Bahdanau(DecoderForm):
   """
 
   name = 'bahdanau'
+  settings = (
+    Setting('deep_output_size', 256, 'size of tanh(W_g [s_t ; c_t ; E y_{t-1}])', lo=1, formerly=('output_size',)),
+  )
 
   def params(self, param):
-    cfg = self.cfg
+    cfg, g = self.cfg, self.deep_output_size
     return {
-      'W_g': param('W_g', (cfg.decoder_hidden_size + cfg.annotation_size + cfg.embed_size, cfg.output_size)),
-      'b_g': param('b_g', (cfg.output_size,), nn.initializers.zeros),
+      'W_g': param('W_g', (cfg.decoder_hidden_size + cfg.annotation_size + cfg.embed_size, g)),
+      'b_g': param('b_g', (g,), nn.initializers.zeros),
     }
 
   def input_size(self):
     return self.cfg.annotation_size
 
   def output_size(self):
-    return self.cfg.output_size
+    return self.deep_output_size
 
   def step(self, p, state, tools):
     ctx_BxH, weights_BxS, attention = tools.attend(state.rnn[-1][0])  # the query is the previous top state
@@ -130,7 +127,7 @@ class Bahdanau(DecoderForm):
 
   def flops(self, rows):
     cfg = self.cfg
-    return matmul_flops(rows, cfg.output_size, cfg.decoder_hidden_size + cfg.annotation_size + cfg.embed_size)
+    return matmul_flops(rows, self.deep_output_size, cfg.decoder_hidden_size + cfg.annotation_size + cfg.embed_size)
 
 
 @register
@@ -142,7 +139,11 @@ class Luong(DecoderForm):
   """
 
   name = 'luong'
-  reads_input_feeding = True
+  settings = (
+    Setting(
+      'input_feeding', True, 'feed h~_{t-1} into the next RNN input (Luong Sec. 3.3)', formerly=('input_feeding',)
+    ),
+  )
 
   def params(self, param):
     d = self.cfg.decoder_hidden_size
@@ -152,10 +153,10 @@ class Luong(DecoderForm):
     return self.feed_size()
 
   def feed_size(self):
-    return self.cfg.decoder_hidden_size if self.cfg.input_feeding else 0
+    return self.cfg.decoder_hidden_size if self.input_feeding else 0
 
   def step(self, p, state, tools):
-    feeding = self.cfg.input_feeding
+    feeding = self.input_feeding
     carries, s_BxD = tools.layers(state.rnn, state.feed if feeding else None)
     ctx_BxH, weights_BxS, attention = tools.attend(s_BxD)
     h_tilde_BxD = jnp.tanh(jnp.concatenate([ctx_BxH, s_BxD], -1) @ p['W_c'])

@@ -1,7 +1,7 @@
 """Counterfactual attention: the normalised weights of every decoder step replaced by another distribution
 over the same source positions, inside the model's own decoding (teacher-forced, greedy and beam search).
 
-    model = Seq2Seq(cfg, intervention=Intervention('permute', seed=0))
+    model = Seq2Seq(cfg, intervention=interventions.build('permute', seed=0))
 
 `Decoder._step` applies it to the weights the context reads, c_t = sum_i a'_i h_i, at every step; the
 attention's own recurrent state (coverage, the monotonic normaliser's) follows the model's weights, so
@@ -23,63 +23,72 @@ Where nothing is left to renormalise (zero_max on a one-token source, or every o
 weight is spread uniformly over the valid positions not zeroed; on a one-token source it stays where it is.
 Randomness is a function of the intervention's `seed` (the draw's, not the model's), the sentence's tokens,
 the target position and the source position alone: the same sentence gets the same counterfactual in any batch, at any padding and in any beam.
+
+Interventions are a registry like scores and windows (attnmt/model/registry.py): each is one class, selected
+by name with its options ('zero_top_k(k=3)', 'random(concentration=0.5)') or by an import path to a user's
+own subclass ('my_pkg.interventions:Flip(p=0.5)'), which defines
+
+    counterfactual(w_S, valid_S, length, t, key)   one sentence's counterfactual weights (S,), float32
+    random                                          True when it draws from `key` (a PRNG key per sentence)
+
 Letters: B batch, S source positions.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import math
 import numbers
+from typing import ClassVar
 
 import jax
 import jax.numpy as jnp
 
 from attnmt.errors import ConfigError
+from attnmt.model.registry import Component, Registry, check_output, split_top
+from attnmt.schema import Setting
 
-NAMES = ('identity', 'uniform', 'permute', 'zero_max', 'zero_top_k', 'shift', 'first', 'last', 'random')
-RANDOM = ('permute', 'random')
 
-
-@dataclasses.dataclass(frozen=True)
-class Intervention:
-  """One counterfactual (module docstring); hashable, so jitted decoding takes it as a static argument.
+class Intervention(Component):
+  """Base of every counterfactual (module docstring); hashable, so jitted decoding takes it as a static argument.
 
   `seed` is the seed of the intervention's own draw (permute's order, random's Dirichlet draws), not the seed
   of the model's parameters: attnmt.api's Run.intervene names it `draw_seed`, and its `seed` picks the
-  model."""
+  model. Options are `settings` rows, as for every component."""
 
-  name: str
-  k: int = 2  # zero_top_k: how many of the largest weights are zeroed
-  seed: int = 0  # permute, random: the seed of the draw (not the model's training seed)
-  concentration: float = 1.0  # random: the Dirichlet's parameter (1: uniform over the simplex)
+  random: ClassVar[bool] = False  # draws from the per-sentence key: `Seq2Seq.encode` then derives the keys
 
-  def __post_init__(self):
-    if not isinstance(self.name, str) or self.name not in NAMES:
-      raise ConfigError(f"unknown intervention {_quoted(self.name)}; valid: {', '.join(NAMES)}")
-    if not _whole(self.k) or self.k < 1:
+  def __init__(self, seed: int = 0, **options):
+    super().__init__(None, **options)
+    if not _whole(seed) or not 0 <= seed < 2**63:
       raise ConfigError(
-        f'intervention {self.name}: k={self.k!r} is not a whole number >= 1; pass k=1, 2, ... (zero_top_k zeroes '
-        'the k largest weights)'
+        f'intervention {self.name}: seed={seed!r} is not a whole number >= 0; pass the seed of the draw as one '
+        '(0, 1, ...)'
       )
-    if not _whole(self.seed) or not 0 <= self.seed < 2**63:
-      raise ConfigError(
-        f'intervention {self.name}: seed={self.seed!r} is not a whole number >= 0; pass the seed of the draw as '
-        'one (0, 1, ...)'
-      )
-    c = self.concentration
-    if not isinstance(c, numbers.Real) or isinstance(c, bool) or not (math.isfinite(c) and c > 0):
-      raise ConfigError(
-        f'intervention {self.name}: concentration={c!r} is not a finite number > 0; pass one such as 1.0 (random '
-        "draws from a Dirichlet of that parameter)"
-      )
-    object.__setattr__(self, 'k', int(self.k))  # NumPy integers as ints: equal options hash equal
-    object.__setattr__(self, 'seed', int(self.seed))
-    object.__setattr__(self, 'concentration', float(c))
+    self.seed = int(seed)
+
+  def _key(self):
+    return type(self), tuple(self.options().items()), self.seed
+
+  def __eq__(self, other):
+    return isinstance(other, Intervention) and self._key() == other._key()
+
+  def __hash__(self):
+    return hash(self._key())
+
+  def __repr__(self):
+    return f'{type(self).__name__}({self.label}, seed={self.seed})'
 
   @property
-  def random(self) -> bool:
-    return self.name in RANDOM
+  def label(self) -> str:
+    """The name with the options that differ from their defaults: 'zero_top_k(k=3)', 'uniform'."""
+    changed = [f'{k}={v}' for k, v in self.options().items() if v != _defaults(type(self))[k]]
+    return self.name + (f"({', '.join(changed)})" if changed else '')
+
+  def counterfactual(self, w_S: jax.Array, valid_S: jax.Array, length: jax.Array, t: jax.Array, key) -> jax.Array:
+    """One sentence's counterfactual weights (S,) from its weights `w_S` (0 at padding), `valid_S` (positions <
+    `length`), the target position `t` and, for a random one, its PRNG key (else None)."""
+    raise NotImplementedError(
+      f'intervention {type(self).__name__} must define counterfactual(w_S, valid_S, length, t, key)'
+    )
 
   def sentence_keys(self, src_BxS: jax.Array) -> jax.Array:
     """Per-sentence key data (B x 2 uint32) from the seed and the sentence's tokens (padding is 0 and adds
@@ -92,59 +101,179 @@ class Intervention:
 
   def apply(self, weights_BxS: jax.Array, length_B: jax.Array, t: jax.Array, keys_Bx2=None) -> jax.Array:
     """The counterfactual weights (B x S, float32) of one decoder step at target position `t`."""
-    if self.name == 'identity':
-      return weights_BxS
     if keys_Bx2 is None:
       keys_Bx2 = jnp.zeros(length_B.shape + (2,), jnp.uint32)
-    one = lambda w, n, key: self.one(w.astype(jnp.float32), n, t, key)
-    return jax.vmap(one)(weights_BxS, length_B, keys_Bx2)
+    out = jax.vmap(lambda w, n, key: self.one(w.astype(jnp.float32), n, t, key))(weights_BxS, length_B, keys_Bx2)
+    check_output('intervention', self, 'from counterfactual()', out, weights_BxS.shape, '(batch, source_len)')
+    return out
 
   def one(self, w_S: jax.Array, length: jax.Array, t: jax.Array, key_data: jax.Array) -> jax.Array:
     """One sentence's counterfactual: `w_S` its weights, `length` its valid positions."""
-    positions = jnp.arange(w_S.shape[0])
-    valid = positions < length
-    w_S = jnp.where(valid, w_S, 0.0)
-    n = jnp.maximum(length, 1)
-    if self.name == 'uniform':
-      return jnp.where(valid, 1.0 / n.astype(jnp.float32), 0.0)
-    if self.name == 'first':
-      return (positions == 0).astype(jnp.float32)
-    if self.name == 'last':
-      return (positions == n - 1).astype(jnp.float32)
-    if self.name == 'shift':  # a'_i = a_{(i - 1) mod length}
-      return jnp.where(valid, w_S[jnp.where(valid, (positions - 1) % n, positions)], 0.0)
-    key = jax.random.wrap_key_data(key_data)
-    per_position = lambda k: jax.vmap(lambda i: jax.random.fold_in(k, i))(positions)
-    if self.name == 'permute':  # valid position i takes the weight of position order[i]
-      u = jax.vmap(lambda k: jax.random.uniform(k))(per_position(key))
-      order = jnp.argsort(jnp.where(valid, u, jnp.inf))
-      return jnp.where(valid, w_S[order], 0.0)
-    if self.name == 'random':  # Gamma draws per position and step, normalised: a Dirichlet draw
-      g = jax.vmap(lambda k: jax.random.gamma(k, self.concentration))(per_position(jax.random.fold_in(key, t)))
-      g = jnp.where(valid, jnp.maximum(g, 1e-30), 0.0)
-      return g / jnp.sum(g)
-    k = 1 if self.name == 'zero_max' else int(self.k)
-    rank = jnp.argsort(jnp.argsort(-jnp.where(valid, w_S, -jnp.inf)))  # 0 for the largest weight
-    zeroed = valid & (rank < jnp.minimum(k, length - 1))  # a one-token source keeps its weight
-    rest = jnp.where(valid & ~zeroed, w_S, 0.0)
-    total = jnp.sum(rest)
-    spread = jnp.where(valid & ~zeroed, 1.0, 0.0)
-    return jnp.where(total > 0, rest / jnp.where(total > 0, total, 1.0), spread / jnp.maximum(jnp.sum(spread), 1.0))
+    valid = jnp.arange(w_S.shape[0]) < length
+    key = jax.random.wrap_key_data(key_data) if self.random else None
+    return self.counterfactual(jnp.where(valid, w_S, 0.0), valid, length, t, key)
+
+
+REGISTRY = Registry(Intervention, 'intervention', 'intervention')
+register, names = REGISTRY.register, REGISTRY.names
+
+
+def _defaults(cls) -> dict:
+  return {row.key: row.default for row in cls.settings}
+
+
+def _per_position(key, positions):
+  return jax.vmap(lambda i: jax.random.fold_in(key, i))(positions)
+
+
+@register
+class Identity(Intervention):
+  """The weights unchanged (through the same code path: equal outputs, bit for bit)."""
+
+  name = 'identity'
+
+  def apply(self, weights_BxS, length_B, t, keys_Bx2=None):
+    return weights_BxS
+
+
+@register
+class Uniform(Intervention):
+  """1 / length on every valid position."""
+
+  name = 'uniform'
+
+  def counterfactual(self, w_S, valid_S, length, t, key):
+    return jnp.where(valid_S, 1.0 / jnp.maximum(length, 1).astype(jnp.float32), 0.0)
+
+
+@register
+class Permute(Intervention):
+  """The weights of the valid positions in a random order, one order per sentence."""
+
+  name = 'permute'
+  random = True
+
+  def counterfactual(self, w_S, valid_S, length, t, key):  # valid position i takes the weight of position order[i]
+    u = jax.vmap(jax.random.uniform)(_per_position(key, jnp.arange(w_S.shape[0])))
+    order = jnp.argsort(jnp.where(valid_S, u, jnp.inf))
+    return jnp.where(valid_S, w_S[order], 0.0)
+
+
+def zero_largest(w_S: jax.Array, valid_S: jax.Array, length: jax.Array, k: int) -> jax.Array:
+  """The k largest weights set to 0 and the rest renormalised; uniform over the rest where nothing is left to
+  renormalise; a one-token source keeps its weight."""
+  rank = jnp.argsort(jnp.argsort(-jnp.where(valid_S, w_S, -jnp.inf)))  # 0 for the largest weight
+  zeroed = valid_S & (rank < jnp.minimum(k, length - 1))
+  rest = jnp.where(valid_S & ~zeroed, w_S, 0.0)
+  total = jnp.sum(rest)
+  spread = jnp.where(valid_S & ~zeroed, 1.0, 0.0)
+  return jnp.where(total > 0, rest / jnp.where(total > 0, total, 1.0), spread / jnp.maximum(jnp.sum(spread), 1.0))
+
+
+@register
+class ZeroMax(Intervention):
+  """The largest weight set to 0, the rest renormalised (zero_top_k with k = 1)."""
+
+  name = 'zero_max'
+
+  def counterfactual(self, w_S, valid_S, length, t, key):
+    return zero_largest(w_S, valid_S, length, 1)
+
+
+@register
+class ZeroTopK(Intervention):
+  """The k largest weights set to 0, the rest renormalised."""
+
+  name = 'zero_top_k'
+  settings = (Setting('k', 2, 'how many of the largest weights are zeroed', lo=1),)
+
+  def counterfactual(self, w_S, valid_S, length, t, key):
+    return zero_largest(w_S, valid_S, length, self.k)
+
+
+@register
+class Shift(Intervention):
+  """The distribution moved one position right, circularly within the valid positions: a'_i = a_{(i-1) mod n}."""
+
+  name = 'shift'
+
+  def counterfactual(self, w_S, valid_S, length, t, key):
+    positions, n = jnp.arange(w_S.shape[0]), jnp.maximum(length, 1)
+    return jnp.where(valid_S, w_S[jnp.where(valid_S, (positions - 1) % n, positions)], 0.0)
+
+
+@register
+class First(Intervention):
+  """All weight on the first valid position."""
+
+  name = 'first'
+
+  def counterfactual(self, w_S, valid_S, length, t, key):
+    return (jnp.arange(w_S.shape[0]) == 0).astype(jnp.float32)
+
+
+@register
+class Last(Intervention):
+  """All weight on the last valid position (the source's EOS)."""
+
+  name = 'last'
+
+  def counterfactual(self, w_S, valid_S, length, t, key):
+    return (jnp.arange(w_S.shape[0]) == jnp.maximum(length, 1) - 1).astype(jnp.float32)
+
+
+@register
+class Random(Intervention):
+  """A draw from a symmetric Dirichlet(concentration) at every step: Gamma draws per position, normalised."""
+
+  name = 'random'
+  random = True
+  settings = (Setting('concentration', 1.0, "the Dirichlet's parameter (1: uniform over the simplex)", lo='>0'),)
+
+  def counterfactual(self, w_S, valid_S, length, t, key):
+    keys = _per_position(jax.random.fold_in(key, t), jnp.arange(w_S.shape[0]))
+    g = jax.vmap(lambda k: jax.random.gamma(k, self.concentration))(keys)
+    g = jnp.where(valid_S, jnp.maximum(g, 1e-30), 0.0)
+    return g / jnp.sum(g)
+
+
+NAMES = names()
+RANDOM = tuple(n for n in NAMES if REGISTRY.classes[n].random)
 
 
 def _whole(x) -> bool:
-  """An integer (Python's or NumPy's), not a bool and not a float, even a whole one: `k=2.0` is refused."""
+  """An integer (Python's or NumPy's), not a bool and not a float, even a whole one."""
   return isinstance(x, numbers.Integral) and not isinstance(x, bool)
 
 
-def _quoted(name) -> str:
-  return f"'{name}'" if isinstance(name, str) else f'{name!r} (of type {type(name).__name__}, not a name)'
+def build(text: str, seed: int = 0) -> Intervention:
+  """The intervention a selection names ('zero_top_k(k=3)', 'my_pkg.iv:Flip'), with the seed of its draw."""
+  if not isinstance(text, str):
+    raise ConfigError(
+      f'intervention {text!r} (of type {type(text).__name__}) is not a name; valid: {", ".join(NAMES)}, or an '
+      'import path to an Intervention subclass'
+    )
+  cls, options = REGISTRY.options(text)
+  return cls(seed, **options)
 
 
-def parse(text: str, k: int = 2, seed: int = 0) -> list[Intervention]:
-  """`uniform,permute,zero_top_k` as Interventions (`k` and `seed`, the seed of the draw, for each); an unknown
-  name gets one line listing the valid ones."""
-  names = [n.strip() for n in str(text).split(',') if n.strip()]
-  if not names:
+def check(intervention: Intervention) -> None:
+  """Traces the intervention once on 2 sentences of 3 positions without computing anything (`jax.eval_shape`):
+  a user's class whose output has the wrong shape or dtype, or that lacks `counterfactual`, is refused in one
+  line before any run is loaded."""
+  weights, length = jnp.full((2, 3), 1 / 3, jnp.float32), jnp.array([3, 2])
+  try:
+    jax.eval_shape(lambda: intervention.apply(weights, length, jnp.int32(0), intervention.sentence_keys(weights)))
+  except NotImplementedError as e:
+    raise ConfigError(str(e)) from None
+
+
+def parse(text: str, seed: int = 0) -> list[Intervention]:
+  """'uniform,permute,zero_top_k(k=3)' as checked Interventions (`seed`, the seed of the draw, for each); an
+  unknown name gets one line listing the valid ones."""
+  chosen = [build(part.strip(), seed) for part in split_top(str(text)) if part.strip()]
+  if not chosen:
     raise ConfigError(f"no intervention named in '{text}'; valid: {', '.join(NAMES)}")
-  return [Intervention(n, k=k, seed=seed) for n in names]
+  for intervention in chosen:
+    check(intervention)
+  return chosen

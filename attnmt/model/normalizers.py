@@ -9,6 +9,8 @@ path 'my_pkg.normalizers:Mine':
                              gives zeros, never NaN
     check()                  constraints on the rest of the config (ConfigError naming the fix)
 
+Its options are `settings` rows read as attributes, selected with it: `model.normalizer=my_pkg.n:Tempered(t=0.5)`.
+
 Windows call the configured normaliser on the positions they keep (attnmt/model/windows.py).
 
 A normaliser that carries state from one target step to the next (`recurrent = True`; `monotonic`)
@@ -51,7 +53,7 @@ import flax.linen as nn
 
 from attnmt.model import monotonic, scores
 from attnmt.errors import ConfigError
-from attnmt.model.registry import Declare, Params, Registry
+from attnmt.model.registry import Component, Declare, Params, Registry
 
 
 def masked_softmax(e_S: jax.Array, mask_S: jax.Array) -> jax.Array:
@@ -165,16 +167,12 @@ def masked_entmax15(e_S: jax.Array, mask_S: jax.Array) -> jax.Array:
   return _entmax15(_at_least_float32(e_S), mask_S)
 
 
-class Normalizer:
+class Normalizer(Component):
   """Base of every normaliser; subclasses define `normalize` and, if they need to, `check`; a recurrent one
   defines `params`, `initial_state` and `step` instead of `normalize`."""
 
-  name: ClassVar[str] = ''
   recurrent: ClassVar[bool] = False  # carries state between target steps; replaces the window
   noise_std: ClassVar[float] = 0.0  # > 0: a recurrent normaliser's step gets standard normal noise in training
-
-  def __init__(self, cfg):
-    self.cfg = cfg
 
   def normalize(self, e_S: jax.Array, mask_S: jax.Array) -> jax.Array:
     raise NotImplementedError(f'normalizer {type(self).__name__} must define normalize(e_S, mask_S)')
@@ -194,8 +192,8 @@ class Normalizer:
     return self.normalize(e_S, mask_S), {}
 
 
-_registry = Registry(Normalizer, 'normalizer')
-register, names, build = _registry.register, _registry.names, _registry.build
+REGISTRY = Registry(Normalizer, 'normalizer')
+register, names, build = REGISTRY.register, REGISTRY.names, REGISTRY.build
 
 
 @register
@@ -264,8 +262,10 @@ class Monotonic(Normalizer):
     raise NotImplementedError('the monotonic normaliser depends on the previous step; use attention.attention_step')
 
   def check(self):
+    from attnmt.model import windows  # windows -> normalizers: imported when checked
+
     cfg = self.cfg
-    if cfg.window != 'global':
+    if not windows.build(cfg).keeps_all:
       raise ConfigError(
         f"normalizer 'monotonic' scans every source position from the last one attended; use window 'global', "
         f"not '{cfg.window}'"

@@ -1,15 +1,27 @@
-"""The one registry under scores, windows and normalisers: named classes of one kind, selectable by name
-(`model.score=additive`) or by an import path to a user's own subclass (`model.score=my_pkg.scores:Cosine`),
-and the types their definitions share."""
+"""The one registry under scores, windows, normalisers, decoder forms and interventions: named classes of one
+kind, selectable by name (`model.score=additive`) or by an import path to a user's own subclass
+(`model.score=my_pkg.scores:Cosine`), each with the options it declares itself, written after the name:
+
+    model.window=local_p(size=4)            model.score=my_pkg.scores:Cosine(scale=10.0)
+
+A component declares its options as `settings`, rows of `attnmt.schema.Setting` (default, meaning, bounds or
+choices, the value older runs had, former names), and reads them as attributes (`self.size`). The selection
+is checked against those rows like any other setting; a run's config holds the canonical selection, every
+option written out (`canonical`), so config.json says what the component did and an old run still compares
+equal after a default changes. Variant names show only the options that differ from their defaults (`label`).
+"""
 
 from __future__ import annotations
 
+import difflib
+import functools
 import importlib
-from typing import Callable
+from typing import Any, Callable, ClassVar
 
 import jax
 import jax.numpy as jnp
 
+from attnmt import schema
 from attnmt.errors import ConfigError, UnknownChoice
 
 Params = dict
@@ -20,35 +32,6 @@ Declare = Callable[..., jax.Array]
 def matmul_flops(m: int, n: int, k: int) -> int:
   """FLOPs of an (m x k) @ (k x n) product: one multiply and one add per term."""
   return 2 * m * n * k
-
-
-def resolve(name: str, base: type, registry: dict, kind: str) -> type:
-  """The class a config value names: a registered name, or an import path 'module:Class'."""
-  if name in registry:
-    return registry[name]
-  if ':' not in str(name):
-    raise UnknownChoice(
-      f"unknown model.{kind} '{name}'; valid: {', '.join(registry)}, or an import path "
-      f"such as my_pkg.{kind}s:Mine to a {base.__name__} subclass"
-    )
-  module_name, _, attr = name.partition(':')
-  try:
-    module = importlib.import_module(module_name)
-  except ImportError as e:
-    raise UnknownChoice(
-      f"model.{kind} '{name}': cannot import module '{module_name}' ({e}); check the path "
-      'and that its package is on PYTHONPATH'
-    ) from None
-  except Exception as e:  # the user's module itself fails while it is imported
-    raise UnknownChoice(
-      f"model.{kind} '{name}': importing module '{module_name}' raised {type(e).__name__}: {e}; fix that module"
-    ) from None
-  cls = getattr(module, attr, None)
-  if not (isinstance(cls, type) and issubclass(cls, base)):
-    raise UnknownChoice(
-      f"model.{kind} '{name}': '{attr}' in {module_name} is not a {base.__module__}.{base.__name__} subclass"
-    )
-  return cls
 
 
 def check_output(kind: str, obj, what: str, x, expected: tuple, names: str) -> None:
@@ -68,17 +51,137 @@ def check_output(kind: str, obj, what: str, x, expected: tuple, names: str) -> N
     raise ConfigError(f'{kind} {type(obj).__name__} returned dtype {dtype} {what}; expected a floating-point array')
 
 
-class Registry:
-  """Named classes of one kind ('score', 'window', 'normalizer'), selectable as model.<kind>=<name> or by an
-  import path 'module:Class' to a subclass of `base`."""
+class Component:
+  """Base of every selectable class. `name` is its registered name; `settings` its options (schema.Setting
+  rows), which the constructor sets as attributes: a row `Setting('size', 10, ...)` is read as `self.size`.
+  `self.cfg` is the whole model's ModelConfig."""
 
-  def __init__(self, base: type, kind: str):
+  name: ClassVar[str] = ''
+  settings: ClassVar[tuple] = ()
+
+  def __init__(self, cfg, **options):
+    self.cfg = cfg
+    for row in self.settings:
+      setattr(self, row.key, options.get(row.key, row.default))
+
+  def options(self) -> dict[str, Any]:
+    """The component's options, every declared one, by key."""
+    return {row.key: getattr(self, row.key) for row in self.settings}
+
+
+def _value(text: str):
+  """An option's value as written: true/false, an integer, a number, else the text (quotes optional)."""
+  text = text.strip()
+  low = text.lower()
+  if low in ('true', 'false'):
+    return low == 'true'
+  for kind in (int, float):
+    try:
+      return kind(text)
+    except ValueError:
+      pass
+  return text[1:-1] if len(text) > 1 and text[0] == text[-1] and text[0] in '\'"' else text
+
+
+def _text(value) -> str:
+  return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def split_top(text: str, sep: str = ',') -> list[str]:
+  """`text` split at `sep` outside parentheses: 'additive(size=4, coverage=sum),dot' -> two selections."""
+  parts, depth, start = [], 0, 0
+  for i, ch in enumerate(text):
+    depth += {'(': 1, ')': -1}.get(ch, 0)
+    if ch == sep and depth == 0:
+      parts.append(text[start:i])
+      start = i + 1
+  return parts + [text[start:]]
+
+
+@functools.lru_cache(maxsize=None)
+def parse(setting: str, text: str) -> tuple[str, tuple[tuple[str, Any], ...]]:
+  """A selection 'name(key=value, ...)' as (name, ((key, value), ...)); a bare name has no options."""
+  text = str(text).strip()
+  name, paren, rest = text.partition('(')
+  if not paren:
+    if ')' in text:
+      raise UnknownChoice(f"{setting} '{text}' has a ')' without '('; write name(key=value, ...)")
+    return name.strip(), ()
+  if not rest.endswith(')') or rest.count('(') != rest.count(')') - 1:
+    raise UnknownChoice(f"{setting} '{text}' does not close its options; write name(key=value, ...)")
+  options = []
+  for part in filter(str.strip, split_top(rest[:-1])):
+    key, eq, value = part.partition('=')
+    if not eq or not key.strip():
+      raise UnknownChoice(f"{setting} '{text}': option '{part.strip()}' is not key=value; write name(key=value, ...)")
+    if key.strip() in dict(options):
+      raise UnknownChoice(f"{setting} '{text}' sets the option {key.strip()} twice; keep one")
+    options.append((key.strip(), _value(value)))
+  return name.strip(), tuple(options)
+
+
+def resolve(name: str, base: type, registry: dict, setting: str) -> type:
+  """The class a config value names: a registered name, or an import path 'module:Class'."""
+  kind = setting.rpartition('.')[2]
+  if name in registry:
+    return registry[name]
+  if ':' not in str(name):
+    raise UnknownChoice(
+      f"unknown {setting} '{name}'; valid: {', '.join(registry)}, or an import path "
+      f"such as my_pkg.{kind}s:Mine to a subclass of {base.__name__}"
+    )
+  module_name, _, attr = name.partition(':')
+  try:
+    module = importlib.import_module(module_name)
+  except ImportError as e:
+    raise UnknownChoice(
+      f"{setting} '{name}': cannot import module '{module_name}' ({e}); check the path "
+      'and that its package is on PYTHONPATH'
+    ) from None
+  except Exception as e:  # the user's module itself fails while it is imported
+    raise UnknownChoice(
+      f"{setting} '{name}': importing module '{module_name}' raised {type(e).__name__}: {e}; fix that module"
+    ) from None
+  cls = getattr(module, attr, None)
+  if not (isinstance(cls, type) and issubclass(cls, base)):
+    raise UnknownChoice(
+      f"{setting} '{name}': '{attr}' in {module_name} is not a {base.__module__}.{base.__name__} subclass"
+    )
+  _check_settings(cls, kind)
+  return cls
+
+
+def _check_settings(cls: type, kind: str) -> None:
+  """Refuses a class whose options are not Setting rows, repeat a key, or shadow one of its attributes."""
+  keys = []
+  for row in cls.settings:
+    if not isinstance(row, schema.Setting):
+      raise UnknownChoice(
+        f'{kind} {cls.__name__}.settings holds {row!r}; declare each option as attnmt.schema.Setting(key, default, doc)'
+      )
+    if row.key in keys:
+      raise UnknownChoice(f"{kind} {cls.__name__} declares the option '{row.key}' twice; keep one")
+    if row.key == 'cfg' or any(row.key in vars(c) for c in cls.__mro__ if c is not object):
+      raise UnknownChoice(
+        f"{kind} {cls.__name__}'s option '{row.key}' has the name of one of its attributes or methods; rename the "
+        'option'
+      )
+    keys.append(row.key)
+
+
+class Registry:
+  """Named classes of one kind ('score', 'window', 'normalizer', 'query_timing'), selectable as
+  model.<kind>=<name>(options) or by an import path 'module:Class(options)' to a subclass of `base`."""
+
+  def __init__(self, base: type, kind: str, setting: str = ''):
     self.base, self.kind, self.classes = base, kind, {}
+    self.setting = setting or f'model.{kind}'  # how messages name the selection
 
   def register(self, cls: type) -> type:
     """Class decorator: makes `cls` selectable as `model.<kind>=<cls.name>`."""
     if not cls.name:
       raise ValueError(f'{cls.__name__} needs a `name` to be registered')
+    _check_settings(cls, self.kind)
     self.classes[cls.name] = cls
     return cls
 
@@ -86,6 +189,77 @@ class Registry:
     """The registered names, in registration order."""
     return tuple(self.classes)
 
-  def build(self, cfg):
-    """The configured class, bound to `cfg`."""
-    return resolve(getattr(cfg, self.kind), self.base, self.classes, self.kind)(cfg)
+  def is_builtin(self, text: str) -> bool:
+    """Whether a selection names a registered class (attnmt's own, or one registered by an imported module)."""
+    return parse(self.setting, text)[0] in self.classes
+
+  def resolve(self, text: str) -> type:
+    """The class a selection names."""
+    return resolve(parse(self.setting, text)[0], self.base, self.classes, self.setting)
+
+  def options(self, text: str, former: dict | None = None) -> tuple[type, dict[str, Any]]:
+    """The class a selection names and its options, every declared one: those written, else a former model
+    setting the option declares (`former`: e.g. model.window_size for local_p's `size`), else the default.
+    Each is checked against its row; an unknown one is refused with the nearest valid key."""
+    name, written = parse(self.setting, text)
+    cls = resolve(name, self.base, self.classes, self.setting)
+    rows = {row.key: row for row in cls.settings}
+    for key, _ in written:
+      if key not in rows:
+        near = difflib.get_close_matches(key, rows, n=1)
+        hint = f'did you mean {near[0]}?' if near else f"valid: {', '.join(rows)}" if rows else 'it has none'
+        raise UnknownChoice(f"{self.setting} '{text}': {cls.__name__} has no option '{key}'; {hint}")
+    written, former = dict(written), former or {}
+    out = {}
+    for key, row in rows.items():
+      value = written.get(key, next((former[k] for k in row.formerly if former.get(k) is not None), row.default))
+      if isinstance(value, str) and row.kind != 'str':
+        value = _value(value)
+      try:
+        schema.check_value(f'{self.setting} {name}', row, value)
+      except ConfigError as e:  # an option no selection could take: a mistake, not a combination to skip
+        raise UnknownChoice(str(e)) from None
+      out[key] = {'float': float, 'int': int}.get(row.kind, lambda v: v)(value)
+    return cls, out
+
+  def canonical(self, text: str, former: dict | None = None) -> str:
+    """The selection with every option written out, in declaration order: what a run's config holds."""
+    cls, options = self.options(text, former)
+    name = parse(self.setting, text)[0]
+    return name + (f"({', '.join(f'{k}={_text(v)}' for k, v in options.items())})" if options else '')
+
+  def label(self, text: str, shown=None) -> str:
+    """The selection as a variant's name shows it: the options that differ from their defaults (or, given
+    `shown`, those keys alone)."""
+    cls, options = self.options(text)
+    name = parse(self.setting, text)[0]
+    defaults = {row.key: row.default for row in cls.settings}
+    keys = [k for k, v in options.items() if (v != defaults[k] if shown is None else k in shown)]
+    return name + (f"({', '.join(f'{k}={_text(options[k])}' for k in keys)})" if keys else '')
+
+  def former_keys(self) -> dict[str, type]:
+    """The former model settings the registered classes' options read (`Setting.formerly`), each with its type:
+    the most recent name of each option (older names are read too, but not offered on a command line)."""
+    return {row.formerly[0]: type(row.default) for cls in self.classes.values() for row in cls.settings if row.formerly}
+
+  def build(self, cfg, text: str | None = None):
+    """The configured class, bound to `cfg` with its options."""
+    return _build(self, cfg, getattr(cfg, self.kind) if text is None else text)
+
+
+@functools.lru_cache(maxsize=256)
+def _build_cached(registry: Registry, cfg, text: str):
+  return _make(registry, cfg, text)
+
+
+def _make(registry: Registry, cfg, text: str):
+  cls, options = registry.options(text)
+  return cls(cfg, **options)
+
+
+def _build(registry: Registry, cfg, text: str):
+  try:
+    hash(cfg)
+  except TypeError:  # a config section (ConfigDict) rather than a ModelConfig: built afresh
+    return _make(registry, cfg, text)
+  return _build_cached(registry, cfg, text)

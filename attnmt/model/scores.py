@@ -11,7 +11,8 @@ step (`query`, then `scores`). One definition holds everything attnmt needs of a
     check()                the constraints on the rest of the config: raise ConfigError naming the fix
     flops(src_len)         the FLOPs of its matrix products: (keys per sentence, one query's step)
 
-`self.cfg` is the model's ModelConfig. Every method gets plain arrays. Inside the decoder's
+Its options are `settings` rows, read as attributes (`self.size`) and selected with the score:
+`model.score=additive(size=64)` (attnmt/model/registry.py). `self.cfg` is the model's ModelConfig. Every method gets plain arrays. Inside the decoder's
 teacher-forced scan, a product `q @ p[name]` in `query` has its weight gradient formed after the
 backward scan, one product over all steps (`deferred_scan`); nothing in the score needs to know.
 
@@ -29,23 +30,23 @@ import jax.numpy as jnp
 import flax.linen as nn
 
 from attnmt.errors import ConfigError
-from attnmt.model.registry import Declare, Params, Registry, matmul_flops
+from attnmt.model.registry import Component, Declare, Params, Registry, matmul_flops
+from attnmt.schema import Setting
 
 
-class Score:
+class Score(Component):
   """Base of every attention score; subclasses override what differs from the defaults below."""
 
-  name: ClassVar[str] = ''
-  # True when the keys are the pre-activation of a tanh (v . tanh(query half + k_i)), where coverage
-  # (`model.coverage`, Tu et al. 2016) adds its term C_i w_c to each key.
-  coverage_in_keys: ClassVar[bool] = False
   # False for a score that gives every valid position the same weight (no attention: `none`). Supervised
   # attention, the coverage loss and the monotonic normaliser refuse it, and an analysis takes a variant
   # whose score does not attend as the baseline that every attention variant is tested against.
   attends: ClassVar[bool] = True
 
-  def __init__(self, cfg):
-    self.cfg = cfg
+  @property
+  def uses_coverage(self) -> bool:
+    """Whether the attention keeps a coverage vector C (Tu et al. 2016) and adds C_i w_cov to every key
+    (`attention.attention_step`); the score then declares w_cov (K,) among its parameters."""
+    return False
 
   def params(self, param: Declare) -> Params:
     return {}
@@ -74,8 +75,8 @@ class Score:
     )
 
 
-_registry = Registry(Score, 'score')
-register, names, build = _registry.register, _registry.names, _registry.build
+REGISTRY = Registry(Score, 'score')
+register, names, build = REGISTRY.register, REGISTRY.names, REGISTRY.build
 
 
 def _v(param: Declare, size: int) -> jax.Array:
@@ -122,7 +123,9 @@ class NoScore(Score):
     return jnp.zeros(keys_SxK.shape[:1], half.dtype)
 
   def check(self):
-    if self.cfg.window != 'global':
+    from attnmt.model import windows  # windows -> normalizers -> scores: imported when checked
+
+    if not windows.build(self.cfg).keeps_all:
       raise ConfigError(f"score 'none' has no attention to window; use window 'global', not '{self.cfg.window}'")
 
   def flops(self, src_len):
@@ -131,18 +134,37 @@ class NoScore(Score):
 
 class _TanhScore(Score):
   """e_i = v . tanh(W q + U h_i [+ b]): the shape Bahdanau's additive and Luong's concat score share. A
-  subclass names its two matrices (`query_matrix`, `key_matrix`) and says whether a bias rides with the keys."""
+  subclass names its two matrices (`query_matrix`, `key_matrix`) and says whether a bias rides with the keys.
+
+  With coverage (Tu et al. 2016, the "linguistic" coverage C_i = sum_{t'<t} a_t'i), C_i w_cov is added to
+  each key inside the tanh: e_i = v . tanh(W q + U h_i + C_i w_cov + b), w_cov starting at 0."""
 
   query_matrix = key_matrix = ''
   bias = False
-  coverage_in_keys = True
+  settings = (
+    Setting('size', 128, 'A: the hidden size of v . tanh(W q + U h_i)', lo=1, formerly=('attention_size',)),
+    Setting(
+      'coverage',
+      'none',
+      "'sum': Tu et al. 2016's coverage C_i = sum_{t'<t} a_t'i enters the tanh as C_i w_cov (w_cov starts at 0)",
+      choices=('none', 'sum'),
+      formerly=('coverage',),
+    ),
+  )
+
+  @property
+  def uses_coverage(self):
+    return self.coverage == 'sum'
 
   def params(self, param):
-    q, h, a = self.cfg.decoder_hidden_size, self.cfg.annotation_size, self.cfg.attention_size
+    q, h, a = self.cfg.decoder_hidden_size, self.cfg.annotation_size, self.size
     p = {self.query_matrix: param(self.query_matrix, (q, a)), self.key_matrix: param(self.key_matrix, (h, a))}
     if self.bias:
       p['b'] = param('b', (a,), nn.initializers.zeros)
-    return {**p, 'v': _v(param, a)}
+    p['v'] = _v(param, a)
+    if self.uses_coverage:  # w_cov, zero at the start: the model begins as without coverage
+      p['w_cov'] = param('w_cov', (a,), nn.initializers.zeros)
+    return p
 
   def keys(self, p, annotations_SxH):
     keys = annotations_SxH @ p[self.key_matrix]
@@ -155,7 +177,7 @@ class _TanhScore(Score):
     return additive_scores(half_A, keys_SxA, p['v'])
 
   def flops(self, src_len):
-    q, h, a = self.cfg.decoder_hidden_size, self.cfg.annotation_size, self.cfg.attention_size
+    q, h, a = self.cfg.decoder_hidden_size, self.cfg.annotation_size, self.size
     return matmul_flops(src_len, a, h), matmul_flops(1, a, q) + matmul_flops(src_len, 1, a)
 
 
@@ -174,7 +196,7 @@ class NormedAdditive(Additive):
   name = 'normed_additive'
 
   def params(self, param):
-    return {**super().params(param), 'g': param('g', (), nn.initializers.constant(self.cfg.attention_size**-0.5))}
+    return {**super().params(param), 'g': param('g', (), nn.initializers.constant(self.size**-0.5))}
 
   def scores(self, p, half_A, keys_SxA):
     v = p['g'] * p['v'] * jax.lax.rsqrt(jnp.sum(jnp.square(p['v'])))
@@ -247,13 +269,23 @@ class Concat(_TanhScore):
 @register
 class Location(Score):
   """Luong et al. 2015, Eq. 9 "location": a_t = softmax(W_a q), from the query alone; W_a has one output
-  per source position up to model.location_positions. A longer source's later positions get no weight (their
+  per source position up to its option `positions`. A longer source's later positions get no weight (their
   score is the lowest finite number): the score cannot address them, and the sentence is still translated."""
 
   name = 'location'
+  settings = (
+    Setting(
+      'positions',
+      128,
+      "source positions it has a weight for (W_a's output size); a longer source's later positions get no "
+      'attention. Not the training filter data.max_source_length',
+      lo=1,
+      formerly=('location_positions', 'max_source_length'),
+    ),
+  )
 
   def params(self, param):
-    return {'W': param('W', (self.cfg.decoder_hidden_size, self.cfg.location_positions))}
+    return {'W': param('W', (self.cfg.decoder_hidden_size, self.positions))}
 
   def query(self, p, query_BxQ):
     return query_BxQ @ p['W']
@@ -266,7 +298,7 @@ class Location(Score):
     return half_L[:num_positions]
 
   def max_positions(self):
-    return self.cfg.location_positions
+    return self.positions
 
   def flops(self, src_len):
-    return 0, matmul_flops(1, self.cfg.location_positions, self.cfg.decoder_hidden_size)
+    return 0, matmul_flops(1, self.positions, self.cfg.decoder_hidden_size)

@@ -10,6 +10,10 @@ import path 'my_pkg.windows:Mine':
                                           and its centre; padding must get weight 0
     check()                               constraints on the rest of the config (ConfigError)
     flops()                               the FLOPs of one query's `centre` (required)
+    keeps_all                             True when it keeps every valid position with no centre (global):
+                                          a score without attention and the monotonic normaliser need one
+
+Its options are `settings` rows read as attributes, selected with it: `model.window=local_p(size=4)`.
 
 `self.normalize(e_S, keep_S)` is the configured normaliser (`model.normalizer`: softmax, sparsemax,
 entmax15 or an import path; attnmt/model/normalizers.py) over the positions a window keeps: the built-in
@@ -24,18 +28,15 @@ import jax
 import jax.numpy as jnp
 
 from attnmt.model import normalizers
-from attnmt.errors import ConfigError  # noqa: F401  (for windows' check())
-from attnmt.model.normalizers import masked_softmax  # noqa: F401  (the softmax normaliser's function)
-from attnmt.model.registry import Declare, Params, Registry, check_output, matmul_flops
+from attnmt.model.registry import Component, Declare, Params, Registry, check_output, matmul_flops
+from attnmt.schema import Setting
 
 
-class Window:
-  """Base of every window: the defaults are the global one (every valid position, no centre)."""
+class Window(Component):
+  """Base of every window: the defaults are the global one (every valid position, no centre), except
+  `keeps_all`, which a window must claim (`Global` does)."""
 
-  name: ClassVar[str] = ''
-
-  def __init__(self, cfg):
-    self.cfg = cfg
+  keeps_all: ClassVar[bool] = False
 
   def params(self, param: Declare) -> Params:
     return {}
@@ -60,8 +61,8 @@ class Window:
     raise NotImplementedError(f'window {type(self).__name__} must define flops(): the FLOPs of one query\'s centre')
 
 
-_registry = Registry(Window, 'window')
-register, names, build = _registry.register, _registry.names, _registry.build
+REGISTRY = Registry(Window, 'window')
+register, names, build = REGISTRY.register, REGISTRY.names, REGISTRY.build
 
 
 @register
@@ -69,22 +70,29 @@ class Global(Window):
   """Every valid source position (Luong's global attention; Bahdanau's)."""
 
   name = 'global'
+  keeps_all = True
 
   def flops(self):
     return 0
 
 
+_HALF_WIDTH = Setting(
+  'size', 10, 'D: half-width of the window; local_p\'s Gaussian sigma = D / 2', lo=1, formerly=('window_size',)
+)
+
+
 @register
 class LocalM(Window):
-  """local-m: monotonic alignment p_t = t; positions |s - p_t| <= D (model.window_size)."""
+  """local-m: monotonic alignment p_t = t; positions |s - p_t| <= D (its option `size`)."""
 
   name = 'local_m'
+  settings = (_HALF_WIDTH,)
 
   def centre(self, p, query_BxQ, length_B, t):
     return jnp.broadcast_to(jnp.asarray(t, jnp.float32), length_B.shape)
 
   def weights(self, e_S, positions_S, mask_S, centre):
-    return self.normalize(e_S, mask_S & (jnp.abs(positions_S - centre) <= self.cfg.window_size))
+    return self.normalize(e_S, mask_S & (jnp.abs(positions_S - centre) <= self.size))
 
   def flops(self):
     return 0
@@ -97,21 +105,25 @@ class LocalP(Window):
   sigma = D/2."""
 
   name = 'local_p'
+  settings = (
+    _HALF_WIDTH,
+    Setting('predictor_size', 128, "hidden size of the centre's predictor W_p", lo=1, formerly=('attention_size',)),
+  )
 
   def params(self, param):
-    q, a = self.cfg.decoder_hidden_size, self.cfg.attention_size
+    q, a = self.cfg.decoder_hidden_size, self.predictor_size
     return {'W_p': param('W_p', (q, a)), 'v_p': param('v_p', (a, 1))[:, 0]}
 
   def centre(self, p, query_BxQ, length_B, t):
     return length_B * jax.nn.sigmoid(jnp.tanh(query_BxQ @ p['W_p']) @ p['v_p']).astype(jnp.float32)
 
   def weights(self, e_S, positions_S, mask_S, centre):
-    half_width = self.cfg.window_size
+    half_width = self.size
     distance_S = positions_S.astype(jnp.float32) - centre
     sigma = half_width / 2.0
     inside = self.normalize(e_S, mask_S & (jnp.abs(distance_S) <= half_width))
     return inside * jnp.exp(-jnp.square(distance_S) / (2.0 * sigma**2))
 
   def flops(self):
-    q, a = self.cfg.decoder_hidden_size, self.cfg.attention_size
+    q, a = self.cfg.decoder_hidden_size, self.predictor_size
     return matmul_flops(1, a, q) + matmul_flops(1, 1, a)

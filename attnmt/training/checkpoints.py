@@ -33,6 +33,7 @@ from etils import epath
 
 from attnmt import schema
 from attnmt.errors import CheckpointError
+from attnmt.model.config import COMPONENTS, canonical_section
 from attnmt.training import guards, settings, train_step
 
 CONFIG_FILE = 'config.json'
@@ -63,7 +64,8 @@ def load_config(workdir: str) -> ml_collections.ConfigDict:
   for section, rows in settings.SECTIONS.items():
     if isinstance(config.get(section), dict):
       config[section] = schema.fill_missing(rows, config[section])
-  return ml_collections.ConfigDict(config)
+  config = ml_collections.ConfigDict(config)
+  return settings.canonical(config) if isinstance(config.get('model'), ml_collections.ConfigDict) else config
 
 
 def run_differences(workdir: str, config: ml_collections.ConfigDict) -> Optional[tuple[list[str], list[str]]]:
@@ -73,7 +75,7 @@ def run_differences(workdir: str, config: ml_collections.ConfigDict) -> Optional
   if not os.path.exists(os.path.join(workdir, CONFIG_FILE)):
     return None
   old = load_config(workdir).to_dict()
-  new = json.loads(json.dumps(config.to_dict()))  # tuples as lists, as config.json holds them
+  new = json.loads(json.dumps(settings.canonical(config).to_dict()))  # tuples as lists, as config.json holds them
   return schema.differences(settings.SECTIONS, old, new)
 
 
@@ -81,7 +83,7 @@ def load_model_fields(workdir: str) -> Optional[dict]:
   """The complete ModelConfig fields config.json stores (None for a run that stopped before writing them),
   under their current names (a renamed setting's former key reads as its new one)."""
   fields = _load_payload(workdir).get('model')
-  return None if fields is None else schema.current_keys(settings.MODEL, fields)
+  return None if fields is None else canonical_section(fields)
 
 
 def _load_payload(workdir: str) -> dict:
@@ -475,15 +477,11 @@ def check_format(directory: str, step: int, like: Optional[train_step.TrainState
     )
 
 
-# Model settings that may name a user's own class by import path ('module:Class'), and what that class is.
-USER_SETTINGS = (('score', 'score'), ('window', 'window'), ('normalizer', 'normaliser'), ('query_timing', 'form'))
-
-
 def user_components(fields) -> list[tuple[str, str]]:
-  """(setting, import path) of every user's own class a model config (a mapping or an object with the fields)
-  selects by import path, in USER_SETTINGS order."""
+  """(setting, selection) of every user's own class (one not registered with attnmt: selected by import path) a
+  model config (a mapping or an object with the fields) selects, in model.config.COMPONENTS order."""
   get = fields.get if hasattr(fields, 'get') else lambda k, d=None: getattr(fields, k, d)
-  return [(k, str(get(k))) for k, _ in USER_SETTINGS if ':' in str(get(k, '') or '')]
+  return [(k, str(get(k))) for k, registry in COMPONENTS.items() if get(k) and not registry.is_builtin(str(get(k)))]
 
 
 def _user_components_of_run(workdir: str) -> list[tuple[str, str]]:

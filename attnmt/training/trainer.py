@@ -11,6 +11,7 @@ latest checkpoint, data iterators included, on any number of devices.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import os
@@ -22,20 +23,22 @@ from attnmt.training import checkpoints, lock, loop, parallel, results, settings
 from attnmt.training import seeds as seed_axis
 from attnmt import data
 from attnmt.errors import ConfigError
-from attnmt.model import attention, scores
+from attnmt.model import preflight, scores
 from attnmt.model.config import ModelConfig
 from attnmt.training.metrics_io import MetricsWriter
 
 
+def with_vocabulary(cfg: ModelConfig, prepared: data.PreparedData) -> ModelConfig:
+  """The checked ModelConfig with its vocabulary sizes taken from the trained tokenizers (no rule of the model
+  reads them, so it is not checked again)."""
+  return dataclasses.replace(
+    cfg, source_vocab_size=prepared.src_tokenizer.vocab_size, target_vocab_size=prepared.tgt_tokenizer.vocab_size
+  )
+
+
 def model_config(config: ml_collections.ConfigDict, prepared: data.PreparedData) -> ModelConfig:
   """The validated ModelConfig of `config.model`, vocabulary sizes taken from the tokenizers."""
-  return ModelConfig.from_dict(
-    {
-      **config.model.to_dict(),
-      'source_vocab_size': prepared.src_tokenizer.vocab_size,
-      'target_vocab_size': prepared.tgt_tokenizer.vocab_size,
-    }
-  )
+  return with_vocabulary(ModelConfig.from_dict(config.model.to_dict()), prepared)
 
 
 def has_checkpoint(workdir: str) -> bool:
@@ -69,18 +72,19 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
   Raises guards.TrainingStopped after SIGTERM / Ctrl-C (a checkpoint saved first) and guards.NonFiniteError
   on a NaN or infinite loss (unless train.nonfinite='skip'; no checkpoint is written after one).
   """
-  seeds = check_config(config)
+  config = settings.canonical(config, notice=True)  # the one way in: the CLI, the API and the sweep pass here
+  seeds, cfg = check_config(config)
   mesh = make_mesh(config)
   with lock.hold(workdir, 'train', enabled=parallel.is_main_process()):
-    return _train_and_evaluate(config, workdir, seeds, mesh)
+    return _train_and_evaluate(config, workdir, seeds, cfg, mesh)
 
 
-def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, seeds: list[int], mesh) -> dict:
+def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, seeds: list[int], cfg, mesh) -> dict:
   t = config.train
   check_workdir(workdir, config)
   prepared = prepare_data(config.data)
   data.check_batches(prepared, config.data, t.num_steps)
-  cfg = model_config(config, prepared)
+  cfg = with_vocabulary(cfg, prepared)
   supervised = t.alignment_loss_weight > 0
   if supervised and prepared.tokenized['train'].links is None:  # validation refuses such corpora by name
     raise ConfigError(
@@ -88,7 +92,7 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, seeds: 
       'none; set the weight to 0'
     )
   settings_json = json.dumps(t.to_dict(), sort_keys=True)
-  init_fn, step_fn = _seed_functions(cfg, settings_json, mesh, train_step.train_step, train_step.init_train_states)
+  init_fn, step_fn = _seed_functions(cfg, settings_json, mesh)
   print(f'{results.variant_name(config)}: {len(seeds)} seed(s) on {parallel.describe(mesh)}', flush=True)
   state, meta = init_fn(seeds), loop.initial_meta(len(seeds))
   ckpt = checkpoints.RunCheckpoints(workdir)
@@ -124,11 +128,10 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, seeds: 
 
 
 @functools.lru_cache(maxsize=4)
-def _seed_functions(cfg: ModelConfig, train_json: str, mesh: jax.sharding.Mesh, *traced_from):
+def _seed_functions(cfg: ModelConfig, train_json: str, mesh: jax.sharding.Mesh):
   """seeds.seed_functions for a model and a train section (as sorted JSON). Cached: a process that trains the
   same variant again (a notebook, the Python API, the tests) reuses the traced and compiled programs instead of
-  tracing them anew (about 5 s of CPU for the tiny config). `traced_from`, the functions the programs are traced
-  from, is part of the key alone: a replaced train_step (a test's injected fault) is traced anew."""
+  tracing them anew (about 5 s of CPU for the tiny config)."""
   t = ml_collections.ConfigDict(json.loads(train_json))
   optimizer = train_step.make_optimizer(train_step.learning_rate_schedule(t), t.clip_norm)
   return seed_axis.seed_functions(
@@ -142,13 +145,14 @@ def _seed_functions(cfg: ModelConfig, train_json: str, mesh: jax.sharding.Mesh, 
   )
 
 
-def check_config(config: ml_collections.ConfigDict) -> list[int]:
-  """Validates every setting (attnmt.training.settings, ModelConfig) without writing anything; returns the seeds."""
+def check_config(config: ml_collections.ConfigDict) -> tuple[list[int], ModelConfig]:
+  """Validates every setting (attnmt.training.settings, ModelConfig) without writing anything, and traces a user's
+  own components on a tiny model (model.preflight); returns the seeds and the ModelConfig (its vocabulary sizes
+  the defaults until `with_vocabulary`)."""
   settings.validate(config)
   seeds = seed_axis.parse_seeds(config.train.seeds)
-  cfg = ModelConfig.from_dict({**config.model.to_dict(), 'source_vocab_size': 8, 'target_vocab_size': 8})
-  if any(':' in str(getattr(cfg, kind)) for kind in ('score', 'window', 'normalizer')):
-    attention.check_user_code(cfg)  # a user's class: its output shapes, before the data are prepared
+  cfg = ModelConfig.from_dict(config.model.to_dict())
+  preflight.check(cfg)  # a user's class: shapes, names and methods, before the data are prepared
   if config.train.coverage_loss_weight > 0 and not scores.build(cfg).attends:
     raise ConfigError(
       f"train.coverage_loss_weight penalises attending a source position twice, and model.score '{cfg.score}' has "

@@ -15,7 +15,7 @@ from experiments.configs import main_ablation
 
 def get_config():
   config = main_ablation.get_config()
-  config.sweep.scores = 'additive,general'
+  config.sweep.scores = f'{config.model.score},general'  # additive at the main job's size
   config.sweep.axes = 'model.normalizer=softmax,sparsemax,entmax15'
   config.sweep.beam_size = 5  # beam BLEU too, where the coverage penalty acts
   return config

@@ -12,9 +12,9 @@ from experiments.configs import attention_axes
 
 def get_config():
   config = attention_axes.get_config()
-  config.model.coverage = 'sum'
+  config.model.score = 'additive(size=64, coverage=sum)'
   config.train.coverage_loss_weight = 0.0
   config.train.beam_coverage_penalty = 0.2
-  config.sweep.scores = 'additive'
+  config.sweep.scores = config.model.score
   config.sweep.axes = ''
   return config

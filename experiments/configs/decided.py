@@ -6,7 +6,7 @@ contrast is ranked or equivalent within ±0.5 BLEU, at most 8 rounds (docs/resul
 
 Each round is a sweep of 5 vmapped seeds per variant in <workdir>/round-r; the looks are in
 <workdir>/rounds.md. On a GPU the same design runs on the main job's config:
---config=experiments/configs/main_ablation.py --config.sweep.scores=none,additive,dot,general,concat
+--config=experiments/configs/main_ablation.py --config.sweep.scores='none,additive(size=64),dot,general,concat(size=64)'
 --config.sweep.rounds=8 --config.sweep.seeds_per_round=5.
 """
 
@@ -25,7 +25,7 @@ def get_config():
   t.eval_every = 500
   t.checkpoint_every = 500
   s = config.sweep
-  s.scores = 'none,additive,dot,general,concat'
+  s.scores = 'none,additive(size=16),dot,general,concat(size=16)'  # tiny's attention size
   s.beam_size = 0
   s.num_heatmaps = 0
   s.rounds = 8  # at most 40 seeds per variant

@@ -5,40 +5,40 @@ learned fastest per CPU-minute in docs/learning.md (each choice names its figure
         --config.model.score=additive
 
 The `model` section is attnmt.model.config.ModelConfig's defaults (every field commented there; vocabulary
-sizes are filled in from the trained tokenizers); `data` is attnmt/data/config.py's DATA and `train`
+sizes are filled in from the trained tokenizers; each component's options are written after its name,
+`additive(size=64)`, and declared by the component); `data` is attnmt/data/config.py's DATA and `train`
 attnmt/training/settings.py's TRAIN (every setting with its default, meaning and accepted values). The
 model is twice as wide as the main job's (size.png: level with it per minute over 5 minutes, still climbing
 when the small one flattens), and 12,000 steps take about an hour on 2 CPU cores.
 """
 
-import dataclasses
-
 import ml_collections
 
 from attnmt import schema
-from attnmt.model.config import ModelConfig
+from attnmt.model.config import model_defaults
 from attnmt.schema import Setting
 from attnmt.data import get_data_config
 from attnmt.training.settings import get_train_config
-
-VOCAB_FIELDS = ('source_vocab_size', 'target_vocab_size')
-
-
-def get_model_config() -> ml_collections.ConfigDict:
-  """attnmt.model.config.ModelConfig's defaults (the recipe; each field commented there), less the vocabulary
-  sizes, which come from the trained tokenizers."""
-  fields = dataclasses.asdict(ModelConfig())
-  return ml_collections.ConfigDict({k: v for k, v in fields.items() if k not in VOCAB_FIELDS})
 
 
 # The sweep section (experiments/sweep.py): every combination of the axes is one variant (values
 # comma-separated); the rest says how the variants train and what the analysis draws.
 SWEEP = (
-  Setting('scores', 'none,additive,dot,general,concat', 'model.score values'),
-  Setting('query_timings', 'bahdanau', 'model.query_timing values: bahdanau, luong'),
-  Setting('windows', 'global', 'model.window values: global, local_m, local_p'),
-  Setting('input_feeding', 'true', "luong timing only: 'true', 'false' or 'true,false'"),
-  Setting('axes', '', "any other settings: 'model.window_size=4,8;train.learning_rate=3e-3,1e-2'"),
+  Setting(
+    'scores', 'none,additive,dot,general,concat', "model.score values, each with its options: 'additive(size=64)'"
+  ),
+  Setting('query_timings', 'bahdanau', "model.query_timing values: bahdanau, luong, 'luong(input_feeding=false)'"),
+  Setting('windows', 'global', "model.window values: global, local_m, 'local_p(size=4)'"),
+  Setting(
+    'input_feeding',
+    '',
+    "former: luong's option now, written 'luong(input_feeding=false)' in query_timings; 'true,false' still reads "
+    "as that, with a notice ('' = not set)",
+    before='true',
+  ),
+  Setting(
+    'axes', '', "any other settings: 'model.window=local_p(size=4),local_p(size=8);train.learning_rate=3e-3,1e-2'"
+  ),
   Setting(
     'cases',
     '',
@@ -96,7 +96,7 @@ def get_sweep_config(scores: str = 'none,additive,dot,general,concat') -> ml_col
 
 def get_config() -> ml_collections.ConfigDict:
   config = ml_collections.ConfigDict()
-  config.model = get_model_config()
+  config.model = model_defaults()
   config.data = get_data_config()
   config.data.vocab_size = 2000  # per side (vocab.png)
   config.data.eval_pad_to_multiple = 40  # evaluation widths 40/80/120: few decoders to compile

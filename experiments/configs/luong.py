@@ -22,15 +22,14 @@ def get_config():
   config = main_ablation.get_config()
   config.train.seeds = '0,1,2'
   s = config.sweep
-  s.scores = 'location,dot,general,concat'
-  s.query_timings = 'luong'
+  s.scores = 'location,dot,general,concat(size=64)'
+  s.query_timings = 'luong'  # with input feeding, its default
   s.windows = 'global'
-  s.input_feeding = 'true'
   s.cases = '|'.join(
     (
-      'model.score=location,dot,general,concat',  # Table 4, global
-      'model.score=dot,general;model.window=local_m,local_p',  # Table 4, local-m and local-p
-      'model.score=additive;model.query_timing=bahdanau',  # the reference: Bahdanau et al. 2015
+      'model.score=location,dot,general,concat(size=64)',  # Table 4, global
+      'model.score=dot,general;model.window=local_m,local_p(predictor_size=64)',  # Table 4, local-m and local-p
+      f'model.score=additive(size=64);model.query_timing={config.model.query_timing}',  # the reference: Bahdanau 2015
     )
   )
   s.heatmap_min_words = 30

@@ -27,8 +27,8 @@ def get_config():
   m.embed_size = 64  # model size (size.png)
   m.encoder_hidden_size = 64  # annotations of 128 = decoder size, so 'dot' applies too
   m.decoder_hidden_size = 128
-  m.attention_size = 64
-  m.output_size = 128
+  m.score = 'additive(size=64)'  # A, the hidden size of the additive score
+  m.query_timing = 'bahdanau(deep_output_size=128)'
   m.dropout = 0.1  # (regularisation.png)
   t.seeds = 'auto'  # a CPU: one seed per variant, not ranked (--config.train.seeds=0,1,2 ranks); an accelerator: 5
   # vmapped seeds, ranked (experiments/cores.py, auto_seeds)
@@ -42,6 +42,7 @@ def get_config():
   t.eval_every = 500  # validation curve of every variant (results_curves.png)
   t.eval_max_sentences = 300  # spread over the lengths
   t.checkpoint_every = 500
-  config.sweep = default.get_sweep_config('none,additive,general')
+  config.sweep = default.get_sweep_config(f'none,{m.score},general')
+  config.sweep.query_timings = m.query_timing
   config.sweep.heatmap_min_words = 30  # heatmaps of long sentences, where attention matters
   return config

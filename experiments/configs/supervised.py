@@ -22,8 +22,8 @@ def get_config():
   m.embed_size = 32
   m.encoder_hidden_size = 32
   m.decoder_hidden_size = 64
-  m.attention_size = 32
-  m.output_size = 64
+  m.score = 'additive(size=32)'
+  m.query_timing = 'bahdanau(deep_output_size=64)'
   m.dropout = 0.1
   t.num_steps = 5000
   t.learning_rate = 1e-2
@@ -32,7 +32,8 @@ def get_config():
   t.log_every = 50
   t.eval_every = 1000
   t.checkpoint_every = 1000
-  config.sweep = default.get_sweep_config('additive')
+  config.sweep = default.get_sweep_config(m.score)
+  config.sweep.query_timings = m.query_timing
   config.sweep.axes = 'train.alignment_loss_weight=0,1'
   config.sweep.num_heatmaps = 2
   return config

@@ -23,8 +23,8 @@ def get_config():
   m.embed_size = 16
   m.encoder_hidden_size = 16
   m.decoder_hidden_size = 32
-  m.attention_size = 16
-  m.output_size = 16
+  m.score = 'additive(size=16)'
+  m.query_timing = 'bahdanau(deep_output_size=16)'
   m.dropout = 0.1
   t.num_steps = 40
   t.schedule = 'rsqrt'  # the tests' expected losses and BLEU were set on this schedule
@@ -35,7 +35,8 @@ def get_config():
   t.eval_every = 20
   t.checkpoint_every = 10
   t.tensorboard_heatmaps = 0  # a decoder and a figure per evaluation: test_evaluation_statistics.py asks for them
-  config.sweep = default.get_sweep_config('none,additive')
+  config.sweep = default.get_sweep_config('none,additive(size=16)')
+  config.sweep.query_timings = m.query_timing
   config.sweep.beam_size = 3
   config.sweep.num_heatmaps = 2
   return config

@@ -1,0 +1,58 @@
+"""Pre-flight: a user's own components traced on a tiny model before any data is prepared.
+
+A score, window, normaliser or decoder form selected by import path (one attnmt does not register) runs once
+on 2 sentences of 3 source positions and 2 target steps, without computing anything (`jax.eval_shape`):
+teacher forcing in training mode, then one greedy decoding step. An output of the wrong shape or dtype
+(`registry.check_output`), a parameter named like one of the decoder's, a method the class must define, or any
+other failure inside it is refused in one line naming the class and the fix, instead of a traceback after
+the data are prepared. Built-in components are tested by the suite and are not traced here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+
+from attnmt.errors import ConfigError
+from attnmt.model import attention
+from attnmt.model.config import COMPONENTS, ModelConfig
+
+
+def user_kinds(cfg: ModelConfig) -> list[str]:
+  """The component settings of `cfg` that select a user's own class, in COMPONENTS order."""
+  return [kind for kind, registry in COMPONENTS.items() if not registry.is_builtin(getattr(cfg, kind))]
+
+
+def check(cfg: ModelConfig) -> None:
+  """Traces the model once when `cfg` selects a user's own component (module docstring); nothing otherwise."""
+  users = user_kinds(cfg)
+  if not users:
+    return
+  from attnmt.model.seq2seq import Seq2Seq  # seq2seq imports the decoder, which imports this package's modules
+
+  small = dataclasses.replace(cfg, source_vocab_size=8, target_vocab_size=8)
+  src, length, tgt = jnp.full((2, 3), 4, jnp.int32), jnp.array([3, 2], jnp.int32), jnp.full((2, 2), 4, jnp.int32)
+
+  def run():
+    model = Seq2Seq(small)
+    variables = model.init({'params': jax.random.key(0), 'dropout': jax.random.key(1)}, src, length, tgt)
+    model.apply(variables, src, length, tgt, True, rngs={'dropout': jax.random.key(2)})
+    memory, state = model.apply(variables, src, length, method=Seq2Seq.encode)
+    return model.apply(variables, memory, state, tgt[:, 0], method=Seq2Seq.decode_step)
+
+  named = ' or '.join(f"model.{kind} '{getattr(cfg, kind)}'" for kind in users)
+  try:
+    attention.check_user_code(small)  # the attention's parts alone first: their messages are the most precise
+    jax.eval_shape(run)
+  except ConfigError:
+    raise
+  except NotImplementedError as e:
+    raise ConfigError(f'{e} ({named})') from None
+  except Exception as e:  # anything else inside the user's code: one line, not a traceback from inside Flax
+    first = str(e).strip().splitlines()[0] if str(e).strip() else ''
+    raise ConfigError(
+      f'tracing a tiny model with user code {named} failed: {type(e).__name__}: {first[:300]}; fix that class '
+      '(run attnmt.model.preflight.check(cfg) to see the full traceback under a debugger)'
+    ) from None
