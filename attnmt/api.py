@@ -12,7 +12,7 @@ decoding, heatmaps, and the comparison of runs over seeds and test sentences.
 One implementation serves every caller: experiments/translate.py translates through Run.translate, and
 `compare` is experiments/analyze.py's report.analyze_runs with nothing written. Input the API cannot use
 raises attnmt.errors.InputError, a directory that is not a run attnmt.errors.CheckpointError, each with a
-one-line message. A source longer than the model takes (score `location`: model.location_positions tokens,
+one-line message. A source longer than the model takes (score `location`: its option `positions` tokens,
 EOS included) is refused, not truncated; other models take any length.
 """
 
@@ -108,7 +108,7 @@ class Run:
 
   @property
   def max_source_tokens(self) -> int:
-    """The longest source the model takes, in tokens with EOS (0: any): model.location_positions for the
+    """The longest source the model takes, in tokens with EOS (0: any): the `location` score's option `positions` for the
     `location` score, whose weights are one output per source position."""
     return scores.build(self.model_config).max_positions() or 0
 

@@ -165,7 +165,8 @@ def variants(config):
 
 def _named(runs, extra_keys):
   """(name, run config) of each run: its components' labels, showing only the options whose values differ
-  among the runs that select the same component, then the extra axes' values (run.variant, when any)."""
+  among the runs that select the same component, then the extra axes' values. The run config records the
+  name (`variant`) and the name its seeds pool under (`pool`: less a train.seeds axis)."""
   values = {}
   for run in runs:
     for kind in ('score', 'query_timing', 'window'):
@@ -186,6 +187,8 @@ def _named(runs, extra_keys):
     name = '/'.join(labels + suffix)
     with run.unlocked():
       run.variant = name
+      # what the analysis pools: the name less the seeds axis (seeds trained as runs are one variant's seeds)
+      run.pool = '/'.join(labels + [part for k, part in zip(extra_keys, suffix) if k != 'train.seeds'])
     named.append((name, run))
   return named
 
@@ -344,7 +347,7 @@ def _report(config, root, rows, dirs):
         curves,
         os.path.join(root, 'results_curves.png'),
         'Validation during training (mean over seeds)',
-        dashed={r['variant'] for r in rows if not r.get('attends', True)},  # results.json of older runs: solid
+        dashed={r['variant'] for r in rows if not stored.attends(r)},
       )
     )
   if config.sweep.analyze:
@@ -425,8 +428,8 @@ def shard_of(text: str, num_variants: int):
 
 
 def _pooled_names(keep) -> list[str]:
-  """The variants' names as the analysis compares them: seeds trained as runs ('…/seeds=k') pooled."""
-  return sorted({stored.SEED_PART.sub('', name) for name, _ in keep})
+  """The variants' names as the analysis compares them: seeds trained as runs (a train.seeds axis) pooled."""
+  return sorted({run.pool for _, run in keep})
 
 
 def _finished(workdir, run_config):

@@ -213,7 +213,7 @@ def _own_tokens(batch: dict, own: dict) -> tuple[np.ndarray, np.ndarray, np.ndar
 
 def analyze_run(run, interventions: list, split: str = 'test', max_sentences: int = 0, chunk: int = 8, seed: int = 0):
   """Every measure of the module docstring for one run (an inspection.LoadedRun), per seed, on the first
-  `max_sentences` sentences of `split` (whole batches; 0: all). Returns {'variant', 'seeds', 'sentences',
+  `max_sentences` sentences of `split` (whole batches; 0: all). Returns {'variant', 'pool', 'seeds', 'sentences',
   'attends', 'interventions': {name: {measure: per-seed list}}, 'erasure': ..., 'agreement': ...}; a variant
   whose score does not attend gets 'attends': False and no measures (its weights are 1 / length whatever
   happens). Erasure and agreement run `chunk` sentences at a time (the gradients are B x T x S x E)."""
@@ -222,10 +222,16 @@ def analyze_run(run, interventions: list, split: str = 'test', max_sentences: in
   batches = _subset(list(data.batches(run.prepared, split, run.config.data)), max_sentences)
   indices = sorted(int(i) for b in batches for i in np.asarray(b['index']) if i >= 0)
   refs = [references[i] for i in indices]
-  out = {'variant': run.name, 'seeds': list(run.seeds), 'sentences': len(indices), 'attends': attends(cfg)}
+  out = {
+    'variant': run.name,
+    'pool': run.pool,
+    'seeds': list(run.seeds),
+    'sentences': len(indices),
+    'attends': attends(cfg),
+  }
   if not out['attends']:
     return out
-  measures = {iv.name: collections.defaultdict(list) for iv in interventions}
+  measures = {iv.label: collections.defaultdict(list) for iv in interventions}
   erased, agree = collections.defaultdict(list), collections.defaultdict(list)
   bar = progress.bar(len(run.seeds) * (len(interventions) + 2) * len(indices), f'{run.name} faithfulness', 'sentence')
   for seed_i in range(len(run.seeds)):
@@ -239,7 +245,7 @@ def analyze_run(run, interventions: list, split: str = 'test', max_sentences: in
       counter = {t.index: t.text for t in evaluation.translate(cfg, params, batches, tokenizer, intervention=iv)}
       cf = [counter[i] for i in indices]
       kept = preserved_words(own_text, cf)
-      m = measures[iv.name]
+      m = measures[iv.label]
       m['jsd'].append(sums['jsd'] / sums['positions'])
       m['tvd'].append(sums['tvd'] / sums['positions'])
       m['argmax_changed'].append(sums['argmax_changed'] / sums['positions'])
@@ -274,13 +280,13 @@ def analyze_run(run, interventions: list, split: str = 'test', max_sentences: in
 
 
 def pool_seeds(results: list[dict]) -> list[dict]:
-  """`analyze_run` results of single-seed runs of one variant (names ending in '/seeds=k', a sweep over
-  train.seeds) pooled into one result per variant: every per-seed list concatenated in the order the runs
-  come, seeds likewise. Runs must agree on the sentences measured and on whether the score attends; a seed
-  found twice is an error. Results without the part are kept as they are."""
+  """`analyze_run` results of single-seed runs of one variant (a sweep over train.seeds) pooled into one
+  result per variant (stored.pooled_name): every per-seed list concatenated in the order the runs come, seeds
+  likewise. Runs must agree on the sentences measured and on whether the score attends; a seed found twice is
+  an error. A result whose pooled name is its own is kept as it is."""
   pooled: dict[str, dict] = {}
   for r in results:
-    name = stored.SEED_PART.sub('', r['variant'])
+    name = stored.pooled_name(r)
     if name not in pooled:
       pooled[name] = {**r, 'variant': name, 'seeds': list(r['seeds'])}
       for part in ('interventions', 'erasure', 'agreement'):
@@ -288,7 +294,7 @@ def pool_seeds(results: list[dict]) -> list[dict]:
           pooled[name][part] = _copy_lists(r[part])
       continue
     into = pooled[name]
-    if (into['sentences'], into['attends']) != (r['sentences'], r['attends']):
+    if (into['sentences'], stored.attends(into)) != (r['sentences'], stored.attends(r)):
       raise InputError(
         f"{r['variant']}: measured on other sentences, or its score attends differently; not one variant"
       )
@@ -433,7 +439,7 @@ def contrasts(
   'equivalent'. Returns {'reference', 'measures', 'alpha', 'family_size', 'level', 'method', 'rows'}, a row
   per contrast: compare_scores' pair (a the cell, b the reference, difference a - b in the shown scale) with
   'measure' and 'label'."""
-  cells = [r for r in results if r.get('attends', True)]
+  cells = [r for r in results if stored.attends(r)]
   names = [r['variant'] for r in cells]
   if len(names) < 2:
     raise InputError(f'verdicts need a reference and at least one other cell whose score attends; got {names}')
@@ -502,7 +508,7 @@ def plot(results: list[dict], path: str) -> str:
   """Per variant and intervention: the Jensen-Shannon divergence of the next-token distributions (left) and
   the share of the model's own content words the counterfactual output keeps (right), mean over seeds with
   Student's t 95 % intervals (attnmt/analysis/faithfulness.py's results)."""
-  rows = [r for r in results if r.get('attends')]
+  rows = [r for r in results if stored.attends(r)]
   names = sorted({n for r in rows for n in r['interventions']}, key=lambda n: list(rows[0]['interventions']).index(n))
   fig = plots.mpl().figure.Figure(figsize=(11, 0.5 + 0.45 * max(1, len(rows)) * max(1, len(names))))
   for side, (ax, (key, title, scale)) in enumerate(

@@ -43,7 +43,7 @@ import jax
 import jax.numpy as jnp
 
 from attnmt.errors import ConfigError
-from attnmt.model.registry import Component, Registry, check_output, split_top
+from attnmt.model.registry import Component, Registry, check_output, named, split_top
 from attnmt.schema import Setting
 
 
@@ -254,7 +254,7 @@ def build(text: str, seed: int = 0) -> Intervention:
       'import path to an Intervention subclass'
     )
   cls, options = REGISTRY.options(text)
-  return cls(seed, **options)
+  return named(cls(seed, **options), text, REGISTRY.setting)
 
 
 def check(intervention: Intervention) -> None:

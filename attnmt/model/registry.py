@@ -254,7 +254,14 @@ def _build_cached(registry: Registry, cfg, text: str):
 
 def _make(registry: Registry, cfg, text: str):
   cls, options = registry.options(text)
-  return cls(cfg, **options)
+  return named(cls(cfg, **options), text, registry.setting)
+
+
+def named(component, text: str, setting: str):
+  """`component`, with the name it was selected by when its class has none (a user's, by import path)."""
+  if not type(component).name:
+    component.name = parse(setting, text)[0]
+  return component
 
 
 def _build(registry: Registry, cfg, text: str):

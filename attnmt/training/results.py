@@ -11,9 +11,8 @@ import jax
 import numpy as np
 
 from attnmt import data
-from attnmt.errors import pause_point
-from attnmt.model import forms, scores
-from attnmt.model.config import ModelConfig
+from attnmt.model import scores
+from attnmt.model.config import COMPONENTS, ModelConfig
 from attnmt.training import checkpoints, evaluation, guards, parallel, settings
 
 
@@ -89,12 +88,12 @@ def check_trained(meta: dict, steps: int, num_seeds: int, params) -> None:
 
 def final_results(cfg, config, workdir, prepared, seeds, meta, mesh=None) -> dict:
   """Test-split metrics of the best checkpoint per seed, plus size and speed; written to results.json."""
-  pause_point('final_evaluation')
   params, _, best_step = checkpoints.restore_params(workdir, 'best', mesh=mesh)
   ev = evaluate(cfg, config, params, prepared, 'test', len(seeds), 0, 0, mesh)
   n_params = int(sum(x.size for x in jax.tree.leaves(params)) // len(seeds))
   summary = {
     'variant': variant_name(config),
+    'pool': config.get('pool') or variant_name(config),  # the variant whose seeds these are (stored.pooled_name)
     'attends': scores.build(cfg).attends,  # False: a baseline without attention (drawn dashed, compared against)
     'seeds': seeds,
     'best_step': best_step,
@@ -119,10 +118,9 @@ def final_results(cfg, config, workdir, prepared, seeds, meta, mesh=None) -> dic
 
 
 def variant_name(config) -> str:
-  """The run's label in tables and plots: a sweep's name for it (`config.variant`, when the sweep varies
-  more than the attention axes), else score/timing/window[/feed]."""
+  """The run's label in tables and plots: a sweep's name for it (`config.variant`, when the sweep gives one),
+  else score/decoder form/window, each with the options that differ from their defaults."""
   if config.get('variant'):
     return config.variant
   m = config.model
-  name = f'{m.score}/{m.query_timing}/{m.window}'
-  return name + ('/feed' if forms.build(m).reads_input_feeding and m.input_feeding else '')
+  return '/'.join(COMPONENTS[kind].label(str(m[kind])) for kind in ('score', 'query_timing', 'window'))

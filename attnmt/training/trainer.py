@@ -115,7 +115,11 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, seeds: 
     seed_axis.BATCH_KEYS + (('alignment',) if supervised else ()),
     ckpt,
     writer,
-    loop.LoopState(state, meta, described=resumed is not None),
+    # config.json is written at the first save of a new run, and again after a resumable change (more steps), so
+    # that it always holds the config the run finished with (the sweep's `finished` compares it)
+    loop.LoopState(
+      state, meta, described=resumed is not None and not (checkpoints.run_differences(workdir, config) or ([], []))[1]
+    ),
   )
   run.run()
   state, meta = run.state.train, run.state.meta
@@ -159,7 +163,7 @@ def check_config(config: ml_collections.ConfigDict) -> tuple[list[int], ModelCon
       'no attention; set the weight to 0 or choose a score'
     )
   train_step.learning_rate_schedule(config.train)
-  return seeds
+  return seeds, cfg
 
 
 def make_mesh(config: ml_collections.ConfigDict) -> jax.sharding.Mesh:
