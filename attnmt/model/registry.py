@@ -212,7 +212,12 @@ class Registry:
     written, former = dict(written), former or {}
     out = {}
     for key, row in rows.items():
-      value = written.get(key, next((former[k] for k in row.formerly if former.get(k) is not None), row.default))
+      given = [k for k in row.formerly if former.get(k) is not None]
+      if len(given) > 1:  # a setting renamed before it moved: which one the run used cannot be told
+        raise ConfigError(
+          f'both {given[1]} and {given[0]} are set; {given[1]} is the former name of {given[0]}: keep one'
+        )
+      value = written.get(key, former[given[0]] if given else row.default)
       if isinstance(value, str) and row.kind != 'str':
         value = _value(value)
       try:

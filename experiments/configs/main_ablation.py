@@ -1,9 +1,10 @@
 """The main job: does attention help, and where? `none` (RNNencdec), `additive` (Bahdanau) and `general`
 (Luong) attention on the embedded English-Spanish Bible, one seed each, every variant trained for the same
-number of steps, then the analysis: test BLEU with its bootstrap interval and p-value against `none`, BLEU
-by source length, attention monotonicity, entropy, repetition, heatmaps. With one seed the seed variance is
+number of steps, then the analysis: test BLEU with its interval (seeds and a jackknife over the test
+sentences) and the declared family's verdicts, BLEU by source length, attention monotonicity, entropy, repetition, heatmaps. With one seed the seed variance is
 unmeasured, so the output says the variants are not ranked; --config.train.seeds=0,1,2 ranks them (about
-three times the training time). About 16 minutes on 2 CPU cores (docs/results/main.md, "Time").
+three times the training time). 16 to 28 minutes on 2 CPU cores, by the machine's speed
+(docs/results/main.md, "Time").
 
     ./launch.sh main          # = python -m experiments.sweep --config=experiments/configs/main_ablation.py
 

@@ -16,7 +16,7 @@ from attnmt.model.config import ModelConfig
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 COMPONENTS = os.path.join(ROOT, 'examples', 'components')
-FILES = ('tempered.py', 'maxout.py', 'sharpen.py')
+FILES = ('triangle.py', 'tempered.py', 'maxout.py', 'sharpen.py')
 FORM = 'maxout:Maxout(deep_output_size=8, pieces=2)'
 NORMALIZER = 'tempered:Tempered(temperature=0.5)'
 
@@ -62,6 +62,12 @@ def test_each_computes_what_its_definition_says():
   got = normalizers.build(ModelConfig(normalizer='tempered:Tempered(temperature=0.5)')).normalize(e, mask)
   want = np.exp([2.0, 4.0]) / np.exp([2.0, 4.0]).sum()  # softmax(e / 0.5) over the two valid positions
   np.testing.assert_allclose(np.asarray(got), [*want, 0.0], rtol=1e-6)
+  from attnmt.model import windows
+
+  window = windows.build(ModelConfig(window='triangle:Triangle(size=1)'))
+  e, positions, mask = jnp.zeros(5), jnp.arange(5), jnp.arange(5) < 4
+  got = window.weights(e, positions, mask, window.centre({}, None, jnp.array([4]), jnp.int32(2))[0])
+  np.testing.assert_allclose(np.asarray(got), [0, 1 / 3 * 0.5, 1 / 3, 1 / 3 * 0.5, 0], rtol=1e-6)  # |s - 2| <= 1
   w = jnp.array([[0.2, 0.3, 0.5, 0.0]])
   got = interventions.build('sharpen:Sharpen(power=2)').apply(w, jnp.array([3]), jnp.int32(0))
   np.testing.assert_allclose(np.asarray(got), [[0.04 / 0.38, 0.09 / 0.38, 0.25 / 0.38, 0.0]], rtol=1e-6)
