@@ -1,8 +1,5 @@
 """The errors attnmt raises for what a user can fix, each with a one-line message: a setting that cannot work,
-a run directory that cannot be read, input the API cannot use. And the tests' pause points."""
-
-import os
-import time
+a run directory that cannot be read, input the API cannot use."""
 
 
 class ConfigError(ValueError):
@@ -11,7 +8,8 @@ class ConfigError(ValueError):
 
 class UnknownChoice(ConfigError):
   """A setting that names something that does not exist or cannot be loaded (an unknown score, window,
-  normaliser or decoder form, an import path that fails): a mistake in the config itself, never a
+  normaliser or decoder form, an import path that fails, an option the component does not declare or a value it
+  cannot take): a mistake in the config itself, never a
   combination a sweep may skip."""
 
 
@@ -22,12 +20,3 @@ class CheckpointError(RuntimeError):
 class InputError(ValueError):
   """Input the API cannot use (an empty list, a seed the run lacks, a sentence longer than the model takes);
   the message says which and what to pass instead."""
-
-
-def pause_point(phase: str) -> None:
-  """Fault injection for the tests: with ATTNMT_PAUSE_AT=`phase`, says so on stdout and sleeps up to a minute,
-  so that a test can signal the process inside that phase deterministically. Phases: 'prepare' (data
-  preparation, with the cache lock held), 'final_evaluation' (training's test evaluation), 'analysis'."""
-  if os.environ.get('ATTNMT_PAUSE_AT') == phase:
-    print(f'paused in {phase} (ATTNMT_PAUSE_AT)', flush=True)
-    time.sleep(60)

@@ -30,16 +30,13 @@ import csv
 import json
 import os
 import time
-import types
 
 from absl import app, flags
 
 from attnmt import data, plots
 from attnmt.analysis import comparison, exports, faithfulness, html_report, inspection, report, stored, tables
-from attnmt.errors import ConfigError
-from attnmt.model import interventions, scores
+from attnmt.model import interventions
 from attnmt.training import checkpoints
-from attnmt.training import results as run_results
 from experiments import common
 
 flags.DEFINE_list('runs', None, 'Run directories (comma-separated).')
@@ -74,9 +71,9 @@ flags.DEFINE_integer(
 flags.DEFINE_bool(
   'pool_seeds',
   False,
-  "With --from_translations or --interventions: runs that trained one seed each ('…/seeds=k', train.seeds as a "
-  'sweep axis) pooled into one variant with their seeds; the pooled translations are written to --out as '
-  'translations.json.gz, the per-run faithfulness measures as faithfulness_runs.json.',
+  'With --from_translations or --interventions: runs that trained one seed each (train.seeds as a sweep axis) '
+  'pooled into one variant with their seeds (the pool each run stores); the pooled translations are written to '
+  '--out as translations.json.gz, the per-run faithfulness measures as faithfulness_runs.json.',
 )
 flags.DEFINE_string('out', None, 'Output directory (default: <first run>/../analysis).')
 flags.DEFINE_enum('which', 'best', ['best', 'latest'], 'Which checkpoint of each run.')
@@ -204,7 +201,7 @@ def _check_runs_once(runs: list[str]) -> None:
 
 
 def _check_pooled_runs(runs: list[str]) -> None:
-  """--pool_seeds: the runs that pool into one variant ('…/seeds=k' names) must have been trained for the same
+  """--pool_seeds: the runs that pool into one variant (inspection.pool_name) must have been trained for the same
   number of steps and translate the same test sentences; a mixture is refused, naming two of its runs, before
   any run is analysed."""
   seen, tests = {}, {}
@@ -216,7 +213,7 @@ def _check_pooled_runs(runs: list[str]) -> None:
 
   for workdir in runs:
     config = checkpoints.load_config(workdir)
-    name = stored.SEED_PART.sub('', run_results.variant_name(config))
+    name = inspection.pool_name(config)
     if name not in seen:
       seen[name] = (workdir, config)
       continue
@@ -290,19 +287,19 @@ def _from_scores(path: str, baseline):
     raise ValueError(f'{path}: test_bleu_per_seed must hold numbers separated by spaces') from None
   if baseline is not None and baseline not in names:
     raise ValueError(f'--baseline {baseline} is not a variant of {path}; variants: {", ".join(names)}')
-  # A results.csv holds names only: a variant's score is its name's first part (run_results.variant_name).
-  baseline = baseline or next((n for n in names if not _score_attends(n.split('/')[0])), None)
+  baseline = baseline or next((r['variant'] for r in rows if not _attends(path, r)), None)
   compared = comparison.compare_scores(names, scores, baseline, contrasts=FLAGS.contrasts, delta=FLAGS.delta)
   results = tables.scores_results(compared)
   print(f'From {path} ({len(names)} variant(s), per-seed scores only):\n' + tables.pairwise_text(results))
 
 
-def _score_attends(score: str) -> bool:
-  """Whether the score a variant name starts with attends (a name that is no score: it is taken to)."""
-  try:
-    return scores.build(types.SimpleNamespace(score=score)).attends
-  except ConfigError:
-    return True
+def _attends(path: str, row: dict) -> bool:
+  """Whether the variant of a results.csv row attends: its attends column (tables.results_csv). A file written
+  before the column existed reads as every variant attending (stored.attends), so only --baseline names one."""
+  value = row.get('attends') or 'true'
+  if value not in ('true', 'false'):
+    raise ValueError(f"{path}: attends must be true or false, got {value!r} for {row['variant']}")
+  return value == 'true'
 
 
 def _from_translations(path: str, out):

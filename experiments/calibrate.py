@@ -168,7 +168,7 @@ def _power_plot(power: dict, out: str) -> str:
 
 def _real(path: str, splits: list[tuple[int, int]]):
   doc = stored.load(path)
-  names = sorted({stored.SEED_PART.sub('', v['variant']) for v in doc['variants']})
+  names = sorted({stored.pooled_name(v) for v in doc['variants']})
   if len(names) > 1:
     raise ValueError(
       f'{path} holds {len(names)} variants ({", ".join(names)}); the real A/A check splits the seeds of one '

@@ -14,6 +14,7 @@ from absl import app, flags
 
 from experiments import common
 from attnmt.analysis import curves as curves_lib
+from attnmt.analysis import stored
 from attnmt import plots
 
 FLAGS = flags.FLAGS
@@ -52,7 +53,7 @@ def _curves():
   print(table)
   if FLAGS.out:
     os.makedirs(os.path.dirname(os.path.abspath(FLAGS.out)), exist_ok=True)
-    baselines = {label for label, result in tests.items() if not result.get('attends', True)}  # dashed
+    baselines = {label for label, result in tests.items() if not stored.attends(result)}  # dashed
     plots.learning_curves(curves, FLAGS.out, FLAGS.title, dashed=baselines)
     with open(FLAGS.out[: -len('.png')] + '.md', 'w') as f:
       f.write(table + '\n')

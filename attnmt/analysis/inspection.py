@@ -17,6 +17,7 @@ import jax.numpy as jnp
 import ml_collections
 import numpy as np
 
+from attnmt.analysis import stored
 from attnmt.training import checkpoints, evaluation, trainer
 from attnmt.training import results as run_results
 from attnmt.training import seeds as seed_axis
@@ -38,6 +39,21 @@ class LoadedRun:
   @property
   def name(self) -> str:
     return run_results.variant_name(self.config)
+
+  @property
+  def pool(self) -> str:
+    """The variant this run's seeds pool into with other runs' (`pool_name`)."""
+    return pool_name(self.config)
+
+
+def pool_name(config: ml_collections.ConfigDict) -> str:
+  """The variant the seeds of the run of `config` pool into with other runs' (train.seeds as a sweep axis): the
+  `pool` the sweep stores in its config (results.json repeats it), read by stored.pooled_name; a run stored
+  without one is read by its name."""
+  run = {'variant': run_results.variant_name(config)}
+  if 'pool' in config:
+    run['pool'] = config.pool
+  return stored.pooled_name(run)
 
 
 def load_run(workdir: str, which: str = 'best') -> LoadedRun:

@@ -17,7 +17,6 @@ from attnmt.training import checkpoints
 from attnmt import data, plots, progress
 from attnmt.data import pharaoh as pharaoh_file
 from attnmt.data.tokenizers import token_labels
-from attnmt.errors import pause_point
 from attnmt.model import scores as score_registry
 from attnmt.training import evaluation, measures
 
@@ -86,6 +85,7 @@ def _analyze_run(
     os.makedirs(run_dir, exist_ok=True)
   result = {
     'variant': run.name,
+    'pool': run.pool,  # the variant its seeds pool into with other runs' (stored.pooled_name)
     'workdir': run.workdir,
     'step': run.step,
     'seeds': run.seeds,
@@ -99,7 +99,6 @@ def _analyze_run(
   batches = list(data.batches(run.prepared, split, run.config.data))
   rows = sum(int(np.sum(b['index'] >= 0)) for b in batches)
   bars = {mode: progress.bar(len(run.seeds) * rows, f'{run.name} {mode}', 'sentence') for mode, _ in modes}
-  pause_point('analysis')
   together = evaluation.seeds_together(len(run.seeds))  # every seed in one program on an accelerator
 
   def rows_in(batch):  # the sentences a batch translates for the bar: once per seed when seeds go together
@@ -347,7 +346,7 @@ def default_baseline(results: list[dict], name: Optional[str] = None) -> Optiona
     if name not in names:
       raise ValueError(f'--baseline {name} is not one of the variants compared: {", ".join(names)}')
     return name
-  return next((r['variant'] for r in results if not r.get('attends', True)), None)
+  return next((r['variant'] for r in results if not stored.attends(r)), None)
 
 
 LENGTH_SHARE = 0.2  # of alpha, for the longest-sentence verdicts against the baseline; the rest for the corpus
@@ -499,7 +498,7 @@ def length_figure(results: list[dict], split: str = 'test'):
     f'BLEU by source length ({split}, greedy, mean over {"/".join(map(str, seeds))} seed(s))\n'
     "95% intervals: Student's t over seeds with the test set's variance\n(one seed: the test sentences alone)",
     intervals,
-    dashed={r['variant'] for r in results if not r.get('attends', True)},
+    dashed={r['variant'] for r in results if not stored.attends(r)},
   )
 
 
@@ -578,14 +577,14 @@ def analyze_translations(
 ) -> list[dict]:
   """The analysis results (as analyze_runs returns them, less what needs the model: attention, beam, AER)
   recomputed from a stored translations file (attnmt.analysis.stored); `pool_seeds`: single-seed runs of one
-  variant ('…/seeds=k') pooled first (stored.pool_seeds)."""
+  variant pooled first (stored.pool_seeds)."""
   doc = stored.load(path)
   if pool_seeds:
     doc = stored.pool_seeds(doc)
   refs, srcs = doc['references'], doc['sources']
   results, texts = [], []
   for v in doc['variants']:
-    result = {'variant': v['variant'], 'seeds': v['seeds'], 'source': path, 'attends': v.get('attends', True)}
+    result = {'variant': v['variant'], 'seeds': v['seeds'], 'source': path, 'attends': stored.attends(v)}
     if pool_seeds:
       result['seeds_as_runs'] = True  # each seed trained as its own run (train.seeds as a sweep axis)
     for hyps in v['greedy']:

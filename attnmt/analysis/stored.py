@@ -20,6 +20,25 @@ from attnmt.errors import InputError
 FILE = 'translations.json.gz'
 FORMAT = 1
 
+_SEED_PART = re.compile(r'/seeds=[^/]+$')  # the name part of older runs trained one per seed (train.seeds swept)
+
+
+def attends(result: dict) -> bool:
+  """Whether the run of `result` (a results.json, an analysis result or a stored variant) has a score that
+  attends; False marks the baseline without attention, drawn dashed and compared against. Results of runs
+  written before the property was stored lack it, and attended."""
+  return result.get('attends', True)
+
+
+def pooled_name(result: dict) -> str:
+  """The variant that the run of `result` (a results.json, an analysis result or a stored variant) pools into
+  with the other runs of its seeds: its stored 'pool', the name without the seeds axis. Results of runs
+  written before the property was stored lack it: their name less a final '/seeds=k' (the sweep's name part
+  of train.seeds as an axis)."""
+  if 'pool' in result:
+    return result['pool']
+  return _SEED_PART.sub('', result['variant'])
+
 
 def save(path: str, results: list[dict], texts: list[dict]) -> str:
   """Writes the greedy translations of every seed of every run that translated the first run's test sentences
@@ -32,7 +51,8 @@ def save(path: str, results: list[dict], texts: list[dict]) -> str:
     {
       'variant': r['variant'],
       'seeds': list(r['seeds']),
-      'attends': r.get('attends', True),  # False: the baseline without attention
+      'attends': attends(r),  # False: the baseline without attention
+      **({'pool': r['pool']} if 'pool' in r else {}),  # the variant its seeds pool into (pooled_name)
       'greedy': t['hypotheses']['greedy'],
     }
     for r, t, keep in zip(results, texts, kept)
@@ -110,30 +130,29 @@ def _check_shape(path: str, doc: dict) -> None:
       raise bad(f'{where}.seeds', 'a list of integer seeds')
     if not isinstance(v.get('greedy'), list) or not all(_strings(h) for h in v['greedy']):
       raise bad(f'{where}.greedy', 'a list (one per seed) of lists of output strings')
-    if not isinstance(v.get('attends', True), bool):
+    if not isinstance(attends(v), bool):
       raise bad(f'{where}.attends', 'true or false')
-
-
-SEED_PART = re.compile(r'/seeds=[^/]+$')
+    if not isinstance(pooled_name(v), str):
+      raise bad(f'{where}.pool', 'a string (the variant its seeds pool into)')
 
 
 def pool_seeds(doc: dict) -> dict:
   """The variants of a loaded translations file (`load`) with seeds trained as separate runs (`train.seeds`
-  as a sweep axis: names ending in '/seeds=k') pooled into one variant per name without that part, seeds
-  and outputs in the order they appear. Variants without the part are kept as they are.
+  as a sweep axis) pooled into one variant per `pooled_name`, seeds and outputs in the order they appear.
+  Variants whose pooled name is their own are kept as they are.
 
   What is checked: the runs pooled into one variant translated the same sentences (the file holds one list of
   references and sources, and every seed of every run must have one output per reference: a run with another
   count is refused, naming it), agree on whether the score attends, and have distinct seeds (a seed found twice
   is an error, not a silent duplicate). What is not, because the file does not store it: how each run was
-  trained (number of steps, checkpoint, any setting its name does not carry); runs whose names differ only in
-  '/seeds=k' are taken to be trained alike (a sweep gives a setting it varies its own name part)."""
+  trained (number of steps, checkpoint, any setting its name does not carry); runs of one pooled name are
+  taken to be trained alike (a sweep gives a setting it varies its own name part)."""
   n = len(doc['references'])
   pooled: dict[str, dict] = {}
   for v in doc['variants']:
-    name = SEED_PART.sub('', v['variant'])
-    into = pooled.setdefault(name, {'variant': name, 'seeds': [], 'attends': v.get('attends', True), 'greedy': []})
-    if into['attends'] != v.get('attends', True):
+    name = pooled_name(v)
+    into = pooled.setdefault(name, {'variant': name, 'seeds': [], 'attends': attends(v), 'greedy': []})
+    if into['attends'] != attends(v):
       raise InputError(f"{v['variant']}: its runs disagree on whether the score attends; they are not one variant")
     counts = sorted({len(h) for h in v['greedy']} - {n})
     if counts:
@@ -148,7 +167,7 @@ def pool_seeds(doc: dict) -> dict:
 
 def add_seeds(name: str, seeds: list, more) -> None:
   """Appends one run's `more` seeds to variant `name`'s pooled `seeds`; a seed found twice is an error, not a
-  silent duplicate (every pooling of '…/seeds=k' runs checks it here)."""
+  silent duplicate (every pooling of runs trained one per seed checks it here)."""
   twice = set(seeds) & set(more)
   if twice:
     raise InputError(f'{name}: seed(s) {sorted(twice)} appear in more than one run; pool runs of distinct seeds')

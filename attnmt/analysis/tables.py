@@ -75,12 +75,12 @@ def results_table(rows: list[dict]) -> str:
 
 def pool_seed_rows(rows: list[dict]) -> list[dict]:
   """The sweep's results.json rows with the seeds of a variant trained as separate runs (train.seeds as a
-  sweep axis: names ending in '/seeds=k') pooled into one row per variant, in first-seen order: per-seed
-  lists concatenated, train_seconds summed (the cell's compute), tokens/s per seed averaged. Rows without
-  the part are kept as they are; a seed found twice is an error."""
+  sweep axis) pooled into one row per variant (stored.pooled_name), in first-seen order: per-seed lists
+  concatenated, train_seconds summed (the cell's compute), tokens/s per seed averaged. A row whose pooled name
+  is its own is kept as it is; a seed found twice is an error."""
   pooled: dict[str, dict] = {}
   for r in rows:
-    name = stored.SEED_PART.sub('', r['variant'])
+    name = stored.pooled_name(r)
     if name not in pooled:
       pooled[name] = {**r, 'variant': name, 'seeds': list(r['seeds']), 'runs': 1}
       pooled[name].update({k: list(r[k]) for k in POOLED_LISTS if k in r})
@@ -115,10 +115,11 @@ def results_note(rows: list[dict]) -> str:
 
 def results_csv(rows: list[dict]) -> str:
   """One row per variant: per-seed test BLEU (space-separated), mean, sd and t interval (empty for one
-  seed), chrF, chrF++ and perplexity mean and sd, size and speed."""
+  seed), chrF, chrF++ and perplexity mean and sd, size and speed, and whether its score attends (false: the
+  baseline, which `analyze --from_scores` tests the others against by default)."""
   head = ['variant', 'seeds', 'test_bleu_per_seed', 'test_bleu_mean', 'test_bleu_sd', 'test_bleu_ci_low']
   head += ['test_bleu_ci_high'] + [f'{k}_{s}' for _, k in RESULT_COLUMNS for s in ('mean', 'sd')]
-  head += ['parameters', 'tokens_per_s_per_seed', 'train_seconds']
+  head += ['parameters', 'tokens_per_s_per_seed', 'train_seconds', 'attends']
   out = [','.join(head)]
   for r in rows:
     s = significance.seed_summary(r['test_bleu'])
@@ -129,6 +130,7 @@ def results_csv(rows: list[dict]) -> str:
       v = np.asarray(r.get(k, []), float)  # empty cells for a metric the run predates
       cells += [f'{v.mean():.4f}' if v.size else '', f'{v.std(ddof=1):.4f}' if v.size > 1 else '']
     cells += [str(r['parameters']), f"{r['tokens_per_s_per_seed']:.1f}", f"{r['train_seconds']:.1f}"]
+    cells.append('true' if stored.attends(r) else 'false')
     out.append(','.join(cells))
   return '\n'.join(out) + '\n'
 
@@ -343,8 +345,8 @@ def attention_verdict(results: list[dict]) -> str:
   (Bonferroni over every bucket and variant tested). With one seed nothing is ranked: each variant's score and
   p are shown, and the text says so, as the pairwise table does."""
   buckets = longest_shared_buckets(results)
-  none = [r for r in results if not r.get('attends', True)]
-  others = [r for r in results if r.get('attends', True)]
+  none = [r for r in results if not stored.attends(r)]
+  others = [r for r in results if stored.attends(r)]
   if not buckets or not none or not others or not all('significance' in r for r in results):
     return ''
   base, lines = none[0], []

@@ -78,23 +78,24 @@ def get_data_config() -> ml_collections.ConfigDict:
 
 
 def validate_data(d) -> None:
-  """Every value of a data section (DATA), and the combinations that cannot work."""
+  """Every value of a data section (DATA), and the combinations that cannot work. The section is complete: a
+  config starts from get_data_config, and a stored run's is filled by checkpoints.load_config."""
   schema.check('data', DATA, d)
-  if not d.get('name', 'x'):
+  if not d.name:
     raise ConfigError("data.name is empty; name a dataset, e.g. 'bible_en_es', 'tsv_pairs' or 'synthetic_numbers'")
-  if d.get('name') == 'tsv_pairs' and not d.get('tsv_path'):
+  if d.name == 'tsv_pairs' and not d.tsv_path:
     raise ConfigError('data.name=tsv_pairs needs data.tsv_path, the sentence-pair file')
-  if d.get('alignment_path') and d.get('name') != 'tsv_pairs':
+  if d.alignment_path and d.name != 'tsv_pairs':
     raise ConfigError(
       f'data.alignment_path is read only beside a tsv_pairs corpus, and data.name={d.name}; set '
       "data.name=tsv_pairs with data.tsv_path, or data.alignment_path=''"
     )
-  if d.get('validation_fraction', 0) + d.get('test_fraction', 0) >= 1:
+  if d.validation_fraction + d.test_fraction >= 1:
     raise ConfigError(
       f'data.validation_fraction + data.test_fraction must be < 1 (the rest trains), got '
       f"{d.validation_fraction} + {d.test_fraction}"
     )
-  if d.get('synthetic_max_numbers', 1) < d.get('synthetic_min_numbers', 1):
+  if d.synthetic_max_numbers < d.synthetic_min_numbers:
     raise ConfigError(
       f'data.synthetic_max_numbers ({d.synthetic_max_numbers}) must be >= '
       f'data.synthetic_min_numbers ({d.synthetic_min_numbers})'

@@ -16,7 +16,6 @@ import numpy as np
 
 from attnmt import progress
 from attnmt.data import batching, pipeline, sources, stats as stats_lib, tokenizers
-from attnmt.errors import pause_point
 
 
 @dataclasses.dataclass
@@ -123,7 +122,6 @@ def prepare(cfg) -> PreparedData:
   with _building(cfg.data_dir):
     bar.set_postfix_str(PREPARE_STAGES[0])
     corpus = sources.load_corpus(cfg, os.path.join(cfg.data_dir, 'tfds'))
-    pause_point('prepare')
     bar.update()
     bar.set_postfix_str(PREPARE_STAGES[1])
     vocab_dir = _vocab_dir(cfg, corpus)

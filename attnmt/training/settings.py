@@ -15,7 +15,7 @@ from attnmt import schema
 from attnmt.data.config import DATA, validate_data
 from attnmt.errors import ConfigError
 from attnmt.model import scores
-from attnmt.model.config import MODEL
+from attnmt.model.config import MODEL, canonical_section
 from attnmt.schema import Setting
 
 TRAIN = (
@@ -125,7 +125,7 @@ def has_gold_alignments(d) -> bool:
 
 def validate_supervision(config) -> None:
   """Supervised attention (train.alignment_loss_weight > 0) needs attention to train and gold alignments."""
-  weight = config.train.get('alignment_loss_weight', 0.0)
+  weight = config.train.alignment_loss_weight
   if not weight:
     return
   if not scores.build(config.model).attends:
@@ -141,9 +141,20 @@ def validate_supervision(config) -> None:
     )
 
 
+def canonical(config, notice: bool = False) -> ml_collections.ConfigDict:
+  """A copy of `config` as it trains and as config.json stores it: the model section under current keys, each
+  component selection with every option written out (model.config.canonical_section; with `notice`, a former
+  model setting given a value prints how to write it now). Training, the API and the sweep all pass a config
+  through here once, on the way in."""
+  out = ml_collections.ConfigDict(config.to_dict())
+  out.model = canonical_section(_section(config, 'model').to_dict(), notice)
+  return out
+
+
 def validate(config) -> None:
   """Every train, data and model value against its declaration, before anything is written."""
   validate_train(_section(config, 'train'))
   validate_data(_section(config, 'data'))
-  schema.check('model', MODEL, _section(config, 'model'))  # values; ModelConfig.validate: names, combinations
+  model = canonical_section(_section(config, 'model'))  # values; ModelConfig.validate: names, combinations
+  schema.check('model', MODEL, model)
   validate_supervision(config)

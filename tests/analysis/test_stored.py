@@ -14,8 +14,9 @@ import pytest
 import sacrebleu
 import scipy.stats
 
-from attnmt.analysis import comparison, report, significance, stored
+from attnmt.analysis import comparison, inspection, report, significance, stored
 from attnmt.errors import InputError
+from experiments.configs import tiny
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 WORDS = 'the a cat dog sat on mat in house big small red'.split()
@@ -156,9 +157,9 @@ def test_pair_tests_from_per_seed_scores(tmp_path):
   none, additive, general = [6.1, 6.3, 5.9], [21.6, 22.1, 21.2], [22.7, 21.5, 22.0]
   scores = tmp_path / 'results.csv'
   scores.write_text(
-    f'variant,seeds,test_bleu_per_seed\nnone/bahdanau/global,0 1 2,{" ".join(map(str, none))}\n'
-    f'additive/bahdanau/global,0 1 2,{" ".join(map(str, additive))}\n'
-    f'general/bahdanau/global,0 1 2,{" ".join(map(str, general))}\n'
+    f'variant,seeds,test_bleu_per_seed,attends\nnone/bahdanau/global,0 1 2,{" ".join(map(str, none))},false\n'
+    f'additive/bahdanau/global,0 1 2,{" ".join(map(str, additive))},true\n'
+    f'general/bahdanau/global,0 1 2,{" ".join(map(str, general))},true\n'
   )
 
   def run(*flags):
@@ -231,6 +232,49 @@ def test_single_seed_runs_pool_into_one_variant(tmp_path):
   split['variants'][2]['seeds'] = [0]
   with pytest.raises(InputError, match=r'additive/bahdanau/global: seed\(s\) \[0\] appear in more than one run'):
     stored.pool_seeds(split)
+
+
+def test_attends_and_pooled_name_read_the_stored_properties_else_those_of_older_runs(tmp_path):
+  """A result that stores 'attends' and 'pool' is read by them alone, whatever its name says; one of a run written
+  before they were stored attended, and pools by its name less a final '/seeds=k'."""
+  old = {'variant': 'none/bahdanau/global/seeds=3', 'seeds': [3]}
+  assert stored.attends(old) is True and stored.pooled_name(old) == 'none/bahdanau/global'
+  assert stored.pooled_name({'variant': 'none/bahdanau/global'}) == 'none/bahdanau/global'
+  new = {'variant': 'small/seeds=0/lr=0.1', 'pool': 'small/lr=0.1', 'attends': False, 'seeds': [0]}
+  assert stored.attends(new) is False and stored.pooled_name(new) == 'small/lr=0.1'
+  assert stored.pooled_name({'variant': 'a/seeds=1', 'pool': 'a/seeds=1'}) == 'a/seeds=1'  # its own: pools alone
+  # Runs that store their pool are pooled by it, not by their names, and the pooled variant keeps 'attends'.
+  doc = _doc()
+  split = dict(doc)
+  split['variants'] = [
+    {'variant': f'run{s}', 'pool': 'none/bahdanau/global', 'seeds': [s], 'attends': False, 'greedy': [h]}
+    for s, h in zip(doc['variants'][0]['seeds'], doc['variants'][0]['greedy'])
+  ] + [{k: v for k, v in doc['variants'][1].items() if k != 'attends'}]  # an older run: attends
+  assert stored.pool_seeds(split) == doc
+  # save stores both properties where the run has them; a file read back pools by them.
+  results = [{k: v[k] for k in ('variant', 'seeds', 'pool', 'attends') if k in v} for v in split['variants']]
+  texts = [
+    {'hypotheses': {'greedy': v['greedy']}, 'references': doc['references'], 'sources': doc['sources']}
+    for v in split['variants']
+  ]
+  path = stored.save(str(tmp_path / stored.FILE), results, texts)
+  saved = stored.load(path)
+  assert [(stored.pooled_name(v), v['attends']) for v in saved['variants']] == [
+    ('none/bahdanau/global', False),
+    ('none/bahdanau/global', False),
+    ('additive/bahdanau/global', True),
+  ]
+  assert 'pool' not in saved['variants'][2]  # the older run's is not made up from its name
+  assert stored.pool_seeds(saved) == doc
+  with pytest.raises(InputError, match=r'variants\[0\] \(run0\)\.pool must be a string'):
+    stored.load(_write(tmp_path / 'bad.json.gz', {**saved, 'variants': [{**saved['variants'][0], 'pool': 3}]}))
+  # A run's config: the pool a sweep stores in it, else (a run stored without one) its name less '/seeds=k'.
+  config = tiny.get_config()
+  with config.unlocked():
+    config.variant = 'dot/luong/global/seeds=1/learning_rate=0.1'
+    assert inspection.pool_name(config) == 'dot/luong/global/seeds=1/learning_rate=0.1'  # only a final part
+    config.pool = 'dot/luong/global/learning_rate=0.1'
+    assert inspection.pool_name(config) == 'dot/luong/global/learning_rate=0.1'
 
 
 @pytest.mark.parametrize('page', ['luong', 'main_gpu'])

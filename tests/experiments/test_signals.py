@@ -1,6 +1,7 @@
 """SIGINT and SIGTERM outside the training loop (data preparation, the final evaluation, analysis), through the
 entry points as real subprocesses: one line on stderr, no traceback, status 128 + signal, a workdir that the
-same command resumes. Each phase is reached deterministically with ATTNMT_PAUSE_AT (attnmt.errors.pause_point).
+same command resumes. Each phase is reached deterministically: tests/experiments/pausing.py runs the entry point
+with the function that opens the phase made to pause at its entry.
 The training loop's own stop (a checkpoint, then status 143) is tests/training/test_trainer_faults.py's."""
 
 import json
@@ -16,6 +17,7 @@ from attnmt.training import guards
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 ENV = dict(os.environ, JAX_PLATFORMS='cpu', PYTHONPATH=ROOT, PYTHONUNBUFFERED='1')
+PAUSING = os.path.join(ROOT, 'tests', 'experiments', 'pausing.py')
 
 
 def train_args(workdir, data_dir):
@@ -31,11 +33,12 @@ def train_args(workdir, data_dir):
 
 
 def signal_in(phase, args, signum):
-  """Runs `args` paused in `phase`, sends `signum` there; (return code, stdout, stderr)."""
+  """Runs `args` (`-m MODULE FLAGS...`) paused in `phase`, sends `signum` there; (return code, stdout, stderr)."""
+  assert args[0] == '-m', args
   proc = subprocess.Popen(
-    [sys.executable, *args],
+    [sys.executable, PAUSING, phase, *args[1:]],
     cwd=ROOT,
-    env={**ENV, 'ATTNMT_PAUSE_AT': phase},
+    env=ENV,
     stdout=subprocess.PIPE,
     stderr=subprocess.PIPE,
     text=True,
