@@ -11,7 +11,7 @@ import scipy.stats
 from attnmt.analysis import faithfulness
 from attnmt.errors import ConfigError, InputError
 from attnmt.model.config import ModelConfig
-from attnmt.model.interventions import Intervention
+from attnmt.model import interventions
 from attnmt.model.seq2seq import BOS, Seq2Seq, init_params
 from small_model import SMALL
 
@@ -130,9 +130,9 @@ def test_teacher_forced_shift_is_zero_for_identity_and_not_for_uniform():
   batch = dict(
     src=jnp.asarray(src), src_len=jnp.asarray(lengths), tgt_in=jnp.asarray(tokens), tgt_len=jnp.asarray(out_len)
   )
-  same = faithfulness.teacher_forced_shift(cfg, params, batch, Intervention('identity'))
+  same = faithfulness.teacher_forced_shift(cfg, params, batch, interventions.build('identity'))
   assert float(same['jsd']) == 0.0 and int(same['argmax_changed']) == 0 and int(same['positions']) == 12
-  shifted = faithfulness.teacher_forced_shift(cfg, params, batch, Intervention('first'))
+  shifted = faithfulness.teacher_forced_shift(cfg, params, batch, interventions.build('first'))
   assert 0.0 < float(shifted['jsd']) / 12 < 1.0 and float(shifted['tvd']) > 0
 
 

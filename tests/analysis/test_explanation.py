@@ -1,0 +1,349 @@
+"""The four papers' tests of attention as explanation (attnmt/analysis/explanation.py) against independent
+references on a tiny model: every counterfactual at one step is recomputed by teacher forcing the whole output
+through the decoder's own scan with a table of weights that differs from the model's at that step only (`_Table`);
+rankings, renormalisation, divergences and first flips by NumPy; gradients by central differences; leave-one-out
+by deleting tokens; cases with a known answer (a model whose output ignores its attention, a one-token source)."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import scipy.stats
+
+from attnmt.analysis import explanation
+from attnmt.errors import ConfigError
+from attnmt.model import decoding, interventions
+from attnmt.model.config import ModelConfig
+from attnmt.model.interventions import Intervention
+from attnmt.model.seq2seq import BOS, PAD, Seq2Seq, init_params
+
+CFG = ModelConfig(
+  embed_size=4,
+  encoder_hidden_size=2,
+  decoder_hidden_size=4,
+  score='dot',
+  query_timing='luong(input_feeding=false)',
+  source_vocab_size=8,
+  target_vocab_size=8,
+  dropout=0.0,
+)
+SRC = np.array([[4, 5, 6, 7, 2], [7, 4, 2, 0, 0], [2, 0, 0, 0, 0]])
+SRC_LEN = np.array([5, 3, 1])
+T = 6
+
+
+class _Table(Intervention):
+  """The context reads row t of a B x T x S table handed in through Memory.sentence_keys."""
+
+  name = 'table'
+
+  def apply(self, weights_BxS, length_B, t, keys_Bx2=None):
+    return jax.lax.dynamic_index_in_dim(keys_Bx2, t, axis=1, keepdims=False)
+
+
+def _run(module, src, src_len, tgt_in, table, offset):
+  memory, state = module.encode(src, src_len, False, offset)
+  return module.decoder(memory._replace(sentence_keys=table), state, tgt_in)[0]
+
+
+@jax.jit
+def table_logits(params, src, src_len, tokens, table, offset=None):
+  """Teacher-forced logits (B x T x V) through Decoder.__call__ with every step's weights taken from `table`."""
+  tgt_in = jnp.concatenate([jnp.full_like(tokens[:, :1], BOS), tokens[:, :-1]], 1)
+  return Seq2Seq(CFG, _Table()).apply({'params': params}, src, src_len, tgt_in, table, offset, method=_run)
+
+
+def softmax(x):
+  e = np.exp(x - x.max(-1, keepdims=True))
+  return e / e.sum(-1, keepdims=True)
+
+
+def choice(logits):
+  x = np.array(logits, np.float64)
+  x[..., [PAD, BOS]] = -np.inf
+  return x.argmax(-1)
+
+
+@pytest.fixture(scope='module')
+def model():
+  """Parameters whose greedy outputs differ in length and tokens, the outputs and their own attention."""
+  params = jax.tree.map(lambda x: 3.0 * x, init_params(CFG, jax.random.key(5)))
+  out = decoding.greedy(CFG, params, SRC, SRC_LEN, T)
+  tokens, lengths = np.asarray(out.tokens), np.asarray(out.lengths)
+  weights = np.asarray(decoding.forced_attention(CFG, params, SRC, SRC_LEN, tokens))
+  assert len(set(lengths.tolist())) > 1 and len(set(tokens[lengths > 1].ravel().tolist())) > 2
+  return params, tokens, lengths, weights
+
+
+def blind(params):
+  """The same model with the context's rows of W_c zeroed: its output ignores the attention."""
+  dec = dict(params['decoder'])
+  dec['W_c'] = dec['W_c'].at[: CFG.annotation_size].set(0.0)
+  return {**params, 'decoder': dec}
+
+
+def one_step_rows(weights, tokens, lengths, counterfactual):
+  """One row per (sentence, step, variant): the model's weights with step t's row replaced by each of
+  `counterfactual(b, t)`'s rows. Returns the batch (src, src_len, tokens, table) and the rows' (b, t, k)."""
+  rows, table = [], []
+  for b in range(len(SRC)):
+    for t in range(int(lengths[b])):
+      for k, w in enumerate(counterfactual(b, t)):
+        tab = weights[b].copy()
+        tab[t] = w
+        rows.append((b, t, k))
+        table.append(tab)
+  index = np.array([r[0] for r in rows])
+  batch = (SRC[index], SRC_LEN[index], tokens[index], np.array(table, np.float32))
+  return batch, rows
+
+
+def test_moradi_equals_teacher_forcing_with_the_counterfactual_at_that_step_only(model):
+  params, tokens, lengths, weights = model
+  chosen = [interventions.build(n) for n in ('uniform', 'zero_max', 'permute')]
+  function_words = {4, 7}
+  got = explanation.moradi_one_step(CFG, params, SRC, SRC_LEN, tokens, lengths, chosen, function_words)
+  keys = chosen[2].sentence_keys(jnp.asarray(SRC))
+
+  def counterfactuals(b, t):
+    w = jnp.asarray(weights[b : b + 1, t])
+    return [np.asarray(iv.apply(w, jnp.asarray(SRC_LEN[b : b + 1]), jnp.int32(t), keys[b : b + 1]))[0] for iv in chosen]
+
+  batch, rows = one_step_rows(weights, tokens, lengths, counterfactuals)
+  after = choice(np.asarray(table_logits(params, *batch)))
+  mask = np.arange(T)[None] < lengths[:, None]
+  want = np.zeros((3, len(SRC), T), bool)
+  for r, (b, t, k) in enumerate(rows):
+    want[k, b, t] = after[r, t] == tokens[b, t]
+  assert mask.sum() == len(rows) // 3
+  for k, iv in enumerate(chosen):
+    np.testing.assert_array_equal(got['same'][iv.label], want[k])
+  np.testing.assert_array_equal(got['same']['any'], want.any(0))
+  np.testing.assert_array_equal(got['original'], np.where(mask, tokens, PAD))  # the greedy path's own tokens
+  function = np.isin(tokens, list(function_words)) & mask
+  for k, label in enumerate(['uniform', 'zero_max', 'permute']):
+    c = got['counts'][label]
+    assert (c['kept'], c['tokens']) == (want[k].sum(), mask.sum())
+    assert (c['function_kept'], c['function_tokens']) == ((want[k] & function).sum(), function.sum())
+    assert (c['content_kept'], c['content_tokens']) == ((want[k] & ~function & mask).sum(), (mask & ~function).sum())
+  shares = explanation.moradi_shares(got['counts'])
+  assert shares['any']['tokens'] == pytest.approx(want.any(0).sum() / mask.sum())
+  assert not want.all()  # the tiny model's decisions do depend on its attention somewhere
+
+
+def test_moradi_identity_and_a_one_token_source_preserve_every_token(model):
+  params, tokens, lengths, _ = model
+  got = explanation.moradi_one_step(CFG, params, SRC, SRC_LEN, tokens, lengths, interventions.build('identity'))
+  assert got['counts']['identity'] == {'kept': lengths.sum(), 'tokens': lengths.sum()}
+  uniform = explanation.moradi_one_step(CFG, params, SRC, SRC_LEN, tokens, lengths, interventions.build('uniform'))
+  assert uniform['same']['uniform'][2, : lengths[2]].all()  # a source of EOS alone: its weight is already 1
+  with pytest.raises(ConfigError, match='different label'):
+    explanation.moradi_one_step(
+      CFG, params, SRC, SRC_LEN, tokens, lengths, [interventions.build('permute'), interventions.build('permute', 1)]
+    )
+
+
+def np_removals(w, order, n):
+  """Weights with the first k of `order` zeroed and the rest renormalised (0 when nothing is left), k = 1..n."""
+  out = []
+  for k in range(1, n + 1):
+    kept = w.copy()
+    kept[order[:k]] = 0.0
+    kept[n:] = 0.0
+    total = kept.sum()
+    out.append(kept / total if total > 0 else kept)
+  return out
+
+
+def finite_difference_gradients(params, weights, tokens, lengths, h=1e-2):
+  """d p(decided token) / d a_i at each step, with the other steps' weights the model's: central differences."""
+  def shifted(b, t):
+    out = []
+    for i in range(SRC_LEN[b]):
+      for sign in (1.0, -1.0):
+        w = weights[b, t].copy()
+        w[i] += sign * h
+        out.append(w)
+    return out
+
+  batch, rows = one_step_rows(weights, tokens, lengths, shifted)
+  probs = softmax(np.asarray(table_logits(params, *batch), np.float64))
+  grads = {}
+  for r in range(0, len(rows), 2):
+    b, t, k = rows[r]
+    up, down = probs[r, t, tokens[b, t]], probs[r + 1, t, tokens[b, t]]
+    grads.setdefault((b, t), np.zeros(SRC.shape[1]))[k // 2] = (up - down) / (2 * h)
+  return grads
+
+
+def test_serrano_smith_first_flip_equals_removing_weights_one_at_a_time(model):
+  params, tokens, lengths, weights = model
+  got = explanation.serrano_smith_flip(CFG, params, SRC, SRC_LEN, tokens, lengths)
+  grads = finite_difference_gradients(params, weights, tokens, lengths)
+  keys = {
+    'attention': lambda b, t: weights[b, t],
+    'gradient': lambda b, t: grads[(b, t)],
+    'gradient_x_attention': lambda b, t: grads[(b, t)] * weights[b, t],
+  }
+  for name, key in keys.items():
+    orders = {}
+
+    def removals(b, t):
+      n = SRC_LEN[b]
+      orders[b, t] = np.argsort(-key(b, t)[:n], kind='stable')
+      return np_removals(weights[b, t], orders[b, t], n)
+
+    batch, rows = one_step_rows(weights, tokens, lengths, removals)
+    after = choice(np.asarray(table_logits(params, *batch)))
+    first = {}
+    for r, (b, t, k) in enumerate(rows):
+      if after[r, t] != tokens[b, t] and (b, t) not in first:
+        first[b, t] = k + 1
+    for b in range(len(SRC)):
+      for t in range(T):
+        removed = first.get((b, t), 0) if t < lengths[b] else 0
+        assert got[name]['removed'][b, t] == removed, (name, b, t)
+        assert got[name]['flipped'][b, t] == (removed > 0)
+        if removed:
+          assert got[name]['fraction'][b, t] == pytest.approx(removed / SRC_LEN[b])
+          want_mass = weights[b, t][orders[b, t][:removed]].sum()
+          assert got[name]['mass'][b, t] == pytest.approx(want_mass, abs=1e-6)
+        else:
+          assert np.isnan(got[name]['fraction'][b, t])
+  random = got['random']
+  mask = np.arange(T)[None] < lengths[:, None]
+  assert ((random['removed'] >= 1) & (random['removed'] <= SRC_LEN[:, None]))[random['flipped']].all()
+  assert random['counts']['steps'] == mask.sum() and random['counts']['flipped'] == random['flipped'].sum()
+  with pytest.raises(ConfigError, match='valid are'):
+    explanation.serrano_smith_flip(CFG, params, SRC, SRC_LEN, tokens, lengths, orders=('largest',))
+
+
+def test_kendall_tau_by_hand_and_by_scipy():
+  assert explanation.kendall_tau([0.1, 0.5, 0.4], [1, 3, 2])[0] == pytest.approx(1.0)
+  assert explanation.kendall_tau([0.1, 0.5, 0.4], [3, 1, 2])[0] == pytest.approx(-1.0)
+  # pairs (0,1) concordant, (0,2) concordant, (1,2) discordant: (2 - 1) / 3
+  assert explanation.kendall_tau([1, 2, 3], [1, 3, 2])[0] == pytest.approx(1 / 3)
+  assert all(np.isnan(explanation.kendall_tau([0.5, 0.5], [1, 2])))
+  rng = np.random.default_rng(0)
+  a, b = rng.random((2, 3, 9))
+  got = explanation.kendall_taus(a[:, None], b[:, None], np.array([9, 5, 2]), np.array([1, 1, 0]))
+  assert got['tau'][0, 0] == pytest.approx(scipy.stats.kendalltau(a[0, :8], b[0, :8]).statistic)
+  assert got['p'][1, 0] == pytest.approx(scipy.stats.kendalltau(a[1, :4], b[1, :4]).pvalue)
+  assert np.isnan(got['tau'][2, 0])  # no step
+
+
+def test_leave_one_out_equals_deleting_each_token(model):
+  params, tokens, lengths, _ = model
+  got = explanation.leave_one_out(CFG, params, SRC, SRC_LEN, tokens, lengths)
+  rows, src, src_len = [], [], []
+  for b in range(len(SRC)):
+    for i in range(SRC_LEN[b] - 1):  # never the final EOS
+      kept = np.delete(SRC[b, : SRC_LEN[b]], i)
+      rows.append((b, i))
+      src.append(np.pad(kept, (0, SRC.shape[1] - len(kept))))
+      src_len.append(len(kept))
+  index = np.array([b for b, _ in rows])
+  forced = jax.jit(Seq2Seq(CFG).apply)
+  tgt_in = np.concatenate([np.full((len(SRC), 1), BOS), tokens[:, :-1]], 1)
+  base = softmax(np.asarray(forced({'params': params}, SRC, SRC_LEN, tgt_in)[0], np.float64))
+  erased = softmax(np.asarray(forced({'params': params}, np.array(src), np.array(src_len), tgt_in[index])[0], np.float64))
+  want = np.full(got.shape, np.nan)
+  for r, (b, i) in enumerate(rows):
+    want[b, : lengths[b], i] = 0.5 * np.abs(base[b] - erased[r]).sum(-1)[: lengths[b]]
+  np.testing.assert_allclose(got, want, atol=1e-6)
+  assert np.isnan(got[2]).all() and np.nanmax(got) > 0  # a source of EOS alone has nothing to delete
+  ignoring = blind(params)
+  ignoring['decoder'] = {**ignoring['decoder'], 'W_bridge': jnp.zeros_like(params['decoder']['W_bridge'])}
+  nothing = explanation.leave_one_out(CFG, ignoring, SRC, SRC_LEN, tokens, lengths)
+  assert np.nanmax(nothing) < 1e-6  # an output that ignores the source changes with no token
+
+
+def test_gradient_importance_equals_finite_differences_with_the_attention_held(model):
+  params, tokens, lengths, weights = model
+  got = np.asarray(explanation.gradient_importance(CFG, params, jnp.asarray(SRC), jnp.asarray(SRC_LEN), tokens))
+  embed = np.asarray(params['encoder']['embed'])[SRC]
+  h = 1e-2
+  offsets, index = [], []
+  for b in range(len(SRC)):
+    for i in range(SRC_LEN[b]):
+      for sign in (1.0, -1.0):
+        offset = np.zeros(SRC.shape + (CFG.embed_size,), np.float32)[0]
+        offset[i] = sign * h * embed[b, i]
+        offsets.append(offset)
+        index.append((b, i))
+  rows = np.array([b for b, _ in index])
+  logits = table_logits(params, SRC[rows], SRC_LEN[rows], tokens[rows], weights[rows], np.array(offsets))
+  p = np.take_along_axis(softmax(np.asarray(logits, np.float64)), tokens[rows][..., None], -1)[..., 0]
+  for r in range(0, len(index), 2):
+    b, i = index[r]
+    want = np.abs((p[r] - p[r + 1]) / (2 * h))
+    np.testing.assert_allclose(got[b, : lengths[b], i], want[: lengths[b]], atol=2e-4, rtol=2e-2)
+  assert np.abs(got[1, :, 3:]).max() == 0 and got.max() > 1e-3  # padding has no embedding of its own
+
+
+def test_adversarial_attention_holds_its_bound_and_moves_freely_when_attention_is_ignored(model):
+  params, tokens, lengths, _ = model
+  options = dict(epsilon=0.01, steps=60, candidates=2, learning_rate=0.1)
+  got = explanation.adversarial_attention(CFG, params, SRC, SRC_LEN, tokens, lengths, **options)
+  mask = got['mask']
+  assert (got['jsd'][2, : lengths[2]] == 0).all() and got['held'][2, : lengths[2]].all()  # one position: nowhere to go
+  # Recomputed independently: each held candidate's output stays within epsilon, and its JSD is the reported one.
+  weights = np.asarray(decoding.forced_attention(CFG, params, SRC, SRC_LEN, tokens))
+  batch, rows = one_step_rows(weights, tokens, lengths, lambda b, t: [got['weights'][b, t]])
+  before = softmax(np.asarray(table_logits(params, SRC, SRC_LEN, tokens, weights), np.float64))
+  after = softmax(np.asarray(table_logits(params, *batch), np.float64))
+  for r, (b, t, _) in enumerate(rows):
+    distance = 0.5 * np.abs(after[r, t] - before[b, t]).sum()
+    if got['held'][b, t]:
+      assert distance <= 0.01 + 1e-5 and distance == pytest.approx(got['tvd'][b, t], abs=1e-5)
+      p, q = weights[b, t].astype(np.float64), got['weights'][b, t].astype(np.float64)
+      m = (p + q) / 2
+      kl = lambda x: np.sum(np.where(x > 0, x * np.log(np.where(x > 0, x, 1) / np.where(m > 0, m, 1)), 0))
+      assert got['jsd'][b, t] == pytest.approx(0.5 * (kl(p) + kl(q)), abs=1e-5)
+  free = explanation.adversarial_attention(CFG, blind(params), SRC, SRC_LEN, tokens, lengths, **options)
+  assert free['held'][mask].all() and np.nanmax(free['tvd']) < 1e-6
+  assert np.nanmin(free['jsd'][:2][mask[:2]]) > 0.2  # bounded by ln 2 = 0.69
+
+
+def test_uniform_baseline_and_frozen_attention_against_teacher_forcing(model):
+  params, tokens, lengths, weights = model
+  mask = np.arange(T)[None] < lengths[:, None]
+  uniform = interventions.build('uniform')
+  forced_uniform = jax.jit(Seq2Seq(CFG, uniform).apply)
+  tgt_in = np.concatenate([np.full((len(SRC), 1), BOS), tokens[:, :-1]], 1)
+  flat = choice(np.asarray(forced_uniform({'params': params}, SRC, SRC_LEN, tgt_in)[0]))
+  other = jax.tree.map(lambda x: 3.0 * x, init_params(CFG, jax.random.key(1)))
+  got = explanation.uniform_baseline(CFG, params, SRC, SRC_LEN, tokens, lengths, trained_uniform=(CFG, other))
+  np.testing.assert_array_equal(got['correct']['own'], mask)  # its own greedy output, teacher-forced
+  np.testing.assert_array_equal(got['correct']['uniform'], (flat == tokens) & mask)
+  other_choice = choice(np.asarray(jax.jit(Seq2Seq(CFG).apply)({'params': other}, SRC, SRC_LEN, tgt_in)[0]))
+  np.testing.assert_array_equal(got['correct']['trained_uniform'], (other_choice == tokens) & mask)
+  assert got['counts']['tokens'] == mask.sum() and got['counts']['agreement'] == ((flat == tokens) & mask).sum()
+  blind_got = explanation.uniform_baseline(CFG, blind(params), SRC, SRC_LEN, tokens, lengths)
+  assert blind_got['counts']['agreement'] == mask.sum()  # attention ignored: uniform weights change nothing
+
+  same = explanation.frozen_attention(CFG, params, CFG, params, SRC, SRC_LEN, tokens, lengths)
+  assert same['counts']['agrees'] == mask.sum()
+  np.testing.assert_array_equal(same['agrees_uniform'], (flat == tokens) & mask)
+  guided = explanation.frozen_attention(CFG, other, CFG, params, SRC, SRC_LEN, tokens, lengths)
+  other_weights = np.asarray(decoding.forced_attention(CFG, other, SRC, SRC_LEN, tokens))
+  want = choice(np.asarray(table_logits(params, SRC, SRC_LEN, tokens, other_weights))) == tokens
+  np.testing.assert_array_equal(guided['agrees'], want & mask)
+
+
+def test_seed_variance_by_hand():
+  base = np.array([[[0.5, 0.5, 0.0]], [[1.0, 0.0, 0.0]]])  # B=2, T=1, S=3
+  seed1 = np.array([[[0.5, 0.5, 0.0]], [[0.0, 1.0, 0.0]]])
+  seed2 = np.array([[[0.0, 1.0, 0.0]], [[0.5, 0.5, 0.0]]])
+  seed3 = np.array([[[0.5, 0.5, 0.0]], [[0.0, 0.0, 1.0]]])
+  weights = np.stack([base, seed1, seed2, seed3])
+  logits = np.zeros((4, 2, 1, 2))
+  logits[1, 0, 0] = [np.log(3.0), 0.0]  # seed 1 gives (3/4, 1/4) against the base's (1/2, 1/2): TVD 1/4
+  got = explanation.seed_variance(weights, np.array([[True], [True]]), logits)
+  # JSD(1/2 1/2, 0 1) = 1/2 [1/2 ln(1/2 / 1/4) + 1/2 ln(1/2 / 3/4)] + 1/2 ln(1 / 3/4); disjoint point masses: ln 2.
+  half_vs_point = 0.5 * (0.5 * np.log(2.0) + 0.5 * np.log(2 / 3)) + 0.5 * np.log(4 / 3)
+  assert got['jsd_median'][0, 0] == pytest.approx(0.0, abs=1e-7)  # median of (0, half_vs_point, 0)
+  assert got['jsd_median'][1, 0] == pytest.approx(np.log(2.0))  # median of (ln 2, half_vs_point, ln 2)
+  assert half_vs_point < np.log(2.0)
+  np.testing.assert_allclose(got['max_attention'], [[0.5], [1.0]])
+  np.testing.assert_allclose(got['tvd_mean'], [[0.25 / 3], [0.0]], atol=1e-7)
