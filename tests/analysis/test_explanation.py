@@ -22,7 +22,7 @@ CFG = ModelConfig(
   encoder_hidden_size=2,
   decoder_hidden_size=4,
   score='dot',
-  query_timing='luong(input_feeding=false)',
+  query_timing='luong(input_feeding=true)',
   source_vocab_size=8,
   target_vocab_size=8,
   dropout=0.0,
@@ -67,7 +67,7 @@ def choice(logits):
 @pytest.fixture(scope='module')
 def model():
   """Parameters whose greedy outputs differ in length and tokens, the outputs and their own attention."""
-  params = jax.tree.map(lambda x: 3.0 * x, init_params(CFG, jax.random.key(5)))
+  params = jax.tree.map(lambda x: 3.0 * x, init_params(CFG, jax.random.key(17)))
   out = decoding.greedy(CFG, params, SRC, SRC_LEN, T)
   tokens, lengths = np.asarray(out.tokens), np.asarray(out.lengths)
   weights = np.asarray(decoding.forced_attention(CFG, params, SRC, SRC_LEN, tokens))
@@ -157,6 +157,7 @@ def np_removals(w, order, n):
 
 def finite_difference_gradients(params, weights, tokens, lengths, h=1e-2):
   """d p(decided token) / d a_i at each step, with the other steps' weights the model's: central differences."""
+
   def shifted(b, t):
     out = []
     for i in range(SRC_LEN[b]):
@@ -246,7 +247,9 @@ def test_leave_one_out_equals_deleting_each_token(model):
   forced = jax.jit(Seq2Seq(CFG).apply)
   tgt_in = np.concatenate([np.full((len(SRC), 1), BOS), tokens[:, :-1]], 1)
   base = softmax(np.asarray(forced({'params': params}, SRC, SRC_LEN, tgt_in)[0], np.float64))
-  erased = softmax(np.asarray(forced({'params': params}, np.array(src), np.array(src_len), tgt_in[index])[0], np.float64))
+  erased = softmax(
+    np.asarray(forced({'params': params}, np.array(src), np.array(src_len), tgt_in[index])[0], np.float64)
+  )
   want = np.full(got.shape, np.nan)
   for r, (b, i) in enumerate(rows):
     want[b, : lengths[b], i] = 0.5 * np.abs(base[b] - erased[r]).sum(-1)[: lengths[b]]
@@ -322,11 +325,17 @@ def test_uniform_baseline_and_frozen_attention_against_teacher_forcing(model):
   blind_got = explanation.uniform_baseline(CFG, blind(params), SRC, SRC_LEN, tokens, lengths)
   assert blind_got['counts']['agreement'] == mask.sum()  # attention ignored: uniform weights change nothing
 
+  # The decoder reading given weights at every step, its state following them: logits equal teacher forcing.
+  other_weights = np.asarray(decoding.forced_attention(CFG, other, SRC, SRC_LEN, tokens))
+  logits, _ = explanation._path(CFG, params, SRC, SRC_LEN, tokens, given_BxTxS=other_weights)
+  np.testing.assert_allclose(logits, table_logits(params, SRC, SRC_LEN, tokens, other_weights), atol=1e-5)
+  logits, _ = explanation._path(CFG, params, SRC, SRC_LEN, tokens, intervention=uniform)
+  np.testing.assert_allclose(logits, forced_uniform({'params': params}, SRC, SRC_LEN, tgt_in)[0], atol=1e-5)
+
   same = explanation.frozen_attention(CFG, params, CFG, params, SRC, SRC_LEN, tokens, lengths)
   assert same['counts']['agrees'] == mask.sum()
   np.testing.assert_array_equal(same['agrees_uniform'], (flat == tokens) & mask)
   guided = explanation.frozen_attention(CFG, other, CFG, params, SRC, SRC_LEN, tokens, lengths)
-  other_weights = np.asarray(decoding.forced_attention(CFG, other, SRC, SRC_LEN, tokens))
   want = choice(np.asarray(table_logits(params, SRC, SRC_LEN, tokens, other_weights))) == tokens
   np.testing.assert_array_equal(guided['agrees'], want & mask)
 
