@@ -17,7 +17,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from attnmt.model import decoding, scores
+from attnmt.model import decoding, registry, scores
 from attnmt.training import train_step
 from attnmt.training import seeds as seed_axis
 from attnmt.model.config import ModelConfig
@@ -38,15 +38,10 @@ BENCH_MODEL = ModelConfig(
   decoder_hidden_size=512,
   decoder_layers=1,
   dropout=0.0,
-  score='additive',
-  attention_size=512,
+  score='additive(size=512, coverage=none)',
   window='global',
-  window_size=10,
-  query_timing='bahdanau',
-  input_feeding=True,
-  output_size=512,
+  query_timing='bahdanau(deep_output_size=512)',
   init_state='bridge',
-  location_positions=128,
   dtype='float32',
 )
 
@@ -240,7 +235,15 @@ def device_peak_bytes() -> int | None:
 
 
 def score_variants(cfg: ModelConfig) -> dict[str, ModelConfig]:
-  """Every score but the bench config's own, and the `luong` query timing, at the bench sizes."""
-  variants = {s: dataclasses.replace(cfg, score=s) for s in scores.names() if s != cfg.score}
+  """Every score but the bench config's own, and the `luong` query timing, at the bench sizes: each score by its
+  name, with the options it shares with the bench config's score (the tanh scores' size A); the others at
+  their defaults (location: 128 positions)."""
+  own_name, (_, own) = registry.parse(scores.REGISTRY.setting, cfg.score)[0], scores.REGISTRY.options(cfg.score)
+  variants = {}
+  for s in scores.names():
+    if s != own_name:
+      shared = [row.key for row in scores.REGISTRY.classes[s].settings if row.key in own]
+      text = s + (f"({', '.join(f'{k}={own[k]}' for k in shared)})" if shared else '')
+      variants[s] = dataclasses.replace(cfg, score=text)
   variants['luong'] = dataclasses.replace(cfg, query_timing='luong')
   return variants

@@ -24,6 +24,8 @@ from experiments.configs import tiny
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 pytestmark = pytest.mark.xdist_group('api_trained')  # one worker trains the module's run, not both
+# the tiny run's variant: its name shows the options that differ from their defaults (tiny's sizes)
+TINY_VARIANT = 'additive(size=16)/bahdanau(deep_output_size=16)/global'
 
 
 @pytest.fixture(scope='module')
@@ -127,13 +129,14 @@ def test_compare_is_the_analysis_table_as_data(trained):
   workdir = trained[0]
   table = attnmt.compare([workdir])
   (row,) = table.variants
-  assert row['variant'] == 'additive/bahdanau/global' and row['seeds'] == 2 and row['sd'] is not None
+  variant = TINY_VARIANT
+  assert row['variant'] == variant and row['seeds'] == 2 and row['sd'] is not None
   # the per-seed test BLEU that training measured on its own (results.json), greedy on the best checkpoint
   trained_bleu = json.load(open(os.path.join(workdir, 'results.json')))['test_bleu']
   assert row['per_seed'] == pytest.approx(trained_bleu) and len(set(row['per_seed'])) == 2
   headers, rows, _ = table.cells()
   assert headers[:3] == ['variant', 'seeds', 'greedy BLEU per seed'] and len(rows) == 1
-  assert table.markdown() == table._repr_markdown_() and '| additive/bahdanau/global | 2 |' in table.markdown()
+  assert table.markdown() == table._repr_markdown_() and f'| {variant} | 2 |' in table.markdown()
   assert isinstance(table.bleu_by_length(), matplotlib.figure.Figure)
 
 
@@ -166,16 +169,25 @@ def test_bad_input_gets_one_line(trained, tmp_path):
     (
       lambda: run.intervene(['4 2'], 'zero_top_k', k=1.5),
       InputError,
-      r'^intervention zero_top_k: k=1\.5 is not a whole number >= 1; pass k=1, 2, \.\.\.',
+      r'^intervention zero_top_k.k must be an integer >= 1, got 1\.5$',
     ),
-    (lambda: run.intervene(['4 2'], 'zero_top_k(k=1.5)'), InputError, r"^unknown intervention 'zero_top_k\(k=1\.5\)'"),
+    (
+      lambda: run.intervene(['4 2'], 'zero_top_k(k=1.5)'),
+      InputError,
+      r'^intervention zero_top_k.k must be an integer >= 1, got 1\.5$',
+    ),
+    (
+      lambda: run.intervene(['4 2'], 'zero_top_k(k=2', beam_size=2),
+      InputError,
+      r"^intervention 'zero_top_k\(k=2' does not close its options",
+    ),
     (
       lambda: run.intervene(['4 2'], 'permute', draw_seed=1.5),
       InputError,
-      r'^intervention permute: draw_seed=1\.5 is not a whole number >= 0',
+      r'^draw_seed=1\.5 is not a whole number >= 0',
     ),
     (
-      lambda: run.intervene(['4 2'], interventions.Intervention('first'), k=3),
+      lambda: run.intervene(['4 2'], interventions.build('first'), k=3),
       InputError,
       r'^intervention options k given with an Intervention object',
     ),
@@ -220,13 +232,14 @@ def test_reading_a_run_writes_nothing_into_its_directory(trained):
 
 
 def test_a_source_longer_than_a_location_model_takes_is_refused_not_cut():
-  """Only score 'location' has a limit (one weight per position up to model.location_positions)."""
+  """Only score 'location' has a limit (one weight per position up to its option `positions`)."""
   model = inspection.LoadedModel('run', None, None, None, [0], 1, _Words(), _Words())
-  for score, limit in (('additive', 0), ('location', 4)):
-    run = api.Run(dataclasses.replace(model, cfg=api.ModelConfig(score=score, location_positions=4)))
+  for score, limit in (('additive', 0), ('location(positions=4)', 4)):
+    run = api.Run(dataclasses.replace(model, cfg=api.ModelConfig(score=score)))
     assert run.max_source_tokens == limit and run.tokenize('1 2 3 4') == ['1', '2', '3', '4', '</s>']
   with pytest.raises(
-    InputError, match=r"source 1 has 5 tokens \(with EOS\), more than the 4 score 'location' can address"
+    InputError,
+    match=r"source 1 has 5 tokens \(with EOS\), more than the 4 score 'location\(positions=4\)' can address",
   ):
     run.translate(['1 2', '1 2 3 4'])  # refused before anything is decoded (the stand-in has no parameters)
 
@@ -266,9 +279,16 @@ def test_intervene_decodes_with_counterfactual_attention(trained):
   with pytest.raises(InputError, match=r"^unknown intervention 'shuffle'; valid: identity, uniform"):
     run.intervene(texts, 'shuffle')
   with pytest.raises(
-    InputError, match=r"^intervention options: unknown depth; valid: k, draw_seed \(the seed of the draw; seed= picks"
+    InputError,
+    match=r"^intervention options: zero_top_k has no option depth; valid: k, draw_seed \(draw_seed is the seed of the "
+    r"draw; seed= picks the model's\)$",
   ):
     run.intervene(texts, 'zero_top_k', depth=3)
+  # an option given as a keyword is the option written in the selection
+  by_keyword, written = run.intervene(texts, 'zero_top_k', k=1), run.intervene(texts, 'zero_top_k(k=1)')
+  assert [x.text for x in by_keyword] == [x.text for x in written]
+  for a, b in zip(by_keyword, written):
+    np.testing.assert_array_equal(a.attention, b.attention)
 
 
 @pytest.mark.parametrize('beam_size', [1, 2])
@@ -282,7 +302,7 @@ def test_intervene_with_a_beam_is_the_beam_search_of_the_counterfactual(trained,
   texts = sources[:3]
   params = evaluation.seed_params(model.params, 1)
   for name in ('first', 'uniform'):
-    iv = interventions.Intervention(name)
+    iv = interventions.build(name)
     out = run.intervene(texts, name, seed=1, beam_size=beam_size)
     assert [x.text for x in out] == [x.text for x in run.translate(texts, beam_size, 1, intervention=iv)]
     for x in out:
@@ -319,7 +339,7 @@ def test_intervene_seed_picks_the_model_and_draw_seed_the_draw(trained):
   texts = sources[:3]
   for beam_size in (0, 2):
     drawn = run.intervene(texts, 'random', seed=1, beam_size=beam_size, draw_seed=5)
-    same = run.translate(texts, beam_size, 1, intervention=interventions.Intervention('random', seed=5))
+    same = run.translate(texts, beam_size, 1, intervention=interventions.build('random', seed=5))
     other = run.intervene(texts, 'random', seed=1, beam_size=beam_size, draw_seed=0)
     assert all(x.seed == 1 for x in drawn)
     for a, b in zip(drawn, same):
@@ -402,8 +422,7 @@ def test_compare_says_which_runs_translated_other_sentences(trained, tmp_path):
   assert table.pairs == []  # no contrast across the groups
   assert table.markdown().split('\n')[0] == (
     'Not every run translated the same test sentences (another corpus or test set): each run is compared only '
-    f'with the runs of its own group; group 1: additive/bahdanau/global ({workdir}); '
-    f'group 2: additive/bahdanau/global ({other}).'
+    f'with the runs of its own group; group 1: {TINY_VARIANT} ({workdir}); group 2: {TINY_VARIANT} ({other}).'
   )
   assert len(table.variants) == 2 and table.markdown().split('\n')[2].startswith('| variant |')
   alone = api.Comparison(table.results[:1], 'test')  # one set of sentences: no line about groups

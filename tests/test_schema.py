@@ -13,7 +13,7 @@ from attnmt import schema
 from attnmt.data.config import DATA, get_data_config, validate_data
 from attnmt.errors import ConfigError
 from attnmt.schema import Setting
-from attnmt.model.config import MODEL, ModelConfig
+from attnmt.model.config import FORMER, MODEL, ModelConfig, model_defaults
 from attnmt.training import checkpoints, settings, train_step, trainer
 from attnmt.training.settings import TRAIN, get_train_config, validate_train
 from experiments.configs import default
@@ -36,7 +36,9 @@ def test_the_sections_are_the_rows():
   assert get_data_config().to_dict() == {r.key: r.default for r in DATA}
   validate_train(get_train_config())
   validate_data(get_data_config())
-  assert default.get_model_config().to_dict() == {r.key: r.default for r in MODEL if not r.derived}
+  # the model section: ModelConfig's rows, and each former model setting (now a component's option) unset
+  assert model_defaults().to_dict() == {r.key: r.default for r in MODEL if not r.derived} | dict.fromkeys(FORMER)
+  assert default.get_config().model.to_dict() == model_defaults().to_dict()
   assert default.get_sweep_config('x').to_dict() == {r.key: r.default for r in SWEEP} | {'scores': 'x'}
   assert [r.key for r in MODEL] == [f.name for f in dataclasses.fields(ModelConfig)]
 
@@ -148,7 +150,8 @@ def test_an_added_setting_is_validated_saved_reloaded_and_compared_on_resume(add
   del older['train']['my_decay'], older['train']['my_report_every'], older['model']['query_timing']
   checkpoints.save_config(str(old), ml_collections.ConfigDict(older))
   loaded = checkpoints.load_config(str(old))
-  assert (loaded.train.my_decay, loaded.train.my_report_every, loaded.model.query_timing) == (0.0, 10, 'bahdanau')
+  bahdanau = ModelConfig(query_timing='bahdanau').query_timing  # the selection with its options written out
+  assert (loaded.train.my_decay, loaded.train.my_report_every, loaded.model.query_timing) == (0.0, 10, bahdanau)
   # resuming it: the new decay's default is another run; the interval may change
   assert checkpoints.run_differences(str(old), config) == (['train.my_decay'], [])
   (old / 'checkpoints' / '100').mkdir(parents=True)
@@ -167,29 +170,36 @@ def test_differences_by_hand():
   assert schema.fill_missing((Setting('a', 1, 'x', before=0), Setting('b', 2, 'x')), {'b': 7}) == {'a': 0, 'b': 7}
 
 
-def test_a_renamed_setting_reads_from_its_former_key_in_a_saved_run(tmp_path):
-  """model.location_positions was model.max_source_length: a run saved under the old key loads, compares
-  equal to the same run configured with the new key, and rebuilds its ModelConfig; a section holding both
-  names is refused in one line."""
+@pytest.mark.parametrize('former', ['location_positions', 'max_source_length'])
+def test_a_renamed_setting_reads_from_its_former_key_in_a_saved_run(tmp_path, former):
+  """The location score's option `positions` was model.location_positions, and before that
+  model.max_source_length (deliberately the compatibility path): a run saved under either former key loads as
+  the option, compares equal to the same run configured with it, and rebuilds its ModelConfig; a section holding
+  both former names is refused in one line."""
   config = default.get_config()
-  config.model.location_positions = 96
+  config.model.score = 'location(positions=96)'
   older = config.to_dict()
-  older['model']['max_source_length'] = older['model'].pop('location_positions')
-  fields = dataclasses.asdict(ModelConfig(location_positions=96))
-  fields['max_source_length'] = fields.pop('location_positions')
+  older['model'] = {k: v for k, v in older['model'].items() if k not in FORMER}  # as a run written then held it
+  older['model'].update({'score': 'location', former: 96})
+  fields = {**dataclasses.asdict(ModelConfig(score='location')), 'query_timing': 'bahdanau', former: 96}
+  fields['score'] = 'location'
   checkpoints.save_config(str(tmp_path), ml_collections.ConfigDict(older), fields)
-  assert checkpoints.load_config(str(tmp_path)).model.location_positions == 96
-  assert 'max_source_length' not in checkpoints.load_config(str(tmp_path)).model
+  loaded = checkpoints.load_config(str(tmp_path)).model
+  assert loaded.score == 'location(positions=96)' and former not in loaded
   assert checkpoints.run_differences(str(tmp_path), config) == ([], [])
-  assert ModelConfig.from_dict(checkpoints.load_model_fields(str(tmp_path))).location_positions == 96
-  assert ModelConfig.from_dict({'score': 'location', 'max_source_length': 12}).location_positions == 12
+  config.model.score = 'location(positions=95)'
+  assert checkpoints.run_differences(str(tmp_path), config) == (['model.score'], [])
+  rebuilt = ModelConfig.from_dict(checkpoints.load_model_fields(str(tmp_path)))
+  assert rebuilt == ModelConfig(score='location(positions=96)') and rebuilt.score == 'location(positions=96)'
+  assert ModelConfig.from_dict({'score': 'location', former: 12}).score == 'location(positions=12)'
   with pytest.raises(ConfigError, match=r'^both max_source_length and location_positions are set; .* keep one$'):
-    ModelConfig.from_dict({'max_source_length': 12, 'location_positions': 12})
+    ModelConfig.from_dict({'score': 'location', 'max_source_length': 12, 'location_positions': 12})
 
 
 def test_model_settings_are_checked_from_the_dataclass_fields():
   for key, value, message in [
-    ('input_feeding', 1, 'model.input_feeding must be true or false, got 1'),
+    ('query_timing', 'luong(input_feeding=1)', 'model.query_timing luong.input_feeding must be true or false, got 1'),
+    ('score', 'additive(size=0)', 'model.score additive.size must be an integer >= 1, got 0'),
     ('dropout', 1.0, 'model.dropout must be a finite number >= 0.0 and < 1, got 1.0'),
     ('embed_size', 0, 'model.embed_size must be an integer >= 1, got 0'),
     ('init_state', 'mean', "unknown model.init_state 'mean'; valid: bridge, last, zero"),

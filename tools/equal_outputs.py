@@ -15,7 +15,8 @@ import numpy as np
 import jax
 import jax.numpy as jnp
 
-from attnmt.model.config import ModelConfig
+from attnmt.model import registry
+from attnmt.model.config import COMPONENTS, ModelConfig
 from attnmt.model.seq2seq import Seq2Seq, init_params
 from attnmt.model import decoding
 from attnmt.training import train_step
@@ -27,14 +28,30 @@ SMALL = dict(
   embed_size=8,
   encoder_hidden_size=6,
   decoder_hidden_size=12,
-  attention_size=5,
-  output_size=7,
-  window_size=2,
-  location_positions=10,
 )
+# The small sizes of the components' options, by the setting that selects the component: each is written into a
+# selection whose class declares that option and does not set it (`sized`).
+OPTIONS = {
+  'score': {'size': 5, 'positions': 10},
+  'window': {'size': 2, 'predictor_size': 5},
+  'query_timing': {'deep_output_size': 7},
+}
+
+
+def sized(kw: dict) -> dict:
+  """ModelConfig fields with each component selection given the small sizes of the options it declares."""
+  out = dict(kw)
+  for kind, sizes in OPTIONS.items():
+    reg, text = COMPONENTS[kind], out.get(kind, getattr(ModelConfig, kind))
+    name, written = registry.parse(reg.setting, text)
+    declared = {row.key for row in reg.resolve(text).settings}
+    options = [*written, *((k, v) for k, v in sizes.items() if k in declared and k not in dict(written))]
+    out[kind] = name + (f"({', '.join(f'{k}={v}' for k, v in options)})" if options else '')
+  return out
+
 
 VARIANTS = []
-for qt, feed in (('bahdanau', True), ('luong', True), ('luong', False)):
+for qt in ('bahdanau', 'luong', 'luong(input_feeding=false)'):
   for score, window in (
     ('additive', 'global'),
     ('general', 'local_p'),
@@ -43,12 +60,12 @@ for qt, feed in (('bahdanau', True), ('luong', True), ('luong', False)):
     ('concat', 'global'),
     ('none', 'global'),
   ):
-    VARIANTS.append(dict(query_timing=qt, input_feeding=feed, score=score, window=window))
+    VARIANTS.append(dict(query_timing=qt, score=score, window=window))
 VARIANTS += [
   dict(query_timing='bahdanau', cell='gru', decoder_layers=2, init_state='zero', dropout=0.3),
   dict(query_timing='luong', cell='gru', decoder_layers=2, dropout=0.3),
   dict(query_timing='luong', normalizer='monotonic', score='general'),
-  dict(query_timing='bahdanau', coverage='sum', score='additive', normalizer='sparsemax'),
+  dict(query_timing='bahdanau', score='additive(coverage=sum)', normalizer='sparsemax'),
   dict(query_timing='luong', dtype='bfloat16', score='concat', window='local_p'),
   dict(query_timing='bahdanau', init_state='last', decoder_hidden_size=12, encoder_hidden_size=6),
 ]
@@ -67,7 +84,7 @@ def _loss_and_gradient(cfg, params, batch, train):
 
 
 def run(v):
-  kw = {**SMALL, **v}
+  kw = sized({**SMALL, **v})
   if kw.get('score') == 'dot':
     kw['decoder_hidden_size'] = 12
   cfg = ModelConfig.from_dict(kw)

@@ -39,6 +39,7 @@ from pathlib import Path
 import jax
 from absl import app, flags
 
+from attnmt.model import forms
 from attnmt.model.config import ModelConfig
 from benchmarks import cases, flops
 from benchmarks.timing import matmul_peak
@@ -79,8 +80,9 @@ def part_of(op_name: str) -> str:
 def ideal_gflop(cfg: ModelConfig, b: int, s: int, t: int) -> dict[str, float]:
   """Model GFLOP per part, split the way `part_of` splits the ops (backward = 2 x forward)."""
   enc = (flops.encoder_flops(cfg, b, s) + flops.memory_flops(cfg, b, s)) / 1e9
-  vocab = 2 * b * t * cfg.output_size * cfg.target_vocab_size / 1e9
-  out = 2 * b * t * (cfg.decoder_hidden_size + cfg.annotation_size + cfg.embed_size) * cfg.output_size / 1e9
+  g = forms.build(cfg).output_size()  # the width the vocabulary projection reads (bahdanau's deep output)
+  vocab = 2 * b * t * g * cfg.target_vocab_size / 1e9
+  out = 2 * b * t * (cfg.decoder_hidden_size + cfg.annotation_size + cfg.embed_size) * g / 1e9
   dec = flops.decoder_flops(cfg, b, s, t) / 1e9 - vocab - out
   fwd = {'encoder': enc, 'decoder': dec, 'output layer': out, 'vocab + loss': vocab}
   result = {f'{k} fwd': v for k, v in fwd.items()}

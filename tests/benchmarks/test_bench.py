@@ -18,9 +18,8 @@ TINY = ModelConfig(
   embed_size=8,
   encoder_hidden_size=8,
   decoder_hidden_size=16,
-  attention_size=8,
-  output_size=8,
-  location_positions=16,
+  score='additive(size=8)',
+  query_timing='bahdanau(deep_output_size=8)',
 )
 
 
@@ -147,7 +146,8 @@ def test_main_job_model_is_the_main_configs():
 
   config = main_ablation.get_config()
   cfg, sizes = bench.main_job_model()
-  assert cfg.decoder_hidden_size == config.model.decoder_hidden_size and cfg.score == config.model.score
+  assert cfg.decoder_hidden_size == config.model.decoder_hidden_size
+  assert cfg.score == ModelConfig(score=config.model.score).score  # the selection with every option written out
   assert cfg.source_vocab_size == cfg.target_vocab_size == config.data.vocab_size
   assert (sizes.batch, sizes.src_len, sizes.tgt_len) == (config.data.batch_size, 32, 32)
 

@@ -23,9 +23,8 @@ TINY = ModelConfig(
   embed_size=8,
   encoder_hidden_size=8,
   decoder_hidden_size=16,
-  attention_size=8,
-  output_size=8,
-  location_positions=16,
+  score='additive(size=8)',
+  query_timing='bahdanau(deep_output_size=8)',
 )
 SIZES = cases.Sizes(batch=4, src_len=5, tgt_len=6)
 
@@ -52,11 +51,11 @@ def recording_patch():
 def test_variants_parse_every_key_and_refuse_what_cannot_work():
   parsed = variants.parse(
     '{"vw": {"xla": {"xla_cpu_prefer_vector_width": 512}}, "small": {"model": '
-    '{"attention_size": 6}}, "mine": {"patch": "tools_test_patches:recording_patch"}}'
+    '{"score": "additive(size=6)"}}, "mine": {"patch": "tools_test_patches:recording_patch"}}'
   )
   assert parsed == {
     'vw': variants.Variant(xla={'xla_cpu_prefer_vector_width': 512}),
-    'small': variants.Variant(model={'attention_size': 6}),
+    'small': variants.Variant(model={'score': 'additive(size=6)'}),
     'mine': variants.Variant(patch=PATCH),
   }
   assert list(variants.with_controls(parsed)) == ['base', 'base_again', 'vw', 'small', 'mine']
@@ -80,17 +79,20 @@ def test_model_fields_are_replaced_and_validated():
   assert variants.model_of(variants.Variant(model={'score': 'general'}), TINY).score == 'general'
   with pytest.raises(ValueError, match='unknown model setting'):
     variants.model_of(variants.Variant(model={'scroe': 'dot'}), TINY)
-  with pytest.raises(ValueError, match='model.attention_size must be an integer >= 1, got 0'):
-    variants.model_of(variants.Variant(model={'attention_size': 0}), TINY)
+  with pytest.raises(ValueError, match=r'model.score additive.size must be an integer >= 1, got 0$'):
+    variants.model_of(variants.Variant(model={'score': 'additive(size=0)'}), TINY)
+  assert variants.model_of(variants.Variant(model={'score': 'additive(size=6)'}), TINY).score == (
+    'additive(size=6, coverage=none)'
+  )
 
 
 def test_a_variant_compiles_under_its_patch_and_with_its_model():
   EVENTS.clear()
-  variant = variants.Variant(model={'attention_size': 6}, patch=PATCH)
+  variant = variants.Variant(model={'score': 'additive(size=6)'}, patch=PATCH)
   compiled, state, batch = variants.compile_step(variant, TINY, SIZES)
   assert EVENTS == ['enter', 'exit']
   base_sizes = {np.shape(x) for x in jax.tree.leaves(variants.compile_step(variants.Variant(), TINY, SIZES)[1])}
-  assert {np.shape(x) for x in jax.tree.leaves(state)} != base_sizes  # attention_size 6, not 8
+  assert {np.shape(x) for x in jax.tree.leaves(state)} != base_sizes  # the score's size 6, not 8
   _, metrics = compiled(state, batch)
   assert all(math.isfinite(float(v)) for v in jax.tree.leaves(metrics))
 
@@ -108,7 +110,7 @@ def test_paired_summary_by_hand():
 
 
 def test_ab_step_times_every_variant_and_the_control_in_pairs():
-  result = ab_step.run({'small': variants.Variant(model={'attention_size': 6})}, steps=3, cfg=TINY, sizes=SIZES)
+  result = ab_step.run({'small': variants.Variant(model={'score': 'additive(size=6)'})}, steps=3, cfg=TINY, sizes=SIZES)
   assert set(result['median_s']) == {'base', 'base_again', 'small'}
   assert set(result['vs_base']) == {'base_again', 'small'}
   assert all(len(t) == 3 and min(t) > 0 for t in result['times_s'].values())

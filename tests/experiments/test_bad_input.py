@@ -417,11 +417,17 @@ SETTINGS = {
   ),
   'data.name empty': ('data', 'name', '', 'data.name is empty; name a dataset'),
   'data.name=tsv_pairs without a path': ('data', 'name', 'tsv_pairs', 'data.name=tsv_pairs needs data.tsv_path'),
-  'model.input_feeding=ture': (
+  'model.query_timing=luong(input_feeding=ture)': (
     'model',
-    'input_feeding',
-    'ture',
-    "model.input_feeding must be true or false, got 'ture'",
+    'query_timing',
+    'luong(input_feeding=ture)',
+    "model.query_timing luong.input_feeding must be true or false, got 'ture'",
+  ),
+  'model.score=additive(size=0)': (
+    'model',
+    'score',
+    'additive(size=0)',
+    'model.score additive.size must be an integer >= 1, got 0',
   ),
   'model.embed_size=16.5': ('model', 'embed_size', 16.5, 'model.embed_size must be an integer >= 1, got 16.5'),
 }
@@ -767,8 +773,8 @@ def test_a_10000_word_sentence_decodes_in_bounded_memory():
     embed_size=16,
     encoder_hidden_size=16,
     decoder_hidden_size=32,
-    attention_size=16,
-    output_size=16,
+    score='additive(size=16)',
+    query_timing='bahdanau(deep_output_size=16)',
   )
   params = init_params(cfg, jax.random.key(0))
   src, lengths = jax.ShapeDtypeStruct((16, 10001), jnp.int32), jax.ShapeDtypeStruct((16,), jnp.int32)

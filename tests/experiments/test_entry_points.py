@@ -19,7 +19,7 @@ from attnmt.errors import ConfigError
 from attnmt.training import checkpoints, guards, trainer, train_step
 from attnmt.training import results as run_results
 from attnmt.training import seeds as seed_axis
-from attnmt.model import toy
+from attnmt.model import forms, toy, windows
 from attnmt.model.config import ModelConfig
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -193,10 +193,11 @@ def test_sweep_of_two_variants_and_two_seeds_writes_its_table_and_never_reuses_s
   again = run_module('experiments.sweep', *flags)
   assert again.returncode == 0 and again.stdout.count('finished earlier with this config') == 2, again.stderr[-2000:]
   before = (tmp_path / 'results.md').read_text()
-  changed = run_module('experiments.sweep', *flags, '--config.model.attention_size=8')
+  # an option of a component: the same names (one value swept), another run
+  changed = run_module('experiments.sweep', *flags, '--config.sweep.query_timings=bahdanau(deep_output_size=8)')
   assert changed.returncode == 2, changed.stderr[-2000:]
   line = changed.stderr.strip().splitlines()[-1]
-  assert 'none-bahdanau-global holds a run with a different config (differs in model.attention_size)' in line
+  assert 'none-bahdanau-global holds a run with a different config (differs in model.query_timing)' in line
   assert 'use another --workdir for this sweep' in line and '===' not in changed.stdout
   assert (tmp_path / 'results.md').read_text() == before
 
@@ -207,11 +208,11 @@ def test_sweep_of_two_variants_and_two_seeds_writes_its_table_and_never_reuses_s
     (['--config.sweep.scores=addtive'], "unknown model.score 'addtive'; valid: none, additive"),
     (['--config.sweep.scores=none', '--config.sweep.windows=local_m'], 'no valid variant among the swept values'),
     (
-      ['--config.sweep.input_feeding=ture', '--config.sweep.query_timings=luong'],
-      "sweep value 'ture' for model.input_feeding is not a boolean; use true or false",
+      ['--config.sweep.query_timings=luong(input_feeding=ture)'],
+      "model.query_timing luong.input_feeding must be true or false, got 'ture'",
     ),
-    (['--config.sweep.axes=model.window_siz=2,4'], "sweep axis 'model.window_siz' names no config setting"),
-    (['--config.sweep.axes=model.window_size'], "sweep.axes entry 'model.window_size' is not key=value1,value2"),
+    (['--config.sweep.axes=model.windw=local_m,local_p'], "sweep axis 'model.windw' names no config setting"),
+    (['--config.sweep.axes=model.window'], "sweep.axes entry 'model.window' is not key=value1,value2"),
   ],
 )
 def test_sweeps_that_cannot_run_write_nothing(extra, message, tmp_path, data_dir):
@@ -248,25 +249,45 @@ def test_sweep_axes_over_any_key_name_every_run_by_its_values():
 
   config = tiny.get_config()
   config.sweep.scores = 'additive,general'
-  config.sweep.query_timings = 'bahdanau,luong'
-  config.sweep.input_feeding = 'true,false'
-  config.sweep.axes = 'model.window_size=2,4; train.learning_rate=1e-3'
+  config.sweep.query_timings = 'bahdanau(deep_output_size=16),luong,luong(input_feeding=false)'
+  config.sweep.axes = 'model.window=local_m(size=2),local_m(size=4); train.learning_rate=1e-3'
   keep, _ = sweep.variants(config)
   names = [name for name, _ in keep]
-  # bahdanau has no input feeding: its two feeding values are one variant; luong keeps both.
+  # a value with options is split at commas outside parentheses; a name shows the options that differ
   assert len(names) == 2 * 3 * 2 == len(set(names))
-  assert names[0] == 'additive/bahdanau/global/window_size=2/learning_rate=0.001'
-  assert 'general/luong/global/feed/window_size=4/learning_rate=0.001' in names
-  run = dict(keep)['general/luong/global/window_size=4/learning_rate=0.001']
-  assert run.model.window_size == 4 and run.model.input_feeding is False and run.train.learning_rate == 1e-3
-  assert run.variant == 'general/luong/global/window_size=4/learning_rate=0.001' and 'sweep' not in run
+  assert names[0] == 'additive/bahdanau/local_m(size=2)/learning_rate=0.001'
+  assert 'general/luong(input_feeding=true)/local_m(size=4)/learning_rate=0.001' in names
+  run = dict(keep)['general/luong(input_feeding=false)/local_m(size=4)/learning_rate=0.001']
+  assert windows.build(run.model).size == 4 and forms.build(run.model).input_feeding is False
+  assert run.model.window == ModelConfig(window='local_m(size=4)').window and run.train.learning_rate == 1e-3
+  assert run.variant == 'general/luong(input_feeding=false)/local_m(size=4)/learning_rate=0.001' and 'sweep' not in run
   assert run_results.variant_name(run) == run.variant
-  config.sweep.axes = 'model.window_size=2,two'
-  with pytest.raises(ValueError, match="sweep value 'two' for model.window_size is not an integer"):
+  config.sweep.axes = 'model.window=local_m(size=2),local_m(size=two)'
+  with pytest.raises(ValueError, match=r"^model.window local_m.size must be an integer >= 1, got 'two'$"):
     sweep.variants(config)
   config.sweep.axes = 'seed=1,2'
   with pytest.raises(ValueError, match="sweep axis 'seed' is not a model, data or train setting"):
     sweep.variants(config)
+
+
+def test_the_former_sweep_input_feeding_reads_as_luongs_option():
+  """sweep.input_feeding, the former shorthand (deliberately the compatibility path): luong reads its values as its
+  option input_feeding; bahdanau, which has no such option, is one variant whatever the value."""
+  from experiments import sweep
+  from experiments.configs import tiny
+
+  config = tiny.get_config()
+  config.sweep.scores = 'additive(size=16)'
+  config.sweep.query_timings = 'bahdanau(deep_output_size=16),luong'
+  config.sweep.input_feeding = 'true,false'
+  keep, _ = sweep.variants(config)
+  assert [name for name, _ in keep] == [
+    'additive/bahdanau/global',
+    'additive/luong(input_feeding=true)/global',
+    'additive/luong(input_feeding=false)/global',
+  ]
+  runs = dict(keep)
+  assert forms.build(runs['additive/luong(input_feeding=false)/global'].model).input_feeding is False
 
 
 def test_vmapped_seeds_give_the_losses_of_seeds_run_one_by_one():
@@ -276,8 +297,8 @@ def test_vmapped_seeds_give_the_losses_of_seeds_run_one_by_one():
     embed_size=16,
     encoder_hidden_size=16,
     decoder_hidden_size=32,
-    attention_size=16,
-    output_size=16,
+    score='additive(size=16)',
+    query_timing='bahdanau(deep_output_size=16)',
     dropout=0.1,
   )
   init, step = seed_axis.seed_functions(cfg, train_step.make_optimizer(3e-3))
@@ -384,14 +405,14 @@ def test_sweep_cases_are_a_union_of_grids_and_the_luong_grid_is_table_4():
     sweep.variants(config)
   keep, refused = sweep.variants(luong.get_config())
   assert not refused and [name for name, _ in keep] == [
-    'location/luong/global/feed',
-    'dot/luong/global/feed',
-    'general/luong/global/feed',
-    'concat/luong/global/feed',
-    'dot/luong/local_m/feed',
-    'dot/luong/local_p/feed',
-    'general/luong/local_m/feed',
-    'general/luong/local_p/feed',
+    'location/luong/global',
+    'dot/luong/global',
+    'general/luong/global',
+    'concat/luong/global',
+    'dot/luong/local_m',
+    'dot/luong/local_p',
+    'general/luong/local_m',
+    'general/luong/local_p',
     'additive/bahdanau/global',
   ]
   assert all(run.train.seeds == '0,1,2' and run.train.num_steps == 2200 for _, run in keep)
@@ -418,7 +439,7 @@ def test_two_concurrent_shards_share_a_workdir_then_report_only_merges_them(tmp_
     f'--config.data.data_dir={fresh_data}',
     '--config.train.num_steps=10',
     '--config.train.seeds=0,1',
-    '--config.sweep.scores=none,additive,general',
+    '--config.sweep.scores=none,additive(size=16),general',  # tiny's additive
     '--config.sweep.analyze=false',
   ]
   env = dict(os.environ, JAX_PLATFORMS='cpu', PYTHONPATH=ROOT)
@@ -444,7 +465,10 @@ def test_two_concurrent_shards_share_a_workdir_then_report_only_merges_them(tmp_
   assert 'additive/bahdanau/global' in trained[1]  # shard 0/2 never takes it
   assert not (tmp_path / 'sweep' / 'results.md').exists()  # shards write no tables
   partial = run_module(
-    'experiments.sweep', *flags, '--config.sweep.scores=none,additive,general,dot', '--config.sweep.report_only=true'
+    'experiments.sweep',
+    *flags,
+    '--config.sweep.scores=none,additive(size=16),general,dot',
+    '--config.sweep.report_only=true',
   )
   assert partial.returncode == 0, partial.stderr[-3000:]
   assert 'not finished (left out): dot/bahdanau/global' in partial.stdout and '===' not in partial.stdout
@@ -506,7 +530,7 @@ def test_a_per_core_child_killed_ends_the_sweep_with_one_line_and_the_same_comma
     f'--config.data.data_dir={data_dir}',
     '--config.train.num_steps=100',  # every 10 a checkpoint: neither child can finish before both have one
     '--config.train.eval_every=0',
-    '--config.sweep.scores=none,additive',
+    '--config.sweep.scores=none,additive(size=16)',  # tiny's additive
     '--config.sweep.analyze=false',
     '--config.sweep.processes=2',
   ]

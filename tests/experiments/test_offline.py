@@ -70,12 +70,11 @@ def test_the_main_job_runs_offline_from_a_wheelhouse(tmp_path):
     '--config.model.embed_size=16',
     '--config.model.encoder_hidden_size=16',
     '--config.model.decoder_hidden_size=32',
-    '--config.model.attention_size=16',
-    '--config.model.output_size=16',
     '--config.train.num_steps=2',
     '--config.train.eval_every=0',
     '--config.train.checkpoint_every=2',
-    '--config.sweep.scores=additive',
+    '--config.sweep.scores=additive(size=16)',  # the sizes are the swept selections' options
+    '--config.sweep.query_timings=bahdanau(deep_output_size=16)',
   )
   assert res.returncode == 0, res.stderr[-3000:]
   assert (tmp_path / 'runs' / 'results.md').read_text().startswith('| variant |')

@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from attnmt.model import attention, scores
+from attnmt.model import attention, normalizers, scores
 from attnmt.model.config import ModelConfig
 import references
 
@@ -49,14 +49,20 @@ def np_masked_softmax(e, length):
   return out
 
 
+def sized_score(score, a_size, max_len):
+  """The score's selection with attention size `a_size` (the tanh scores' `size`) and `max_len` positions
+  (location's `positions`), each where the score has that option."""
+  options = {'size': a_size, 'positions': max_len}
+  keys = [row.key for row in scores.REGISTRY.resolve(score).settings if row.key in options]
+  return score + (f"({', '.join(f'{k}={options[k]}' for k in keys)})" if keys else '')
+
+
 def random_params(score, q_size, h_size, a_size, max_len, seed):
   cfg = ModelConfig(
     dropout=0.0,
-    score=score,
+    score=sized_score(score, a_size, max_len),
     decoder_hidden_size=q_size,
     encoder_hidden_size=h_size // 2,
-    attention_size=a_size,
-    location_positions=max_len,
   )
   p = attention.AttentionParams(cfg).init(jax.random.key(seed)).get('params', {})
   p = attention.AttentionParams(cfg).apply({'params': p})
@@ -94,7 +100,9 @@ def test_attend_matches_numpy(score, window):
   """Scores, window, masked softmax and context together, for one query at target position t."""
   q_size = h_size = 6
   cfg, p = random_params(score, q_size, h_size, 5, 12, seed=3)
-  cfg = ModelConfig(**{**cfg.__dict__, 'window': window, 'window_size': 2})
+  # local_p's predictor has the attention size of the additive parameters it takes below
+  sizes = {'global': '', 'local_m': '(size=2)', 'local_p': '(size=2, predictor_size=5)'}
+  cfg = ModelConfig(**{**cfg.__dict__, 'window': window + sizes[window]})
   if window == 'local_p':
     _, p_loc = random_params('additive', q_size, h_size, 5, 12, seed=4)
     p = dict(p, W_p=p_loc['W'], v_p=p_loc['v'])
@@ -131,7 +139,7 @@ def test_additive_hand_worked_example():
   h = jnp.array([[1.0, 0.0], [0.0, 1.0]])
   e = score_of(ModelConfig(dropout=0.0, score='additive'), p, jnp.array([1.0, 0.0]), h)
   np.testing.assert_allclose(e, [0.9640, 1.5232], atol=1e-4)  # tanh(2)+tanh(0), tanh(1)+tanh(1)
-  a = attention.masked_softmax(e, jnp.array([True, True]))
+  a = normalizers.masked_softmax(e, jnp.array([True, True]))
   np.testing.assert_allclose(a, [0.3637, 0.6363], atol=1e-4)
   np.testing.assert_allclose(references.context_vector(a, h), [0.3637, 0.6363], atol=1e-4)
 
@@ -141,22 +149,22 @@ def test_dot_hand_worked_example():
   h = jnp.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
   e = score_of(ModelConfig(score='dot', encoder_hidden_size=1, decoder_hidden_size=2), {}, jnp.array([1.0, 2.0]), h)
   np.testing.assert_allclose(e, [1.0, 2.0, 3.0])
-  a = attention.masked_softmax(e, jnp.array([True, True, True]))
+  a = normalizers.masked_softmax(e, jnp.array([True, True, True]))
   np.testing.assert_allclose(a, [0.0900, 0.2447, 0.6652], atol=1e-4)
   np.testing.assert_allclose(references.context_vector(a, h), [0.7553, 0.9100], atol=1e-4)
-  a_masked = attention.masked_softmax(e, jnp.array([True, True, False]))  # softmax(1, 2) = (0.2689, 0.7311)
+  a_masked = normalizers.masked_softmax(e, jnp.array([True, True, False]))  # softmax(1, 2) = (0.2689, 0.7311)
   np.testing.assert_allclose(a_masked, [0.2689, 0.7311, 0.0], atol=1e-4)
 
 
 def test_masked_softmax_padding_gets_zero_weight_and_zero_gradient():
   e = jnp.array([0.3, -1.2, 2.0, 50.0, -7.0])
   mask = jnp.array([True, True, True, False, False])
-  w = attention.masked_softmax(e, mask)
+  w = normalizers.masked_softmax(e, mask)
   assert np.all(np.asarray(w[3:]) == 0.0)
   np.testing.assert_allclose(w[:3], np_masked_softmax(np.asarray(e), 3)[:3], rtol=1e-6)
   # Gradient of any function of the weights (and of the context) w.r.t. padded scores is exactly 0.
   target = jnp.array([0.1, 0.5, -2.0, 3.0, 4.0])
-  grad = jax.grad(lambda e: jnp.sum(attention.masked_softmax(e, mask) * target))(e)
+  grad = jax.grad(lambda e: jnp.sum(normalizers.masked_softmax(e, mask) * target))(e)
   assert np.all(np.asarray(grad[3:]) == 0.0)
   assert np.all(np.asarray(grad[:3]) != 0.0)
 
@@ -164,14 +172,12 @@ def test_masked_softmax_padding_gets_zero_weight_and_zero_gradient():
 def test_masked_softmax_all_padding_row_is_zero_without_nan():
   e = jnp.array([1.0, 2.0, 3.0])
   mask = jnp.zeros(3, bool)
-  w = attention.masked_softmax(e, mask)
+  w = normalizers.masked_softmax(e, mask)
   assert np.all(np.asarray(w) == 0.0)
-  grad = jax.grad(lambda e: jnp.sum(attention.masked_softmax(e, mask) ** 2))(e)
+  grad = jax.grad(lambda e: jnp.sum(normalizers.masked_softmax(e, mask) ** 2))(e)
   assert np.all(np.isfinite(grad)) and np.all(np.asarray(grad) == 0.0)
   # A local_m window past the end of the source is such a row too.
-  cfg = ModelConfig(
-    dropout=0.0, score='dot', window='local_m', window_size=1, decoder_hidden_size=4, encoder_hidden_size=2
-  )
+  cfg = ModelConfig(dropout=0.0, score='dot', window='local_m(size=1)', decoder_hidden_size=4, encoder_hidden_size=2)
   h = jnp.ones((6, 4))
   ctx, w = references.attend(cfg, {}, jnp.ones(4), h, h, jnp.int32(2), jnp.int32(5))
   assert np.all(np.asarray(w) == 0.0) and np.all(np.isfinite(ctx))

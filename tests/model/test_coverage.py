@@ -7,9 +7,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from small_model import steps_equal_teacher_forcing
+from small_model import sized, steps_equal_teacher_forcing
 
-from attnmt.model import attention, decoding, deferred_scan
+from attnmt.model import attention, decoding, deferred_scan, scores
 from attnmt.training import train_step
 from attnmt.errors import ConfigError
 from attnmt.model.config import ModelConfig
@@ -35,9 +35,9 @@ def _batch(rng):
 
 def test_coverage_enters_the_additive_score_as_numpy_computes_it(small):
   """e_i = v . tanh(W q + U h_i + b + C_i w_c), softmax over the valid positions; C' = C + a."""
-  cfg = ModelConfig(**{**small, 'coverage': 'sum'})
+  cfg = ModelConfig(**sized({**small, 'score': 'additive(coverage=sum)'}))
   rng = np.random.default_rng(0)
-  q, h, a = cfg.decoder_hidden_size, cfg.annotation_size, cfg.attention_size
+  q, h, a = cfg.decoder_hidden_size, cfg.annotation_size, scores.build(cfg).size
   p = {
     'W': rng.normal(size=(q, a)),
     'U': rng.normal(size=(h, a)),
@@ -70,7 +70,7 @@ def test_coverage_enters_the_additive_score_as_numpy_computes_it(small):
   'score,timing', [('additive', 'bahdanau'), ('normed_additive', 'luong'), ('concat', 'luong'), ('concat', 'bahdanau')]
 )
 def test_teacher_forced_equals_step_by_step_with_coverage(small, score, timing):
-  cfg = ModelConfig(**{**small, 'score': score, 'query_timing': timing, 'coverage': 'sum'})
+  cfg = ModelConfig(**sized({**small, 'score': f'{score}(coverage=sum)', 'query_timing': timing}))
   params = {'params': _with_w_cov(init_params(cfg, jax.random.key(0)))}
   model = Seq2Seq(cfg)
   b = _batch(np.random.default_rng(1))
@@ -85,7 +85,7 @@ def test_teacher_forced_equals_step_by_step_with_coverage(small, score, timing):
 
 def test_coverage_model_gradients_equal_plain_autodiff(small, monkeypatch):
   """w_c and everything else: the deferred scan's gradients are autodiff's of the plain scan."""
-  cfg = ModelConfig(**{**small, 'coverage': 'sum', 'query_timing': 'luong', 'score': 'concat'})
+  cfg = ModelConfig(**sized({**small, 'query_timing': 'luong', 'score': 'concat(coverage=sum)'}))
   params = _with_w_cov(init_params(cfg, jax.random.key(0)))
   batch = _batch(np.random.default_rng(0))
   grad = jax.grad(lambda p: train_step.loss_fn(cfg, p, batch, None, False, 0.0, 0.5)[0])
@@ -98,11 +98,15 @@ def test_coverage_model_gradients_equal_plain_autodiff(small, monkeypatch):
 
 @pytest.mark.parametrize('score', ['dot', 'general', 'location', 'none', 'scaled_dot'])
 def test_coverage_is_refused_for_scores_without_a_tanh(small, score):
-  overrides = dict(score=score, coverage='sum', decoder_hidden_size=12, encoder_hidden_size=6)
-  with pytest.raises(ConfigError, match=f"which score '{score}' does not have; use score additive"):
+  """Coverage is an option of the tanh scores alone: another score refuses it in one line naming the option."""
+  overrides = dict(score=f'{score}(coverage=sum)', decoder_hidden_size=12, encoder_hidden_size=6)
+  with pytest.raises(ConfigError, match=r"has no option 'coverage'; (it has none|valid: positions)$") as e:
     ModelConfig.from_dict({**small, **overrides})
-  with pytest.raises(ConfigError, match="unknown model.coverage 'fertility'"):
-    ModelConfig.from_dict({**small, 'coverage': 'fertility'})
+  assert f"model.score '{score}(coverage=sum)'" in str(e.value) and '\n' not in str(e.value)
+  with pytest.raises(ConfigError, match=r"unknown model.score additive.coverage 'fertility'; valid: none, sum$"):
+    ModelConfig.from_dict({**small, 'score': 'additive(coverage=fertility)'})
+  assert scores.build(ModelConfig(**sized({**small, 'score': 'additive(coverage=sum)'}))).uses_coverage
+  assert not scores.build(ModelConfig(**sized(small))).uses_coverage
 
 
 def test_coverage_loss_by_hand():
@@ -158,7 +162,7 @@ def test_coverage_loss_weight_adds_to_the_objective(small):
 def test_beam_coverage_penalty_is_wu_et_al_from_the_returned_attention(small):
   """Each returned hypothesis's score moves by beta * sum_i log(min(sum_t a_ti, 1)) over its valid
   source positions, computed here from the attention the search returns."""
-  cfg = ModelConfig(**{**small, 'coverage': 'sum'})
+  cfg = ModelConfig(**sized({**small, 'score': 'additive(coverage=sum)'}))
   params = _with_w_cov(init_params(cfg, jax.random.key(5)))
   rng = np.random.default_rng(5)
   src, lengths = jnp.asarray(rng.integers(4, 20, (3, 7))), jnp.array([7, 3, 5])
@@ -188,7 +192,7 @@ def test_coverage_loss_without_attention_is_refused_before_anything_runs():
   with pytest.raises(ConfigError, match="model.score 'none' has no attention; set the weight to 0"):
     trainer.check_config(config)
   config.model.score = 'additive'
-  assert trainer.check_config(config) == [0]
+  assert trainer.check_config(config)[0] == [0]
   config.train.coverage_loss_weight = -1.0
   with pytest.raises(ValueError, match='train.coverage_loss_weight must be'):
     trainer.check_config(config)

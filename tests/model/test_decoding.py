@@ -21,8 +21,8 @@ CFG = ModelConfig(
   embed_size=16,
   encoder_hidden_size=16,
   decoder_hidden_size=32,
-  attention_size=16,
-  output_size=16,
+  score='additive(size=16)',
+  query_timing='bahdanau(deep_output_size=16)',
 )
 _BATCH = toy.reverse_batch(np.random.default_rng(9), 4, 10, np.ones(8) / 8, held_out=True)
 SRC, SRC_LEN = jnp.asarray(_BATCH['src']), jnp.asarray(_BATCH['src_len'])

@@ -12,10 +12,8 @@ import pytest
 
 from attnmt.errors import ConfigError
 from attnmt.model import decoding, interventions
-from attnmt.model.config import ModelConfig
-from attnmt.model.interventions import Intervention
 from attnmt.model.seq2seq import Seq2Seq, init_params
-from small_model import SMALL, steps_equal_teacher_forcing
+from small_model import small_config, steps_equal_teacher_forcing
 
 W = np.array(
   [
@@ -57,7 +55,8 @@ def np_reference(name, w, n, k=2):
 
 @pytest.mark.parametrize('name', ['uniform', 'first', 'last', 'shift', 'zero_max', 'zero_top_k'])
 def test_deterministic_interventions_match_numpy(name):
-  got = np.asarray(Intervention(name, k=2).apply(jnp.asarray(W), jnp.asarray(LENGTH), jnp.int32(3)))
+  iv = interventions.build('zero_top_k(k=2)' if name == 'zero_top_k' else name)
+  got = np.asarray(iv.apply(jnp.asarray(W), jnp.asarray(LENGTH), jnp.int32(3)))
   for row, n in enumerate(LENGTH):
     np.testing.assert_allclose(got[row], np_reference(name, W[row], n), rtol=1e-6, atol=1e-7)
     np.testing.assert_allclose(got[row].sum(), 1.0, rtol=1e-6)
@@ -66,18 +65,20 @@ def test_deterministic_interventions_match_numpy(name):
 
 def test_zero_max_spreads_uniformly_where_nothing_is_left():
   w = np.array([[0.0, 1.0, 0.0]], np.float32)  # the rest is exactly 0
-  got = np.asarray(Intervention('zero_max').apply(jnp.asarray(w), jnp.array([3]), jnp.int32(0)))
+  got = np.asarray(interventions.build('zero_max').apply(jnp.asarray(w), jnp.array([3]), jnp.int32(0)))
   np.testing.assert_allclose(got[0], [0.5, 0.0, 0.5])
 
 
 def test_permute_is_a_permutation_of_the_valid_weights_and_random_a_distribution():
-  keys = Intervention('permute', seed=1).sentence_keys(jnp.arange(24).reshape(4, 6) + 4)
-  got = np.asarray(Intervention('permute', seed=1).apply(jnp.asarray(W), jnp.asarray(LENGTH), jnp.int32(0), keys))
+  keys = interventions.build('permute', seed=1).sentence_keys(jnp.arange(24).reshape(4, 6) + 4)
+  got = np.asarray(
+    interventions.build('permute', seed=1).apply(jnp.asarray(W), jnp.asarray(LENGTH), jnp.int32(0), keys)
+  )
   for row, n in enumerate(LENGTH):
     np.testing.assert_array_equal(np.sort(got[row, :n]), np.sort(W[row, :n]))
     assert np.all(got[row, n:] == 0.0)
   assert not np.array_equal(got[3], W[3])  # six positions: the identity order would be a 1-in-720 draw
-  rnd = Intervention('random', seed=1)
+  rnd = interventions.build('random', seed=1)
   a = np.asarray(rnd.apply(jnp.asarray(W), jnp.asarray(LENGTH), jnp.int32(0), keys))
   b = np.asarray(rnd.apply(jnp.asarray(W), jnp.asarray(LENGTH), jnp.int32(1), keys))
   for row, n in enumerate(LENGTH):
@@ -95,14 +96,14 @@ def test_a_sentence_gets_the_same_counterfactual_in_any_batch_and_padding():
   w_padded[1, :4] = w[0]
   w_padded[0, :3] = 1 / 3
   for name in ('permute', 'random'):
-    iv = Intervention(name, seed=4)
+    iv = interventions.build(name, seed=4)
     one = iv.apply(jnp.asarray(w), jnp.array([4]), jnp.int32(2), iv.sentence_keys(alone))
     two = iv.apply(jnp.asarray(w_padded), jnp.array([3, 4]), jnp.int32(2), iv.sentence_keys(padded))
     np.testing.assert_array_equal(np.asarray(one)[0], np.asarray(two)[1, :4])
 
 
 def small(**over):
-  return ModelConfig.from_dict({**SMALL, 'score': 'general', **over})
+  return small_config(**{'score': 'general', **over})
 
 
 def batch():
@@ -119,14 +120,14 @@ def test_identity_reproduces_ordinary_decoding_bit_for_bit(timing):
   params = init_params(cfg, jax.random.key(0))
   src, lengths, tgt = batch()
   plain = jax.jit(Seq2Seq(cfg).apply)({'params': params}, src, lengths, tgt)
-  same = jax.jit(Seq2Seq(cfg, Intervention('identity')).apply)({'params': params}, src, lengths, tgt)
+  same = jax.jit(Seq2Seq(cfg, interventions.build('identity')).apply)({'params': params}, src, lengths, tgt)
   for a, b in zip(plain, same):
     np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
   for search in (
     lambda iv: decoding.greedy(cfg, params, src, lengths, 8, intervention=iv),
     lambda iv: decoding.beam_search(cfg, params, src, lengths, 3, 8, intervention=iv),
   ):
-    for a, b in zip(search(None), search(Intervention('identity'))):
+    for a, b in zip(search(None), search(interventions.build('identity'))):
       np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
 
 
@@ -135,10 +136,10 @@ def test_uniform_on_the_score_none_changes_nothing():
   params = init_params(cfg, jax.random.key(1))
   src, lengths, tgt = batch()
   plain = jax.jit(Seq2Seq(cfg).apply)({'params': params}, src, lengths, tgt)
-  uniform = jax.jit(Seq2Seq(cfg, Intervention('uniform')).apply)({'params': params}, src, lengths, tgt)
+  uniform = jax.jit(Seq2Seq(cfg, interventions.build('uniform')).apply)({'params': params}, src, lengths, tgt)
   np.testing.assert_allclose(np.asarray(plain[0]), np.asarray(uniform[0]), rtol=1e-6, atol=1e-6)
   a = decoding.greedy(cfg, params, src, lengths, 8)
-  b = decoding.greedy(cfg, params, src, lengths, 8, intervention=Intervention('uniform'))
+  b = decoding.greedy(cfg, params, src, lengths, 8, intervention=interventions.build('uniform'))
   np.testing.assert_array_equal(np.asarray(a.tokens), np.asarray(b.tokens))
 
 
@@ -148,7 +149,7 @@ def test_teacher_forcing_equals_step_by_step_under_the_intervention(name):
   weights the context read are the counterfactual ones; the output differs from the model's own."""
   cfg = small(query_timing='luong', window='local_p')
   params = {'params': init_params(cfg, jax.random.key(2))}
-  iv = Intervention(name, seed=3)
+  iv = interventions.build(name, seed=3)
   model = Seq2Seq(cfg, iv)
   src, lengths, tgt = batch()
   logits, weights, _ = steps_equal_teacher_forcing(model, params, src, lengths, tgt)
@@ -168,23 +169,37 @@ def test_teacher_forcing_equals_step_by_step_under_the_intervention(name):
 def test_bad_names_get_one_line():
   with pytest.raises(ConfigError, match=r"^unknown intervention 'shuffle'; valid: identity, uniform, permute,"):
     interventions.parse('uniform,shuffle')
-  with pytest.raises(ConfigError, match=r"^unknown intervention 3 \(of type int, not a name\); valid: identity,"):
-    Intervention(3)
-  whole = r'is not a whole number >= 1; pass k=1, 2, \.\.\. \(zero_top_k zeroes the k largest weights\)$'
-  for k in (0, 1.5, 2.0, True, '2'):
-    with pytest.raises(ConfigError, match=rf'^intervention zero_top_k: k={re.escape(repr(k))} {whole}'):
-      Intervention('zero_top_k', k=k)
+  with pytest.raises(ConfigError, match=r"^intervention 3 \(of type int\) is not a name; valid: identity,"):
+    interventions.build(3)
+  with pytest.raises(ConfigError, match=r"^intervention 'uniform\(k=2\)': Uniform has no option 'k'; it has none$"):
+    interventions.parse('zero_top_k(k=2),uniform(k=2)')
+  # an option is checked as any int setting is: a whole number (2.0 and '2' read as 2), not a bool
+  for k, shown in (('0', '0'), ('1.5', '1.5'), ('true', 'True'), ('-1', '-1'), ("''", "''")):
+    with pytest.raises(
+      ConfigError, match=rf'^intervention zero_top_k.k must be an integer >= 1, got {re.escape(shown)}$'
+    ):
+      interventions.build(f'zero_top_k(k={k})')
+  for k in ('2.0', "'2'", '2'):
+    iv = interventions.build(f'zero_top_k(k={k})')
+    assert iv.k == 2 and isinstance(iv.k, int) and iv == interventions.ZeroTopK(0, k=2)
   for seed in (1.5, -1, '0'):
     with pytest.raises(
       ConfigError, match=rf'^intervention permute: seed={re.escape(repr(seed))} is not a whole number'
     ):
-      Intervention('permute', seed=seed)
-  for c in (0, float('nan'), 'a'):
-    with pytest.raises(ConfigError, match=rf'^intervention random: concentration={re.escape(repr(c))} is not a finite'):
-      Intervention('random', concentration=c)
+      interventions.build('permute', seed=seed)
+  for c in ('0', 'nan', "'a'"):
+    shown = re.escape(repr(c[1:-1]) if c.startswith("'") else c)
+    with pytest.raises(
+      ConfigError, match=rf'^intervention random.concentration must be a finite number > 0, got {shown}$'
+    ):
+      interventions.build(f'random(concentration={c})')
   # NumPy integers are whole numbers, and equal options make equal (hashable) interventions
-  assert Intervention('zero_top_k', k=np.int64(3)) == Intervention('zero_top_k', k=3)
-  assert hash(Intervention('permute', seed=np.int32(4))) == hash(Intervention('permute', seed=4))
+  assert interventions.ZeroTopK(0, k=np.int64(3)) == interventions.build('zero_top_k(k=3)')
+  assert hash(interventions.build('permute', seed=np.int32(4))) == hash(interventions.build('permute', seed=4))
+  assert interventions.build('zero_top_k(k=3)') != interventions.build('zero_top_k(k=3)', seed=1)
+  # the registered name, and the label with the options that differ from their defaults
+  three, two = interventions.parse('zero_top_k(k=3),zero_top_k', seed=0)
+  assert (three.name, three.label, two.name, two.label) == ('zero_top_k', 'zero_top_k(k=3)', 'zero_top_k', 'zero_top_k')
 
 
 @pytest.mark.parametrize('name', ['first', 'uniform', 'random'])
@@ -196,7 +211,7 @@ def test_beam_search_under_an_intervention_is_greedy_at_width_one(name):
   cfg = small()
   params = init_params(cfg, jax.random.key(4))
   src, lengths, _ = batch()
-  iv = Intervention(name, seed=2)
+  iv = interventions.build(name, seed=2)
   g = decoding.greedy(cfg, params, src, lengths, 8, intervention=iv)
   b = decoding.beam_search(cfg, params, src, lengths, 1, 8, alpha=0.0, intervention=iv)
   np.testing.assert_array_equal(np.asarray(b.tokens[:, 0]), np.asarray(g.tokens))

@@ -20,7 +20,7 @@ from attnmt.errors import ConfigError
 from attnmt.model.config import ModelConfig
 from attnmt.model.forms import names as form_names
 from attnmt.model.seq2seq import BOS, EOS, Seq2Seq, init_params
-from small_model import SMALL
+from small_model import SMALL, sized
 
 
 def np_expected_alignments(p_TxS: np.ndarray) -> np.ndarray:
@@ -142,10 +142,12 @@ MONOTONIC = {**SMALL, 'normalizer': 'monotonic'}  # the small model with monoton
 
 
 def test_config_refuses_what_has_no_meaning_and_takes_the_rest():
-  with pytest.raises(ConfigError, match=r"^normalizer 'monotonic' .*; use window 'global', not 'local_m'$"):
-    ModelConfig.from_dict({**MONOTONIC, 'window': 'local_m'})
-  with pytest.raises(ConfigError, match=r"^normalizer 'monotonic' .*; use window 'global', not 'local_p'$"):
-    ModelConfig.from_dict({**MONOTONIC, 'window': 'local_p'})
+  with pytest.raises(ConfigError, match=r"^normalizer 'monotonic' .*; use window 'global', not 'local_m\(size=2\)'$"):
+    ModelConfig.from_dict(sized({**MONOTONIC, 'window': 'local_m'}))
+  with pytest.raises(
+    ConfigError, match=r"^normalizer 'monotonic' .*; use window 'global', not 'local_p\(size=2, predictor_size=5\)'$"
+  ):
+    ModelConfig.from_dict(sized({**MONOTONIC, 'window': 'local_p'}))
   with pytest.raises(
     ConfigError,
     match=r"^normalizer 'monotonic' .* score 'none' gives every position the same score; use another score$",
@@ -153,7 +155,7 @@ def test_config_refuses_what_has_no_meaning_and_takes_the_rest():
     ModelConfig.from_dict({**MONOTONIC, 'score': 'none'})
   for score, timing in itertools.product(scores.names(), form_names()):
     if score != 'none':
-      ModelConfig.from_dict({**MONOTONIC, 'score': score, 'query_timing': timing, 'coverage': 'none'})
+      ModelConfig.from_dict(sized({**MONOTONIC, 'score': score, 'query_timing': timing}))
 
 
 # Every score but 'none', the timings taken in turn (each score takes each timing in the config test above).
@@ -164,7 +166,7 @@ COMBOS = [(s, form_names()[i % 2]) for i, s in enumerate(n for n in scores.names
 def test_teacher_forced_equals_expected_step_by_step(score, timing):
   """Teacher forcing (the decoder's scan) equals decode steps run in the teacher-forced mode
   (`decoding=False`: expected alignment), logits, weights and gradients; padding gets exactly 0 weight."""
-  cfg = ModelConfig.from_dict({**MONOTONIC, 'score': score, 'query_timing': timing, 'decoder_hidden_size': 12})
+  cfg = ModelConfig.from_dict(sized({**MONOTONIC, 'score': score, 'query_timing': timing, 'decoder_hidden_size': 12}))
   params = init_params(cfg, jax.random.key(0))
   model = Seq2Seq(cfg)
   rng = np.random.default_rng(1)
@@ -208,8 +210,8 @@ COPY = dict(
   embed_size=16,
   encoder_hidden_size=64,
   decoder_hidden_size=64,
-  attention_size=32,
-  output_size=32,
+  score='additive(size=32)',
+  query_timing='bahdanau(deep_output_size=32)',
   bidirectional=False,
   init_state='zero',
 )
@@ -345,7 +347,7 @@ def test_beam_search_carries_the_position_of_each_hypothesis():
   """Each beam hypothesis's hard attention is that of decode steps fed its tokens: the attended position is
   reordered with the hypotheses. A random model with score 'location' (p from the query alone, scaled up)
   and EOS made unlikely, so that the hypotheses of one sentence attend different positions."""
-  cfg = ModelConfig.from_dict({**MONOTONIC, 'score': 'location'})
+  cfg = ModelConfig.from_dict(sized({**MONOTONIC, 'score': 'location'}))
   params = init_params(cfg, jax.random.key(0))
   decoder = params['decoder']
   attention = {**jax.tree.map(lambda x: 4.0 * x, decoder['attention']), 'r': jnp.float32(0.0)}

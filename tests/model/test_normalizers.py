@@ -15,7 +15,7 @@ from attnmt.model import attention, decoding, normalizers
 from attnmt.errors import ConfigError
 from attnmt.model.config import ModelConfig
 from attnmt.model.seq2seq import BOS, Seq2Seq, init_params
-from small_model import SMALL
+from small_model import SMALL, sized
 
 NAMES = ('softmax', 'sparsemax', 'entmax15')
 SPARSE = ('sparsemax', 'entmax15')
@@ -208,7 +208,13 @@ def test_score_none_is_the_uniform_mean_under_every_normaliser(name):
 def test_windows_normalise_with_the_configured_normaliser(name, window):
   """Through attend: the window's positions, the normaliser, local_p's Gaussian after it, the context."""
   cfg = ModelConfig.from_dict(
-    dict(score='dot', window=window, window_size=2, normalizer=name, encoder_hidden_size=3, decoder_hidden_size=6)
+    dict(
+      score='dot',
+      window=window if window == 'global' else f'{window}(size=2)',
+      normalizer=name,
+      encoder_hidden_size=3,
+      decoder_hidden_size=6,
+    )
   )
   p = attention.AttentionParams(cfg).init(jax.random.key(0)).get('params', {})
   p = attention.AttentionParams(cfg).apply({'params': p})
@@ -259,7 +265,9 @@ COMBOS = [
 
 def model_and_params(name, score, timing, window, seed):
   """A small model whose attention parameters are scaled up, so that its scores spread enough for exact zeros."""
-  cfg = ModelConfig.from_dict({**SMALL, 'normalizer': name, 'score': score, 'query_timing': timing, 'window': window})
+  cfg = ModelConfig.from_dict(
+    sized({**SMALL, 'normalizer': name, 'score': score, 'query_timing': timing, 'window': window})
+  )
   params = init_params(cfg, jax.random.key(seed))
   decoder = {**params['decoder'], 'attention': jax.tree.map(lambda x: 8.0 * x, params['decoder']['attention'])}
   return cfg, {**params, 'decoder': decoder}

@@ -16,17 +16,17 @@ from attnmt.model.seq2seq import BOS, Seq2Seq, init_params
 from attnmt.training import trainer
 from benchmarks import flops
 from experiments.configs import tiny
-from small_model import SMALL
+from small_model import OPTIONS, SMALL, sized
 
 
 class Maxout(forms.Bahdanau):
   """Bahdanau's deep output with maxout units: t = max over pairs of W_g [s_t ; c_t ; E y_{t-1}] + b_g."""
 
   def params(self, param):
-    c = self.cfg
+    c, g = self.cfg, self.deep_output_size  # Bahdanau's option, which the subclass inherits
     return {
-      'W_g': param('W_g', (c.decoder_hidden_size + c.annotation_size + c.embed_size, 2 * c.output_size)),
-      'b_g': param('b_g', (2 * c.output_size,), jax.nn.initializers.zeros),
+      'W_g': param('W_g', (c.decoder_hidden_size + c.annotation_size + c.embed_size, 2 * g)),
+      'b_g': param('b_g', (2 * g,), jax.nn.initializers.zeros),
     }
 
   def hidden(self, p, out, emb_xE):
@@ -41,11 +41,13 @@ NAME = f'{__name__}:Maxout'
 
 
 def config(**over):
-  return ModelConfig.from_dict({**SMALL, 'query_timing': NAME, **over})
+  return ModelConfig.from_dict(sized({**SMALL, 'query_timing': NAME, **over}))
 
 
 def test_selected_by_import_path_and_bad_paths_name_the_fix():
   assert isinstance(forms.build(config()), Maxout)
+  assert config().query_timing == f'{NAME}(deep_output_size=7)'  # the option it inherits, written out
+  assert forms.build(config(query_timing=f'{NAME}(deep_output_size=3)')).deep_output_size == 3
   with pytest.raises(ConfigError, match=r"model.query_timing 'no_such_pkg.forms:Maxout': cannot import module"):
     config(query_timing='no_such_pkg.forms:Maxout')
   with pytest.raises(ConfigError, match="'Minout' in .* is not a attnmt.model.forms.DecoderForm subclass"):
@@ -78,7 +80,7 @@ def test_logits_match_numpy_and_equal_step_by_step():
       hidden = np.maximum(pre[:, 0::2], pre[:, 1::2])
       np.testing.assert_allclose(step_logits, hidden @ p['W_out'] + p['b_out'], rtol=1e-4, atol=1e-5)
     state = new_state
-  assert p['W_out'].shape == (SMALL['output_size'], SMALL['target_vocab_size'])
+  assert p['W_out'].shape == (OPTIONS['query_timing']['deep_output_size'], SMALL['target_vocab_size'])
 
 
 def test_greedy_and_beam_search_score_what_teacher_forcing_scores():
@@ -101,9 +103,9 @@ def test_greedy_and_beam_search_score_what_teacher_forcing_scores():
 def test_flops_come_from_the_definition():
   """The form's own products are counted from its flops(): twice Bahdanau's W_g product per step."""
   mine = config()
-  base = ModelConfig.from_dict({**SMALL, 'query_timing': 'bahdanau'})
-  c = SMALL
-  extra = matmul_flops(4 * 5, c['output_size'], 12 + 2 * c['encoder_hidden_size'] + c['embed_size'])
+  base = ModelConfig.from_dict(sized({**SMALL, 'query_timing': 'bahdanau'}))
+  c, g = SMALL, OPTIONS['query_timing']['deep_output_size']
+  extra = matmul_flops(4 * 5, g, 12 + 2 * c['encoder_hidden_size'] + c['embed_size'])
   assert flops.decoder_flops(mine, rows=4, src_len=7, steps=5) - flops.decoder_flops(base, 4, 7, 5) == extra
 
   class NoFlops(forms.DecoderForm):
@@ -115,7 +117,7 @@ def test_flops_come_from_the_definition():
 
 class WrongWidth(forms.Bahdanau):
   def output_size(self):
-    return self.cfg.output_size + 1  # says one more than hidden() gives
+    return self.deep_output_size + 1  # says one more than hidden() gives
 
 
 class NegativeInput(forms.Bahdanau):
@@ -139,7 +141,7 @@ def test_trains_through_the_experiment_code(tmp_path):
   """A few steps of the real training loop: checkpoint, the import path in the variant's name, test perplexity."""
   cfg = tiny.get_config()
   cfg.data.data_dir = str(tmp_path / 'data')
-  cfg.model.query_timing = NAME
+  cfg.model.query_timing = f'{NAME}(deep_output_size=16)'  # tiny's size
   cfg.train.num_steps = 4
   cfg.train.checkpoint_every = 4
   result = trainer.train_and_evaluate(cfg, str(tmp_path / 'run'))
@@ -149,7 +151,8 @@ def test_trains_through_the_experiment_code(tmp_path):
 
 class ClashingOutput(forms.Bahdanau):
   def params(self, param):
-    return {**super().params(param), 'W_out': param('W_out', (self.cfg.output_size, self.cfg.output_size))}
+    g = self.deep_output_size
+    return {**super().params(param), 'W_out': param('W_out', (g, g))}
 
 
 def test_a_form_parameter_named_like_the_decoders_is_refused_with_one_line(tmp_path):

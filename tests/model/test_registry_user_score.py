@@ -20,7 +20,7 @@ from attnmt.model.config import ModelConfig
 from attnmt.model.seq2seq import BOS, Seq2Seq, init_params
 from benchmarks import flops
 from experiments.configs import tiny
-from small_model import SMALL, steps_equal_teacher_forcing
+from small_model import SMALL, sized, steps_equal_teacher_forcing
 
 
 class Cosine(scores.Score):
@@ -55,7 +55,7 @@ def np_cosine(p, q, h):
 
 
 def config(**over):
-  return ModelConfig.from_dict({**SMALL, 'score': NAME, **over})
+  return ModelConfig.from_dict(sized({**SMALL, 'score': NAME, **over}))
 
 
 def test_selected_by_import_path_and_bad_paths_name_the_fix():
@@ -152,7 +152,7 @@ def test_greedy_and_beam_search():
 
 def test_flops_come_from_the_definition():
   base = config()
-  additive = ModelConfig.from_dict({**SMALL, 'score': 'additive'})
+  additive = ModelConfig.from_dict(sized({**SMALL, 'score': 'additive'}))
   step = flops.attention_step_flops(base, rows=4, src_len=7) - flops.attention_step_flops(
     ModelConfig.from_dict({**SMALL, 'score': 'none'}), rows=4, src_len=7
   )
@@ -239,7 +239,7 @@ class FlatCentre(windows.Window):
 
 class TransposedSoftmax(normalizers.Normalizer):
   def normalize(self, e_S, mask_S):
-    return attention.masked_softmax(e_S, mask_S)[None]
+    return normalizers.masked_softmax(e_S, mask_S)[None]
 
 
 @pytest.mark.parametrize(
@@ -276,11 +276,11 @@ def test_user_outputs_are_checked_once_at_trace_time(over, message):
 
 def test_the_built_in_classes_pass_the_checks():
   for score in ('additive', 'dot', 'general', 'concat', 'location', 'none'):
-    attention.check_user_code(ModelConfig.from_dict({**SMALL, 'score': score, 'decoder_hidden_size': 12}))
+    attention.check_user_code(ModelConfig.from_dict(sized({**SMALL, 'score': score, 'decoder_hidden_size': 12})))
   for window in ('local_m', 'local_p'):
-    attention.check_user_code(ModelConfig.from_dict({**SMALL, 'score': 'additive', 'window': window}))
+    attention.check_user_code(ModelConfig.from_dict(sized({**SMALL, 'score': 'additive', 'window': window})))
   for normalizer in ('sparsemax', 'entmax15', 'monotonic'):
-    attention.check_user_code(ModelConfig.from_dict({**SMALL, 'score': 'additive', 'normalizer': normalizer}))
+    attention.check_user_code(ModelConfig.from_dict(sized({**SMALL, 'score': 'additive', 'normalizer': normalizer})))
 
 
 EDITED_SCORE = textwrap.dedent("""

@@ -4,7 +4,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from attnmt.model import attention
+from attnmt.model import scores
 
 
 def _plain(query_A, keys_SxA, v_A):
@@ -22,14 +22,12 @@ def test_additive_scores_and_gradient_equal_autodiff():
     return jnp.sum(jax.vmap(fn, in_axes=(0, 0, None))(q, keys, v) * w_BxS)
 
   np.testing.assert_allclose(
-    jax.vmap(attention.additive_scores, in_axes=(0, 0, None))(query_BxA, keys_BxSxA, v_A),
+    jax.vmap(scores.additive_scores, in_axes=(0, 0, None))(query_BxA, keys_BxSxA, v_A),
     jax.vmap(_plain, in_axes=(0, 0, None))(query_BxA, keys_BxSxA, v_A),
     rtol=1e-5,
     atol=1e-6,
   )
-  fast = jax.jit(jax.grad(lambda *a: loss(attention.additive_scores, *a), argnums=(0, 1, 2)))(
-    query_BxA, keys_BxSxA, v_A
-  )
+  fast = jax.jit(jax.grad(lambda *a: loss(scores.additive_scores, *a), argnums=(0, 1, 2)))(query_BxA, keys_BxSxA, v_A)
   slow = jax.grad(lambda *a: loss(_plain, *a), argnums=(0, 1, 2))(query_BxA, keys_BxSxA, v_A)
   for a, b in zip(fast, slow):
     np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)

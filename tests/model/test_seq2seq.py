@@ -5,7 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from small_model import steps_equal_teacher_forcing
+from small_model import sized, steps_equal_teacher_forcing
 
 from attnmt.model import rnn, scores, windows
 from attnmt.errors import ConfigError
@@ -33,7 +33,7 @@ def test_reverse_within_length_is_an_involution_that_keeps_padding():
 @pytest.mark.parametrize('cell,layers,bidirectional', [('lstm', 1, True), ('gru', 2, True), ('lstm', 2, False)])
 def test_padded_annotations_equal_unpadded(small, cell, layers, bidirectional):
   """A sentence padded with arbitrary tokens gets the annotations and final state it has unpadded."""
-  cfg = ModelConfig(**{**small, 'cell': cell, 'encoder_layers': layers, 'bidirectional': bidirectional})
+  cfg = ModelConfig(**sized({**small, 'cell': cell, 'encoder_layers': layers, 'bidirectional': bidirectional}))
   enc = Encoder(cfg)
   rng = np.random.default_rng(0)
   sent = rng.integers(4, 20, size=5)
@@ -53,7 +53,7 @@ def test_padded_annotations_equal_unpadded(small, cell, layers, bidirectional):
 
 def test_backward_direction_reads_right_to_left(small):
   """The backward half at position i depends on tokens >= i only (gradient check)."""
-  cfg = ModelConfig(**small)
+  cfg = ModelConfig(**sized(small))
   enc = Encoder(cfg)
   src = jnp.array([[5, 6, 7, 8, 9, 0, 0]])
   params = enc.init(jax.random.key(1), src, jnp.array([5]))
@@ -75,14 +75,16 @@ def test_backward_direction_reads_right_to_left(small):
 def test_teacher_forced_logits_equal_step_by_step(small, score, timing, window):
   """For every score x query timing x window: one scan over the target = feeding it token by token."""
   cfg = ModelConfig(
-    **{
-      **small,
-      'score': score,
-      'query_timing': timing,
-      'window': window,
-      'decoder_layers': 2 if score == 'general' else 1,
-      'init_state': 'last' if score == 'dot' else 'bridge',
-    }
+    **sized(
+      {
+        **small,
+        'score': score,
+        'query_timing': timing,
+        'window': window,
+        'decoder_layers': 2 if score == 'general' else 1,
+        'init_state': 'last' if score == 'dot' else 'bridge',
+      }
+    )
   )
   params = {'params': init_params(cfg, jax.random.key(0))}
   model = Seq2Seq(cfg)
@@ -102,7 +104,7 @@ def test_teacher_forced_logits_equal_step_by_step(small, score, timing, window):
 @pytest.mark.parametrize('init_state', ['bridge', 'last', 'zero'])
 @pytest.mark.parametrize('cell', ['lstm', 'gru'])
 def test_initial_states(small, init_state, cell):
-  cfg = ModelConfig(**{**small, 'cell': cell, 'init_state': init_state})
+  cfg = ModelConfig(**sized({**small, 'cell': cell, 'init_state': init_state}))
   params = {'params': init_params(cfg, jax.random.key(0))}
   src, lengths = jnp.array([[5, 6, 7, 2, 0]]), jnp.array([4])
   memory, state = Seq2Seq(cfg).apply(params, src, lengths, method=Seq2Seq.encode)
@@ -119,7 +121,7 @@ def test_initial_states(small, init_state, cell):
 
 
 def test_dropout_changes_training_outputs_only(small):
-  cfg = ModelConfig(**{**small, 'dropout': 0.3, 'decoder_layers': 2, 'encoder_layers': 2})
+  cfg = ModelConfig(**sized({**small, 'dropout': 0.3, 'decoder_layers': 2, 'encoder_layers': 2}))
   params = {'params': init_params(cfg, jax.random.key(0))}
   src, lengths, tgt = jnp.array([[5, 6, 7, 2]]), jnp.array([4]), jnp.array([[1, 5, 6]])
   apply = jax.jit(Seq2Seq(cfg).apply, static_argnames='train')  # two compilations, not four eager passes
@@ -142,12 +144,17 @@ def test_dropout_changes_training_outputs_only(small):
     (dict(init_state='last', decoder_hidden_size=100), "init_state 'last' copies the final encoder states"),
     (dict(dropout=1.0), 'model.dropout must be a finite number >= 0.0 and < 1, got 1.0'),
     (dict(embed_size=0), 'model.embed_size must be an integer >= 1, got 0'),
+    (dict(score='additive(size=0)'), 'model.score additive.size must be an integer >= 1, got 0'),
+    (dict(window='local_p(size=4, predictor_size=0)'), 'model.window local_p.predictor_size must be an integer >= 1'),
+    (dict(query_timing='bahdanau(deep_output_size=0)'), 'model.query_timing bahdanau.deep_output_size must be'),
+    (dict(score='location(positions=2.5)'), 'model.score location.positions must be an integer >= 1, got 2.5'),
+    (dict(score='additive(sise=3)'), "Additive has no option 'sise'; did you mean size?"),
   ],
 )
 def test_config_errors_name_the_fix(small, overrides, message):
   with pytest.raises(ConfigError, match=None) as err:
     ModelConfig.from_dict({**small, **overrides})
-  assert message in str(err.value)
+  assert message in str(err.value) and '\n' not in str(err.value)
 
 
 def test_unknown_setting_is_refused():
@@ -156,9 +163,9 @@ def test_unknown_setting_is_refused():
 
 
 def test_location_score_gives_no_weight_beyond_its_range(small):
-  """A source longer than model.location_positions is translated; its positions beyond the range get weight 0, the
+  """A source longer than the location score's `positions` is translated; its positions beyond the range get weight 0, the
   first ones the softmax of W_a q over the range (Luong Eq. 9), as NumPy computes it."""
-  cfg = ModelConfig(**{**small, 'score': 'location', 'location_positions': 4})
+  cfg = ModelConfig(**sized({**small, 'score': 'location(positions=4)'}))
   params = init_params(cfg, jax.random.key(0), src_len=6)
   src, lengths = jnp.array([[5, 6, 7, 8, 9, 2], [5, 6, 2, 0, 0, 0]]), jnp.array([6, 3])
   tgt = jnp.array([[1, 5, 6], [1, 7, 8]])

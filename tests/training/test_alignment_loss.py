@@ -29,8 +29,8 @@ REVERSE_MODEL = dict(  # sized for the toy reversal task (toy.reverse_batch, 14 
   embed_size=8,
   encoder_hidden_size=8,
   decoder_hidden_size=16,
-  attention_size=8,
-  output_size=8,
+  score='additive(size=8)',
+  query_timing='bahdanau(deep_output_size=8)',
 )
 
 
@@ -390,8 +390,9 @@ def test_a_sweep_skips_none_under_supervision_with_the_reason():
   from experiments import sweep
 
   config = supervised_config()
-  config.sweep.scores = 'none,additive'
+  config.sweep.scores = 'none,additive(size=16)'
   keep, refused = sweep.variants(config)
+  # a sweep's name shows the options that differ between its variants: none here
   assert [name for name, _ in keep] == ['additive/bahdanau/global']
   assert len(refused) == 1 and 'model.score=none has none' in refused[0][1]
 
@@ -405,7 +406,8 @@ def test_runs_written_before_the_setting_read_it_as_off(tmp_path):
   loaded = checkpoints.load_config(str(tmp_path))
   assert loaded.train.alignment_loss_weight == 0.0 and loaded.data.alignment_path == ''
   assert loaded.data.eval_pad_to_multiple == 0 and loaded.data.equal_widths is False
-  assert loaded.to_dict() == json.loads(json.dumps(config.to_dict()))
+  # as training stores a config: the model section under current keys, every option written out
+  assert loaded.to_dict() == json.loads(json.dumps(settings.canonical(config).to_dict()))
 
 
 def test_a_supervised_training_run_logs_the_alignment_loss(tmp_path):

@@ -26,7 +26,7 @@ from attnmt.data import pipeline
 from attnmt.model.config import ModelConfig
 from attnmt.model.seq2seq import init_params
 from experiments.configs import tiny
-from small_model import SMALL
+from small_model import small_config
 
 STATISTICS = (
   'attention_entropy',
@@ -88,7 +88,7 @@ def test_teacher_forced_statistics_leave_out_padding_and_equal_numpy():
   forced attention cut to its lengths: entropy and maximum over the output tokens (EOS row out), coverage
   over every step and source position, Spearman of position and peak (EOS row and column out). Padded
   target steps attend too, and padded columns would each add a coverage deviation of 1."""
-  cfg = ModelConfig(**SMALL, score='additive')
+  cfg = small_config(score='additive')
   params = init_params(cfg, jax.random.key(3))
   batch = _batch(SENTENCES, 11, 9, empty_rows=2)
   got = evaluation.teacher_forced_metrics(cfg, params, [batch])
@@ -116,7 +116,7 @@ def test_teacher_forced_statistics_leave_out_padding_and_equal_numpy():
 def test_a_batch_too_large_for_its_attention_counts_in_the_loss_not_in_the_statistics(monkeypatch):
   """A batch whose B x T x S weights exceed ATTENTION_CELLS gets its loss (the same as with its attention kept)
   and is left out of the attention statistics, its sentences counted; the others' statistics are unchanged."""
-  cfg = ModelConfig(**SMALL, score='additive')
+  cfg = small_config(score='additive')
   params = init_params(cfg, jax.random.key(3))
   short, long = _batch(SENTENCES[:2], 8, 7), _batch(SENTENCES[2:], 11, 9, empty_rows=1)
   whole = [evaluation.teacher_forced_metrics(cfg, params, [b]) for b in (short, long)]
@@ -137,7 +137,7 @@ def test_training_evaluation_of_a_10000_token_pair_compiles_to_bounded_buffers()
   100 MB of buffers; the teacher-forced attention it leaves out (ATTENTION_CELLS) would take 600 MB."""
   from attnmt.model import decoding
 
-  cfg = ModelConfig(**SMALL, score='additive')
+  cfg = small_config(score='additive')
   params = init_params(cfg, jax.random.key(0))
   s, t = 10001, evaluation.decode_length(10001, 1.5)
   i = lambda *shape: jax.ShapeDtypeStruct(shape, jnp.int32)
@@ -161,7 +161,7 @@ def test_training_evaluation_of_a_10000_token_pair_compiles_to_bounded_buffers()
 def test_teacher_forced_statistics_of_none_are_those_of_its_uniform_mean_summary():
   """Score `none` has no attention: the model's weights are the uniform 1/S of its mean summary, so the
   statistics are log S, 1/S, |T/S - 1| and a monotonicity that is undefined for every sentence (logged 0)."""
-  cfg = ModelConfig(**SMALL, score='none')
+  cfg = small_config(score='none')
   params = init_params(cfg, jax.random.key(0))
   got = evaluation.teacher_forced_metrics(cfg, params, [_batch(SENTENCES, 9, 9, empty_rows=1)])
   shapes = [(len(t) + 1, len(s) + 1) for s, t in SENTENCES]  # (T, S), EOS included
@@ -266,10 +266,12 @@ def test_the_runs_settings_and_final_metrics_are_a_tensorboard_hparams_session(t
       elif value.WhichOneof('value') == 'simple_value':
         scalars[(value.tag, event.step)] = value.simple_value
   start = plugin['_hparams_/session_start_info'].session_start_info.hparams
-  assert start['model.score'].string_value == config.model.score == 'additive'
+  # the selection as the run trained it, every option written out
+  assert start['model.score'].string_value == ModelConfig(score=config.model.score).score
+  assert start['model.score'].string_value == 'additive(size=16, coverage=none)'
   assert start['train.seeds'].string_value == '0,1' and start['train.num_steps'].number_value == 40
   assert start['data.max_source_length'].number_value == config.data.max_source_length
-  assert start['model.input_feeding'].bool_value == config.model.input_feeding
+  assert start['model.bidirectional'].bool_value == config.model.bidirectional
   declared = {f'{name}.{row.key}' for name, rows in settings.SECTIONS.items() for row in rows}
   assert set(start) == declared
   metrics = {m.name.tag for m in plugin['_hparams_/experiment'].experiment.metric_infos}

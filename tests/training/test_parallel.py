@@ -177,8 +177,8 @@ def test_padding_rows_change_neither_loss_nor_translations():
     embed_size=8,
     encoder_hidden_size=8,
     decoder_hidden_size=16,
-    attention_size=8,
-    output_size=8,
+    score='additive(size=8)',
+    query_timing='bahdanau(deep_output_size=8)',
   )
   params = train_step.init_train_state(cfg, train_step.make_optimizer(1e-3), 0).params
   batch = toy.reverse_batch(np.random.default_rng(0), 5, 10, np.ones(6) / 6)
@@ -209,8 +209,8 @@ def test_bfloat16_training_learns_to_reverse():
     embed_size=32,
     encoder_hidden_size=32,
     decoder_hidden_size=64,
-    attention_size=32,
-    output_size=32,
+    score='additive(size=32)',
+    query_timing='bahdanau(deep_output_size=32)',
     dtype='bfloat16',
   )
   opt = train_step.make_optimizer(optax.cosine_decay_schedule(3e-3, BF16_STEPS, alpha=0.05))

@@ -40,9 +40,8 @@ def train_and_evaluate(score: str) -> dict:
     embed_size=32,
     encoder_hidden_size=32,
     decoder_hidden_size=64,
-    attention_size=32,
-    output_size=32,
     score=score,
+    query_timing='bahdanau(deep_output_size=32)',
   )
   opt = train_step.make_optimizer(optax.cosine_decay_schedule(3e-3, STEPS, alpha=0.05))
   state = train_step.init_train_state(cfg, opt, 0)
@@ -67,7 +66,7 @@ def train_and_evaluate(score: str) -> dict:
 
 @pytest.fixture(scope='session')  # with xdist_group: built once, though xdist interleaves modules
 def additive():
-  return train_and_evaluate('additive')
+  return train_and_evaluate('additive(size=32)')
 
 
 @pytest.mark.xdist_group('learns_additive')  # one worker trains the shared model
