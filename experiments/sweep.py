@@ -29,7 +29,7 @@ from ml_collections import config_flags
 from attnmt import plots, schema
 from attnmt.analysis import curves as curves_lib, family, html_report, report, stored, tables
 from attnmt.errors import ConfigError, UnknownChoice
-from attnmt.model.config import COMPONENTS, ModelConfig, canonical_section
+from attnmt.model.config import COMPONENTS, FORMER, ModelConfig, canonical_section
 from attnmt.model.registry import parse, split_top
 from attnmt.training import checkpoints, lock, parallel, settings, trainer
 from attnmt.training.lock import LockHeld
@@ -113,6 +113,8 @@ def axes(config, case: str = '') -> list[tuple[str, list]]:
       raise ConfigError(f"sweep axis '{key}' is not a model, data or train setting; write it as e.g. model.window")
     try:
       like = _get(config, key)
+      if like is None and key.startswith('model.') and key[6:] in FORMER:  # a former setting, unset: its type
+        like = FORMER[key[6:]]()
     except KeyError:
       raise ConfigError(
         f"sweep axis '{key}' names no config setting; valid keys are those of the config's "
@@ -156,7 +158,13 @@ def variants(config):
   grids = [axes(config, case) for case in cases]
   extra_keys = []
   for swept in grids:
-    extra_keys += [k for k, _ in swept if k not in dict((key, 0) for _, key in SHORTHANDS) and k not in extra_keys]
+    extra_keys += [
+      k
+      for k, _ in swept
+      if k not in dict((key, 0) for _, key in SHORTHANDS)
+      and k not in extra_keys
+      and not (k.startswith('model.') and k[6:] in FORMER)  # a former setting: shown in its component's options
+    ]
   keep, refused, seen = [], [], set()
   for swept in grids:
     _combinations(config, swept, keep, refused, seen)
@@ -203,7 +211,9 @@ def _combinations(config, swept, keep, refused, seen):
       for (key, _), value in zip(swept, combo):
         _set(run, key, value)
       try:
-        run.model = canonical_section(run.model.to_dict())  # every option written out: equal runs compare equal
+        run.model = canonical_section(
+          run.model.to_dict(), live=True
+        )  # every option written out: equal runs compare equal
         ModelConfig.from_dict(run.model.to_dict())
         settings.validate_supervision(run)  # e.g. none with train.alignment_loss_weight > 0
       except UnknownChoice:  # a name that does not exist is a mistake in the sweep, not a combination to skip

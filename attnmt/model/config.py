@@ -87,10 +87,10 @@ class ModelConfig:
     return self.encoder_hidden_size * (2 if self.bidirectional else 1)
 
   @classmethod
-  def from_dict(cls, d: Mapping[str, Any], notice: bool = False) -> 'ModelConfig':
+  def from_dict(cls, d: Mapping[str, Any], live: bool = False) -> 'ModelConfig':
     """The validated config of a model section; former model settings now options of a component
-    (`FORMER`, e.g. window_size) are read into the selection (with `notice`, one line says how to write it)."""
-    d = canonical_section(d, notice)
+    (`FORMER`, e.g. window_size) are read into the selection (`live`: canonical_section's)."""
+    d = canonical_section(d, live)
     fields = {f.name for f in dataclasses.fields(cls)}
     unknown = sorted(set(d) - fields)
     if unknown:
@@ -123,32 +123,55 @@ FORMER = {key: kind for registry in COMPONENTS.values() for key, kind in registr
 _noticed: set = set()
 
 
-def canonical_section(section: Mapping[str, Any], notice: bool = False) -> dict:
+def canonical_section(section: Mapping[str, Any], live: bool = False) -> dict:
   """A model section (a config's or config.json's) under current keys: each component selection with every
-  option written out, a former model setting (`FORMER`) read into the option that declares it and then
-  dropped (unset ones, None, are dropped silently). With `notice`, each former setting given a value prints
-  one line, once per process, saying how to write it now."""
+  option written out (a selection the section lacks: its default), a former model setting (`FORMER`) read into
+  the option that declares it and then dropped (unset ones, None, are dropped silently).
+
+  `live`: a config about to run, not a stored one. Each former setting given a value then prints one line,
+  once per process, saying how to write it now, and one that no selected component reads is refused unless it
+  is that option's default (a stored run keeps what it did: such a value was not read then either)."""
   d = schema.current_keys(MODEL, dict(section.items()) if hasattr(section, 'items') else dict(section))
   former = {k: d.pop(k) for k in [*FORMER, 'max_source_length'] if k in d}
-  for kind, registry in COMPONENTS.items():
-    if kind in d and isinstance(d[kind], str):
-      d[kind] = registry.canonical(d[kind], former)
   for key, value in former.items():
-    if notice and value is not None and key not in _noticed:
+    if value is not None:
+      kind = FORMER.get(key, int)
+      schema.check_value('model', schema.Setting(key, {bool: False, int: 1, str: ''}[kind], ''), value)
+  defaults = {row.key: row.default for row in MODEL}
+  for kind, registry in COMPONENTS.items():
+    d[kind] = registry.canonical(str(d.get(kind, defaults[kind])), former)
+  for key, value in former.items():
+    if not live or value is None:
+      continue
+    readers = [kind for kind, registry in COMPONENTS.items() if _reads(registry.resolve(d[kind]), key)]
+    if not readers and value != _former_default(key):
+      raise ConfigError(
+        f'model.{key}={value} is now an option of a component, and none selected here has it '
+        f"({', '.join(f'{kind} {d[kind]}' for kind in COMPONENTS)}); drop it, or select a component with that option"
+      )
+    if key not in _noticed:
       _noticed.add(key)
-      print(f'notice: {_former_notice(d, key, value)}', file=sys.stderr)
+      where = f'read as model.{readers[0]}={d[readers[0]]}' if readers else 'read by no component selected here'
+      print(
+        f'notice: model.{key}={value} is now an option of a component ({where}); write the option in the '
+        'selection instead',
+        file=sys.stderr,
+      )
   return d
 
 
-def _former_notice(d: dict, key: str, value) -> str:
-  """How to write a former model setting now, for the selections of model section `d`."""
-  for kind, registry in COMPONENTS.items():
-    if kind in d and any(key in row.formerly for row in registry.resolve(d[kind]).settings):
-      return f'model.{key}={value} is now an option of the {kind}: read as model.{kind}={d[kind]}; write that instead'
-  return (
-    f'model.{key}={value} is now an option of a component, and none selected here has it (it was not read before '
-    'either); drop it'
-  )
+def _reads(cls: type, key: str) -> bool:
+  return any(key in row.formerly for row in cls.settings)
+
+
+def _former_default(key: str):
+  """The default of the option a former setting moved to (one registered class declares it)."""
+  for registry in COMPONENTS.values():
+    for cls in registry.classes.values():
+      for row in cls.settings:
+        if key in row.formerly:
+          return row.default
+  return None
 
 
 def model_defaults() -> ml_collections.ConfigDict:

@@ -217,6 +217,11 @@ class Registry:
         raise ConfigError(
           f'both {given[1]} and {given[0]} are set; {given[1]} is the former name of {given[0]}: keep one'
         )
+      if given and key in written and written[key] != _value(str(former[given[0]])):
+        raise ConfigError(
+          f"model.{given[0]}={former[given[0]]} and the option {key}={_text(written[key])} of {self.setting} "
+          f"'{text}' are both set; {given[0]} is that option's former name: keep the option"
+        )
       value = written.get(key, former[given[0]] if given else row.default)
       if isinstance(value, str) and row.kind != 'str':
         value = _value(value)
@@ -253,7 +258,7 @@ class Registry:
 
 
 @functools.lru_cache(maxsize=256)
-def _build_cached(registry: Registry, cfg, text: str):
+def _build_cached(registry: Registry, cfg, text: str, cls: type):  # `cls` in the key: a reloaded module's class
   return _make(registry, cfg, text)
 
 
@@ -274,4 +279,4 @@ def _build(registry: Registry, cfg, text: str):
     hash(cfg)
   except TypeError:  # a config section (ConfigDict) rather than a ModelConfig: built afresh
     return _make(registry, cfg, text)
-  return _build_cached(registry, cfg, text)
+  return _build_cached(registry, cfg, text, registry.resolve(text))

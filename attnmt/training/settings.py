@@ -141,13 +141,13 @@ def validate_supervision(config) -> None:
     )
 
 
-def canonical(config, notice: bool = False) -> ml_collections.ConfigDict:
+def canonical(config, live: bool = False) -> ml_collections.ConfigDict:
   """A copy of `config` as it trains and as config.json stores it: the model section under current keys, each
-  component selection with every option written out (model.config.canonical_section; with `notice`, a former
-  model setting given a value prints how to write it now). Training, the API and the sweep all pass a config
+  component selection with every option written out (model.config.canonical_section; `live`: a config about
+  to run, whose former model settings print how to write them now, and are refused where nothing reads them). Training, the API and the sweep all pass a config
   through here once, on the way in."""
   out = ml_collections.ConfigDict(config.to_dict())
-  out.model = canonical_section(_section(config, 'model').to_dict(), notice)
+  out.model = canonical_section(_section(config, 'model').to_dict(), live)
   return out
 
 

@@ -72,7 +72,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
   Raises guards.TrainingStopped after SIGTERM / Ctrl-C (a checkpoint saved first) and guards.NonFiniteError
   on a NaN or infinite loss (unless train.nonfinite='skip'; no checkpoint is written after one).
   """
-  config = settings.canonical(config, notice=True)  # the one way in: the CLI, the API and the sweep pass here
+  config = settings.canonical(config, live=True)  # the one way in: the CLI, the API and the sweep pass here
   seeds, cfg = check_config(config)
   mesh = make_mesh(config)
   with lock.hold(workdir, 'train', enabled=parallel.is_main_process()):
