@@ -19,6 +19,12 @@ test_bleu_per_seed, space-separated): the test set is then held fixed.
 
     python -m experiments.analyze --from_scores=runs/luong/results.csv [--baseline=VARIANT]
 
+Is attention an explanation? The four papers' tests (Moradi et al., Serrano & Smith, Jain & Wallace, Wiegreffe
+& Pinter; attnmt/analysis/explanations.py) per seed, written to explanations.md, .json and .png:
+
+    python -m experiments.analyze --runs=runs/main/none,runs/main/additive --explanations=all --out=DIR \
+        [--explanation_sentences=100] [--adversarial_sentences=8] [--adversarial_steps=100] [--baseline=additive]
+
 The faithfulness tables and verdicts (every cell against --baseline on the declared measures, one family) again
 from a stored faithfulness.json, without the runs:
 
@@ -34,7 +40,17 @@ import time
 from absl import app, flags
 
 from attnmt import data, plots
-from attnmt.analysis import comparison, exports, faithfulness, html_report, inspection, report, stored, tables
+from attnmt.analysis import (
+  comparison,
+  explanations,
+  exports,
+  faithfulness,
+  html_report,
+  inspection,
+  report,
+  stored,
+  tables,
+)
 from attnmt.model import interventions
 from attnmt.training import checkpoints
 from experiments import common
@@ -67,6 +83,30 @@ flags.DEFINE_list(
 )
 flags.DEFINE_integer(
   'faithfulness_sentences', 400, 'With --interventions: the first this many test sentences (0: all).'
+)
+flags.DEFINE_list(
+  'explanations',
+  [],
+  'Instead of the usual analysis: is attention an explanation? The papers\' tests of attnmt/analysis/explanation.py '
+  f"({', '.join(explanations.TESTS)}, or all) per seed along each seed's own greedy output, written to "
+  'explanations.md, explanations.json and explanations.png; with two runs of one vocabulary, wiegreffe_pinter also '
+  'freezes each attending run\'s attention into the others\' decoders; with --baseline (a cell, or the score that '
+  'names one cell) the verdicts of every attending cell against it on the declared measures.',
+)
+flags.DEFINE_integer(
+  'explanation_sentences',
+  explanations.MAX_SENTENCES,
+  'With --explanations: the first this many test sentences (0: all).',
+)
+flags.DEFINE_integer(
+  'adversarial_sentences',
+  explanations.ADVERSARIAL_SENTENCES,
+  "With --explanations: Jain & Wallace's adversarial attention search runs on the first this many sentences.",
+)
+flags.DEFINE_integer(
+  'adversarial_steps',
+  explanations.ADVERSARIAL_STEPS,
+  "With --explanations: the adversarial search's optimisation steps (theirs: 500).",
 )
 flags.DEFINE_bool(
   'pool_seeds',
@@ -109,12 +149,18 @@ def _analyze():
     )
   if FLAGS.runs:
     _check_runs_once(FLAGS.runs)
+  if FLAGS.explanations and (FLAGS.interventions or FLAGS.pool_seeds or not FLAGS.runs):
+    raise ValueError(
+      '--explanations takes --runs (run directories), without --interventions or --pool_seeds: give one analysis'
+    )
   if FLAGS.from_faithfulness:
     return _from_faithfulness(FLAGS.from_faithfulness, FLAGS.out, FLAGS.baseline)
   if FLAGS.from_scores:
     return _from_scores(FLAGS.from_scores, FLAGS.baseline)
   if FLAGS.from_translations:
     return _from_translations(FLAGS.from_translations, FLAGS.out)
+  if FLAGS.explanations:
+    return _explanations(FLAGS.runs, FLAGS.explanations, FLAGS.out, FLAGS.explanation_sentences)
   if FLAGS.interventions:
     return _faithfulness(FLAGS.runs, FLAGS.interventions, FLAGS.out, FLAGS.faithfulness_sentences)
   try:
@@ -253,6 +299,42 @@ def _faithfulness(runs: list[str], names: list[str], out, max_sentences: int):
   faithfulness.plot(results, os.path.join(out, 'faithfulness.png'))
   print(table)
   print(f'Wrote faithfulness.md, faithfulness.json and faithfulness.png under {out} in {time.time() - start:.0f} s')
+
+
+def _explanations(runs: list[str], names: list[str], out, max_sentences: int):
+  tests = explanations.parse_tests(names)  # a bad name fails before any run is loaded
+  if max_sentences < 0 or FLAGS.adversarial_sentences < 0 or FLAGS.adversarial_steps < 1:
+    raise ValueError(
+      f'--explanation_sentences ({max_sentences}) and --adversarial_sentences ({FLAGS.adversarial_sentences}) must '
+      f'be >= 0, --adversarial_steps ({FLAGS.adversarial_steps}) >= 1'
+    )
+  out = out or os.path.join(os.path.dirname(os.path.abspath(runs[0])), 'analysis')
+  if os.path.exists(out) and not os.path.isdir(out):
+    raise ValueError(f'--out {out} is a file; pass a directory for the analysis (created if missing)')
+  start, loaded, results = time.time(), [], []
+  for workdir in runs:
+    loaded.append(inspection.load_run(workdir, FLAGS.which))
+    results.append(
+      explanations.analyze_run(
+        loaded[-1],
+        tests,
+        max_sentences=max_sentences,
+        adversarial_sentences=FLAGS.adversarial_sentences,
+        adversarial_steps=FLAGS.adversarial_steps,
+      )
+    )
+  frozen = []
+  if 'wiegreffe_pinter' in tests:
+    for a in loaded:
+      for b in loaded:
+        if a is not b and explanations.attends(a) and explanations.same_vocabulary(a, b):
+          frozen.append(explanations.frozen(a, b, max_sentences=max_sentences))
+  paths = explanations.write(results, out, frozen)  # kept before the verdicts, which may refuse the cells
+  if FLAGS.baseline:
+    paths = explanations.write(results, out, frozen, explanations.contrasts(results, FLAGS.baseline, tests))
+  with open(paths[1], encoding='utf-8') as f:
+    print(f.read())
+  print(f'Wrote explanations.md, explanations.json and explanations.png under {out} in {time.time() - start:.0f} s')
 
 
 def _faithfulness_page(results: list, reference) -> str:

@@ -84,6 +84,11 @@ def parse_tests(names) -> tuple:
   return tuple(t for t in TESTS if t in parts)
 
 
+def attends(run) -> bool:
+  """Whether the score of a run (an inspection.LoadedRun) attends at all."""
+  return bool(scores.build(run.cfg).attends)
+
+
 def function_token_ids(tokenizer, words: frozenset) -> frozenset:
   """The target token ids that are words of `words`: a word tokenizer's words, a sentencepiece tokenizer's
   word-initial pieces ('▁de'; such a piece may also begin a longer word)."""
@@ -660,38 +665,32 @@ def markdown(results: list[dict], frozen_results=(), verdicts: dict | None = Non
 
 
 def plot(results: list[dict], path: str) -> str:
-  """Per attending variant: Moradi's preserved share per counterfactual (left) and Jain & Wallace's adversarial JSD
-  (right), mean over seeds with the sd; a panel whose test was not run says so."""
+  """Per attending variant: Moradi's preserved share per counterfactual (top) and Jain & Wallace's adversarial JSD
+  (bottom), mean over seeds with the sd over seeds; a panel whose test was not run says so."""
   rows = [r for r in results if stored.attends(r)]
-  fig = plots.mpl().figure.Figure(figsize=(11, 1.2 + 0.4 * max(1, len(rows)) * 4))
-  left, right = fig.subplots(1, 2)
   panels = (
-    (
-      left,
-      'moradi',
-      'Moradi et al.: preserved steps (%)',
-      lambda d: {k: v['tokens'] for k, v in d['shares'].items()},
-      100.0,
-    ),
-    (
-      right,
-      'jain_wallace',
-      f'Jain & Wallace: adversarial JSD (nats) at ε',
-      lambda d: {'JSD': d['adversarial']['jsd']},
-      1.0,
-    ),
+    ('moradi', 'Moradi et al.: steps whose token survives the counterfactual (%)', 100.0),
+    ('jain_wallace', 'Jain & Wallace: adversarial JSD from the attention within epsilon (nats)', 1.0),
   )
-  for ax, test, title, pick, scale in panels:
+  bars = []
+  for test, title, scale in panels:
     labels, means, errs = [], [], []
     for r in rows:
       got = r.get('tests', {}).get(test)
       if not got or 'not_applicable' in got:
         continue
-      for name, values in pick(got).items():
+      picked = (
+        {k: v['tokens'] for k, v in got['shares'].items()} if test == 'moradi' else {'': got['adversarial']['jsd']}
+      )
+      for name, values in picked.items():
         v = np.array([x for x in values if x is not None], float) * scale
-        labels.append(f"{r['variant']} · {name}")
-        means.append(float(v.mean()) if v.size else 0.0)
+        labels.append(f"{r['variant']} · {name}" if name else r['variant'])
+        means.append(float(v.mean()) if v.size else float('nan'))
         errs.append(float(v.std(ddof=1)) if v.size > 1 else 0.0)
+    bars.append((title, labels, means, errs))
+  heights = [max(1, len(b[1])) for b in bars]
+  fig = plots.mpl().figure.Figure(figsize=(10, 1.5 + 0.3 * sum(heights)))
+  for ax, (title, labels, means, errs) in zip(fig.subplots(2, 1, gridspec_kw={'height_ratios': heights}), bars):
     ax.set_title(title, fontsize=9)
     if not labels:
       ax.text(0.5, 0.5, 'not measured', ha='center', va='center', transform=ax.transAxes)
@@ -701,7 +700,7 @@ def plot(results: list[dict], path: str) -> str:
     ax.barh(y, means, xerr=errs, capsize=3, color='0.6')
     ax.set_yticks(y, labels, fontsize=7)
     ax.invert_yaxis()
-  fig.suptitle('Is attention an explanation? Mean over seeds, bars ± sd', fontsize=10)
+  fig.suptitle('Is attention an explanation? Mean over seeds, bars: sd over seeds', fontsize=10)
   fig.tight_layout()
   return plots.save(fig, path)
 

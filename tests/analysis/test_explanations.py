@@ -1,0 +1,176 @@
+"""The explanation report (attnmt/analysis/explanations.py) and its entry point (experiments/analyze.py
+--explanations) on two tiny trained runs: one of score none, one additive of two seeds."""
+
+import copy
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from attnmt.analysis import explanations, inspection
+from attnmt.errors import ConfigError
+from attnmt.training import trainer
+from experiments.configs import tiny
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ENV = dict(os.environ, JAX_PLATFORMS='cpu', PYTHONPATH=ROOT)
+SMALL = dict(max_sentences=8, adversarial_sentences=2, adversarial_steps=3)
+NOT_APPLICABLE = 'score none has no attention'
+
+
+@pytest.fixture(scope='module')
+def runs(tmp_path_factory):
+  """Run directories {'none': ..., 'additive': ...} trained 10 steps on one data directory."""
+  data_dir = str(tmp_path_factory.mktemp('data'))
+  dirs = {}
+  for name, score, seeds in (('none', 'none', '0'), ('additive', 'additive(size=16)', '0,1')):
+    config = tiny.get_config()
+    config.data.data_dir = data_dir
+    config.model.score = score
+    config.train.seeds = seeds
+    config.train.num_steps = 10
+    dirs[name] = str(tmp_path_factory.mktemp(name))
+    trainer.train_and_evaluate(config, dirs[name])
+  return dirs
+
+
+@pytest.fixture(scope='module')
+def loaded(runs):
+  return {name: inspection.load_run(workdir) for name, workdir in runs.items()}
+
+
+@pytest.fixture(scope='module')
+def analysed(loaded, tmp_path_factory):
+  """Every test on both runs (Moradi with the identity too), the frozen attention of additive into none, and the
+  files written from them."""
+  results = [
+    explanations.analyze_run(loaded[name], 'all', moradi_interventions='identity,uniform,zero_max', **SMALL)
+    for name in ('none', 'additive')
+  ]
+  frozen = [explanations.frozen(loaded['additive'], loaded['none'], max_sentences=8)]
+  out = tmp_path_factory.mktemp('out')
+  explanations.write(results, str(out), frozen)
+  return results, frozen, out
+
+
+def per_seed_lists(tree, path=''):
+  """Every list of numbers in a result's tests, by key path."""
+  for key, value in tree.items():
+    if isinstance(value, dict):
+      yield from per_seed_lists(value, f'{path}{key}/')
+    elif isinstance(value, list):
+      yield f'{path}{key}', value
+
+
+def test_the_json_holds_one_value_per_seed_of_every_summary_and_the_settings(analysed):
+  _, _, out = analysed
+  doc = json.loads((out / 'explanations.json').read_text())
+  assert set(doc) == {'runs', 'frozen', 'verdicts'} and doc['verdicts'] is None
+  none, additive = doc['runs']
+  assert additive['seeds'] == [0, 1] and additive['attends'] and additive['sentences'] >= 8
+  assert set(additive['tests']) == set(explanations.TESTS)
+  lists = dict(per_seed_lists(additive['tests']))
+  assert len(lists) > 20 and all(len(v) == 2 for v in lists.values()), lists
+  for path in ('moradi/shares/uniform/tokens', 'serrano_smith/orders/random/never_flipped', 'jain_wallace/tau_loo'):
+    assert all(0 <= abs(x) <= 1 for x in lists[path]), (path, lists[path])
+  adversarial = additive['settings']['jain_wallace']
+  assert (adversarial['adversarial_sentences'], adversarial['adversarial_steps'], adversarial['epsilon']) == (
+    2,
+    3,
+    0.01,
+  )
+  assert all(0 <= x <= 0.6932 for x in lists['jain_wallace/adversarial/jsd'])
+  variance = additive['tests']['wiegreffe_pinter']['seed_variance']
+  assert variance['base_seed'] == 0 and variance['steps'] > 0 and 0 <= variance['jsd_median'] <= 0.6932
+  (frozen,) = doc['frozen']
+  assert frozen['a'] == additive['variant'] and frozen['b'] == none['variant'] and frozen['seeds'] == [0]
+  assert all(0 <= x <= 1 for x in frozen['agrees'] + frozen['agrees_uniform'])
+
+
+def test_a_variant_without_attention_gets_one_line_per_test_and_no_numbers(analysed):
+  results, _, out = analysed
+  none = results[0]
+  assert not none['attends'] and none['settings'] == {} and none['seconds'] == {}
+  assert none['tests'] == {t: {'not_applicable': NOT_APPLICABLE} for t in explanations.TESTS}
+  md = (out / 'explanations.md').read_text()
+  assert md.count(f'not applicable: {NOT_APPLICABLE}') == len(explanations.TESTS)
+
+
+def test_moradi_identity_preserves_every_step_and_one_seed_has_no_seed_variance(analysed, loaded):
+  (_, additive), _, _ = analysed
+  shares = additive['tests']['moradi']['shares']
+  assert shares['identity']['tokens'] == [1.0, 1.0] and shares['any']['tokens'] == [1.0, 1.0]
+  assert 'function' not in shares['uniform']  # the shipped (Spanish) word list has no word of this German target
+  assert 'overall shares only' in additive['settings']['moradi']['function_words']
+  one_seed = copy.copy(loaded['additive'])
+  one_seed.seeds = [0]
+  got = explanations.analyze_run(one_seed, 'wiegreffe_pinter', **SMALL)
+  assert got['tests']['wiegreffe_pinter']['seed_variance'] == {'not_measured': explanations.ONE_SEED}
+  assert len(got['tests']['wiegreffe_pinter']['accuracy_own']) == 1
+
+
+def test_moradi_splits_function_and_content_words_when_the_list_has_target_words(loaded):
+  got = explanations.analyze_run(
+    loaded['additive'], 'moradi', moradi_interventions='identity,uniform,zero_max', function_words={'und'}, **SMALL
+  )
+  shares = got['tests']['moradi']['shares']
+  assert shares['identity'] == {'tokens': [1.0, 1.0], 'function': [1.0, 1.0], 'content': [1.0, 1.0]}
+  assert '1 target tokens' in got['settings']['moradi']['function_words']
+
+
+def test_the_markdown_names_each_paper_and_the_png_is_written(analysed):
+  results, frozen, out = analysed
+  md = (out / 'explanations.md').read_text()
+  for citation in explanations.CITATIONS.values():
+    assert f'## {citation}' in md
+  assert 'frozen attention' in md and 'No reference cell' in md and '"adversarial_steps": 3' in md
+  assert (out / 'explanations.png').read_bytes()[:4] == b'\x89PNG'
+
+
+def test_verdicts_are_one_family_over_the_declared_measures(analysed, tmp_path):
+  results, frozen, _ = analysed
+  other = copy.deepcopy(results[1])
+  other['variant'] = other['pool'] = 'other'
+  verdicts = explanations.contrasts([results[0], results[1], other], results[1]['variant'])
+  assert verdicts['family_size'] == len(explanations.measures(explanations.TESTS)) == 4
+  assert {r['measure'] for r in verdicts['rows']} == set(explanations.measures('all'))
+  explanations.write([results[0], results[1], other], str(tmp_path), frozen, verdicts)
+  assert 'Verdicts: one family of 4 measures' in (tmp_path / 'explanations.md').read_text()
+
+
+def test_test_names_parse_and_an_unknown_one_lists_the_valid_ones():
+  assert explanations.parse_tests('all') == explanations.TESTS
+  assert explanations.parse_tests('jain_wallace,moradi') == ('moradi', 'jain_wallace')
+  with pytest.raises(ConfigError, match='valid are moradi, serrano_smith, jain_wallace, wiegreffe_pinter'):
+    explanations.parse_tests('moradi,nonesuch')
+
+
+def analyze(*args):
+  return subprocess.run(
+    [sys.executable, '-m', 'experiments.analyze', *args],
+    cwd=ROOT,
+    env=ENV,
+    capture_output=True,
+    text=True,
+    timeout=300,
+    stdin=subprocess.DEVNULL,
+  )
+
+
+def test_the_entry_point_writes_the_report_and_refuses_an_unknown_test_in_one_line(runs, tmp_path):
+  out = tmp_path / 'report'
+  given = f"--runs={runs['none']},{runs['additive']}"
+  done = analyze(given, '--explanations=moradi', '--explanation_sentences=8', f'--out={out}')
+  assert done.returncode == 0, done.stderr[-2000:]
+  doc = json.loads((out / 'explanations.json').read_text())
+  assert [r['attends'] for r in doc['runs']] == [False, True]
+  assert list(doc['runs'][1]['tests']) == ['moradi'] and len(doc['runs'][1]['tests']['moradi']['steps']) == 2
+  assert 'Moradi, Kambhatla & Sarkar 2019' in done.stdout and (out / 'explanations.png').exists()
+  refused = analyze(given, '--explanations=nonesuch', f'--out={tmp_path / "never"}')
+  assert refused.returncode == 2 and not (tmp_path / 'never').exists()
+  lines = [line for line in refused.stderr.splitlines() if line.startswith('error')]
+  assert lines == [
+    'error: explanation test(s) nonesuch: valid are moradi, serrano_smith, jain_wallace, wiegreffe_pinter, or all'
+  ]
