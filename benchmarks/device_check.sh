@@ -74,9 +74,9 @@ if [ -n "$DRY" ]; then
     --config.data.tokenizer=word --config.data.vocab_size=64 --config.data.max_source_length=16
     --config.data.max_target_length=32 --config.data.fixed_source_length=16 --config.data.fixed_target_length=32
     --config.model.embed_size=16 --config.model.encoder_hidden_size=16
-    --config.model.decoder_hidden_size=32 --config.model.attention_size=16 --config.model.output_size=16
+    --config.model.decoder_hidden_size=32 "--config.sweep.query_timings=bahdanau(deep_output_size=16)"
     --config.train.num_steps=2 --config.train.eval_every=0 --config.train.checkpoint_every=2
-    --config.sweep.scores=none,additive --config.train.seeds=0,1 --config.sweep.processes=1
+    "--config.sweep.scores=none,additive(size=16)" --config.train.seeds=0,1 --config.sweep.processes=1
     "--config.data.data_dir=$WORK/data")
 else
   quick=(--steps=5 --model=main) seeds=1,2,4,5,8,16,32 only_bench=train,decode slow=1

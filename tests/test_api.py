@@ -25,7 +25,7 @@ from experiments.configs import tiny
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 pytestmark = pytest.mark.xdist_group('api_trained')  # one worker trains the module's run, not both
 # the tiny run's variant: its name shows the options that differ from their defaults (tiny's sizes)
-TINY_VARIANT = 'additive(size=16)/bahdanau(deep_output_size=16)/global'
+TINY_VARIANT = 'additive/bahdanau/global'
 
 
 @pytest.fixture(scope='module')

@@ -51,9 +51,9 @@ import jax.numpy as jnp
 
 import flax.linen as nn
 
-from attnmt.model import monotonic, scores
+from attnmt.model import monotonic
 from attnmt.errors import ConfigError
-from attnmt.model.registry import Component, Declare, Params, Registry
+from attnmt.model.registry import Component, Declare, Params, Registry, sibling
 
 
 def masked_softmax(e_S: jax.Array, mask_S: jax.Array) -> jax.Array:
@@ -262,15 +262,13 @@ class Monotonic(Normalizer):
     raise NotImplementedError('the monotonic normaliser depends on the previous step; use attention.attention_step')
 
   def check(self):
-    from attnmt.model import windows  # windows -> normalizers: imported when checked
-
     cfg = self.cfg
-    if not windows.build(cfg).keeps_all:
+    if not sibling(cfg, 'window').keeps_all:
       raise ConfigError(
         f"normalizer 'monotonic' scans every source position from the last one attended; use window 'global', "
         f"not '{cfg.window}'"
       )
-    if not scores.build(cfg).attends:
+    if not sibling(cfg, 'score').attends:
       raise ConfigError(
         f"normalizer 'monotonic' stops where the score is high, and score '{cfg.score}' gives every position the "
         'same score; use another score'

@@ -169,6 +169,15 @@ def _check_settings(cls: type, kind: str) -> None:
     keys.append(row.key)
 
 
+_REGISTRIES: dict = {}  # kind -> its Registry, for `sibling`
+
+
+def sibling(cfg, kind: str):
+  """The component of another kind `cfg` selects (`sibling(self.cfg, 'window').keeps_all`): how a component's
+  check asks another component a property without importing its module."""
+  return _REGISTRIES[kind].build(cfg)
+
+
 class Registry:
   """Named classes of one kind ('score', 'window', 'normalizer', 'query_timing'), selectable as
   model.<kind>=<name>(options) or by an import path 'module:Class(options)' to a subclass of `base`."""
@@ -176,6 +185,7 @@ class Registry:
   def __init__(self, base: type, kind: str, setting: str = ''):
     self.base, self.kind, self.classes = base, kind, {}
     self.setting = setting or f'model.{kind}'  # how messages name the selection
+    _REGISTRIES[kind] = self
 
   def register(self, cls: type) -> type:
     """Class decorator: makes `cls` selectable as `model.<kind>=<cls.name>`."""

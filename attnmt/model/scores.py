@@ -30,7 +30,7 @@ import jax.numpy as jnp
 import flax.linen as nn
 
 from attnmt.errors import ConfigError
-from attnmt.model.registry import Component, Declare, Params, Registry, matmul_flops
+from attnmt.model.registry import Component, Declare, Params, Registry, matmul_flops, sibling
 from attnmt.schema import Setting
 
 
@@ -123,9 +123,7 @@ class NoScore(Score):
     return jnp.zeros(keys_SxK.shape[:1], half.dtype)
 
   def check(self):
-    from attnmt.model import windows  # windows -> normalizers -> scores: imported when checked
-
-    if not windows.build(self.cfg).keeps_all:
+    if not sibling(self.cfg, 'window').keeps_all:
       raise ConfigError(f"score 'none' has no attention to window; use window 'global', not '{self.cfg.window}'")
 
   def flops(self, src_len):

@@ -118,9 +118,9 @@ def final_results(cfg, config, workdir, prepared, seeds, meta, mesh=None) -> dic
 
 
 def variant_name(config) -> str:
-  """The run's label in tables and plots: a sweep's name for it (`config.variant`, when the sweep gives one),
-  else score/decoder form/window, each with the options that differ from their defaults."""
+  """The run's label in tables and plots: a sweep's name for it (`config.variant`: it shows the options that
+  differ between the sweep's variants), else score/decoder form/window by name (config.json holds the options)."""
   if config.get('variant'):
     return config.variant
   m = config.model
-  return '/'.join(COMPONENTS[kind].label(str(m[kind])) for kind in ('score', 'query_timing', 'window'))
+  return '/'.join(COMPONENTS[kind].label(str(m[kind]), shown=()) for kind in ('score', 'query_timing', 'window'))

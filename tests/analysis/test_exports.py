@@ -139,7 +139,7 @@ def test_analyze_exports_beside_its_analysis(run_and_attention, tmp_path):
     timeout=600,
   )
   assert res.returncode == 0, res.stderr[-3000:]
-  run_dir = tmp_path / 'additive(size=16)-bahdanau(deep_output_size=16)-global'  # tiny's options, in its name
+  run_dir = tmp_path / 'additive-bahdanau-global'
   lines = (run_dir / 'alignments.pharaoh').read_text().splitlines()
   assert [references.parse_pharaoh(line)[0] for line in lines] == [
     inspection.attention_alignment(attention[i][0]) for i in sorted(attention)

@@ -10,6 +10,7 @@ import pytest
 from attnmt.model import deferred_scan, rnn
 from attnmt.training import train_step
 from attnmt.model.config import ModelConfig
+from small_model import sized
 
 
 def deferred_products(step, invariants, carry, xs) -> list[str]:
@@ -154,14 +155,14 @@ def test_deferred_scan_under_vmap_over_seeds():
   [
     dict(),
     dict(query_timing='luong', window='local_p', score='concat', decoder_layers=2, dropout=0.2),
-    dict(cell='gru', encoder_layers=2, score='general', query_timing='luong', input_feeding=False),
+    dict(cell='gru', encoder_layers=2, score='general', query_timing='luong(input_feeding=false)'),
     dict(score='dot', init_state='last', window='local_m'),
     dict(score='location', bidirectional=False, decoder_hidden_size=6),
   ],
 )
 def test_model_gradients_equal_plain_autodiff(small, overrides, monkeypatch):
   """The whole training loss: the fast scans give the gradients autodiff gives the plain scans."""
-  cfg = ModelConfig(**{**small, **overrides})
+  cfg = ModelConfig(**sized({**small, **overrides}))
   rng = np.random.default_rng(0)
   batch = dict(
     src=rng.integers(4, 20, (3, 7)),
@@ -274,7 +275,7 @@ def test_backward_scan_multiplies_by_stored_transposes():
 def test_the_model_scans_defer_every_product_by_a_parameter(small, overrides, decoder_products, monkeypatch):
   """What makes training fast, pinned: the encoder's recurrent products and every decoder product by a
   parameter or the annotations (layer 0's input matrix through its row slice) are found in the plain steps."""
-  cfg = ModelConfig(**{**small, **overrides})
+  cfg = ModelConfig(**sized({**small, **overrides}))
   found, real = [], deferred_scan.deferred_weight_scan
 
   def recording(step, invariants, carry, xs):
