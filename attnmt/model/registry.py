@@ -8,7 +8,8 @@ A component declares its options as `settings`, rows of `attnmt.schema.Setting` 
 choices, the value older runs had, former names), and reads them as attributes (`self.size`). The selection
 is checked against those rows like any other setting; a run's config holds the canonical selection, every
 option written out (`canonical`), so config.json says what the component did and an old run still compares
-equal after a default changes. Variant names show only the options that differ from their defaults (`label`).
+equal after a default changes. A run is named by its components' names; a sweep's variant names add the
+options that differ between its variants (`label`).
 """
 
 from __future__ import annotations
