@@ -106,7 +106,7 @@ def unknown_name_error(name: str) -> ValueError:
 
 def tsv_alignments(cfg) -> Optional[dict[int, str]]:
   """The gold links of a tsv_pairs corpus by TSV line number, from `data.alignment_path` (None without one)."""
-  if cfg.name != 'tsv_pairs' or not cfg.get('alignment_path'):
+  if cfg.name != 'tsv_pairs' or not cfg.alignment_path:
     return None
   return pharaoh.read_alignments(
     cfg.alignment_path, cfg.tsv_path, tsv_pairs.read_pairs(cfg.tsv_path, cfg.skip_bad_lines)

@@ -120,7 +120,7 @@ def validate_train(t) -> None:
 def has_gold_alignments(d) -> bool:
   """Whether the corpus of data config `d` carries gold word alignments: the synthetic task does, and a
   tsv_pairs corpus with a Pharaoh file (data.alignment_path)."""
-  return d.get('name') == 'synthetic_numbers' or (d.get('name') == 'tsv_pairs' and bool(d.get('alignment_path')))
+  return d.name == 'synthetic_numbers' or (d.name == 'tsv_pairs' and bool(d.alignment_path))
 
 
 def validate_supervision(config) -> None:
