@@ -110,8 +110,8 @@ def seed_functions(
 
 def _over_seeds(step):
   """`step` mapped over the leading seed axis of state and batch. One seed runs the plain step on the
-  squeezed arrays: vmap over an axis of 1 turns every product into a batched one, which XLA:CPU runs
-  about 25 % slower than the plain product at the main job's size (benchmarks/README.md)."""
+  squeezed arrays (vmap over an axis of 1 would turn every product into a batched one): at the main job's size
+  it takes 0.93x the plain step's time (benchmarks/README.md, "Cores")."""
   vmapped = jax.vmap(step)
 
   def mapped(state, batch):
