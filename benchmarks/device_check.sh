@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Everything to measure on one GPU (the default parts about 6 minutes, the main job about 10), for benchmarks/README.md ("On a GPU")
-# and docs/results/main_gpu.md. The host has no network: it installs from a wheelhouse made beforehand on a
+# Everything to measure on one GPU (the default parts about 6 minutes, the main job about 10), for
+# benchmarks/README.md ("On a GPU") and docs/results/main_gpu.md. The host has no network: it installs from a
+# wheelhouse made beforehand on a
 # machine with network, holding what the host's image lacks, e.g.
 #   ./launch.sh wheelhouse .device/wheelhouse --python-version=3.12 --skip=jax,jaxlib,numpy,scipy,matplotlib,\
 #       pyarrow,grpcio,h5py,tensorstore,pillow,contourpy,fonttools,kiwisolver,ml-dtypes,opencv-python-headless,lxml
