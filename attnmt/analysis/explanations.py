@@ -221,6 +221,14 @@ def analyze_run(
   }
   if not score.attends:
     out['tests'] = {t: {'not_applicable': f'score {score.name} has no attention'} for t in tests}
+    if 'wiegreffe_pinter' in tests:  # a model trained with uniform weights: Wiegreffe & Pinter's own baseline
+      into, chunks = collections.defaultdict(list), _chunks(records, chunk)
+      bar = progress.bar(len(run.seeds) * len(records), f'{run.name} explanations', 'sentence')
+      for seed_i in range(len(run.seeds)):
+        _wiegreffe_pinter(
+          into, cfg, evaluation.seed_params(run.params, seed_i), chunks, records, chunk, seed, [], (), (), bar
+        )
+      out['tests']['wiegreffe_pinter']['trained_uniform_accuracy'] = into['accuracy_own']
     return out
   chosen = interventions.parse(moradi_interventions, seed) if 'moradi' in tests else []
   words = faithfulness.function_words() if function_words is None else frozenset(function_words)
@@ -624,10 +632,13 @@ def markdown(results: list[dict], frozen_results=(), verdicts: dict | None = Non
       if got is None:
         continue
       if 'not_applicable' in got:
-        lines.append(
-          f"| {r['variant']} | {len(r['seeds'])} | not applicable: {got['not_applicable']} |"
-          + ' |' * (len(headers) - 1)
+        trained = got.get('trained_uniform_accuracy')  # Wiegreffe & Pinter's baseline: trained with uniform weights
+        first = (
+          f'{_cell(trained, 100.0, 1)} (trained with uniform weights)'
+          if trained
+          else f"not applicable: {got['not_applicable']}"
         )
+        lines.append(f"| {r['variant']} | {len(r['seeds'])} | {first} |" + ' |' * (len(headers) - 1))
         continue
       cells = [_cell(_values(got, path), scale, digits) for _, path, scale, digits in cols]
       if extra:
