@@ -117,9 +117,17 @@ class ModelConfig:
 
 MODEL = schema.rows_of(ModelConfig)  # the model section's rows (keys, defaults, meanings, accepted values)
 
-# Former model settings that are now options of one kind of component, by key, with their type: a command line
-# or config file may still set them for one release (`canonical_section` reads them into the selection).
-FORMER = {key: kind for registry in COMPONENTS.values() for key, kind in registry.former_keys().items()}
+# Every former model setting that is now an option of a registered component (`Setting.formerly`), with the row
+# of the option it became (the first class that declares it), and those a command line or config file may still
+# set for one release (the most recent name of each option), by key with their type.
+_FORMER_ROWS = {
+  key: row
+  for registry in reversed(COMPONENTS.values())
+  for cls in reversed(registry.classes.values())
+  for row in reversed(cls.settings)
+  for key in row.formerly
+}
+FORMER = {row.formerly[0]: type(row.default) for row in _FORMER_ROWS.values()}
 _noticed: set = set()
 
 
@@ -132,11 +140,11 @@ def canonical_section(section: Mapping[str, Any], live: bool = False) -> dict:
   once per process, saying how to write it now, and one that no selected component reads is refused unless it
   is that option's default (a stored run keeps what it did: such a value was not read then either)."""
   d = schema.current_keys(MODEL, dict(section.items()) if hasattr(section, 'items') else dict(section))
-  former = {k: d.pop(k) for k in [*FORMER, 'max_source_length'] if k in d}
+  former = {k: d.pop(k) for k in _FORMER_ROWS if k in d}
   for key, value in former.items():
-    if value is not None:
-      kind = FORMER.get(key, int)
-      schema.check_value('model', schema.Setting(key, {bool: False, int: 1, str: ''}[kind], ''), value)
+    if value is not None:  # its type alone here; the option it is read into checks its bounds
+      row = _FORMER_ROWS[key]
+      schema.check_value('model', dataclasses.replace(row, key=key, lo=None, hi=None, choices=()), value)
   defaults = {row.key: row.default for row in MODEL}
   for kind, registry in COMPONENTS.items():
     d[kind] = registry.canonical(str(d.get(kind, defaults[kind])), former)
@@ -144,7 +152,7 @@ def canonical_section(section: Mapping[str, Any], live: bool = False) -> dict:
     if not live or value is None:
       continue
     readers = [kind for kind, registry in COMPONENTS.items() if _reads(registry.resolve(d[kind]), key)]
-    if not readers and value != _former_default(key):
+    if not readers and value != _FORMER_ROWS[key].default:
       raise ConfigError(
         f'model.{key}={value} is now an option of a component, and none selected here has it '
         f"({', '.join(f'{kind} {d[kind]}' for kind in COMPONENTS)}); drop it, or select a component with that option"
@@ -162,16 +170,6 @@ def canonical_section(section: Mapping[str, Any], live: bool = False) -> dict:
 
 def _reads(cls: type, key: str) -> bool:
   return any(key in row.formerly for row in cls.settings)
-
-
-def _former_default(key: str):
-  """The default of the option a former setting moved to (one registered class declares it)."""
-  for registry in COMPONENTS.values():
-    for cls in registry.classes.values():
-      for row in cls.settings:
-        if key in row.formerly:
-          return row.default
-  return None
 
 
 def model_defaults() -> ml_collections.ConfigDict:

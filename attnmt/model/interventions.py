@@ -43,7 +43,7 @@ import jax
 import jax.numpy as jnp
 
 from attnmt.errors import ConfigError
-from attnmt.model.registry import Component, Registry, check_output, named, split_top
+from attnmt.model.registry import Component, Registry, check_output, named, selection_text, split_top
 from attnmt.schema import Setting
 
 
@@ -80,8 +80,8 @@ class Intervention(Component):
   @property
   def label(self) -> str:
     """The name with the options that differ from their defaults: 'zero_top_k(k=3)', 'uniform'."""
-    changed = [f'{k}={v}' for k, v in self.options().items() if v != _defaults(type(self))[k]]
-    return self.name + (f"({', '.join(changed)})" if changed else '')
+    defaults = {row.key: row.default for row in self.settings}
+    return selection_text(self.name, [(k, v) for k, v in self.options().items() if v != defaults[k]])
 
   def counterfactual(self, w_S: jax.Array, valid_S: jax.Array, length: jax.Array, t: jax.Array, key) -> jax.Array:
     """One sentence's counterfactual weights (S,) from its weights `w_S` (0 at padding), `valid_S` (positions <
@@ -116,10 +116,6 @@ class Intervention(Component):
 
 REGISTRY = Registry(Intervention, 'intervention', 'intervention')
 register, names = REGISTRY.register, REGISTRY.names
-
-
-def _defaults(cls) -> dict:
-  return {row.key: row.default for row in cls.settings}
 
 
 def _per_position(key, positions):

@@ -88,6 +88,12 @@ def _text(value) -> str:
   return str(value).lower() if isinstance(value, bool) else str(value)
 
 
+def selection_text(name: str, options) -> str:
+  """A selection as written: 'name' or 'name(key=value, ...)' for `options`, (key, value) pairs in order."""
+  written = ', '.join(f'{k}={_text(v)}' for k, v in options)
+  return f'{name}({written})' if written else name
+
+
 def split_top(text: str, sep: str = ',') -> list[str]:
   """`text` split at `sep` outside parentheses: 'additive(size=4, coverage=sum),dot' -> two selections."""
   parts, depth, start = [], 0, 0
@@ -245,23 +251,16 @@ class Registry:
 
   def canonical(self, text: str, former: dict | None = None) -> str:
     """The selection with every option written out, in declaration order: what a run's config holds."""
-    cls, options = self.options(text, former)
-    name = parse(self.setting, text)[0]
-    return name + (f"({', '.join(f'{k}={_text(v)}' for k, v in options.items())})" if options else '')
+    _, options = self.options(text, former)
+    return selection_text(parse(self.setting, text)[0], options.items())
 
   def label(self, text: str, shown=None) -> str:
     """The selection as a variant's name shows it: the options that differ from their defaults (or, given
     `shown`, those keys alone)."""
     cls, options = self.options(text)
-    name = parse(self.setting, text)[0]
     defaults = {row.key: row.default for row in cls.settings}
-    keys = [k for k, v in options.items() if (v != defaults[k] if shown is None else k in shown)]
-    return name + (f"({', '.join(f'{k}={_text(options[k])}' for k in keys)})" if keys else '')
-
-  def former_keys(self) -> dict[str, type]:
-    """The former model settings the registered classes' options read (`Setting.formerly`), each with its type:
-    the most recent name of each option (older names are read too, but not offered on a command line)."""
-    return {row.formerly[0]: type(row.default) for cls in self.classes.values() for row in cls.settings if row.formerly}
+    kept = [(k, v) for k, v in options.items() if (v != defaults[k] if shown is None else k in shown)]
+    return selection_text(parse(self.setting, text)[0], kept)
 
   def build(self, cfg, text: str | None = None):
     """The configured class, bound to `cfg` with its options."""

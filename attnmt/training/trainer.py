@@ -55,15 +55,17 @@ def check_workdir(
   workdir: str,
   config: ml_collections.ConfigDict,
   fix: str = 'use another --workdir, or pass --fresh to move the old run aside and start anew',
-) -> None:
+) -> list[str]:
   """Refuses to mix two different runs in one workdir (`checkpoints.run_differences`: settings a resumed run
   may change, such as num_steps, are allowed), with `fix` as the message's remedy. A config.json without any
-  checkpoint (a run that stopped before its first one) holds no run: it is replaced."""
+  checkpoint (a run that stopped before its first one) holds no run: it is replaced. Returns the settings the
+  resumed run changes ('section.key'; none for a new run)."""
   if not has_checkpoint(workdir):
-    return
-  refused, _ = checkpoints.run_differences(workdir, config) or ([], [])
+    return []
+  refused, resumable = checkpoints.run_differences(workdir, config) or ([], [])
   if refused:
     raise ConfigError(f'{workdir} holds a run with a different config (differs in {", ".join(refused)}); {fix}')
+  return resumable
 
 
 def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
@@ -81,7 +83,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
 
 def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, seeds: list[int], cfg, mesh) -> dict:
   t = config.train
-  check_workdir(workdir, config)
+  changed = check_workdir(workdir, config)
   prepared = prepare_data(config.data)
   data.check_batches(prepared, config.data, t.num_steps)
   cfg = with_vocabulary(cfg, prepared)
@@ -117,9 +119,7 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, seeds: 
     writer,
     # config.json is written at the first save of a new run, and again after a resumable change (more steps), so
     # that it always holds the config the run finished with (the sweep's `finished` compares it)
-    loop.LoopState(
-      state, meta, described=resumed is not None and not (checkpoints.run_differences(workdir, config) or ([], []))[1]
-    ),
+    loop.LoopState(state, meta, described=resumed is not None and not changed),
   )
   run.run()
   state, meta = run.state.train, run.state.meta
