@@ -96,7 +96,7 @@ def _analyze_run(
   if pharaoh:
     pharaoh = read_pharaoh(pharaoh)  # a malformed file fails before anything is decoded
     check_pharaoh(pharaoh, sources, references, split)
-  batches = list(data.batches(run.prepared, split, run.config.data))
+  batches = list(data.batches(run.prepared, split, run.config.data, fixed_rows=True))  # one program per width
   rows = sum(int(np.sum(b['index'] >= 0)) for b in batches)
   bars = {mode: progress.bar(len(run.seeds) * rows, f'{run.name} {mode}', 'sentence') for mode, _ in modes}
   together = evaluation.seeds_together(len(run.seeds))  # every seed in one program on an accelerator

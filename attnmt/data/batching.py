@@ -27,24 +27,64 @@ class BatchOptions:
   fixed_target_length: int = 0
   drop_remainder: bool = False
   equal_widths: bool = False
+  widths: tuple = ()  # the widths a batch may take (choose_widths): each padded width rounds up to one of them
 
 
-def padded_length(max_len: int, multiple: int, fixed: int) -> int:
-  """The padded size of a batch dimension whose longest row has `max_len` tokens."""
+def padded_length(max_len: int, multiple: int, fixed: int, widths: tuple = ()) -> int:
+  """The padded size of a batch dimension whose longest row has `max_len` tokens: a multiple of `multiple`,
+  then the smallest of `widths` that holds it (when one does)."""
   if fixed:
     return fixed
   multiple = max(multiple, 1)
-  return max(multiple, -(-max_len // multiple) * multiple)
+  width = max(multiple, -(-max_len // multiple) * multiple)
+  return min((w for w in widths if w >= width), default=width)
 
 
 def batch_widths(src_max: int, tgt_max: int, options: BatchOptions) -> tuple[int, int]:
   """The padded (source, target) widths of a batch whose longest rows have these lengths. With
   `equal_widths` both are the larger one (when neither is fixed): one shape per width, not one per pair."""
-  s = padded_length(src_max, options.pad_to_multiple, options.fixed_source_length)
-  t = padded_length(tgt_max, options.pad_to_multiple, options.fixed_target_length)
+  s = padded_length(src_max, options.pad_to_multiple, options.fixed_source_length, options.widths)
+  t = padded_length(tgt_max, options.pad_to_multiple, options.fixed_target_length, options.widths)
   if options.equal_widths and not (options.fixed_source_length or options.fixed_target_length):
     s = t = max(s, t)
   return s, t
+
+
+def choose_widths(counts: dict, k: int) -> tuple:
+  """At most `k` widths such that padding every width of `counts` (width -> how many positions take it: rows x
+  steps) up to the smallest chosen width that holds it costs the fewest padded positions; the largest width is
+  always chosen. Exact (dynamic programming over the sorted distinct widths)."""
+  w = sorted(counts)
+  if k <= 0 or len(w) <= k:
+    return tuple(w)
+  n = len(w)
+  mass = [0] + list(np.cumsum([counts[x] for x in w]))
+
+  def cost(i, j):  # widths w[i..j] all padded to w[j]
+    return w[j] * (mass[j + 1] - mass[i])
+
+  inf = float('inf')
+  best = [[inf] * n for _ in range(k + 1)]  # best[c][j]: w[0..j] covered by c widths, the last one w[j]
+  back = [[-1] * n for _ in range(k + 1)]
+  for j in range(n):
+    best[1][j] = cost(0, j)
+  for c in range(2, k + 1):
+    for j in range(n):
+      for i in range(j):
+        value = best[c - 1][i] + cost(i + 1, j)
+        if value < best[c][j]:
+          best[c][j], back[c][j] = value, i
+  c = min(range(1, k + 1), key=lambda c: best[c][n - 1])
+  chosen, j = [], n - 1
+  while j >= 0:
+    chosen.append(w[j])
+    j, c = back[c][j], c - 1
+  return tuple(sorted(chosen))
+
+
+def padded_positions(counts: dict, widths: tuple) -> int:
+  """Positions (rows x width, summed) that `counts` (width -> rows) take once each width rounds up to `widths`."""
+  return sum(min((x for x in widths if x >= w), default=w) * n for w, n in counts.items())
 
 
 def _cut(positions: np.ndarray, src_len, tgt_len, options: BatchOptions) -> list[np.ndarray]:
@@ -55,8 +95,8 @@ def _cut(positions: np.ndarray, src_len, tgt_len, options: BatchOptions) -> list
   batches, start, widest = [], 0, 0
   for k, p in enumerate(positions):
     width = max(
-      padded_length(src_len[p], options.pad_to_multiple, options.fixed_source_length),
-      padded_length(tgt_len[p], options.pad_to_multiple, options.fixed_target_length),
+      padded_length(src_len[p], options.pad_to_multiple, options.fixed_source_length, options.widths),
+      padded_length(tgt_len[p], options.pad_to_multiple, options.fixed_target_length, options.widths),
     )
     if k > start and max(widest, width) * (k - start + 1) > options.batch_tokens:
       batches.append(positions[start:k])
@@ -73,12 +113,20 @@ def _cut(positions: np.ndarray, src_len, tgt_len, options: BatchOptions) -> list
 EVAL_BATCH_POSITIONS = 8192
 
 
+def eval_rows(src_width: int, options: BatchOptions, limit: int = EVAL_BATCH_POSITIONS) -> int:
+  """The rows an evaluation batch of this padded source width is padded to (sentence batches): the batch size,
+  or as many as `limit` positions hold for very long sentences. A function of the width alone, so evaluation
+  and decoding compile one program per width, whatever the batch's own row count (an epoch's last batch, a cut
+  of `cap_positions`)."""
+  return max(1, min(options.batch_size, limit // max(src_width, 1)))
+
+
 def cap_positions(batch: np.ndarray, src_len, options: BatchOptions, limit: int = EVAL_BATCH_POSITIONS) -> list:
   """`batch` cut, in order, into consecutive batches of rows x padded source width <= `limit` (one row at
   least: a sentence longer than `limit` is alone)."""
   out, start, widest = [], 0, 0
   for k, p in enumerate(batch):
-    width = padded_length(int(src_len[p]), options.pad_to_multiple, options.fixed_source_length)
+    width = padded_length(int(src_len[p]), options.pad_to_multiple, options.fixed_source_length, options.widths)
     if k > start and max(widest, width) * (k - start + 1) > limit:
       out.append(batch[start:k])
       start, widest = k, 0

@@ -64,6 +64,14 @@ DATA = (
     False,
     'Pad source and target to one width, the larger (unless one is fixed): fewer shapes to compile, more padding.',
   ),
+  Setting(
+    'train_shapes',
+    0,
+    'If > 0: training batches take at most this many widths (each compiles the step), chosen from the run\'s '
+    'own batches for the fewest padded positions (0: every multiple of pad_to_multiple its own).',
+    lo=0,
+    resumable=True,
+  ),
   Setting('fixed_source_length', 0, 'If > 0: every batch has exactly this source width.', lo=0),
   Setting('fixed_target_length', 0, 'If > 0: every batch has exactly this target width.', lo=0),
   Setting('drop_remainder', False, "Drop an epoch's last, smaller batch (sentence batches only)."),

@@ -173,13 +173,15 @@ class BatchIterator:
     state: Optional[dict] = None,
     row_multiple: int = 1,
     shard: tuple[int, int] = (0, 1),
+    fixed_rows: bool = False,
   ):
     if row_multiple % shard[1]:
       raise ValueError(f'row_multiple {row_multiple} must be a multiple of the process count {shard[1]}')
-    self._row_multiple, self._shard = row_multiple, shard
+    self._row_multiple, self._shard, self._fixed_rows = row_multiple, shard, fixed_rows
     self._data, self._keep, self._options = data, keep, options
     self._seed, self._num_epochs, self._shuffle, self._split = seed, num_epochs, shuffle, split
-    self._src_len, self._tgt_len = data.src_len[keep], data.tgt_len[keep]
+    self._all_src_len, self._all_tgt_len = data.src_len, data.tgt_len  # by position in the split
+    self._src_len, self._tgt_len = self._all_src_len[keep], self._all_tgt_len[keep]
     self._epoch, self._batch, self._plan = 0, 0, None
     if state is not None:
       self.restore(state)
@@ -207,6 +209,40 @@ class BatchIterator:
     plan = batching.plan_epoch(self._src_len, self._tgt_len, self._options, self._seed, epoch, self._shuffle)
     return [self._keep[b] for b in plan]
 
+  def widths(self, positions: np.ndarray) -> tuple[int, int]:
+    """The padded (source, target) widths of the batch of these positions."""
+    return batching.batch_widths(
+      int(self._all_src_len[positions].max()), int(self._all_tgt_len[positions].max()), self._options
+    )
+
+  def rows(self, positions: np.ndarray) -> int:
+    """The rows of the batch of these positions once padded: to a multiple of `row_multiple`, and with
+    `fixed_rows` to batching.eval_rows of its source width (at least its own rows)."""
+    rows = len(positions) + (-len(positions) % self._row_multiple)
+    if self._fixed_rows and not self._options.batch_tokens:
+      fixed = batching.eval_rows(self.widths(positions)[0], self._options)
+      rows = max(rows, fixed + (-fixed % self._row_multiple))
+    return rows
+
+  def shapes_ahead(self, steps: int) -> list[tuple[int, int, int]]:
+    """(rows, source width, target width) of the next `steps` batches (fewer if the data run out), from the
+    plans alone: nothing is built and the iterator does not move. Rows and widths are the global batch's."""
+    out, epoch, batch, plan = [], self._epoch, self._batch, self._plan
+    while len(out) < steps:
+      if self._num_epochs and epoch >= self._num_epochs:
+        break
+      if plan is None:
+        plan = self.epoch_plan(epoch)
+        if not plan:
+          break
+      if batch >= len(plan):
+        epoch, batch, plan = epoch + 1, 0, None
+        continue
+      positions = plan[batch]
+      out.append((self.rows(positions), *self.widths(positions)))
+      batch += 1
+    return out
+
   def __iter__(self):
     return self
 
@@ -223,7 +259,7 @@ class BatchIterator:
       self._epoch, self._batch, self._plan = self._epoch + 1, 0, None
     positions = self._plan[self._batch]
     self._batch += 1
-    positions = np.pad(positions, (0, -len(positions) % self._row_multiple), constant_values=-1)
+    positions = np.pad(positions, (0, self.rows(positions) - len(positions)), constant_values=-1)
     index, count = self._shard
     share = len(positions) // count
     rows = slice(index * share, (index + 1) * share) if count > 1 else None

@@ -62,9 +62,10 @@ def _tokenizers(cfg, corpus: sources.RawCorpus, directory: str):
   return tuple(out)
 
 
-def batch_options(cfg, split: str = 'train') -> batching.BatchOptions:
+def batch_options(cfg, split: str = 'train', widths: tuple = ()) -> batching.BatchOptions:
   """The BatchOptions that `cfg` (a data config) describes for `split`: validation and test
-  batches pad to `eval_pad_to_multiple` when it is set (fewer widths, fewer compilations)."""
+  batches pad to `eval_pad_to_multiple` when it is set (fewer widths, fewer compilations). `widths`: the
+  only widths a batch may take (training with data.train_shapes; attnmt.training.shapes chooses them)."""
   pad = cfg.pad_to_multiple
   if split != 'train' and cfg.eval_pad_to_multiple:
     pad = cfg.eval_pad_to_multiple
@@ -78,6 +79,7 @@ def batch_options(cfg, split: str = 'train') -> batching.BatchOptions:
     fixed_target_length=cfg.fixed_target_length,
     drop_remainder=cfg.drop_remainder,
     equal_widths=cfg.equal_widths,
+    widths=tuple(widths),
   )
 
 
@@ -179,6 +181,8 @@ def batches(
   row_multiple: int = 1,
   shard: tuple[int, int] = (0, 1),
   max_examples: int = 0,
+  widths: tuple = (),
+  fixed_rows: bool = False,
 ) -> pipeline.BatchIterator:
   """Batches of `split`. Training: shuffled, `cfg.num_epochs` passes (0 = forever), seed
   `cfg.shuffle_seed` unless given. Validation/test: one pass in a fixed order (sorted by
@@ -188,7 +192,10 @@ def batches(
   data-parallel device count); `shard=(process_index, process_count)` yields only this
   process's rows of each global batch (see pipeline.BatchIterator). `max_examples` > 0 keeps
   that many examples spread evenly over the split's source lengths (a validation subset that
-  is not just its shortest sentences)."""
+  is not just its shortest sentences). `widths`: the only widths a batch may take (batch_options).
+  `fixed_rows`: each batch is padded with empty rows to batching.eval_rows of its width, so that a program
+  compiled for a width serves every batch of that width (evaluation and decoding; their readers skip rows
+  whose index is -1)."""
   if split not in prepared.tokenized:
     raise ValueError(f'unknown split {split!r}; valid: {", ".join(prepared.tokenized)}')
   training = split == 'train'
@@ -201,7 +208,7 @@ def batches(
   return pipeline.BatchIterator(
     data,
     keep,
-    batch_options(cfg, split),
+    batch_options(cfg, split, widths),
     cfg.shuffle_seed if seed is None else seed,
     epochs or None,
     training if shuffle is None else shuffle,
@@ -209,6 +216,7 @@ def batches(
     state,
     row_multiple,
     shard,
+    fixed_rows,
   )
 
 

@@ -13,8 +13,9 @@ import jax.numpy as jnp
 import numpy as np
 import sacrebleu
 
+from attnmt import data
 from attnmt.model import decoding, normalizers
-from attnmt.training import measures, parallel, train_step
+from attnmt.training import measures, parallel, shapes, train_step
 from attnmt.model.config import ModelConfig
 
 # Source-length buckets (words) for BLEU by sentence length, as in Bahdanau et al. (2015), Fig. 2.
@@ -115,10 +116,49 @@ def translate_seeds(
     program = _seeds_program(
       cfg, beam_size, decode_length(on['src'].shape[1], factor), alpha, keep_attention, beta, n_best
     )
-    d, beams = program(params, on['src'], on['src_len'])
+    d, beams = shapes.run(shapes.Call(program), params, on['src'], on['src_len'])
     for i in range(num_seeds):
       out[i] += _translations(batch, _seed_of(d, i), _seed_of(beams, i), tgt_tokenizer, keep_attention)
   return [sorted(o, key=lambda t: t.index) for o in out]
+
+
+def programs_ahead(cfg: ModelConfig, config, prepared, state, mesh=None) -> list[tuple]:
+  """What validation and the final test evaluation will compile, as (shapes.Call, argument specs) pairs for
+  shapes.Ahead: the greedy decoder (and validation's beam search, with train.eval_beam_size), every seed's in one
+  program where `seeds_together`, and the teacher-forced loss, one program per batch shape (their batches take
+  one row count per width: data.batches(fixed_rows=True)). None on several devices, whose batches are padded
+  again to divide."""
+  if mesh is not None and mesh.size > 1:
+    return []
+  t, d = config.train, config.data
+  num_seeds = jax.tree.leaves(state.params)[0].shape[0]
+  stacked = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), state.params)
+  one = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape[1:], x.dtype), state.params)
+  together = seeds_together(num_seeds, mesh)
+  wanted = {}  # (rows, source width, target width) -> the beam sizes decoded at it
+  for split, sentences, beams in (
+    ('validation', t.eval_max_sentences, (0, t.eval_beam_size) if t.eval_beam_size else (0,)),
+    ('test', 0, (0,)),
+  ):
+    it = data.batches(prepared, split, d, max_examples=sentences, fixed_rows=True)
+    for shape in it.shapes_ahead(len(prepared.tokenized[split]) + 1):
+      wanted.setdefault(shape, set()).update(beams)
+  i32 = jnp.int32
+  out = []
+  for (rows, s, tw), beams in wanted.items():
+    src, src_len = jax.ShapeDtypeStruct((rows, s), i32), jax.ShapeDtypeStruct((rows,), i32)
+    target = jax.ShapeDtypeStruct((rows, tw), i32)
+    batch = {'src': src, 'src_len': src_len, 'tgt_in': target, 'tgt_out': target, 'tgt_len': src_len}
+    out.append((loss_call(cfg, rows, s, tw), (one, batch)))
+    max_len = decode_length(s, t.max_decode_factor)
+    for beam in sorted(beams):
+      if together:
+        program = _seeds_program(cfg, beam, max_len, t.beam_alpha, False, t.beam_coverage_penalty, False)
+        out.append((shapes.Call(program), (stacked, src, src_len)))
+      else:
+        call = decode_call(cfg, beam, max_len, t.beam_alpha, False, t.beam_coverage_penalty, None)
+        out.append((call, (one, src, src_len)))
+  return out
 
 
 def _seed_of(decoded: Optional[decoding.Decoded], i: int) -> Optional[decoding.Decoded]:
@@ -148,24 +188,11 @@ def _decode(cfg, params, src, src_len, beam_size, max_len, alpha, keep_attention
   Beam search's attention is the best hypothesis's, recomputed by forced decoding: the beam's K attention
   histories, reordered at every step, grow with the square of the length (kept only for a recurrent
   normaliser, whose hard attention in decoding differs from its attention under teacher forcing)."""
+  call = decode_call(cfg, beam_size, max_len, alpha, keep_attention, beta, intervention)
+  d = shapes.run(call, params, src, src_len)  # compiled ahead during training, where it was
   if not beam_size:
-    d = decoding.greedy(
-      cfg, params, src, src_len, max_len=max_len, keep_attention=keep_attention, intervention=intervention
-    )
     return d, None
   recurrent = normalizers.build(cfg).recurrent
-  d = decoding.beam_search(
-    cfg,
-    params,
-    src,
-    src_len,
-    beam_size=beam_size,
-    max_len=max_len,
-    alpha=alpha,
-    keep_attention=keep_attention and recurrent,
-    beta=beta,
-    intervention=intervention,
-  )
   beams = d._replace(weights=None) if n_best else None
   d = decoding.Decoded(*(x[:, 0] for x in d))  # the best hypothesis
   if keep_attention and not recurrent:
@@ -173,6 +200,23 @@ def _decode(cfg, params, src, src_len, beam_size, max_len, alpha, keep_attention
     kept = jnp.arange(forced.shape[1])[None, :, None] < d.lengths[:, None, None]  # 0 after EOS, as decoding keeps it
     d = d._replace(weights=jnp.where(kept, forced, 0.0))
   return d, beams
+
+
+def decode_call(cfg, beam_size, max_len, alpha, keep_attention, beta, intervention) -> shapes.Call:
+  """The jitted decoder `_decode` runs for these settings, with its static arguments (one program per batch
+  shape): greedy, or beam search (its attention kept only for a recurrent normaliser)."""
+  if not beam_size:
+    static = {'max_len': max_len, 'keep_attention': keep_attention, 'intervention': intervention}
+    return shapes.Call(decoding.greedy, (cfg,), tuple(sorted(static.items())))
+  static = {
+    'beam_size': beam_size,
+    'max_len': max_len,
+    'alpha': alpha,
+    'keep_attention': keep_attention and normalizers.build(cfg).recurrent,
+    'beta': beta,
+    'intervention': intervention,
+  }
+  return shapes.Call(decoding.beam_search, (cfg,), tuple(sorted(static.items())))
 
 
 def _translations(batch: dict, d: decoding.Decoded, beams, tgt_tokenizer, keep_attention: bool) -> list:
@@ -260,6 +304,12 @@ def _batch_loss_only(cfg: ModelConfig, params, batch):
 ATTENTION_CELLS = 1 << 24
 
 
+def loss_call(cfg: ModelConfig, rows: int, src_width: int, tgt_width: int) -> shapes.Call:
+  """The teacher-forced loss program for a batch of this shape: with the attention weights, or without them for
+  a batch of more than ATTENTION_CELLS weights."""
+  return shapes.Call(_batch_loss if rows * src_width * tgt_width <= ATTENTION_CELLS else _batch_loss_only, (cfg,))
+
+
 # The attention statistics of measures.AttentionStatistics as teacher_forced_metrics reports them.
 ATTENTION_KEYS = {
   'attention_entropy': 'entropy',
@@ -288,10 +338,9 @@ def teacher_forced_metrics(
   stats = measures.AttentionStatistics()
   for batch in batches:
     b = _on_devices(batch, ('src', 'src_len', 'tgt_in', 'tgt_out', 'tgt_len'), mesh)
-    if batch['src'].size * batch['tgt_out'].shape[1] <= ATTENTION_CELLS:
-      t, c, weights = _batch_loss(cfg, params, b)
-    else:
-      (t, c), weights = _batch_loss_only(cfg, params, b), None
+    call = loss_call(cfg, batch['src'].shape[0], batch['src'].shape[1], batch['tgt_out'].shape[1])
+    t, c, *rest = shapes.run(call, params, b)  # compiled ahead during training, where it was
+    weights = rest[0] if rest else None
     total, count = total + float(parallel.to_numpy(t)), count + float(parallel.to_numpy(c))
     if weights is None:
       skipped += int(np.sum(np.asarray(batch['tgt_len']) > 0))

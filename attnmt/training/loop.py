@@ -19,7 +19,7 @@ import numpy as np
 
 from attnmt import data
 from attnmt.model.config import ModelConfig
-from attnmt.training import checkpoints, guards, parallel, results, seeds as seed_axis, train_step
+from attnmt.training import checkpoints, evaluation, guards, parallel, results, seeds as seed_axis, shapes, train_step
 from attnmt.training.metrics_io import MetricsWriter, Progress
 from attnmt.training.tensorboard_heatmaps import ValidationHeatmaps
 
@@ -67,18 +67,21 @@ class Loop:
   ckpt: checkpoints.RunCheckpoints
   writer: MetricsWriter
   state: LoopState
+  widths: tuple = ()  # the widths training batches may take (data.train_shapes; shapes.choose_widths)
 
   def __post_init__(self):
     t, d = self.config.train, self.config.data
-    self.iterators = seed_axis.training_batches(
-      self.prepared,
-      d,
-      self.seeds,
-      self.state.meta['iterators'],
-      parallel.num_shards(self.mesh),
-      (jax.process_index(), jax.process_count()),
-    )
+
+    def batches(shard):
+      states, shards = self.state.meta['iterators'], parallel.num_shards(self.mesh)
+      return seed_axis.training_batches(self.prepared, d, self.seeds, states, shards, shard, self.widths)
+
+    self.iterators = batches((jax.process_index(), jax.process_count()))
     self.start = self.state.step
+    # every shape the coming steps take, compiled ahead on background threads while the loop trains
+    planned = shapes.stacked_shapes(batches((0, 1)), max(t.num_steps - self.start, 0))
+    also = evaluation.programs_ahead(self.cfg, self.config, self.prepared, self.state.train, self.mesh)
+    self.ahead = shapes.Ahead(self.step_fn, self.state.train, planned, self.batch_keys, also=also)
     self.progress = Progress(
       t.num_steps, self.start, enabled=parallel.is_main_process(), budget_seconds=60 * t.time_budget_minutes
     )
@@ -101,6 +104,14 @@ class Loop:
   def run(self) -> None:
     """Trains to train.num_steps (or the time budget's end). Raises guards.TrainingStopped after a stop signal
     (a checkpoint saved first) and guards.NonFiniteError as train.nonfinite says."""
+    try:
+      self._run()
+    except BaseException:
+      self.ahead.close()
+      raise
+    self.ahead.close(keep_evaluation=True)  # the final evaluation comes next
+
+  def _run(self) -> None:
     t, s = self.config.train, self.state
     s.tokens_since_log, s.t0 = 0, time.perf_counter()
     deadline = self.progress.deadline  # the time budget's end (None without one)
@@ -138,7 +149,7 @@ class Loop:
         f'the training data ran out at step {step} of train.num_steps={self.config.train.num_steps}; raise '
         'data.num_epochs or set it to 0 (repeat forever)'
       ) from None
-    s.train, s.metrics = self.step_fn(s.train, parallel.shard_batch(self.mesh, batch, row_axis=1, local=True))
+    s.train, s.metrics = self.ahead.step(s.train, parallel.shard_batch(self.mesh, batch, row_axis=1, local=True))
     if step == self.start + 1:  # compiled: the ETA's rate is measured from here
       jax.block_until_ready(s.metrics['loss'])
       self.progress.compiled(step)

@@ -31,7 +31,8 @@ def evaluate(
   on `split`, as lists over seeds (data-parallel on `mesh`)."""
   t, d = config.train, config.data
   _, references = data.raw_texts(prepared, split)
-  batches = list(data.batches(prepared, split, d, max_examples=max_sentences))  # built once, for every seed
+  # built once, for every seed; rows padded so that each width compiles the decoder and the loss once
+  batches = list(data.batches(prepared, split, d, max_examples=max_sentences, fixed_rows=True))
   out = {}
   translations = evaluation.translate_seeds(  # every seed in one program on an accelerator
     cfg,

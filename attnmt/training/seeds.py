@@ -38,15 +38,20 @@ def parse_seeds(seeds) -> list[int]:
   return out
 
 
-def training_batches(prepared, d, seeds, states=None, num_shards: int = 1, shard: tuple[int, int] = (0, 1)) -> list:
+def training_batches(
+  prepared, d, seeds, states=None, num_shards: int = 1, shard: tuple[int, int] = (0, 1), widths: tuple = ()
+) -> list:
   """Each seed's training batches as training reads them: shuffled by `d.shuffle_seed + seed`, `states[i]`
   resuming seed i's iterator. Rows are padded to the full global batch (a multiple of `num_shards`, the
   data-parallel device count, for token-budget batches), so an epoch's smaller last batch keeps the compiled
-  shape; `shard=(process_index, process_count)` yields this process's rows."""
+  shape; `shard=(process_index, process_count)` yields this process's rows; `widths`: the only widths a batch
+  may take (data.train_shapes, attnmt.training.shapes.choose_widths)."""
   row_multiple = num_shards if d.batch_tokens else d.batch_size
   states = states or [None] * len(seeds)
   return [
-    data.batches(prepared, 'train', d, seed=d.shuffle_seed + s, state=st, row_multiple=row_multiple, shard=shard)
+    data.batches(
+      prepared, 'train', d, seed=d.shuffle_seed + s, state=st, row_multiple=row_multiple, shard=shard, widths=widths
+    )
     for s, st in zip(seeds, states)
   ]
 

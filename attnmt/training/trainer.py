@@ -19,7 +19,7 @@ import os
 import jax
 import ml_collections
 
-from attnmt.training import checkpoints, lock, loop, parallel, results, settings, train_step
+from attnmt.training import checkpoints, lock, loop, parallel, results, settings, shapes, train_step
 from attnmt.training import seeds as seed_axis
 from attnmt import data
 from attnmt.errors import ConfigError
@@ -96,6 +96,9 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, seeds: 
   settings_json = json.dumps(t.to_dict(), sort_keys=True)
   init_fn, step_fn = _seed_functions(cfg, settings_json, mesh)
   print(f'{results.variant_name(config)}: {len(seeds)} seed(s) on {parallel.describe(mesh)}', flush=True)
+  widths, cost = shapes.choose_widths(prepared, config.data, seeds, t.num_steps, parallel.num_shards(mesh))
+  if cost and parallel.is_main_process():
+    print(cost, flush=True)
   state, meta = init_fn(seeds), loop.initial_meta(len(seeds))
   ckpt = checkpoints.RunCheckpoints(workdir)
   writer = MetricsWriter(workdir, enabled=jax.process_index() == 0)
@@ -120,6 +123,7 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, seeds: 
     # config.json is written at the first save of a new run, and again after a resumable change (more steps), so
     # that it always holds the config the run finished with (the sweep's `finished` compares it)
     loop.LoopState(state, meta, described=resumed is not None and not changed),
+    widths,
   )
   run.run()
   state, meta = run.state.train, run.state.meta
