@@ -10,6 +10,9 @@
 # then, on the GPU host (the folder carried along, ignored by git):
 #   ATTNMT_WHEELHOUSE=.device/wheelhouse OUT=/somewhere benchmarks/device_check.sh
 # Parts, each with its own time limit so that one slow part leaves the others their time, in this order:
+#   compile       one variant of the main job (5 seeds, 400 steps, no analysis) from an empty compilation cache,
+#                 with every training width its own shape (data.train_shapes=0) and with one (=1): the wall time
+#                 and the time to the first step, the host's compilation against the device's work (compile.json);
 #   seeds         the main job's model: K = 1, 2, 4, 5, 8, 16, 32 seeds in one vmapped program (per-seed cost);
 #   profile       the bench config's training step on the device's timeline: kernels per step, the device's
 #                 busy time against the step's wall time (launch-bound or not), by kind; keeps the trace;
@@ -35,8 +38,8 @@ cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/attnmt_device_check}
 DRY=${ATTNMT_DEVICE_CHECK:-}
 WORK=${ATTNMT_DEVICE_WORK:-/tmp/attnmt_device_work}
-PARTS=${ATTNMT_DEVICE_PARTS:-seeds,profile,concurrent,decode_seeds,unroll,bench,bf16}  # main: name it
-ALL_PARTS=seeds,profile,concurrent,decode_seeds,unroll,host,bench,bf16,main,main_one
+PARTS=${ATTNMT_DEVICE_PARTS:-compile,seeds,profile,concurrent,decode_seeds,unroll,bench,bf16}  # main: name it
+ALL_PARTS=compile,seeds,profile,concurrent,decode_seeds,unroll,host,bench,bf16,main,main_one
 # Checked before anything is written: a misspelt part would be skipped silently, and without a GPU every
 # figure would be the CPU's (the dry run is meant for any backend).
 for part in ${PARTS//,/ }; do
@@ -106,6 +109,21 @@ if [ -z "$DRY" ]; then  # nvidia-smi saw a GPU; jax must too, or every figure wo
   }
 fi
 want() { [[ ",$PARTS," == *",$1,"* ]]; }
+# Compilation per variant: the same variant from an empty compilation cache with every width its own shape, then
+# with one shape (data.train_shapes=1), each compiled ahead on the host's threads (attnmt/training/shapes.py).
+compile_once() {
+  local k
+  for k in 0 1; do
+    JAX_COMPILATION_CACHE_DIR="$WORK/compile_cache_$k" "$PY" -m benchmarks.wall --out="$WORK/compile_$k.json" -- \
+      ./launch.sh main "--workdir=$WORK/compile_$k" "${main_flags[@]}" --config.sweep.scores=additive \
+      --config.data.train_shapes=$k --config.train.num_steps=$host_steps --config.train.eval_every=0 \
+      --config.sweep.analyze=false > "$WORK/compile_$k.log" 2>&1 || { tail -n 5 "$WORK/compile_$k.log"; return 1; }
+    grep -E 'train_shapes|step/s' "$WORK/compile_$k.log" | tr '\r' '\n' | grep -E 'train_shapes| 1/' | tail -n 2
+  done
+  "$PY" -c 'import json, sys; print(json.dumps({k: json.load(open(p)) for k, p in zip(("every_width", "one_shape"), sys.argv[2:])}, indent=1))' \
+    - "$WORK/compile_0.json" "$WORK/compile_1.json" | tee "$OUT/compile.json"
+}
+want compile && step 0 "one variant: every width, then one shape" compile_once
 want seeds && step $((170 * slow)) "main model, seeds $seeds vmapped" "$PY" -m benchmarks.bench "${quick[@]}" --only=seeds --seeds=$seeds --out="$OUT/bench_main_seeds.json"
 [ -n "$DRY" ] || ! want profile || step 60 "training step on the device's timeline (bench config)" "$PY" -m tools.profile_step --keep_trace="$OUT"
 # The main job's layout on one device: N processes of K vmapped seeds at once (no probes between the timed steps:

@@ -97,9 +97,17 @@ class Call:
 
 
 def _signature(tree) -> tuple:
-  """What a compiled program is typed by: the tree's structure and each leaf's shape, dtype and weak type."""
+  """What a compiled program is typed by: the tree's structure and each leaf's shape, dtype, weak type and
+  placement (None: the default device, as for numpy arrays and the specs of programs_ahead)."""
   leaves, structure = jax.tree.flatten(tree)
-  return structure, tuple((tuple(x.shape), str(x.dtype), _weak(x)) for x in leaves)
+  return structure, tuple((tuple(x.shape), str(x.dtype), _weak(x), _placement(x)) for x in leaves)
+
+
+def _placement(x):
+  sharding = getattr(x, 'sharding', None)
+  if sharding is None or (len(sharding.device_set) == 1 and sharding.device_set == {jax.devices()[0]}):
+    return None
+  return sharding
 
 
 def _weak(x) -> bool:

@@ -15,7 +15,7 @@ def test_the_device_script_runs_dry(tmp_path):
   env = dict(
     os.environ,
     ATTNMT_DEVICE_CHECK='dry',
-    ATTNMT_DEVICE_PARTS='seeds,decode_seeds,concurrent,main,main_one',
+    ATTNMT_DEVICE_PARTS='compile,seeds,decode_seeds,concurrent,main,main_one',
     OUT=str(out),
     ATTNMT_DEVICE_WORK=str(work),
     JAX_PLATFORMS='cpu',
@@ -24,6 +24,7 @@ def test_the_device_script_runs_dry(tmp_path):
   log = (out / 'device_check.log').read_text()
   assert res.returncode == 0, log[-3000:]
   for name in (
+    'one variant: every width, then one shape',
     'main model, seeds 1,2 vmapped',
     'main model, greedy decode by 2 seeds',
     '2 processes of 2 seeds at once',
@@ -31,6 +32,11 @@ def test_the_device_script_runs_dry(tmp_path):
   ):
     assert f'== {name}: exit 0 after' in log, log[-3000:]
   assert '== bench config' not in log and not (out / 'bench_f32.json').exists()  # not in ATTNMT_DEVICE_PARTS
+  timed = json.loads((out / 'compile.json').read_text())
+  assert set(timed) == {'every_width', 'one_shape'} and all(
+    t['returncode'] == 0 and t['wall_s'] > 0 for t in timed.values()
+  )
+  assert '--config.data.train_shapes=1' in timed['one_shape']['command']
   seeds = json.loads((out / 'bench_main_seeds.json').read_text())['seeds']
   assert [s['seeds'] for s in seeds] == [1, 2] and all(s['step_s'] > 0 for s in seeds)
   (decoded,) = json.loads((out / 'bench_main_decode_seeds.json').read_text())['decode_seeds']
