@@ -12,7 +12,7 @@
 # Parts, each with its own time limit so that one slow part leaves the others their time, in this order:
 #   compile       one variant of the main job (5 seeds, 400 steps, no analysis) from an empty compilation cache,
 #                 with every training width its own shape (data.train_shapes=0) and with one (=1): the wall time
-#                 and the time to the first step, the host's compilation against the device's work (compile.json);
+#                 and the time to the first step, the host's compilation against the device's work (JSON in the log);
 #   seeds         the main job's model: K = 1, 2, 4, 5, 8, 16, 32 seeds in one vmapped program (per-seed cost);
 #   profile       the bench config's training step on the device's timeline: kernels per step, the device's
 #                 busy time against the step's wall time (launch-bound or not), by kind; keeps the trace;
@@ -121,7 +121,7 @@ compile_once() {
     grep -E 'train_shapes|step/s' "$WORK/compile_$k.log" | tr '\r' '\n' | grep -E 'train_shapes| 1/' | tail -n 2
   done
   "$PY" -c 'import json, sys; print(json.dumps({k: json.load(open(p)) for k, p in zip(("every_width", "one_shape"), sys.argv[2:])}, indent=1))' \
-    - "$WORK/compile_0.json" "$WORK/compile_1.json" | tee "$OUT/compile.json"
+    - "$WORK/compile_0.json" "$WORK/compile_1.json"  # into the log: the device returns at most 8 files
 }
 want compile && step 0 "one variant: every width, then one shape" compile_once
 want seeds && step $((170 * slow)) "main model, seeds $seeds vmapped" "$PY" -m benchmarks.bench "${quick[@]}" --only=seeds --seeds=$seeds --out="$OUT/bench_main_seeds.json"

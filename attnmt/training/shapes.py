@@ -176,7 +176,11 @@ class Ahead:
       if key not in _READY:
         _READY[key] = concurrent.futures.Future()
         todo.append(((_READY, key), lambda call=call, specs=specs: call.lower(*specs)))
-    self._lock, self._closed, self._queued = threading.Lock(), False, []
+    self._lock, self._queued = threading.Lock(), []
+    self._closed = False  # training is over: no more step programs
+    self._drop_evaluation = False  # nor the evaluation's
+    self._lowered = False  # the lowering thread is done
+    self._shut = False  # the pool takes nothing more
     self._pool = concurrent.futures.ThreadPoolExecutor(threads or compile_threads(), thread_name_prefix='compile')
     self._lowering = threading.Thread(target=self._lower_all, args=(todo,), name='lower', daemon=True)
     self._lowering.start()
@@ -194,22 +198,37 @@ class Ahead:
     return {key: jax.ShapeDtypeStruct(shapes[key], i32) for key in self._keys}
 
   def _lower_all(self, todo: list) -> None:
-    """Lowers (traces) each program in turn on this thread and hands its compilation to the pool."""
-    for (where, key), lower in todo:
-      future = where[key]
-      if self._closed and where is not _READY:
-        _forget(where, key)
-        continue
-      try:
-        lowered = lower()
-      except Exception as e:  # it fails to trace: the caller's own call raises it where it is readable
-        future.set_exception(e)
-        continue
+    """Lowers (traces) each program in turn on this thread and hands its compilation to the pool. Every program
+    it does not hand over (no longer wanted, or failed to trace) is resolved at once, so nobody waits for it."""
+    handed = set()
+    try:
+      for (where, key), lower in todo:
+        if self._unwanted(where):
+          continue
+        try:
+          lowered = lower()
+        except Exception as e:  # it fails to trace: the caller's own call raises it where it is readable
+          where[key].set_exception(e)
+          continue
+        with self._lock:
+          if not (self._unwanted(where) or self._shut):
+            self._queued.append(((where, key), self._pool.submit(_compile_into, lowered, where[key])))
+            handed.add(key)
+    finally:
       with self._lock:
-        if self._closed and where is not _READY:
-          _forget(where, key)
-        else:
-          self._queued.append(((where, key), self._pool.submit(_compile_into, lowered, future)))
+        for (where, key), _ in todo:
+          if key not in handed:
+            _forget(where, key)
+        self._lowered = True
+        if self._closed:
+          self._shut_down()
+
+  def _unwanted(self, where: dict) -> bool:
+    return self._drop_evaluation if where is _READY else self._closed
+
+  def _shut_down(self) -> None:
+    self._shut = True
+    self._pool.shutdown(wait=False)
 
   def program(self, batch: dict) -> Callable:
     """The compiled program for `batch`'s shape (waiting for it), or the jitted step for a shape not planned."""
@@ -227,14 +246,15 @@ class Ahead:
 
   def close(self, keep_evaluation: bool = False) -> None:
     """Stops compiling what has not started: the steps' programs (training is over), and the evaluation's too
-    unless `keep_evaluation` (the final evaluation comes after training). A compilation under way finishes in
-    the background."""
+    unless `keep_evaluation` (the final evaluation comes after training; the lowering thread then finishes
+    them). A compilation under way finishes in the background."""
     with self._lock:
-      self._closed = True
+      self._closed, self._drop_evaluation = True, not keep_evaluation
       for (where, key), queued in self._queued:
-        if (where is not _READY or not keep_evaluation) and queued.cancel():
+        if self._unwanted(where) and queued.cancel():
           _forget(where, key)
-    self._pool.shutdown(wait=False)
+      if self._lowered or not keep_evaluation:
+        self._shut_down()
 
 
 def _forget(where: dict, key) -> None:

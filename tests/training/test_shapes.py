@@ -257,3 +257,27 @@ def test_training_and_evaluation_compile_nothing_on_the_main_thread(tmp_path):
   assert all(f.done() and f.exception() is None for f in shapes._READY.values())
   steps = [who for who, what in compiled if what == 'jit(mapped)']
   assert len(steps) > 1 and set(steps) == {'lower'}  # several shapes, each once, all ahead
+
+
+@pytest.mark.parametrize('keep_evaluation', (True, False))
+def test_the_evaluation_programs_are_there_or_fall_back_after_training_ends_early(keep_evaluation):
+  """Training can end (close) before the lowering thread reached the evaluation's programs: with
+  keep_evaluation it still makes them, without it they fall back to jit; either way nobody waits forever."""
+
+  @jax.jit
+  def evaluate(x):
+    return jnp.tanh(x).sum(axis=-1)
+
+  fn = _toy_step()
+  sizes = range(1, 25)
+  also = [(shapes.Call(evaluate), (jax.ShapeDtypeStruct((n, 3), jnp.float32),)) for n in sizes]
+  ahead = shapes.Ahead(fn, {'w': jnp.ones((2, 3))}, [(2, 8 * k, 8) for k in range(1, 8)], ('src',), 1, also)
+  ahead.close(keep_evaluation=keep_evaluation)  # at once
+  for n in sizes:
+    x = np.arange(3 * n, dtype=np.float32).reshape(n, 3) / 10
+    np.testing.assert_allclose(np.asarray(shapes.run(shapes.Call(evaluate), x)), np.tanh(x).sum(-1), rtol=1e-6)
+  if keep_evaluation:
+    ahead._lowering.join(timeout=120)
+    assert all(shapes._READY[(shapes.Call(evaluate), shapes._signature(s))].result() for _, s in also)
+  else:
+    assert not [key for key in shapes._READY if key[0] == shapes.Call(evaluate)]  # none kept half made
