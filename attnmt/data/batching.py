@@ -36,7 +36,11 @@ def padded_length(max_len: int, multiple: int, fixed: int, widths: tuple = ()) -
   if fixed:
     return fixed
   multiple = max(multiple, 1)
-  width = max(multiple, -(-max_len // multiple) * multiple)
+  return round_up(max(multiple, -(-max_len // multiple) * multiple), widths)
+
+
+def round_up(width: int, widths: tuple) -> int:
+  """The smallest of `widths` that holds `width`, or `width` itself when none does."""
   return min((w for w in widths if w >= width), default=width)
 
 
@@ -84,7 +88,7 @@ def choose_widths(counts: dict, k: int) -> tuple:
 
 def padded_positions(counts: dict, widths: tuple) -> int:
   """Positions (rows x width, summed) that `counts` (width -> rows) take once each width rounds up to `widths`."""
-  return sum(min((x for x in widths if x >= w), default=w) * n for w, n in counts.items())
+  return sum(round_up(w, widths) * n for w, n in counts.items())
 
 
 def _cut(positions: np.ndarray, src_len, tgt_len, options: BatchOptions) -> list[np.ndarray]:

@@ -206,17 +206,19 @@ def decode_call(cfg, beam_size, max_len, alpha, keep_attention, beta, interventi
   """The jitted decoder `_decode` runs for these settings, with its static arguments (one program per batch
   shape): greedy, or beam search (its attention kept only for a recurrent normaliser)."""
   if not beam_size:
-    static = {'max_len': max_len, 'keep_attention': keep_attention, 'intervention': intervention}
-    return shapes.Call(decoding.greedy, (cfg,), tuple(sorted(static.items())))
-  static = {
-    'beam_size': beam_size,
-    'max_len': max_len,
-    'alpha': alpha,
-    'keep_attention': keep_attention and normalizers.build(cfg).recurrent,
-    'beta': beta,
-    'intervention': intervention,
-  }
-  return shapes.Call(decoding.beam_search, (cfg,), tuple(sorted(static.items())))
+    return shapes.Call.of(
+      decoding.greedy, cfg, max_len=max_len, keep_attention=keep_attention, intervention=intervention
+    )
+  return shapes.Call.of(
+    decoding.beam_search,
+    cfg,
+    beam_size=beam_size,
+    max_len=max_len,
+    alpha=alpha,
+    keep_attention=keep_attention and normalizers.build(cfg).recurrent,
+    beta=beta,
+    intervention=intervention,
+  )
 
 
 def _translations(batch: dict, d: decoding.Decoded, beams, tgt_tokenizer, keep_attention: bool) -> list:
@@ -307,7 +309,7 @@ ATTENTION_CELLS = 1 << 24
 def loss_call(cfg: ModelConfig, rows: int, src_width: int, tgt_width: int) -> shapes.Call:
   """The teacher-forced loss program for a batch of this shape: with the attention weights, or without them for
   a batch of more than ATTENTION_CELLS weights."""
-  return shapes.Call(_batch_loss if rows * src_width * tgt_width <= ATTENTION_CELLS else _batch_loss_only, (cfg,))
+  return shapes.Call.of(_batch_loss if rows * src_width * tgt_width <= ATTENTION_CELLS else _batch_loss_only, cfg)
 
 
 # The attention statistics of measures.AttentionStatistics as teacher_forced_metrics reports them.

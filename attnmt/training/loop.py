@@ -71,15 +71,19 @@ class Loop:
 
   def __post_init__(self):
     t, d = self.config.train, self.config.data
-
-    def batches(shard):
-      states, shards = self.state.meta['iterators'], parallel.num_shards(self.mesh)
-      return seed_axis.training_batches(self.prepared, d, self.seeds, states, shards, shard, self.widths)
-
-    self.iterators = batches((jax.process_index(), jax.process_count()))
+    self.iterators = seed_axis.training_batches(
+      self.prepared,
+      d,
+      self.seeds,
+      self.state.meta['iterators'],
+      parallel.num_shards(self.mesh),
+      (jax.process_index(), jax.process_count()),
+      self.widths,
+    )
     self.start = self.state.step
-    # every shape the coming steps take, compiled ahead on background threads while the loop trains
-    planned = shapes.stacked_shapes(batches((0, 1)), max(t.num_steps - self.start, 0))
+    # every shape the coming steps take (the global batch's, read from the plans), compiled ahead on background
+    # threads while the loop trains
+    planned = shapes.stacked_shapes(self.iterators, max(t.num_steps - self.start, 0))
     also = evaluation.programs_ahead(self.cfg, self.config, self.prepared, self.state.train, self.mesh)
     self.ahead = shapes.Ahead(self.step_fn, self.state.train, planned, self.batch_keys, also=also)
     self.progress = Progress(

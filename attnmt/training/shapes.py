@@ -56,10 +56,8 @@ def choose_widths(prepared, d, seeds: list[int], num_steps: int, num_shards: int
   before = sum(w * n for w, n in counts.items())
   after = batching.padded_positions(counts, widths)
 
-  def rounded(w):
-    return min((x for x in widths if x >= w), default=w)
-
-  shapes = (len({(s, t) for _, s, t in planned}), len({(rounded(s), rounded(t)) for _, s, t in planned}))
+  rounded = {(batching.round_up(s, widths), batching.round_up(t, widths)) for _, s, t in planned}
+  shapes = (len({(s, t) for _, s, t in planned}), len(rounded))
   line = (
     f'data.train_shapes={k}: training batches take the widths {", ".join(map(str, widths))}: {shapes[1]} shape(s) '
     f'to compile instead of {shapes[0]}, {100 * (after - before) / max(before, 1):+.1f} % padded positions'
@@ -68,8 +66,7 @@ def choose_widths(prepared, d, seeds: list[int], num_steps: int, num_shards: int
 
 
 def _spec(x) -> jax.ShapeDtypeStruct:
-  weak = getattr(jax.typeof(x), 'weak_type', False)  # a jit program is typed by it too
-  return jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=getattr(x, 'sharding', None), weak_type=weak)
+  return jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=getattr(x, 'sharding', None), weak_type=_weak(x))
 
 
 def compile_threads() -> int:
@@ -88,6 +85,10 @@ class Call:
   fn: Callable
   head: tuple = ()  # static positional arguments, before the dynamic ones (the model's config)
   static: tuple = ()  # static keyword arguments, as (name, value) pairs
+
+  @classmethod
+  def of(cls, fn: Callable, *head, **static) -> 'Call':
+    return cls(fn, head, tuple(sorted(static.items())))
 
   def lower(self, *specs):
     return self.fn.lower(*self.head, *specs, **dict(self.static))
@@ -111,6 +112,7 @@ def _placement(x):
 
 
 def _weak(x) -> bool:
+  """Whether `x` (an array or a spec) is weakly typed: a jit program is typed by it too."""
   return bool(getattr(x, 'weak_type', False)) or bool(getattr(jax.typeof(x), 'weak_type', False))
 
 
