@@ -137,15 +137,23 @@ CACHE_MAX_BYTES = 4 << 30  # the oldest entries go beyond it
 
 
 CACHE_OFF = ('0', 'false', 'no', 'off')  # ATTNMT_JAX_CACHE spellings that switch the cache off (any case)
+CACHE_ON = ('', '1', 'true', 'yes', 'on')  # ... and those that leave it on; anything else is refused
 
 
 def compilation_cache_dir() -> str | None:
   """Where compiled programs are cached: $JAX_COMPILATION_CACHE_DIR if set (JAX reads it itself), none with
-  ATTNMT_JAX_CACHE=0 (or false, no, off), else $XDG_CACHE_HOME/attnmt/jax (~/.cache/attnmt/jax)."""
+  ATTNMT_JAX_CACHE=0 (or false, no, off), else $XDG_CACHE_HOME/attnmt/jax (~/.cache/attnmt/jax). A value that is
+  neither (a typo such as 'maybe') raises ConfigError instead of leaving the cache on silently."""
   if os.environ.get('JAX_COMPILATION_CACHE_DIR'):
     return os.environ['JAX_COMPILATION_CACHE_DIR']
-  if os.environ.get('ATTNMT_JAX_CACHE', '1').strip().lower() in CACHE_OFF:
+  switch = os.environ.get('ATTNMT_JAX_CACHE', '1').strip().lower()
+  if switch in CACHE_OFF:
     return None
+  if switch not in CACHE_ON:
+    raise ConfigError(
+      f'ATTNMT_JAX_CACHE={os.environ["ATTNMT_JAX_CACHE"]!r} is neither on ({", ".join(CACHE_ON[1:])}) nor off '
+      f'({", ".join(CACHE_OFF)}); set one of them, or unset it to keep the cache on'
+    )
   home = os.environ.get('XDG_CACHE_HOME') or os.path.join(os.path.expanduser('~'), '.cache')
   return os.path.join(home, 'attnmt', 'jax')
 
@@ -237,8 +245,8 @@ def run_guarded(fn, after_signal: str = 'run the same command again'):
   if logging.get_verbosity() == logging.INFO and '--verbosity' not in ' '.join(sys.argv):
     logging.set_verbosity(logging.WARNING)  # Orbax logs every file it writes at INFO
   guards.exit_on_signals()
-  use_compilation_cache()
   try:
+    use_compilation_cache()
     return fn()
   except TrainingStopped as e:
     _exit(str(e), e.exit_code)

@@ -26,6 +26,31 @@ def test_every_spelling_of_off_switches_the_cache_off(spelling, monkeypatch, tmp
   assert common.compilation_cache_dir() == os.path.join(str(tmp_path), 'attnmt', 'jax')
 
 
+@pytest.mark.parametrize('spelling', ['', '1', 'true', 'Yes', 'ON'])
+def test_every_spelling_of_on_keeps_the_cache_on(spelling, monkeypatch, tmp_path):
+  monkeypatch.delenv('JAX_COMPILATION_CACHE_DIR', raising=False)
+  monkeypatch.setenv('XDG_CACHE_HOME', str(tmp_path))
+  monkeypatch.setenv('ATTNMT_JAX_CACHE', spelling)
+  assert common.compilation_cache_dir() == os.path.join(str(tmp_path), 'attnmt', 'jax')
+
+
+def test_an_unknown_cache_switch_is_one_line_and_exit_2(tmp_path):
+  """A typo is refused before anything runs, instead of leaving the cache on silently."""
+  env = {k: v for k, v in os.environ.items() if k != 'JAX_COMPILATION_CACHE_DIR'}
+  env.update(ATTNMT_JAX_CACHE='maybe', XDG_CACHE_HOME=str(tmp_path), JAX_PLATFORMS='cpu')
+  res = subprocess.run(
+    [sys.executable, '-m', 'experiments.analyze', f'--from_scores={tmp_path / "absent.csv"}'],
+    cwd=ROOT,
+    env=env,
+    capture_output=True,
+    text=True,
+  )
+  assert res.returncode == 2, res.stderr[-2000:]
+  lines = res.stderr.strip().splitlines()
+  assert len(lines) == 1 and "ATTNMT_JAX_CACHE='maybe'" in lines[0], res.stderr[-2000:]
+  assert not (tmp_path / 'attnmt').exists()  # nothing written
+
+
 HEAL_SCRIPT = """
 import jax, jax.numpy as jnp
 from experiments import common
