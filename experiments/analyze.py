@@ -25,6 +25,12 @@ Is attention an explanation? The four papers' tests (Moradi et al., Serrano & Sm
     python -m experiments.analyze --runs=runs/main/none,runs/main/additive --explanations=all --out=DIR \
         [--explanation_sentences=100] [--adversarial_sentences=8] [--adversarial_steps=100] [--baseline=additive]
 
+The explanations' tables and verdicts again from one or more stored explanations.json (runs analysed in parts,
+e.g. one process per core, merged; no runs read):
+
+    python -m experiments.analyze --from_explanations=DIR1/explanations.json,DIR2/explanations.json \
+        --baseline=additive --out=DIR
+
 The faithfulness tables and verdicts (every cell against --baseline on the declared measures, one family) again
 from a stored faithfulness.json, without the runs:
 
@@ -93,6 +99,19 @@ flags.DEFINE_list(
   'freezes each attending run\'s attention into the others\' decoders; with --baseline (a cell, or the score that '
   'names one cell) the verdicts of every attending cell against it on the declared measures.',
 )
+flags.DEFINE_bool(
+  'frozen_attention',
+  True,
+  "With --explanations and wiegreffe_pinter: Wiegreffe & Pinter's frozen-attention diagnostic for every ordered pair "
+  "of runs of one vocabulary (n (n - 1) pairs, each decoding the second run's seeds again); --nofrozen_attention "
+  'skips it (the other tests are per run).',
+)
+flags.DEFINE_list(
+  'from_explanations',
+  [],
+  'Instead of --runs: one or more explanations.json (comma-separated; parts of one analysis are merged, a variant '
+  'in two of them is refused); their tables, plot and, with --baseline, verdicts again.',
+)
 flags.DEFINE_integer(
   'explanation_sentences',
   explanations.MAX_SENTENCES,
@@ -142,10 +161,11 @@ def main(argv):
 def _analyze():
   if not FLAGS.delta > 0:
     raise ValueError(f'--delta ({FLAGS.delta}) must be > 0 BLEU: the margin within which two variants are equivalent')
-  if sum(map(bool, (FLAGS.runs, FLAGS.from_translations, FLAGS.from_scores, FLAGS.from_faithfulness))) != 1:
+  sources = (FLAGS.runs, FLAGS.from_translations, FLAGS.from_scores, FLAGS.from_faithfulness, FLAGS.from_explanations)
+  if sum(map(bool, sources)) != 1:
     raise ValueError(
-      'give one of --runs (run directories), --from_translations (a translations.json.gz), --from_scores (a CSV) '
-      'or --from_faithfulness (a faithfulness.json)'
+      'give one of --runs (run directories), --from_translations (a translations.json.gz), --from_scores (a CSV), '
+      '--from_faithfulness (a faithfulness.json) or --from_explanations (explanations.json files)'
     )
   if FLAGS.runs:
     _check_runs_once(FLAGS.runs)
@@ -153,6 +173,8 @@ def _analyze():
     raise ValueError(
       '--explanations takes --runs (run directories), without --interventions or --pool_seeds: give one analysis'
     )
+  if FLAGS.from_explanations:
+    return _from_explanations(FLAGS.from_explanations, FLAGS.out, FLAGS.baseline)
   if FLAGS.from_faithfulness:
     return _from_faithfulness(FLAGS.from_faithfulness, FLAGS.out, FLAGS.baseline)
   if FLAGS.from_scores:
@@ -324,7 +346,7 @@ def _explanations(runs: list[str], names: list[str], out, max_sentences: int):
       )
     )
   frozen = []
-  if 'wiegreffe_pinter' in tests:
+  if 'wiegreffe_pinter' in tests and FLAGS.frozen_attention:
     for a in loaded:
       for b in loaded:
         if a is not b and explanations.attends(a) and explanations.same_vocabulary(a, b):
@@ -343,6 +365,31 @@ def _faithfulness_page(results: list, reference) -> str:
   if not reference:
     return faithfulness.markdown(results) + '\nNo reference cell (--baseline): no verdicts.\n'
   return faithfulness.markdown(results, faithfulness.contrasts(results, faithfulness.MEASURES, reference))
+
+
+def _from_explanations(paths: list[str], out, reference):
+  results, frozen, seen = [], [], {}
+  for path in paths:
+    with open(path, encoding='utf-8') as f:
+      doc = json.load(f)
+    if not isinstance(doc, dict) or not isinstance(doc.get('runs'), list):
+      raise ValueError(f'{path} has no list of runs; give an explanations.json written by analyze --explanations')
+    for r in doc['runs']:
+      if r['variant'] in seen:
+        raise ValueError(f"{r['variant']} is in both {seen[r['variant']]} and {path}; give each variant once")
+      seen[r['variant']] = path
+    results += doc['runs']
+    frozen += doc.get('frozen') or []
+  tests = [t for t in explanations.TESTS if any(t in r['tests'] for r in results)]
+  if not out:
+    raise ValueError('--from_explanations needs --out (a directory for the merged explanations.json, .md and .png)')
+  if os.path.exists(out) and not os.path.isdir(out):
+    raise ValueError(f'--out {out} is a file; pass a directory for the analysis (created if missing)')
+  verdicts = explanations.contrasts(results, reference, tests) if reference else None
+  written = explanations.write(results, out, frozen, verdicts)
+  with open(written[1], encoding='utf-8') as f:
+    print(f'From {", ".join(paths)} ({len(results)} run(s); no runs read):\n' + f.read())
+  print(f'Wrote explanations.md, explanations.json and explanations.png under {out}')
 
 
 def _from_faithfulness(path: str, out, reference):
