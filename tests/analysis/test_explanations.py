@@ -179,3 +179,43 @@ def test_the_entry_point_writes_the_report_and_refuses_an_unknown_test_in_one_li
   assert lines == [
     'error: explanation test(s) nonesuch: valid are moradi, serrano_smith, jain_wallace, wiegreffe_pinter, or all'
   ]
+
+
+def test_parts_merged_by_from_explanations_give_the_whole_and_a_variant_twice_is_refused(analysed, tmp_path):
+  """An analysis run in parts (one process per core) and merged decides the same family as one analysis of every
+  run: the same tables, the same verdicts; the frozen pairs come along."""
+  results, frozen, _ = analysed
+  other = copy.deepcopy(results[1])
+  other['variant'] = other['pool'] = 'other'
+  reference = results[1]['variant']
+  whole = tmp_path / 'whole'
+  explanations.write(
+    [results[0], results[1], other], str(whole), frozen, explanations.contrasts([*results, other], reference)
+  )
+  explanations.write(results[:2], str(tmp_path / 'a'), frozen)
+  explanations.write([other], str(tmp_path / 'b'))
+  parts = f"--from_explanations={tmp_path / 'a' / 'explanations.json'},{tmp_path / 'b' / 'explanations.json'}"
+  merged = analyze(parts, f'--baseline={reference}', f'--out={tmp_path / "merged"}')
+  assert merged.returncode == 0, merged.stderr[-2000:]
+  assert json.loads((tmp_path / 'merged' / 'explanations.json').read_text()) == json.loads(
+    (whole / 'explanations.json').read_text()
+  )
+  assert (tmp_path / 'merged' / 'explanations.md').read_text() == (whole / 'explanations.md').read_text()
+  twice = analyze(
+    f"--from_explanations={tmp_path / 'a' / 'explanations.json'},{whole / 'explanations.json'}",
+    f'--out={tmp_path / "never"}',
+  )
+  assert twice.returncode == 2 and not (tmp_path / 'never').exists()
+  assert [line for line in twice.stderr.splitlines() if line.startswith('error')] == [
+    f"error: {results[0]['variant']} is in both {tmp_path / 'a' / 'explanations.json'} and "
+    f"{whole / 'explanations.json'}; give each variant once"
+  ]
+
+
+def test_nofrozen_attention_writes_no_pairs(runs, tmp_path):
+  given = f"--runs={runs['none']},{runs['additive']}"
+  done = analyze(
+    given, '--explanations=wiegreffe_pinter', '--explanation_sentences=8', '--nofrozen_attention', f'--out={tmp_path}'
+  )
+  assert done.returncode == 0, done.stderr[-2000:]
+  assert json.loads((tmp_path / 'explanations.json').read_text())['frozen'] == []
