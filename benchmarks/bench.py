@@ -52,25 +52,10 @@ _MODEL = flags.DEFINE_enum(
 )
 
 
-def config_model(name: str):
-  """The model of experiments/configs/`name`.py (vocabularies of data.vocab_size) at its batch size: 32 tokens
-  per side for the main job, about the mean width of its bucketed training batches (34 tokens); the fixed
-  lengths of a config that fixes them."""
-  import importlib
-
-  from attnmt.model.config import ModelConfig
-  from benchmarks.cases import Sizes
-
-  config = importlib.import_module(f'experiments.configs.{name}').get_config()
-  d = config.data
-  cfg = ModelConfig.from_dict(
-    {**config.model.to_dict(), 'source_vocab_size': d.vocab_size, 'target_vocab_size': d.vocab_size}
-  )
-  return cfg, Sizes(batch=d.batch_size, src_len=d.fixed_source_length or 32, tgt_len=d.fixed_target_length or 32)
-
-
 def main_job_model():
-  """The main job's model at its batch size and 32 tokens per side (config_model)."""
+  """The main job's model at its batch size and 32 tokens per side (cases.config_model)."""
+  from benchmarks.cases import config_model
+
   return config_model('main_ablation')
 
 
@@ -277,7 +262,7 @@ def main(argv):
   decode_seeds = counts('decode_seeds', _DECODE_SEEDS.value, 'decode_seeds' in _ONLY.value)
   import jax
 
-  from benchmarks.cases import BENCH_MODEL, Sizes
+  from benchmarks.cases import BENCH_MODEL, Sizes, config_model
 
   models = {'bench': lambda: (BENCH_MODEL, Sizes()), 'main': main_job_model, 'tiny': lambda: config_model('tiny')}
   cfg, sizes = models[_MODEL.value]()

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import importlib
 
 import jax
 import jax.numpy as jnp
@@ -54,6 +55,18 @@ class Sizes:
   beam: int = 5
   steps: int = 10  # timed calls per figure (medians)
   warmup: int = 2
+
+
+def config_model(name: str) -> tuple[ModelConfig, Sizes]:
+  """The model of experiments/configs/`name`.py (vocabularies of data.vocab_size) at its batch size: 32 tokens
+  per side for the main job, about the mean width of its bucketed training batches (34 tokens); the fixed
+  lengths of a config that fixes them."""
+  config = importlib.import_module(f'experiments.configs.{name}').get_config()
+  d = config.data
+  cfg = ModelConfig.from_dict(
+    {**config.model.to_dict(), 'source_vocab_size': d.vocab_size, 'target_vocab_size': d.vocab_size}
+  )
+  return cfg, Sizes(batch=d.batch_size, src_len=d.fixed_source_length or 32, tgt_len=d.fixed_target_length or 32)
 
 
 def random_batch(cfg: ModelConfig, sizes: Sizes, seed: int = 0) -> dict:
