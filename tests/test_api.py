@@ -427,3 +427,20 @@ def test_compare_says_which_runs_translated_other_sentences(trained, tmp_path):
   assert len(table.variants) == 2 and table.markdown().split('\n')[2].startswith('| variant |')
   alone = api.Comparison(table.results[:1], 'test')  # one set of sentences: no line about groups
   assert alone.groups == [[workdir]] and alone.markdown().startswith('| variant |')
+
+
+def test_explain_runs_the_papers_tests_as_the_analysis_does(trained):
+  """Run.explain: the four papers' tests on the run's test split equal explanations.analyze_run on the run the
+  analysis loads (the same per-seed lists, one per seed), and an unknown test is one line naming the valid ones."""
+  from attnmt.analysis import explanations
+  from attnmt.errors import ConfigError
+
+  workdir, full, _, _ = trained
+  run = attnmt.load(workdir)
+  small = dict(max_sentences=8, adversarial_sentences=1, adversarial_steps=3)
+  got = run.explain('moradi,jain_wallace', **small)
+  want = explanations.analyze_run(full, 'moradi,jain_wallace', **small)
+  assert got['tests'] == want['tests'] and got['seeds'] == [0, 1]
+  assert len(got['tests']['moradi']['shares']['uniform']['tokens']) == 2
+  with pytest.raises(ConfigError, match=r'^explanation test\(s\) nonesuch: valid are moradi, serrano_smith'):
+    run.explain('nonesuch')

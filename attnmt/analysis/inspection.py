@@ -60,8 +60,16 @@ def load_run(workdir: str, which: str = 'best') -> LoadedRun:
   """Everything needed to analyse a run, from its directory alone (the corpus is rebuilt if missing)."""
   config = checkpoints.load_config(workdir)
   params, _, step = checkpoints.restore_params(workdir, which)
+  prepared = prepare_checked(workdir, config, *data.load_tokenizers(os.path.join(workdir, 'vocab')))
+  cfg = trainer.model_config(config, prepared)
+  _check_user_params(workdir, cfg, params)
+  return LoadedRun(workdir, config, cfg, params, seed_axis.parse_seeds(config.train.seeds), step, prepared)
+
+
+def prepare_checked(workdir: str, config: ml_collections.ConfigDict, run_src, run_tgt) -> data.PreparedData:
+  """The run's corpus (built if missing), refused when its vocabularies differ from the run's own (`run_src`,
+  `run_tgt`, saved in <workdir>/vocab): the token ids would mean other pieces."""
   prepared = data.prepare(config.data)
-  run_src, run_tgt = data.load_tokenizers(os.path.join(workdir, 'vocab'))
   for mine, theirs, side in ((run_src, prepared.src_tokenizer, 'source'), (run_tgt, prepared.tgt_tokenizer, 'target')):
     if [mine.id_to_piece(i) for i in range(mine.vocab_size)] != [
       theirs.id_to_piece(i) for i in range(theirs.vocab_size)
@@ -70,9 +78,7 @@ def load_run(workdir: str, which: str = 'best') -> LoadedRun:
         f'the {side} vocabulary in {config.data.data_dir} differs from the one saved in '
         f'{workdir}/vocab; point --config.data.data_dir at the data the run used'
       )
-  cfg = trainer.model_config(config, prepared)
-  _check_user_params(workdir, cfg, params)
-  return LoadedRun(workdir, config, cfg, params, seed_axis.parse_seeds(config.train.seeds), step, prepared)
+  return prepared
 
 
 @dataclasses.dataclass
