@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Everything to measure on one GPU (the default parts about 6 minutes, the main job about 10), for
+# Everything to measure on one GPU (the default parts about 8 minutes, the main job about 10), for
 # benchmarks/README.md ("On a GPU") and docs/results/main_gpu.md. The host has no network: it installs from a
 # wheelhouse made beforehand on a
 # machine with network, holding what the host's image lacks, e.g.
@@ -13,6 +13,10 @@
 #   compile       one variant of the main job (5 seeds, 400 steps, no analysis) from an empty compilation cache,
 #                 with every training width its own shape (data.train_shapes=0) and with one (=1): the wall time
 #                 and the time to the first step, the host's compilation against the device's work (JSON in the log);
+#   kernels       the fused Pallas kernels (attnmt/model/kernels.py) against the readable step, in one decoder
+#                 recurrence at the main job's and the bench config's sizes (benchmarks/kernels.py, 60 s each):
+#                 time per step, kernels per step, and whether they equal it, the first check of the Triton
+#                 kernels on a GPU (JSON in the log);
 #   seeds         the main job's model: K = 1, 2, 4, 5, 8, 16, 32 seeds in one vmapped program (per-seed cost);
 #   profile       the bench config's training step on the device's timeline: kernels per step, the device's
 #                 busy time against the step's wall time (launch-bound or not), by kind; keeps the trace;
@@ -25,21 +29,21 @@
 #   bench         the bench config, float32 (train step, greedy, beam);   bf16  its train step in bfloat16;
 #   main          the main job with 5 seeds per variant (none, additive, dot, general, concat), end to end, its
 #                 variants as 5 processes at once;   main_one  the same job as one process.
-# ATTNMT_DEVICE_PARTS picks the parts (default: every one but the main jobs, about 6 minutes; main alone about
-# 10; each resumes from $WORK when the script runs again on the same, still warm, machine). A cut run still
+# ATTNMT_DEVICE_PARTS picks the parts (default: every one but host and the main jobs, about 8 minutes; main alone
+# about 10; each resumes from $WORK when the script runs again on the same, still warm, machine). A cut run still
 # returns what the earlier parts wrote.
 # Outputs (at most 8 files, flat, as the device tool returns them) go to $OUT.
 # ATTNMT_DEVICE_CHECK=dry runs the parts tiny on whatever backend is there (the suite runs it on the CPU): the
 # bench parts on the tests' tiny model (float32 only), the main job on the synthetic task, 2 steps, two shards
-# (one batch shape: each new length bucket would compile the step again); profile and unroll are the tools'
-# own tests' (tests/benchmarks/test_tools.py) and do not run dry.
+# (one batch shape: each new length bucket would compile the step again), kernels on the tiny size in Pallas's
+# interpreter; profile and unroll are the tools' own tests' (tests/benchmarks/test_tools.py) and do not run dry.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/attnmt_device_check}
 DRY=${ATTNMT_DEVICE_CHECK:-}
 WORK=${ATTNMT_DEVICE_WORK:-/tmp/attnmt_device_work}
-PARTS=${ATTNMT_DEVICE_PARTS:-compile,seeds,profile,concurrent,decode_seeds,unroll,bench,bf16}  # main: name it
-ALL_PARTS=compile,seeds,profile,concurrent,decode_seeds,unroll,host,bench,bf16,main,main_one
+PARTS=${ATTNMT_DEVICE_PARTS:-compile,kernels,seeds,profile,concurrent,decode_seeds,unroll,bench,bf16}  # main: name it
+ALL_PARTS=compile,kernels,seeds,profile,concurrent,decode_seeds,unroll,host,bench,bf16,main,main_one
 # Checked before anything is written: a misspelt part would be skipped silently, and without a GPU every
 # figure would be the CPU's (the dry run is meant for any backend).
 for part in ${PARTS//,/ }; do
@@ -74,6 +78,7 @@ if [ -n "$DRY" ]; then
   quick=(--quick --steps=2 --model=tiny) seeds=1,2 only_bench=train slow=4  # the tests' tiny model
   decode_k=2 sharing=2 sharing_steps=20 host_steps=2
   shards=2 mem_fraction=0.5 train_limit=600 report_limit=300
+  kernel_sizes=tiny kernel_limit=240
   main_flags=(--config.data.name=synthetic_numbers --config.data.synthetic_size=300 --config.data.synthetic_eval_size=40
     --config.data.tokenizer=word --config.data.vocab_size=64 --config.data.max_source_length=16
     --config.data.max_target_length=32 --config.data.fixed_source_length=16 --config.data.fixed_target_length=32
@@ -89,6 +94,7 @@ else
   # One variant per process, 12 GB each on 80 GB. On an H100 the main job trained in 441 s and reported in
   # about 119 s (docs/results/main_gpu.md): with the other parts it needs more than one 10-minute call.
   shards=5 mem_fraction=0.15 train_limit=470 report_limit=150 host_steps=400
+  kernel_sizes="main bench" kernel_limit=60   # per size; the JSON grows case by case, so a cut keeps what it has
   main_flags=(--config.sweep.scores=none,additive,dot,general,concat)   # train.seeds=auto: 5 on an accelerator
 fi
 
@@ -124,6 +130,18 @@ compile_once() {
     - "$WORK/compile_0.json" "$WORK/compile_1.json"  # into the log: the device returns at most 8 files
 }
 want compile && step 0 "one variant: every width, then one shape" compile_once
+# The fused kernels against the readable step, one process per size; each size's JSON into the log, also when the
+# time limit cut it short.
+fused_kernels() {
+  local size rc=0
+  for size in $kernel_sizes; do
+    rm -f "$WORK/kernels_$size.json"
+    timeout "$kernel_limit" "$PY" -m benchmarks.kernels --size=$size ${DRY:+--dry} --out="$WORK/kernels_$size.json" || rc=$?
+    [ -f "$WORK/kernels_$size.json" ] && cat "$WORK/kernels_$size.json" && echo
+  done
+  return $rc
+}
+want kernels && step 0 "fused kernels against the readable step ($kernel_sizes)" fused_kernels
 want seeds && step $((170 * slow)) "main model, seeds $seeds vmapped" "$PY" -m benchmarks.bench "${quick[@]}" --only=seeds --seeds=$seeds --out="$OUT/bench_main_seeds.json"
 [ -n "$DRY" ] || ! want profile || step 60 "training step on the device's timeline (bench config)" "$PY" -m tools.profile_step --keep_trace="$OUT"
 # The main job's layout on one device: N processes of K vmapped seeds at once (no probes between the timed steps:

@@ -198,25 +198,30 @@ def kernel_kind(name: str) -> str:
   return next((kind for kind, marks in KERNEL_KINDS if any(m in low for m in marks)), 'other kernels')
 
 
+def device_events(data):
+  """The kernels of a `jax.profiler.ProfileData` trace, as events of the device's planes ('/device:...').
+
+  A device plane's lines are its streams; lines named for XLA's ops or modules repeat the kernels' time in
+  another grouping and would count it twice. A CPU backend's trace has none (its ops run on host threads)."""
+  for plane in data.planes:
+    if plane.name.startswith('/device:'):
+      for line in plane.lines:
+        if 'stream' in line.name.lower():
+          yield from line.events
+
+
 def device_kernels(data, steps: int, step_wall_s: float) -> dict | None:
   """Per step: kernels launched, the device's busy time (the union of kernel intervals over all its
   streams) in total and by kind, its idle share of the step's wall time, and the 8 costliest kernel
   names. `data` is a `jax.profiler.ProfileData`; the device's planes are named '/device:...'. None when
   the trace has no device plane (the CPU backend runs its ops on host threads)."""
-  planes = [p for p in data.planes if p.name.startswith('/device:')]
   intervals, by_kind, by_name, count = [], collections.defaultdict(list), collections.Counter(), 0
-  for plane in planes:
-    for line in plane.lines:
-      # A device plane's lines are its streams; lines named for XLA's ops or modules repeat the
-      # kernels' time in another grouping and would count it twice.
-      if 'stream' not in line.name.lower():
-        continue
-      for ev in line.events:
-        span = (ev.start_ns, ev.start_ns + ev.duration_ns)
-        intervals.append(span)
-        by_kind[kernel_kind(ev.name)].append(span)
-        by_name[ev.name] += ev.duration_ns
-        count += 1
+  for ev in device_events(data):
+    span = (ev.start_ns, ev.start_ns + ev.duration_ns)
+    intervals.append(span)
+    by_kind[kernel_kind(ev.name)].append(span)
+    by_name[ev.name] += ev.duration_ns
+    count += 1
   if not count:
     return None
   busy_s = _merged_length(intervals) / steps / 1e9

@@ -39,8 +39,9 @@ batch to a multiple of ROWS = 16 and the hidden size to a multiple of its column
 to a power of two >= 16 (one program per sentence, the batch unpadded). The padding is zeros in kept-out rows or
 masked positions, and the results are sliced back. At sizes that are already multiples (H = 128, B = 64) the pads
 and slices vanish; otherwise each is an extra operation per call. Products accumulate in float32 (float32
-inputs at IEEE precision, the Triton lowering's default), the gate and softmax arithmetic runs in float32, and
-outputs have the inputs' dtype (float32 or bfloat16, `model.dtype`).
+inputs at the Triton lowering's default precision: TF32 on a GPU, as XLA's default; `highest` would be IEEE),
+the gate and softmax arithmetic runs in float32, and outputs have the inputs' dtype (float32 or bfloat16,
+`model.dtype`).
 `interpret=None` runs Pallas's interpreter unless the default backend is 'gpu' (tests/model/test_kernels.py).
 Letters: B batch, H hidden size, G gates (4 LSTM, 3 GRU; arrays are B x G*H, kernels see B x G x H); a `p`
 suffix marks a padded size.

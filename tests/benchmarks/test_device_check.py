@@ -15,7 +15,7 @@ def test_the_device_script_runs_dry(tmp_path):
   env = dict(
     os.environ,
     ATTNMT_DEVICE_CHECK='dry',
-    ATTNMT_DEVICE_PARTS='compile,seeds,decode_seeds,concurrent,main,main_one',
+    ATTNMT_DEVICE_PARTS='compile,kernels,seeds,decode_seeds,concurrent,main,main_one',
     OUT=str(out),
     ATTNMT_DEVICE_WORK=str(work),
     JAX_PLATFORMS='cpu',
@@ -25,6 +25,7 @@ def test_the_device_script_runs_dry(tmp_path):
   assert res.returncode == 0, log[-3000:]
   for name in (
     'one variant: every width, then one shape',
+    'fused kernels against the readable step (tiny)',
     'main model, seeds 1,2 vmapped',
     'main model, greedy decode by 2 seeds',
     '2 processes of 2 seeds at once',
@@ -38,6 +39,10 @@ def test_the_device_script_runs_dry(tmp_path):
     t['returncode'] == 0 and t['wall_s'] > 0 for t in timed.values()
   )
   assert '--config.data.train_shapes=1' in timed['one_shape']['command']
+  start = log.index('{\n "jax"')  # benchmarks.kernels' JSON, in the log too (tests/benchmarks/test_fused_kernels.py)
+  fused = json.loads(log[start : log.index('\n}\n', start) + 2])
+  assert fused['interpret'] is True and fused['size'] == 'tiny'
+  assert all(c['differences']['default']['max_abs_diff'] < 1e-4 for c in fused['cases'].values())
   seeds = json.loads((out / 'bench_main_seeds.json').read_text())['seeds']
   assert [s['seeds'] for s in seeds] == [1, 2] and all(s['step_s'] > 0 for s in seeds)
   (decoded,) = json.loads((out / 'bench_main_decode_seeds.json').read_text())['decode_seeds']
@@ -110,7 +115,7 @@ def test_an_unknown_part_is_refused_not_skipped(tmp_path):
     assert (res.returncode, res.stderr.splitlines()) == (
       2,
       [
-        "device_check.sh: unknown part 'nonesuch' in ATTNMT_DEVICE_PARTS; the parts are compile, seeds, "
+        "device_check.sh: unknown part 'nonesuch' in ATTNMT_DEVICE_PARTS; the parts are compile, kernels, seeds, "
         'profile, concurrent, decode_seeds, unroll, host, bench, bf16, main, main_one'
       ],
     )
