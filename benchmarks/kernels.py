@@ -306,27 +306,32 @@ def run(size: str, steps: int | None, repeats: int, names: list[str], dry: bool,
   return result
 
 
-_SIZE = flags.DEFINE_enum('size', 'main', ['main', 'bench', 'tiny'], "the model's sizes (`model`)")
-_STEPS = flags.DEFINE_integer('steps', None, "T, the scan's steps (default: the sizes' target length, 32)")
-_REPEATS = flags.DEFINE_integer('repeats', 20, 'timed calls per figure (medians)')
-_OUT = flags.DEFINE_string('out', None, 'the JSON file to write', required=True)
-_DRY = flags.DEFINE_bool('dry', False, "tiny, 2 steps, in Pallas's interpreter (also whenever there is no GPU)")
-_CASES = flags.DEFINE_list('cases', ['lstm-additive', 'gru-dot'], f'cell-score cases, from {", ".join(CASES)}')
-_PROFILE = flags.DEFINE_bool('profile', True, 'count the kernels of each call in a profiler trace (a GPU)')
+def define_flags():
+  """The command's flags, defined only when it runs as a command: imported beside benchmarks.bench (the suite
+  collects both into one process), absl would refuse a second --steps."""
+  flags.DEFINE_enum('size', 'main', ['main', 'bench', 'tiny'], "the model's sizes (`model`)")
+  flags.DEFINE_integer('steps', None, "T, the scan's steps (default: the sizes' target length, 32)")
+  flags.DEFINE_integer('repeats', 20, 'timed calls per figure (medians)')
+  flags.DEFINE_string('out', None, 'the JSON file to write', required=True)
+  flags.DEFINE_bool('dry', False, "tiny, 2 steps, in Pallas's interpreter (also whenever there is no GPU)")
+  flags.DEFINE_list('cases', ['lstm-additive', 'gru-dot'], f'cell-score cases, from {", ".join(CASES)}')
+  flags.DEFINE_bool('profile', True, 'count the kernels of each call in a profiler trace (a GPU)')
 
 
 def main(argv):
   del argv
-  unknown = [c for c in _CASES.value if c not in CASES]
-  if unknown or not _CASES.value:
-    raise app.UsageError(f'--cases={",".join(_CASES.value)}: the cases are {", ".join(CASES)}')
-  dry = _DRY.value or jax.default_backend() != 'gpu'
-  if dry and not _DRY.value:
+  f = flags.FLAGS
+  unknown = [c for c in f.cases if c not in CASES]
+  if unknown or not f.cases:
+    raise app.UsageError(f'--cases={",".join(f.cases)}: the cases are {", ".join(CASES)}')
+  dry = f.dry or jax.default_backend() != 'gpu'
+  if dry and not f.dry:
     print(f'no GPU ({jax.default_backend()}): the dry run, tiny and interpreted; its times mean nothing')
-  out = Path(_OUT.value)
-  run(_SIZE.value, _STEPS.value, _REPEATS.value, _CASES.value, dry, _PROFILE.value, out)
+  out = Path(f.out)
+  run(f.size, f.steps, f.repeats, f.cases, dry, f.profile, out)
   print(f'wrote {out}')
 
 
 if __name__ == '__main__':
+  define_flags()
   app.run(main)
