@@ -372,7 +372,8 @@ def _from_explanations(paths: list[str], out, reference):
   for path in paths:
     with open(path, encoding='utf-8') as f:
       doc = json.load(f)
-    if not isinstance(doc, dict) or not isinstance(doc.get('runs'), list):
+    runs = doc.get('runs') if isinstance(doc, dict) else None
+    if not isinstance(runs, list) or not all(isinstance(r, dict) and {'variant', 'tests'} <= set(r) for r in runs):
       raise ValueError(f'{path} has no list of runs; give an explanations.json written by analyze --explanations')
     for r in doc['runs']:
       if r['variant'] in seen:
