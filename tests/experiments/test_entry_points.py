@@ -549,17 +549,19 @@ def test_a_per_core_child_killed_ends_the_sweep_with_one_line_and_the_same_comma
     assert parent.poll() is None and time.monotonic() < deadline, 'no checkpoint in both variants'
     time.sleep(0.2)
   children = _children(parent.pid)
-  assert len(children) == 2, children
+  assert 1 <= len(children) <= 2, children
   for child in children:  # frozen while the holder of `additive` is found
     os.kill(child, signal.SIGSTOP)
   assert not (additive / 'results.json').exists(), 'additive finished before the kill: raise train.num_steps'
   victim = json.loads((additive / '.lock-train').read_text())['pid']  # the child that holds the variant
   assert victim in children, (victim, children)
-  (other,) = [c for c in children if c != victim]
-  os.kill(other, signal.SIGCONT)  # it finishes `none`, finds `additive` held by a live process, and ends
-  while not _gone(other):
-    assert time.monotonic() < deadline + 240, 'the other child did not end'
-    time.sleep(0.2)
+  # The child of `none` may already have finished it and ended (tiny's `none` compiles and trains faster than
+  # `additive`); if it is still alive, it finishes `none`, finds `additive` held by a live process, and ends.
+  for other in [c for c in children if c != victim]:
+    os.kill(other, signal.SIGCONT)
+    while not _gone(other):
+      assert time.monotonic() < deadline + 240, 'the other child did not end'
+      time.sleep(0.2)
   os.kill(victim, signal.SIGKILL)
   out, err = parent.communicate(timeout=300)
   last = err.strip().splitlines()[-1]
