@@ -1,8 +1,10 @@
 """attnmt's side of benchmarks/peer.py: the programs a main-job run compiles, on the peer's batch.
 
-The training step is the one training runs (`trainer._seed_functions`: one seed's guarded step, jitted on the
-run's one-device mesh with the state donated; the config's Adam, schedule, global-norm clipping and label
-smoothing). Greedy decoding is `decoding.greedy`, attention kept, with EOS's output bias at -1e9
+The training step is the one training runs (`trainer._seed_functions`: one seed's guarded step on the run's
+one-device mesh with the state donated; the config's Adam, schedule, global-norm clipping and label smoothing;
+with train.step_threads, 'auto' unless the job's train section says otherwise, the rows in blocks on the cores
+the worker is given: attnmt/training/row_threads.py). Greedy decoding is `decoding.greedy` as `evaluation.translate` calls it (the rows in blocks on threads where
+`evaluation.decode_blocks` says so), attention kept, with EOS's output bias at -1e9
 (`cases.never_ending_params`), so that every call decodes `max_len` tokens, as the PyTorch side's does. Both are
 compiled before they are timed; the compile times are recorded, not counted.
 """
@@ -18,7 +20,7 @@ import numpy as np
 
 from attnmt.model import decoding
 from attnmt.model.config import ModelConfig
-from attnmt.training import parallel, train_step, trainer
+from attnmt.training import evaluation, parallel, row_threads, train_step, trainer
 from benchmarks import cases, timing
 
 
@@ -33,7 +35,9 @@ def prepare(job: dict, batch: dict, params_out: str | None = None):
   to record; writes the initial parameters to `params_out` (.npz) for the PyTorch side when given."""
   cfg = ModelConfig(**job['model'])
   t = ml_collections.ConfigDict(job['train'])
-  init, step = trainer._seed_functions(cfg, json.dumps(t.to_dict(), sort_keys=True), parallel.make_mesh(t.num_devices))
+  mesh = parallel.make_mesh(t.num_devices)
+  threads = row_threads.resolve(t.get('step_threads', 'auto'), job['sizes']['batch'], jax.default_backend(), mesh.size)
+  init, step = trainer._seed_functions(cfg, json.dumps(t.to_dict(), sort_keys=True), mesh, threads)
   state = init([0])
   params = jax.tree.map(lambda x: x[0], state.params)  # copies: the step donates the state
   if params_out:
@@ -50,15 +54,25 @@ def prepare(job: dict, batch: dict, params_out: str | None = None):
       return jax.block_until_ready(metrics)
 
     calls['train'] = train
-  info = {}
+  info = {'step_threads': threads}
   if 'greedy' in job['what']:
     never_ending = cases.never_ending_params(params)
     src, src_len, max_len = batch['src'], batch['src_len'], job['sizes']['max_len']
+    blocks = evaluation.decode_blocks(src.shape[0])  # as translate decodes a batch: its rows in blocks on threads
+    size = src.shape[0] // blocks
     compiled['greedy'], compile_s['greedy'] = timing.compile_timed(
-      decoding.greedy, cfg, never_ending, src, src_len, max_len=max_len
+      decoding.greedy, cfg, never_ending, src[:size], src_len[:size], max_len=max_len
     )
-    calls['greedy'] = lambda: jax.block_until_ready(compiled['greedy'](never_ending, src, src_len))
+
+    def greedy():
+      d, _ = evaluation.decode_in_blocks(
+        lambda s, n: (compiled['greedy'](never_ending, s, n), None), src, src_len, blocks
+      )
+      return jax.block_until_ready(d)
+
+    calls['greedy'] = greedy
     info['greedy_tokens'] = np.asarray(calls['greedy']().tokens).tolist()
+    info['decode_blocks'] = blocks
   loss = jax.jit(lambda p, b: train_step.loss_fn(cfg, p, b, jax.random.key(0), False, t.label_smoothing)[0])
   info.update(
     parameters=sum(int(x.size) for x in jax.tree.leaves(params)),

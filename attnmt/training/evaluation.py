@@ -3,6 +3,7 @@ teacher-forced attention, BLEU by length."""
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import functools
 import math
@@ -15,7 +16,7 @@ import sacrebleu
 
 from attnmt import data
 from attnmt.model import decoding, normalizers
-from attnmt.training import measures, parallel, shapes, train_step
+from attnmt.training import measures, parallel, row_threads, shapes, train_step
 from attnmt.model.config import ModelConfig
 
 # Source-length buckets (words) for BLEU by sentence length, as in Bahdanau et al. (2015), Fig. 2.
@@ -155,9 +156,11 @@ def programs_ahead(cfg: ModelConfig, config, prepared, state, mesh=None) -> list
       if together:
         program = _seeds_program(cfg, beam, max_len, t.beam_alpha, False, t.beam_coverage_penalty, False)
         out.append((shapes.Call(program), (stacked, src, src_len)))
-      else:
+      else:  # in translate's row blocks
+        size = rows // decode_blocks(rows, mesh)
+        block_src, block_len = jax.ShapeDtypeStruct((size, s), i32), jax.ShapeDtypeStruct((size,), i32)
         call = decode_call(cfg, beam, max_len, t.beam_alpha, False, t.beam_coverage_penalty, None)
-        out.append((call, (one, src, src_len)))
+        out.append((call, (one, block_src, block_len)))
   return out
 
 
@@ -238,6 +241,52 @@ def _translations(batch: dict, d: decoding.Decoded, beams, tgt_tokenizer, keep_a
   return out
 
 
+def decode_blocks(rows: int, mesh: Optional[jax.sharding.Mesh] = None) -> int:
+  """How many row blocks `translate` decodes a batch of `rows` rows in, each on its own thread: one per core
+  this process may use on a CPU with one device while blocks keep row_threads.MIN_ROWS rows and the rows
+  divide (the programs compiled ahead take the blocks' shape); else 1. XLA:CPU runs a decoder's loop on one
+  thread, and two programs called from two threads run at once (row_threads; benchmarks/README.md, "Rows on
+  threads"). A CPU sweep's per-core children, pinned to one core, decode whole batches."""
+  if mesh is not None and mesh.size > 1:
+    return 1
+  n = row_threads.resolve('auto', rows, jax.default_backend(), 1)
+  while n > 1 and rows % n:
+    n -= 1
+  return n
+
+
+_BLOCK_POOL: list = []  # one thread pool for decode_in_blocks, made on first use
+
+
+def _pool():
+  if not _BLOCK_POOL:
+    _BLOCK_POOL.append(concurrent.futures.ThreadPoolExecutor(row_threads.usable_cores(), thread_name_prefix='decode'))
+  return _BLOCK_POOL[0]
+
+
+def decode_in_blocks(decode, src, src_len, blocks: int):
+  """`decode(src, src_len)` -> (Decoded, beams or None) on `blocks` equal blocks of the rows, each called on its
+  own thread, the results joined along the rows as numpy arrays (what _translations reads). One block: the
+  call itself."""
+  if blocks <= 1:
+    return decode(src, src_len)
+  src, src_len = np.asarray(src), np.asarray(src_len)
+  size = src.shape[0] // blocks
+
+  def run(i):
+    return jax.device_get(decode(src[i * size : (i + 1) * size], src_len[i * size : (i + 1) * size]))
+
+  others = [_pool().submit(run, i) for i in range(1, blocks)]
+  parts = [run(0)] + [f.result() for f in others]
+
+  def join(*xs):
+    return None if xs[0] is None else np.concatenate(xs, axis=0)
+
+  d = decoding.Decoded(*(join(*xs) for xs in zip(*(p[0] for p in parts))))
+  beams = None if parts[0][1] is None else decoding.Decoded(*(join(*xs) for xs in zip(*(p[1] for p in parts))))
+  return d, beams
+
+
 def translate(
   cfg: ModelConfig,
   params,
@@ -267,8 +316,13 @@ def translate(
   for batch in batches:
     on = _on_devices(batch, ('src', 'src_len'), mesh)
     max_len = decode_length(on['src'].shape[1], factor)
-    d, beams = _decode(
-      cfg, params, on['src'], on['src_len'], beam_size, max_len, alpha, keep_attention, beta, intervention, n_best
+    d, beams = decode_in_blocks(
+      lambda src, src_len: _decode(
+        cfg, params, src, src_len, beam_size, max_len, alpha, keep_attention, beta, intervention, n_best
+      ),
+      on['src'],
+      on['src_len'],
+      decode_blocks(on['src'].shape[0], mesh),
     )
     out += _translations(batch, d, beams, tgt_tokenizer, keep_attention)
   return sorted(out, key=lambda t: t.index)

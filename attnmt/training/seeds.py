@@ -16,7 +16,7 @@ import optax
 from attnmt import data
 from attnmt.errors import ConfigError
 from attnmt.model.config import ModelConfig
-from attnmt.training import guards, parallel, train_step
+from attnmt.training import guards, parallel, row_threads, train_step
 
 BATCH_KEYS = ('src', 'src_len', 'tgt_in', 'tgt_out', 'tgt_len')
 
@@ -82,6 +82,7 @@ def seed_functions(
   coverage_loss_weight: float = 0.0,
   mesh: jax.sharding.Mesh | None = None,
   alignment_loss_weight: float = 0.0,
+  threads: int = 1,
 ):
   """(init, step) for K seeds in one program: init(seeds) -> TrainState stacked over seeds; step(state, batch_K)
   -> (state, metrics), jitted, vmapped over the leading seed axis of state and batch, state donated.
@@ -89,6 +90,9 @@ def seed_functions(
 
   With a `mesh`, the state is replicated over its devices and the batch (K x B x ...) is split on its
   rows B: jit's SPMD partitioner turns the gradient sums into all-reduces.
+
+  With `threads` > 1 (one device), the step is row_threads.RowThreadedStep: that many blocks of the rows, each
+  on its own thread, then one update.
   """
   init = functools.partial(train_step.init_train_states, cfg, optimizer)
   one = functools.partial(
@@ -99,6 +103,10 @@ def seed_functions(
     coverage_loss_weight=coverage_loss_weight,
     alignment_loss_weight=alignment_loss_weight,
   )
+  if threads > 1:
+    return init if mesh is None else (lambda seeds: parallel.replicate(mesh, init(seeds))), _row_threaded(
+      cfg, optimizer, label_smoothing, skip_nonfinite, coverage_loss_weight, alignment_loss_weight, mesh, threads
+    )
   guarded = guards.guard_step(one, skip_nonfinite)
   vmapped = _over_seeds(guarded)
   if mesh is None:
@@ -111,6 +119,44 @@ def seed_functions(
     donate_argnums=0,
   )
   return lambda seeds: parallel.replicate(mesh, init(seeds)), step
+
+
+def _row_threaded(cfg, optimizer, label_smoothing, skip_nonfinite, coverage, alignment, mesh, threads):
+  """The step as `threads` row blocks on threads (row_threads), vmapped over seeds like the plain step."""
+  shard = functools.partial(
+    train_step.shard_gradients,
+    cfg,
+    shards=threads,
+    label_smoothing=label_smoothing,
+    coverage_loss_weight=coverage,
+    alignment_loss_weight=alignment,
+  )
+  update = guards.guard_step(lambda state, parts: train_step.apply_gradients(optimizer, state, *parts), skip_nonfinite)
+  shard_K = _seed_mapped(shard, (0, 0, 0, None))
+  apply_K = _seed_mapped(lambda state, grads, sums: update(state, (grads, sums)), (0, 0, 0))
+  if mesh is None:
+    return row_threads.RowThreadedStep(jax.jit(shard_K), jax.jit(apply_K, donate_argnums=0), threads)
+  everywhere = parallel.replicated(mesh)
+  shard_jit = jax.jit(
+    shard_K, in_shardings=(everywhere, parallel.batch_sharding(mesh, row_axis=1), everywhere, everywhere)
+  )
+  apply_jit = jax.jit(apply_K, out_shardings=(everywhere, everywhere), donate_argnums=0)
+  return row_threads.RowThreadedStep(shard_jit, apply_jit, threads)
+
+
+def _seed_mapped(fn, in_axes: tuple):
+  """`fn` vmapped over the leading seed axis of the arguments whose in_axes entry is 0 (None: shared); with one
+  seed, `fn` on the squeezed arrays and its outputs given the axis back (as _over_seeds)."""
+  vmapped = jax.vmap(fn, in_axes=in_axes)
+
+  def mapped(*args):
+    first = next(a for a, axis in zip(args, in_axes) if axis == 0)
+    if jax.tree.leaves(first)[0].shape[0] != 1:
+      return vmapped(*args)
+    squeezed = [jax.tree.map(lambda x: x[0], a) if axis == 0 else a for a, axis in zip(args, in_axes)]
+    return jax.tree.map(lambda x: x[None], fn(*squeezed))
+
+  return mapped
 
 
 def _over_seeds(step):

@@ -16,6 +16,7 @@ from attnmt.data.config import DATA, validate_data
 from attnmt.errors import ConfigError
 from attnmt.model import scores
 from attnmt.model.config import MODEL, canonical_section
+from attnmt.training import row_threads
 from attnmt.schema import Setting
 
 TRAIN = (
@@ -88,6 +89,15 @@ TRAIN = (
     resumable=True,
   ),
   Setting(
+    'step_threads',
+    'auto',
+    "the training step as this many blocks of the batch's rows, each on its own thread, added up in one update "
+    "(attnmt/training/row_threads.py): 'auto' is one per core on a CPU with one device while blocks keep 32 rows, "
+    'else 1 (the step as one program); the same update up to rounding, with other dropout masks',
+    resumable=True,
+    before='1',
+  ),
+  Setting(
     'nonfinite',
     'stop',
     "on a NaN/inf loss or gradient: 'stop' (no checkpoint after it) or 'skip' the update",
@@ -115,6 +125,10 @@ def _section(config, name: str) -> ml_collections.ConfigDict:
 
 def validate_train(t) -> None:
   schema.check('train', TRAIN, t)
+  try:
+    row_threads.check_setting(t.step_threads)
+  except ValueError as e:
+    raise ConfigError(str(e)) from None
 
 
 def has_gold_alignments(d) -> bool:

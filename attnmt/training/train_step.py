@@ -8,6 +8,7 @@ callers `jit` it, `vmap` it over seeds, or shard it.
 
 from __future__ import annotations
 
+import functools
 from typing import Any, NamedTuple
 
 import jax
@@ -198,6 +199,88 @@ def train_step(
     'grad_norm': optax.tree.norm(grads),
     **parts.terms,
   }
+  return TrainState(state.step + 1, params, opt_state, rng), metrics
+
+
+def token_count(batch: dict) -> jax.Array:
+  """The target tokens of `batch` that the loss counts (positions below `tgt_len`): loss_fn's denominator."""
+  return jnp.sum(jnp.arange(batch['tgt_out'].shape[-1])[None, :] < batch['tgt_len'][:, None])
+
+
+def _linked_count(batch: dict) -> jax.Array:
+  """The output positions with at least one gold link inside the source: the alignment loss's denominator."""
+  gold = batch['alignment']
+  tgt_ok = jnp.arange(gold.shape[1])[None, :] < batch['tgt_len'][:, None]
+  src_ok = jnp.arange(gold.shape[2])[None, :] < batch['src_len'][:, None]
+  links = jnp.where(tgt_ok[:, :, None] & src_ok[:, None, :], gold, 0)
+  return jnp.sum(jnp.sum(links, axis=-1) > 0)
+
+
+def shard_gradients(
+  cfg: ModelConfig,
+  params,
+  batch: dict,
+  rng,
+  index,
+  shards: int,
+  label_smoothing: float = 0.0,
+  coverage_loss_weight: float = 0.0,
+  alignment_loss_weight: float = 0.0,
+) -> tuple[Any, dict]:
+  """One of `shards` equal blocks of the batch's rows (block `index`, traced; when the rows do not divide, empty
+  rows fill the last block): the gradient of that block's share
+  of loss_fn's objective over the *whole* batch, and the block's sums (cross-entropy, tokens, the trained
+  auxiliary losses and their counts). The shards' gradients add up to the whole batch's gradient, up to
+  rounding: every mean's denominator is the whole batch's count, read from the full batch.
+
+  `rng` is the state's key: the step's dropout key (train_step's split) folded with `index`, so each block
+  has its own dropout stream (the masks differ from the one-program step's; their distribution does not)."""
+  count = jnp.maximum(token_count(batch), 1)
+  linked = jnp.maximum(_linked_count(batch), 1) if alignment_loss_weight else None
+  rows = batch['src'].shape[0]
+  size = -(-rows // shards)
+  if size * shards != rows:  # empty rows (length 0) fill the last block: they count for nothing
+    batch = {k: jnp.pad(v, [(0, size * shards - rows)] + [(0, 0)] * (v.ndim - 1)) for k, v in batch.items()}
+  block = {k: jax.lax.dynamic_slice_in_dim(v, index * size, size, 0) for k, v in batch.items()}
+  dropout_rng = jax.random.fold_in(jax.random.split(rng)[1], index)
+
+  def objective(p):
+    total, n, weights_BxTxS = summed_loss(cfg, p, block, dropout_rng, True, label_smoothing)
+    sums = {'total': total, 'count': n}
+    value = total / count
+    if coverage_loss_weight:
+      sums['coverage_loss'] = coverage_loss(weights_BxTxS, block['tgt_len'])
+      value = value + coverage_loss_weight * sums['coverage_loss'] / count
+    if alignment_loss_weight:
+      sums['alignment_loss'], sums['alignment_count'] = alignment_loss(
+        weights_BxTxS, block['alignment'], block['src_len'], block['tgt_len']
+      )
+      value = value + alignment_loss_weight * sums['alignment_loss'] / linked
+    return value, sums
+
+  grads, sums = jax.grad(objective, has_aux=True)(params)
+  return grads, sums
+
+
+def apply_gradients(optimizer: optax.GradientTransformation, state: TrainState, grads: tuple, sums: tuple):
+  """The update from the shards' gradients and sums (shard_gradients, one per shard): their sum is the
+  batch's gradient. Returns the new state and train_step's metrics."""
+  total_grads = jax.tree.map(lambda *g: functools.reduce(jnp.add, g), *grads)
+  added = jax.tree.map(lambda *x: functools.reduce(jnp.add, x), *sums)
+  updates, opt_state = optimizer.update(total_grads, state.opt_state, state.params)
+  params = optax.apply_updates(state.params, updates)
+  count = jnp.maximum(added['count'], 1)
+  metrics = {
+    'loss': added['total'] / count,
+    'loss_sum': added['total'],
+    'tokens': added['count'],
+    'grad_norm': optax.tree.norm(total_grads),
+  }
+  if 'coverage_loss' in added:
+    metrics['coverage_loss'] = added['coverage_loss'] / count
+  if 'alignment_loss' in added:
+    metrics['alignment_loss'] = added['alignment_loss'] / jnp.maximum(added['alignment_count'], 1)
+  rng, _ = jax.random.split(state.rng)
   return TrainState(state.step + 1, params, opt_state, rng), metrics
 
 

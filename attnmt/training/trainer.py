@@ -19,7 +19,7 @@ import os
 import jax
 import ml_collections
 
-from attnmt.training import checkpoints, lock, loop, parallel, results, settings, shapes, train_step
+from attnmt.training import checkpoints, lock, loop, parallel, results, row_threads, settings, shapes, train_step
 from attnmt.training import seeds as seed_axis
 from attnmt import data
 from attnmt.errors import ConfigError
@@ -94,8 +94,10 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, seeds: 
       'none; set the weight to 0'
     )
   settings_json = json.dumps(t.to_dict(), sort_keys=True)
-  init_fn, step_fn = _seed_functions(cfg, settings_json, mesh)
-  print(f'{results.variant_name(config)}: {len(seeds)} seed(s) on {parallel.describe(mesh)}', flush=True)
+  threads = step_threads(config, mesh)
+  init_fn, step_fn = _seed_functions(cfg, settings_json, mesh, threads)
+  on = parallel.describe(mesh) + (f', the rows in {threads} blocks on {threads} threads' if threads > 1 else '')
+  print(f'{results.variant_name(config)}: {len(seeds)} seed(s) on {on}', flush=True)
   widths, cost = shapes.choose_widths(prepared, config.data, seeds, t.num_steps, parallel.num_shards(mesh))
   if cost and parallel.is_main_process():
     print(cost, flush=True)
@@ -135,11 +137,22 @@ def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, seeds: 
   return summary
 
 
+def step_threads(config: ml_collections.ConfigDict, mesh: jax.sharding.Mesh) -> int:
+  """train.step_threads resolved for this process (row_threads.resolve)."""
+  return row_threads.resolve(
+    config.train.get('step_threads', 'auto'),
+    row_threads.rows_per_batch(config.data),
+    jax.default_backend(),
+    mesh.devices.size,
+  )
+
+
 @functools.lru_cache(maxsize=4)
-def _seed_functions(cfg: ModelConfig, train_json: str, mesh: jax.sharding.Mesh):
-  """seeds.seed_functions for a model and a train section (as sorted JSON). Cached: a process that trains the
-  same variant again (a notebook, the Python API, the tests) reuses the traced and compiled programs instead of
-  tracing them anew (about 5 s of CPU for the tiny config)."""
+def _seed_functions(cfg: ModelConfig, train_json: str, mesh: jax.sharding.Mesh, threads: int = 1):
+  """seeds.seed_functions for a model and a train section (as sorted JSON), the step as `threads` row blocks on
+  threads when > 1 (row_threads). Cached: a process that trains the same variant again (a notebook, the Python
+  API, the tests) reuses the traced and compiled programs instead of tracing them anew (about 5 s of CPU for the
+  tiny config)."""
   t = ml_collections.ConfigDict(json.loads(train_json))
   optimizer = train_step.make_optimizer(train_step.learning_rate_schedule(t), t.clip_norm)
   return seed_axis.seed_functions(
@@ -150,6 +163,7 @@ def _seed_functions(cfg: ModelConfig, train_json: str, mesh: jax.sharding.Mesh):
     mesh=mesh,
     coverage_loss_weight=t.coverage_loss_weight,
     alignment_loss_weight=t.alignment_loss_weight,
+    threads=threads,
   )
 
 
