@@ -161,3 +161,27 @@ def test_decode_blocks_only_where_the_rows_divide_on_one_device(monkeypatch):
   assert evaluation.decode_blocks(32) == 1
   monkeypatch.setattr(row_threads, 'usable_cores', lambda: 4)
   assert evaluation.decode_blocks(96) == 3
+
+
+def test_a_run_on_row_threads_trains_evaluates_and_resumes_bitwise(tmp_path, capsys):
+  """train.step_threads=2 through the trainer (the step compiled ahead, evaluation decoding in blocks): the run
+  says so, and one stopped at step 10 and resumed ends with the parameters of one run straight through."""
+  from attnmt.training import checkpoints, trainer
+  from experiments.configs import tiny
+
+  def config(steps):
+    c = tiny.get_config()
+    c.data.data_dir = str(tmp_path / 'data')
+    c.data.batch_size = 32  # 'auto' would keep 16 rows in one block
+    c.train.update(step_threads='2', num_steps=steps, eval_every=10, seeds='0,1')
+    return c
+
+  trainer.train_and_evaluate(config(20), str(tmp_path / 'straight'))
+  assert 'data-parallel over 1, the rows in 2 blocks on 2 threads' in capsys.readouterr().out
+  trainer.train_and_evaluate(config(10), str(tmp_path / 'resumed'))
+  summary = trainer.train_and_evaluate(config(20), str(tmp_path / 'resumed'))
+  assert 'Resumed' in capsys.readouterr().out and len(summary['test_bleu']) == 2
+  a, _, step_a = checkpoints.restore_params(str(tmp_path / 'straight'), 'latest')
+  b, _, step_b = checkpoints.restore_params(str(tmp_path / 'resumed'), 'latest')
+  assert step_a == step_b == 20
+  jax.tree.map(lambda x, y: np.testing.assert_array_equal(np.asarray(x), np.asarray(y)), a, b)
