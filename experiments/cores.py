@@ -27,9 +27,10 @@ CHILD_ENV = 'ATTNMT_SWEEP_PROCESS'  # set in each child: 'i/n'
 
 
 # `train.seeds=auto` in a sweep (the main job): on an accelerator K vmapped seeds cost little more than one, so
-# the variants are ranked with five; on a CPU K seeds cost about K times one, so one seed keeps the job short.
+# the variants are ranked with five; on a CPU K seeds cost about K times one, so two seeds: the fewest that
+# measure the seeds' spread, enough to rank attention over `none` (docs/results/main.md).
 ACCELERATOR_SEEDS = '0,1,2,3,4'
-CPU_SEEDS = '0'
+CPU_SEEDS = '0,1'
 
 
 def auto_seeds(backend: str) -> str:

@@ -254,7 +254,7 @@ def _sweep():
     print(
       f'train.seeds=auto on {backend}: seeds {config.train.seeds}'
       + (
-        ' (one seed on a CPU: the variants are not ranked)'
+        ' (two seeds on a CPU: ranked where the difference stands out of the seeds\' spread)'
         if backend == 'cpu'
         else ' (vmapped: the variants are ranked)'
       )

@@ -1,10 +1,10 @@
 """The main job: does attention help, and where? `none` (RNNencdec), `additive` (Bahdanau) and `general`
-(Luong) attention on the embedded English-Spanish Bible, one seed each, every variant trained for the same
-number of steps, then the analysis: test BLEU with its interval (seeds and a jackknife over the test
-sentences) and the declared family's verdicts, BLEU by source length, attention monotonicity, entropy, repetition, heatmaps. With one seed the seed variance is
-unmeasured, so the output says the variants are not ranked; --config.train.seeds=0,1,2 ranks them (about
-three times the training time). 16 to 28 minutes on 2 CPU cores, by the machine's speed
-(docs/results/main.md, "Time").
+(Luong) attention on the embedded English-Spanish Bible, two seeds each on a CPU (five on an accelerator), every
+variant trained for the same number of steps, then the analysis: test BLEU with its interval (seeds and a
+jackknife over the test sentences) and the declared family's verdicts, BLEU by source length, attention
+monotonicity, entropy, repetition, heatmaps. Two seeds measure the seed variance, enough to rank attention over
+`none`; telling the attention scores apart needs more (--config.train.seeds=0,1,2,... ; docs/results/main.md).
+The time on 2 CPU cores: docs/results/main.md, "Time".
 
     ./launch.sh main          # = python -m experiments.sweep --config=experiments/configs/main_ablation.py
 
@@ -31,8 +31,7 @@ def get_config():
   m.score = 'additive(size=64)'  # A, the hidden size of the additive score
   m.query_timing = 'bahdanau(deep_output_size=128)'
   m.dropout = 0.1  # (regularisation.png)
-  t.seeds = 'auto'  # a CPU: one seed per variant, not ranked (--config.train.seeds=0,1,2 ranks); an accelerator: 5
-  # vmapped seeds, ranked (experiments/cores.py, auto_seeds)
+  t.seeds = 'auto'  # a CPU: 2 seeds per variant; an accelerator: 5 vmapped seeds (experiments/cores.py, auto_seeds)
   t.num_steps = 2200  # the same number of updates for every variant (step-matched)
   t.time_budget_minutes = 0.0
   t.learning_rate = 1e-2  # (schedule.png)

@@ -650,12 +650,12 @@ def test_a_damaged_results_json_is_named(tmp_path):
     )
 
 
-def test_auto_seeds_are_one_on_a_cpu_and_five_on_an_accelerator():
+def test_auto_seeds_are_two_on_a_cpu_and_five_on_an_accelerator():
   from experiments import cores
   from experiments.configs import main_ablation
 
   assert main_ablation.get_config().train.seeds == 'auto'
-  assert cores.auto_seeds('cpu') == '0' and cores.auto_seeds('gpu') == cores.auto_seeds('tpu') == '0,1,2,3,4'
+  assert cores.auto_seeds('cpu') == '0,1' and cores.auto_seeds('gpu') == cores.auto_seeds('tpu') == '0,1,2,3,4'
   with pytest.raises(ConfigError, match="'auto' is resolved by a sweep"):
     seed_axis.parse_seeds('auto')
 
