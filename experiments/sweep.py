@@ -129,6 +129,12 @@ def axes(config, case: str = '') -> list[tuple[str, list]]:
   return typed
 
 
+def _seeds_swept(config) -> bool:
+  """Whether train.seeds is an axis of the sweep (in sweep.axes or one of sweep.cases)."""
+  written = str(config.sweep.axes).split(';') + str(config.sweep.cases).replace('|', ';').split(';')
+  return any(part.partition('=')[0].strip() == 'train.seeds' for part in written)
+
+
 def _set(config, key, value):
   *path, leaf = key.split('.')
   node = config
@@ -251,14 +257,13 @@ def _sweep():
   if str(config.train.seeds).strip().lower() == 'auto':
     backend = jax.default_backend()
     config.train.seeds = cores.auto_seeds(backend)
-    print(
-      f'train.seeds=auto on {backend}: seeds {config.train.seeds}'
-      + (
-        ' (two seeds on a CPU: ranked where the difference stands out of the seeds\' spread)'
-        if backend == 'cpu'
-        else ' (vmapped: the variants are ranked)'
-      )
-    )
+    if backend == 'cpu' and not _seeds_swept(config):
+      # A run per seed: the per-core processes take the runs in turn, so no core waits for a variant's last seeds.
+      seeds, config.train.seeds = config.train.seeds, config.train.seeds.split(',')[0]
+      config.sweep.axes = ';'.join(filter(None, [str(config.sweep.axes).strip(), f'train.seeds={seeds}']))
+      print(f'train.seeds=auto on cpu: seeds {seeds}, a run per seed (sweep.axes gains train.seeds={seeds})')
+    else:
+      print(f'train.seeds=auto on {backend}: seeds {config.train.seeds} (vmapped)')
   keep, refused = variants(config)
   for over, why in refused:
     print(f'skipping {over}: {why}')
@@ -267,7 +272,12 @@ def _sweep():
       f'no valid variant among the swept values ({len(refused)} combination(s) refused, see above); '
       'nothing was trained or written'
     )
-  print(f'{len(keep)} variant(s) x seeds {config.train.seeds}; {len(refused)} combination(s) skipped')
+  if _seeds_swept(config):
+    print(
+      f'{len(keep)} run(s), a run per seed: {len(_pooled_names(keep))} variant(s); {len(refused)} combination(s) skipped'
+    )
+  else:
+    print(f'{len(keep)} variant(s) x seeds {config.train.seeds}; {len(refused)} combination(s) skipped')
   if len(keep) > 1:  # the analysis's family, checked before anything trains (seeds as runs: the pooled names)
     family.contrast_pairs(_pooled_names(keep), config.sweep.contrasts)
   runs = [(name, os.path.join(root, name.replace('/', '-')), run) for name, run in keep]
