@@ -2,7 +2,7 @@
 decoding, heatmaps, and the comparison of runs over seeds and test sentences.
 
     import attnmt
-    run = attnmt.load('runs/main/additive-bahdanau-global')     # best checkpoint, every seed, no corpus read
+    run = attnmt.load('runs/main/additive-bahdanau-global-seeds=0')   # best checkpoint, every seed, no corpus read
     out = run.translate(['In the beginning God created the heavens and the earth.'], beam_size=5)
     out[0].text, out[0].tokens, out[0].source_tokens, out[0].attention  # attention: output x source tokens
     forced = run.attend(sources, references, level='word')      # the attention of forced decoding

@@ -73,6 +73,13 @@ def _define_flags():
   flags.DEFINE_integer('width', 0, 'source and target width of the batch (0: the size\'s own)', lower_bound=0)
   flags.DEFINE_integer('cores', 0, 'CPUs each process runs on (0: all of this process\'s)', lower_bound=0)
   flags.DEFINE_enum('isa', 'native', list(ISA_ENV), "'avx2': both frameworks as on a processor without AVX-512")
+  flags.DEFINE_enum(
+    'threads',
+    'auto',
+    ['auto', '1'],
+    "attnmt's rows in blocks on threads, as training and translate run them ('auto'), or each program whole ('1': "
+    'train.step_threads=1, one block per decoded batch)',
+  )
   flags.DEFINE_string('out', None, 'JSON output; default benchmarks/results/peer_<host>_<size>.json')
 
 
@@ -279,6 +286,9 @@ def main(argv):
       'slow down far more than XLA\'s (benchmarks/README.md, "PyTorch peer"); time on quiet cores'
     )
   job, batch = make_job(f.size, f.width, f.what, f.steps, f.warmup, len(cpus))
+  job['threads'] = f.threads
+  if f.threads != 'auto':
+    job['train']['step_threads'] = f.threads
   env, runs = run_pairs(f, job, batch, cpus)
   first = {r['framework']: r for r in runs if r['pair'] == 0}
   result = {

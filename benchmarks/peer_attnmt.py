@@ -58,7 +58,8 @@ def prepare(job: dict, batch: dict, params_out: str | None = None):
   if 'greedy' in job['what']:
     never_ending = cases.never_ending_params(params)
     src, src_len, max_len = batch['src'], batch['src_len'], job['sizes']['max_len']
-    blocks = evaluation.decode_blocks(src.shape[0])  # as translate decodes a batch: its rows in blocks on threads
+    # as translate decodes a batch: its rows in blocks on threads (peer.py --threads=1: whole)
+    blocks = evaluation.decode_blocks(src.shape[0]) if job.get('threads', 'auto') == 'auto' else 1
     size = src.shape[0] // blocks
     compiled['greedy'], compile_s['greedy'] = timing.compile_timed(
       decoding.greedy, cfg, never_ending, src[:size], src_len[:size], max_len=max_len

@@ -130,9 +130,11 @@ flags.DEFINE_integer(
 flags.DEFINE_bool(
   'pool_seeds',
   False,
-  'With --from_translations or --interventions: runs that trained one seed each (train.seeds as a sweep axis) '
-  'pooled into one variant with their seeds (the pool each run stores); the pooled translations are written to '
-  '--out as translations.json.gz, the per-run faithfulness measures as faithfulness_runs.json.',
+  'With --runs, --from_translations or --interventions: runs that trained one seed each (train.seeds as a sweep '
+  'axis, as the main job on a CPU) pooled into one variant with their seeds (the pool each run stores): the '
+  'statistics and verdicts of analysis.md are the pooled ones (with --runs, translations.json.gz keeps every run '
+  'apart, as a sweep writes it; with --from_translations the pooled translations are written to --out as '
+  'translations.json.gz; with --interventions the per-run faithfulness measures as faithfulness_runs.json).',
 )
 flags.DEFINE_string('out', None, 'Output directory (default: <first run>/../analysis).')
 flags.DEFINE_enum('which', 'best', ['best', 'latest'], 'Which checkpoint of each run.')
@@ -202,6 +204,8 @@ def _analyze():
   if os.path.exists(out) and not os.path.isdir(out):
     raise ValueError(f'--out {out} is a file; pass a directory for the analysis (created if missing)')
   _check_out_holds_these_runs(FLAGS.runs, out)
+  if FLAGS.pool_seeds:
+    _check_pooled_runs(FLAGS.runs)
   results = report.analyze_runs(
     FLAGS.runs,
     out,
@@ -217,10 +221,15 @@ def _analyze():
     contrasts=FLAGS.contrasts,
     delta=FLAGS.delta,
   )
-  table = tables.analysis_table(results)
+  by_variant = results
+  if FLAGS.pool_seeds:  # the statistics pool each variant's runs, from their outputs (as a sweep's analysis does)
+    by_variant = report.analyze_translations(
+      os.path.join(out, stored.FILE), FLAGS.baseline, pool_seeds=True, contrasts=FLAGS.contrasts, delta=FLAGS.delta
+    )
+  table = tables.analysis_table(by_variant)
   report.write_text(os.path.join(out, 'analysis.md'), table + '\n')
   print(table)
-  print(tables.attention_verdict(results))
+  print(tables.attention_verdict(by_variant))
   page = html_report.write_report(results, out)
   print(
     f'\nWrote translations (every seed), heatmaps and analysis.json per run, analysis.md, bleu_by_seed.png '

@@ -129,6 +129,28 @@ def axes(config, case: str = '') -> list[tuple[str, list]]:
   return typed
 
 
+def resolve_auto_seeds(config, backend: str) -> str:
+  """train.seeds=auto for a sweep on `backend` (cores.auto_seeds), written into `config`; returns the line that
+  says so. On an accelerator the seeds train vmapped in one program per variant. On a CPU each seed is a run of
+  its own (a train.seeds axis, unless the sweep already has one): the per-core processes take the runs in turn,
+  so no core waits idle while another trains a variant's seeds one after the other."""
+  seeds = cores.auto_seeds(backend)
+  if backend != 'cpu' or _seeds_swept(config):
+    config.train.seeds = seeds
+    return f'train.seeds=auto on {backend}: seeds {seeds} (vmapped)'
+  config.train.seeds = seeds.split(',')[0]
+  config.sweep.axes = ';'.join(filter(None, [str(config.sweep.axes).strip(), f'train.seeds={seeds}']))
+  return f'train.seeds=auto on cpu: seeds {seeds}, a run per seed (sweep.axes gains train.seeds={seeds})'
+
+
+def seed_major(runs: list) -> list:
+  """The runs ordered by their seed first (a stable sort: each seed's variants in the sweep's order), for
+  processes that take the runs in turn: a variant's next seed then starts after its first has compiled, and finds
+  the programs in the persistent compilation cache, instead of both compiling the same programs at once."""
+  order = list(dict.fromkeys(str(run.train.seeds) for _, _, run in runs))
+  return sorted(runs, key=lambda r: order.index(str(r[2].train.seeds)))
+
+
 def _seeds_swept(config) -> bool:
   """Whether train.seeds is an axis of the sweep (in sweep.axes or one of sweep.cases)."""
   written = str(config.sweep.axes).split(';') + str(config.sweep.cases).replace('|', ';').split(';')
@@ -255,15 +277,7 @@ def _sweep():
     family.contrast_pairs(_pooled_names(variants(config)[0]), config.sweep.contrasts)
     return rounds.run(config, root)
   if str(config.train.seeds).strip().lower() == 'auto':
-    backend = jax.default_backend()
-    config.train.seeds = cores.auto_seeds(backend)
-    if backend == 'cpu' and not _seeds_swept(config):
-      # A run per seed: the per-core processes take the runs in turn, so no core waits for a variant's last seeds.
-      seeds, config.train.seeds = config.train.seeds, config.train.seeds.split(',')[0]
-      config.sweep.axes = ';'.join(filter(None, [str(config.sweep.axes).strip(), f'train.seeds={seeds}']))
-      print(f'train.seeds=auto on cpu: seeds {seeds}, a run per seed (sweep.axes gains train.seeds={seeds})')
-    else:
-      print(f'train.seeds=auto on {backend}: seeds {config.train.seeds} (vmapped)')
+    print(resolve_auto_seeds(config, jax.default_backend()))
   keep, refused = variants(config)
   for over, why in refused:
     print(f'skipping {over}: {why}')
@@ -284,6 +298,8 @@ def _sweep():
   shard = shard_of(config.sweep.shard, len(runs))
   if shard == AUTO:
     print('shard auto: training every unfinished variant that no other process holds, in order')
+    if _seeds_swept(config):
+      runs = seed_major(runs)
   elif shard is not None:
     runs = runs[shard[0] :: shard[1]]
     print(f'shard {shard[0]}/{shard[1]}: {len(runs)} variant(s): {", ".join(n for n, _, _ in runs)}')

@@ -1,7 +1,7 @@
 """Translate sentences with a trained run, from a file or stdin; optionally show each output word's attention.
 
     echo "In the beginning God created the heavens and the earth." | \
-        python -m experiments.translate --run=runs/main/additive-bahdanau-global --show_attention
+        python -m experiments.translate --run=runs/main/additive-bahdanau-global-seeds=0 --show_attention
 
 With --show_attention every output word gets a row of bars over the source tokens (one column per source
 token, darker block = more weight) and the source token it attends to most.

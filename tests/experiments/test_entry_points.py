@@ -678,3 +678,79 @@ def test_starting_a_child_from_a_jax_process_prints_no_fork_warning():
       subprocess.run([sys.executable, '-c', 'pass'], preexec_fn=lambda: None, check=True)
       warnings.warn('another warning', RuntimeWarning)
   assert [str(w.message) for w in seen] == ['another warning']
+
+
+def test_auto_seeds_on_a_cpu_are_a_run_per_seed_pooled_as_one_variant():
+  """On a CPU, train.seeds=auto becomes a train.seeds axis (a run per seed, which the per-core processes take in
+  turn), pooled by the analysis into one variant per score; an accelerator's seeds stay vmapped; a sweep that
+  already sweeps the seeds keeps its axis."""
+  from experiments import sweep
+  from experiments.configs import main_ablation
+
+  config = main_ablation.get_config()
+  line = sweep.resolve_auto_seeds(config, 'cpu')
+  assert line == 'train.seeds=auto on cpu: seeds 0,1, a run per seed (sweep.axes gains train.seeds=0,1)'
+  keep, _ = sweep.variants(config)
+  assert [name for name, _ in keep] == [
+    f'{score}/bahdanau/global/seeds={s}' for score in ('none', 'additive', 'general') for s in (0, 1)
+  ]
+  assert [run.pool for _, run in keep] == [
+    f'{score}/bahdanau/global' for score in ('none', 'additive', 'general') for _ in (0, 1)
+  ]
+  assert [run.train.seeds for _, run in keep] == ['0', '1'] * 3
+  runs = [(name, None, run) for name, run in keep]  # the per-core processes take them seed by seed
+  assert [name for name, _, _ in sweep.seed_major(runs)] == [
+    f'{score}/bahdanau/global/seeds={s}' for s in (0, 1) for score in ('none', 'additive', 'general')
+  ]
+  config = main_ablation.get_config()
+  assert sweep.resolve_auto_seeds(config, 'gpu') == 'train.seeds=auto on gpu: seeds 0,1,2,3,4 (vmapped)'
+  assert config.train.seeds == '0,1,2,3,4' and not config.sweep.axes
+  config = main_ablation.get_config()
+  config.sweep.axes = 'train.seeds=3,4'
+  sweep.resolve_auto_seeds(config, 'cpu')
+  assert config.sweep.axes == 'train.seeds=3,4' and [run.train.seeds for _, run in sweep.variants(config)[0]][:2] == [
+    '3',
+    '4',
+  ]
+
+
+def test_analyze_pools_runs_trained_a_seed_each(tmp_path, data_dir):
+  """Runs of a train.seeds axis (the main job on a CPU) analysed with --runs --pool_seeds: analysis.md has one row
+  per variant with both seeds, as the same translations pooled by --from_translations --pool_seeds give it; the
+  translations file keeps every run apart. Without --pool_seeds every run is a variant of one seed."""
+  flags = [
+    f'--config={TINY}',
+    f'--workdir={tmp_path}',
+    f'--config.data.data_dir={data_dir}',
+    '--config.train.num_steps=20',
+    '--config.train.eval_every=0',
+    '--config.sweep.scores=none,additive(size=16)',
+    '--config.sweep.axes=train.seeds=0,1',
+    '--config.sweep.analyze=false',
+    '--config.sweep.processes=1',
+  ]
+  res = run_module('experiments.sweep', *flags)
+  assert res.returncode == 0, res.stderr[-3000:]
+  runs = ','.join(str(tmp_path / f'{v}-bahdanau-global-seeds={s}') for v in ('none', 'additive') for s in (0, 1))
+  common = [f'--runs={runs}', '--beam_size=0', '--num_heatmaps=0', '--report_sentences=0']
+  pooled = run_module('experiments.analyze', *common, f'--out={tmp_path / "pooled"}', '--pool_seeds')
+  assert pooled.returncode == 0, pooled.stderr[-3000:]
+  table = (tmp_path / 'pooled' / 'analysis.md').read_text()
+  rows = [
+    line.split('|')[1:3] for line in table.splitlines() if line.startswith('| none/') or line.startswith('| additive/')
+  ]
+  assert [(v.strip(), k.strip()) for v, k in rows[:2]] == [
+    ('none/bahdanau/global', '2'),
+    ('additive/bahdanau/global', '2'),
+  ]
+  again = run_module(
+    'experiments.analyze',
+    f'--from_translations={tmp_path / "pooled" / "translations.json.gz"}',
+    '--pool_seeds',
+    f'--out={tmp_path / "again"}',
+  )
+  assert again.returncode == 0, again.stderr[-3000:]
+  assert (tmp_path / 'again' / 'analysis.md').read_text() == table
+  apart = run_module('experiments.analyze', *common, f'--out={tmp_path / "apart"}')
+  assert apart.returncode == 0, apart.stderr[-3000:]
+  assert 'none/bahdanau/global/seeds=1 | 1 |' in (tmp_path / 'apart' / 'analysis.md').read_text()
