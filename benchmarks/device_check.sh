@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Everything to measure on one GPU (the default parts about 8 minutes, the main job about 10), for
+# Everything to measure on one GPU (the default parts about 11 minutes, the main job about 10), for
 # benchmarks/README.md ("On a GPU") and docs/results/main_gpu.md. The host has no network: it installs from a
 # wheelhouse made beforehand on a
 # machine with network, holding what the host's image lacks, e.g.
@@ -17,6 +17,8 @@
 #                 recurrence at the main job's and the bench config's sizes (benchmarks/kernels.py, 60 s each):
 #                 time per step, kernels per step, and whether they equal it, the first check of the Triton
 #                 kernels on a GPU (JSON in the log);
+#   fused_step    the bench config's whole training step with model.kernels=pallas against the readable one
+#                 (tools/ab_step, paired), then profiled on the device's timeline (kernels per step, by kind);
 #   seeds         the main job's model: K = 1, 2, 4, 5, 8, 16, 32 seeds in one vmapped program (per-seed cost);
 #   profile       the bench config's training step on the device's timeline: kernels per step, the device's
 #                 busy time against the step's wall time (launch-bound or not), by kind; keeps the trace;
@@ -29,21 +31,22 @@
 #   bench         the bench config, float32 (train step, greedy, beam);   bf16  its train step in bfloat16;
 #   main          the main job with 5 seeds per variant (none, additive, dot, general, concat), end to end, its
 #                 variants as 5 processes at once;   main_one  the same job as one process.
-# ATTNMT_DEVICE_PARTS picks the parts (default: every one but host and the main jobs, about 8 minutes; main alone
+# ATTNMT_DEVICE_PARTS picks the parts (default: every one but host and the main jobs, about 11 minutes; main alone
 # about 10; each resumes from $WORK when the script runs again on the same, still warm, machine). A cut run still
 # returns what the earlier parts wrote.
 # Outputs (at most 8 files, flat, as the device tool returns them) go to $OUT.
 # ATTNMT_DEVICE_CHECK=dry runs the parts tiny on whatever backend is there (the suite runs it on the CPU): the
 # bench parts on the tests' tiny model (float32 only), the main job on the synthetic task, 2 steps, two shards
 # (one batch shape: each new length bucket would compile the step again), kernels on the tiny size in Pallas's
-# interpreter; profile and unroll are the tools' own tests' (tests/benchmarks/test_tools.py) and do not run dry.
+# interpreter; profile, unroll and fused_step are the tools' own tests' (tests/benchmarks/test_tools.py) and do not
+# run dry.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/attnmt_device_check}
 DRY=${ATTNMT_DEVICE_CHECK:-}
 WORK=${ATTNMT_DEVICE_WORK:-/tmp/attnmt_device_work}
-PARTS=${ATTNMT_DEVICE_PARTS:-compile,kernels,seeds,profile,concurrent,decode_seeds,unroll,bench,bf16}  # main: name it
-ALL_PARTS=compile,kernels,seeds,profile,concurrent,decode_seeds,unroll,host,bench,bf16,main,main_one
+PARTS=${ATTNMT_DEVICE_PARTS:-compile,kernels,fused_step,seeds,profile,concurrent,decode_seeds,unroll,bench,bf16}  # main: name it
+ALL_PARTS=compile,kernels,fused_step,seeds,profile,concurrent,decode_seeds,unroll,host,bench,bf16,main,main_one
 # Checked before anything is written: a misspelt part would be skipped silently, and without a GPU every
 # figure would be the CPU's (the dry run is meant for any backend).
 for part in ${PARTS//,/ }; do
@@ -142,6 +145,10 @@ fused_kernels() {
   return $rc
 }
 want kernels && step 0 "fused kernels against the readable step ($kernel_sizes)" fused_kernels
+[ -n "$DRY" ] || ! want fused_step || step 120 "the training step with the fused kernels (bench config, paired)" "$PY" -m tools.ab_step \
+  --pairs=30 --variants='{"pallas": {"model": {"kernels": "pallas"}}}'
+[ -n "$DRY" ] || ! want fused_step || step 90 "the fused step on the device's timeline (bench config)" "$PY" -m tools.profile_step \
+  --kernels=pallas
 want seeds && step $((170 * slow)) "main model, seeds $seeds vmapped" "$PY" -m benchmarks.bench "${quick[@]}" --only=seeds --seeds=$seeds --out="$OUT/bench_main_seeds.json"
 [ -n "$DRY" ] || ! want profile || step 60 "training step on the device's timeline (bench config)" "$PY" -m tools.profile_step --keep_trace="$OUT"
 # The main job's layout on one device: N processes of K vmapped seeds at once (no probes between the timed steps:

@@ -1,6 +1,6 @@
 r"""The fused Pallas kernels (attnmt/model/kernels.py, attention_kernels.py) against the readable path in one decoder
-recurrence, a `lax.scan` over T steps of attention, then the cell: whether the kernels, not yet called by the model,
-pay off.
+recurrence, a `lax.scan` over T steps of attention, then the cell: whether the kernels (called by the model with
+model.kernels=pallas on a GPU) pay off.
 
     python -m benchmarks.kernels --size=main --steps=32 --repeats=20 --out=kernels_main.json   # on a GPU
     python -m benchmarks.kernels --dry --out=/tmp/kernels.json   # any backend: tiny, interpreted, 2 steps
@@ -136,7 +136,7 @@ def fused_scan(cell: str, score: str, interpret: bool, args: dict, length_B: jax
     else:
       ctx_BxV, weights_BxS = attention_kernels.attend(s_BxD, a['keys'], values, mask, interpret=interpret)
     if tap_BxV is not None:
-      ctx_BxV = deferred_scan._tap(ctx_BxV, tap_BxV)
+      ctx_BxV = deferred_scan.tap(ctx_BxV, tap_BxV)
     x_BxG = emb_proj_BxG + a['b'] + ctx_BxV @ a['W_ih']
     W_hh, keep_B = jax.lax.stop_gradient(a['W_hh']), jnp.ones(s_BxD.shape[:1], bool)
     if cell == 'lstm':

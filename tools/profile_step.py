@@ -1,6 +1,7 @@
 r"""Where the bench-config training step spends its time: per part, measured against its FLOPs.
 
     python -m tools.profile_step                  # 3 profiled steps after warm-up; prints a table
+    python -m tools.profile_step --kernels=pallas # the same with the fused Pallas kernels (model.kernels, a GPU)
     python -m tools.profile_step --variants='{"mine": {"patch": "my_patches:old_loss"}}' --rounds=8
 
 Traces the jitted, state-donating `train_step` with `jax.profiler`, reads the trace back
@@ -29,6 +30,7 @@ difference from `base`: part times resolve changes of a few ms that whole-step t
 from __future__ import annotations
 
 import collections
+import dataclasses
 import glob
 import shutil
 import statistics
@@ -342,6 +344,12 @@ def compare(
 
 _ROUNDS = flags.DEFINE_integer('rounds', 8, 'with --variants: profiled rounds of 2 steps per variant')
 _KEEP_TRACE = flags.DEFINE_string('keep_trace', None, 'a folder to keep the trace in (profile_step.xplane.pb)')
+_KERNELS = flags.DEFINE_enum(
+  'kernels',
+  'xla',
+  ['xla', 'pallas'],
+  "the bench config's model.kernels: 'pallas' profiles the fused kernels' step (a GPU)",
+)
 
 
 def main(argv):
@@ -368,7 +376,8 @@ def main(argv):
         + ' |'
       )
     return
-  r = profile(keep_trace=_KEEP_TRACE.value)
+  cfg = dataclasses.replace(cases.BENCH_MODEL, kernels=_KERNELS.value)
+  r = profile(cfg, keep_trace=_KEEP_TRACE.value)
   print(f'matmul peak {r["peak_gflops"]:.1f} GFLOP/s; profiled step {r["step_s"]:.3f} s (the profiler adds some)')
   print('| part | wall (s) | busy, all threads (s) | model GFLOP | ideal at peak (s) | wall - ideal (s) |')
   print('| --- | --- | --- | --- | --- | --- |')

@@ -3,7 +3,8 @@
 One kernel computes one decoder step's attention for a batch of queries, one program per sentence; its backward
 pass is one kernel too (`jax.custom_vjp`). What is fused and what is not, the padding and the anchors (Marian's
 MLP attention kernel, marian-dev src/rnn/attention.h): attnmt/model/kernels.py. The path these kernels replace
-is attention.attention_weights with the global window and softmax, then attention.context.
+is attention.attention_weights with the global window and softmax, then attention.context; the model calls them
+through attention.fused_step (model.kernels='pallas').
 Letters: B batch, S source positions, D key size (A for the additive score), V value size; `p`: padded.
 """
 

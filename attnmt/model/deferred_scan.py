@@ -19,6 +19,12 @@ The step knows nothing of this: a matrix may be multiplied any number of times i
 read in any other way (such reads are differentiated as usual). The result equals autodiff of the
 plain scan up to float summation order (tests/model/test_deferred_scan.py); `reference_scan` is that
 plain scan.
+
+A fused kernel that holds a weight constant (model.kernels 'pallas': rnn.fused_cell_update,
+attention.fused_step) states the product it stands for as an ordinary one, stop_gradient(x) @ W, whose value
+nothing reads (XLA drops it) and whose cotangent is the kernel's (its `tap` argument, or `tap` below). Such a
+product is deferred like any other; its left operand is recorded as x itself (shared with x's other products),
+and no gradient for it is formed, as none flows through the stop_gradient.
 """
 
 from __future__ import annotations
@@ -46,6 +52,7 @@ class _Product:
   view: int  # its right operand: index into _Plan.views
   lhs: int  # its left operand, recorded at every step: index into _Plan.lhs_vars
   standard: bool  # x_{...xI} @ W_{IxN}: a 2-D W contracted on its first axis, no batch axes
+  held: bool  # its left operand is stop_gradient(x): lhs_vars holds x, and no gradient flows to it
 
 
 @dataclasses.dataclass(frozen=True)
@@ -79,6 +86,7 @@ def _plan(step: Step, invariants, carry, xs) -> _Plan:
   jaxpr, n = closed.jaxpr, len(leaves)
   invariant = set(jaxpr.constvars) | set(jaxpr.invars[:n])  # the same at every step
   origin = {v: (i, ()) for i, v in enumerate(jaxpr.invars[:n])}  # a leaf, or a view of one: (leaf, chain)
+  stopped = {}  # the output of a stop_gradient: its operand
   views, view_index, lhs_index, products = [], {}, {}, {}
   for k, eqn in enumerate(jaxpr.eqns):
     operands = [v for v in eqn.invars if not isinstance(v, jax_core.Literal)]
@@ -87,6 +95,8 @@ def _plan(step: Step, invariants, carry, xs) -> _Plan:
     name = eqn.primitive.name
     if len(operands) != len(eqn.invars):  # a literal operand: neither a view nor a deferred product
       continue
+    if name == 'stop_gradient':
+      stopped[eqn.outvars[0]] = eqn.invars[0]
     if name in _VIEWS and len(eqn.invars) == 1 and eqn.invars[0] in origin:
       leaf, chain = origin[eqn.invars[0]]
       origin[eqn.outvars[0]] = (leaf, chain + (eqn,))
@@ -97,7 +107,8 @@ def _plan(step: Step, invariants, carry, xs) -> _Plan:
       if w not in view_index:
         view_index[w] = len(views)
         views.append(origin[w])
-      lhs_index.setdefault(x, len(lhs_index))
+      recorded = stopped.get(x, x)
+      lhs_index.setdefault(recorded, len(lhs_index))
       (x_contract, w_contract), (x_batch, w_batch) = eqn.params['dimension_numbers']
       standard = (
         w.aval.ndim == 2
@@ -105,7 +116,7 @@ def _plan(step: Step, invariants, carry, xs) -> _Plan:
         and tuple(x_contract) == (x.aval.ndim - 1,)
         and not len(x_batch) + len(w_batch)
       )
-      products[k] = _Product(eqn, view_index[w], lhs_index[x], standard)
+      products[k] = _Product(eqn, view_index[w], lhs_index[recorded], standard, x in stopped)
   # Liveness from the outputs back, a deferred product reading only its left operand: the views it
   # multiplies by are made once, outside the scan.
   live = {v for v in jaxpr.outvars if not isinstance(v, jax_core.Literal)}
@@ -161,18 +172,22 @@ def _transposed_product(eqn):
 
 
 @jax.custom_jvp
-def _tap(y: jax.Array, z: jax.Array) -> jax.Array:
+def tap(y: jax.Array, z: jax.Array) -> jax.Array:
   """Returns y, with z's tangent added to y's: the cotangent of z is then the cotangent of y.
 
-  Unlike `y + z`, the forward pass never reads z, so the zeros fed as z are never materialised.
+  Unlike `y + z`, the forward pass never reads z, so the zeros fed as z are never materialised, and a
+  product fed as z (attention.fused_step's) is never computed.
   """
   del z
   return y
 
 
-@_tap.defjvp
+@tap.defjvp
 def _tap_jvp(primals, tangents):
   return primals[0], tangents[0] + tangents[1]
+
+
+_tap = tap  # the name benchmarks/kernels.py uses
 
 
 def _evaluate(plan: _Plan, consts, leaves, carry, x, views, zs=None, transposed=None):
@@ -192,13 +207,14 @@ def _evaluate(plan: _Plan, consts, leaves, carry, x, views, zs=None, transposed=
     if product is None:
       outs = _bind(eqn, *map(read, eqn.invars))
     else:
-      x_val = lhs[product.lhs] = read(eqn.invars[0])
+      x_val = read(eqn.invars[0])
+      lhs[product.lhs] = read(plan.lhs_vars[product.lhs]) if product.held else x_val
       w = views[product.view]
-      if transposed is not None and product.standard:
+      if transposed is not None and product.standard and not product.held:
         out = _transposed_product(eqn)(x_val, w, transposed[product.view])
       else:
         out = _bind(eqn, x_val, w)[0]
-      outs = [out if zs is None else _tap(out, zs[k])]
+      outs = [out if zs is None else tap(out, zs[k])]
     env.update(zip(eqn.outvars, outs))
   return jax.tree.unflatten(plan.out_tree, [read(v) for v in plan.jaxpr.outvars]), lhs
 
@@ -244,7 +260,7 @@ def deferred_weight_scan(step: Step, invariants, carry, xs):
 
   def run_fwd(used, consts, carry, xs):
     views = views_of(used)
-    transposed = {p.view: views[p.view].T for p in plan.products.values() if p.standard}
+    transposed = {p.view: views[p.view].T for p in plan.products.values() if p.standard and not p.held}
     zs = {
       k: jnp.zeros((steps,) + p.eqn.outvars[0].aval.shape, p.eqn.outvars[0].aval.dtype)
       for k, p in plan.products.items()

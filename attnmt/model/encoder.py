@@ -12,7 +12,7 @@ import jax
 import jax.numpy as jnp
 import flax.linen as nn
 
-from attnmt.model import rnn
+from attnmt.model import kernels, rnn
 from attnmt.model.config import ModelConfig
 
 
@@ -39,6 +39,7 @@ class Encoder(nn.Module):
       x_BxSxI = x_BxSxI + src_offset_BxSxE.astype(dtype)
     x_BxSxI = nn.Dropout(cfg.dropout, deterministic=not train)(x_BxSxI)
     directions = (False, True) if cfg.bidirectional else (False,)
+    fused = kernels.fused_parts(cfg)  # model.kernels 'pallas': the cell steps as one kernel each
     final = None
     for layer in range(cfg.encoder_layers):
       params = tuple(
@@ -47,7 +48,7 @@ class Encoder(nn.Module):
         )()
         for reverse in directions
       )
-      outputs, finals = rnn.run_directions(cfg.cell, params, directions, x_BxSxI, src_len_B)
+      outputs, finals = rnn.run_directions(cfg.cell, params, directions, x_BxSxI, src_len_B, fused)
       x_BxSxI = jnp.concatenate(outputs, axis=-1)
       final = tuple(jnp.concatenate(parts, axis=-1) for parts in zip(*finals))
       if layer + 1 < cfg.encoder_layers:

@@ -22,16 +22,24 @@ it), the input projections x W_ih + b and the score's hoisted halves (one large 
 and the weight gradients. dW_hh = Σ_t h_tᵀ dz_t is a reduction over the batch and, per step, exactly the thin
 product that `deferred_scan` moves after the backward scan, so the kernels leave it to the caller: the VJPs form
 it (one ordinary product per call) only when W_hh is differentiated (`symbolic_zeros`), and a scan that holds
-W_hh constant passes a zero `tap` (B x G) whose cotangent is the cotangent of h W_hh, then forms
-Σ_t h_tᵀ dtap_t once after the scan, as `deferred_scan` does for a product it sees. Likewise the attention
-kernels form the values' gradient only when the values are differentiated: held constant, their gradient
-Σ_t a_tᵀ dc_t is one product after the scan, from the weights and a tap on the context (an output already).
+W_hh constant passes a `tap` (B x G; the kernel never reads its value) whose cotangent is the cotangent of
+h W_hh, then forms Σ_t h_tᵀ dtap_t once after the scan, as `deferred_scan` does for a product it sees. The model
+passes as the tap that very product, stop_gradient(h) @ W_hh (rnn.fused_cell_update): nothing computes it, and
+`deferred_scan` defers it like any other. Likewise the attention kernels form the values' gradient only when the
+values are differentiated: held constant, their gradient Σ_t a_tᵀ dc_t is one product after the scan, from the
+weights and a tap on the context (an output already; attention.fused_step).
 
 A user's own score, window or normaliser is not handled: the kernels apply only to the built-in dot, general and
 additive scores with the global window and softmax; everything else runs the readable path. `general` is `dot`
 on the keys h W that `scores.General.keys` computes once per sentence; `scaled_dot` is `dot` with the query
 scaled by 1/sqrt(Q) outside (equal up to rounding); for `additive` the caller passes W q and U h + b (and
-coverage's C w_cov added to the keys) as the codebase hoists them (`scores._TanhScore`).
+coverage's C w_cov added to the keys) as the codebase hoists them (`scores._TanhScore`); `concat` is `additive`
+without the bias, `normed_additive` with v = g v/|v| formed outside.
+
+In the model (model.kernels='pallas'; the default 'xla' is the readable path): `fused_parts` says what a model
+runs fused (the cell steps of the encoder and the decoder, the decoder's attention where the above allows it)
+and why the rest is not, in one line that the decoder prints once (`notice`). Off a GPU nothing is fused, with
+that notice, unless a test asks for the interpreter (`forced`).
 
 Padding: Triton blocks are powers of two and its dot needs every dimension >= 16. The cell wrappers pad the
 batch to a multiple of ROWS = 16 and the hidden size to a multiple of its column block (a power of two in
@@ -49,7 +57,9 @@ suffix marks a padded size.
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import sys
 from typing import NamedTuple
 
 import jax
@@ -57,6 +67,8 @@ import jax.numpy as jnp
 from jax.custom_derivatives import SymbolicZero
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import triton as plt
+
+from attnmt.model import normalizers, scores, windows
 
 ROWS = 16  # batch rows per program: Triton's dot needs >= 16
 COLUMNS = 32  # most hidden, key or value columns per block and per step of a kernel's inner loop
@@ -344,8 +356,9 @@ def lstm_step(xproj_BxG, h_BxH, c_BxH, W_hh_HxG, keep_B, *, tap=None, interpret=
   """One LSTM step (gates i, f, g, o) as one kernel: (h', c') for z = xproj + h W_hh, `rnn.lstm_gates`'s update;
   rows where `keep_B` is false return (h, c). One batch axis (B x H); `jax.vmap` adds others.
 
-  `tap` (B x G zeros, optional) receives the cotangent of h W_hh: with W_hh held constant, a scan forms dW_hh as
-  Σ_t h_tᵀ dtap_t after its backward pass (the module docstring).
+  `tap` (B x G, optional; its value is never read: zeros, or the product stop_gradient(h) @ W_hh itself, as
+  rnn.fused_cell_update passes it) receives the cotangent of h W_hh: with W_hh held constant, a scan forms dW_hh
+  as Σ_t h_tᵀ dtap_t after its backward pass (the module docstring).
   """
   return _lstm(use_interpret(interpret), xproj_BxG, h_BxH, c_BxH, W_hh_HxG, keep_B, tap)
 
@@ -417,3 +430,99 @@ def gru_step(xproj_BxG, h_BxH, W_hh_HxG, b_hn_H, keep_B, *, tap=None, interpret=
   that of xproj in the n gate, by the factor r, and b_hn's gradient is the batch sum of its n block (formed per
   call only when b_hn is differentiated)."""
   return _gru(use_interpret(interpret), xproj_BxG, h_BxH, W_hh_HxG, b_hn_H, keep_B, tap)
+
+
+# --- In the model (model.kernels='pallas') ----------------------------------------------------------------------
+
+# The built-in scores the attention kernels compute, by exact class (a subclass, a user's, may change anything):
+# `attend` on the score's keys and query half, `additive_attend` with v besides (attention.fused_step).
+ATTENTION_KERNELS = {
+  scores.Dot: 'attend',
+  scores.ScaledDot: 'attend',  # the query scaled by 1/sqrt(Q) before the kernel
+  scores.General: 'attend',
+  scores.Additive: 'additive_attend',
+  scores.NormedAdditive: 'additive_attend',  # v = g v/|v| formed before the kernel
+  scores.Concat: 'additive_attend',
+}
+
+_forced: list[bool] = []  # `forced`'s modes, innermost last
+_noticed: set = set()  # the lines `notice` printed
+
+
+@contextlib.contextmanager
+def forced(interpret: bool):
+  """Within it, a model with kernels='pallas' calls its kernels whatever the backend: in Pallas's interpreter
+  (True: the tests, on a CPU) or lowered for Triton (False: jax.export for CUDA on a machine without a GPU).
+  Only tracing reads it: a program traced inside keeps its mode when jit's cache hands it out again."""
+  _forced.append(bool(interpret))
+  try:
+    yield
+  finally:
+    _forced.pop()
+
+
+class Fused(NamedTuple):
+  """What a model runs as fused kernels (`fused_parts`)."""
+
+  cells: bool  # the encoder's and decoder's cell steps: lstm_step / gru_step
+  attention: str | None  # the decoder's attention step: 'attend' or 'additive_attend'; None: the readable path
+  interpret: bool  # in Pallas's interpreter (`forced(True)`); else lowered for Triton
+  line: str  # what runs fused and, for the rest, why not, in one line (`notice`)
+
+
+def fused_parts(cfg, intervention=None) -> Fused:
+  """What the model of `cfg` (with `intervention`, Seq2Seq's) runs as fused kernels, and why the rest is not.
+
+  model.kernels='pallas' fuses the cell steps of every cell, and the decoder's attention step for the scores of
+  ATTENTION_KERNELS with the global window and the softmax (coverage included: its term joins the keys), with no
+  intervention; any other score, window or normaliser (a user's own too) runs the readable path. Off a GPU nothing
+  is fused unless a test asks for the interpreter (`forced`): Pallas would interpret the kernels there, one
+  program step at a time, far slower than XLA's readable path, which gives the same model up to rounding. That is
+  a notice, not a refusal, so that a run trained on a GPU with the kernels still evaluates, translates and resumes
+  on a CPU from its saved config."""
+  if cfg.kernels != 'pallas':
+    return Fused(False, None, False, 'model.kernels=xla: the readable path (XLA) throughout')
+  backend = jax.default_backend()
+  if not _forced and backend != 'gpu':
+    return Fused(
+      False,
+      None,
+      False,
+      f"model.kernels=pallas: JAX's backend is {backend}, not a GPU, and off a GPU Pallas only interprets its "
+      'kernels, far slower than XLA: the readable path runs throughout, as with model.kernels=xla',
+    )
+  interpret = bool(_forced and _forced[-1])
+  score = scores.build(cfg)
+  kernel = ATTENTION_KERNELS.get(type(score))
+  differs = [] if kernel else [f"score '{cfg.score}'"]
+  if type(windows.build(cfg)) is not windows.Global:
+    differs.append(f"window '{cfg.window}'")
+  if type(normalizers.build(cfg)) is not normalizers.Softmax:
+    differs.append(f"normaliser '{cfg.normalizer}'")
+  if intervention is not None:
+    differs.append(f'an intervention ({type(intervention).__name__}) that sets the weights')
+  where = " in Pallas's interpreter" if interpret else ''
+  fused = f"model.kernels=pallas: fused{where}: the encoder's and decoder's {cfg.cell.upper()} steps"
+  if not differs:
+    return Fused(
+      True, kernel, interpret, f"{fused} and the decoder's {score.name} attention (scores, softmax, context)"
+    )
+  covered = ', '.join(c.name for c in ATTENTION_KERNELS)
+  return Fused(
+    True,
+    None,
+    interpret,
+    f"{fused}; the attention runs the readable path, as its kernels cover the scores {covered} with window "
+    f"'global' and normaliser 'softmax', and no intervention (here: {', '.join(differs)})",
+  )
+
+
+def notice(cfg, intervention=None) -> None:
+  """With model.kernels='pallas', prints `fused_parts`' line to stderr, once per process: a model is traced many
+  times (initialisation, the training step, decoding), and what runs where is said once."""
+  if cfg.kernels != 'pallas':
+    return
+  line = fused_parts(cfg, intervention).line
+  if line not in _noticed:
+    _noticed.add(line)
+    print(f'notice: {line}', file=sys.stderr)

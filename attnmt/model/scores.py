@@ -171,8 +171,12 @@ class _TanhScore(Score):
   def query(self, p, query_BxQ):
     return query_BxQ @ p[self.query_matrix]
 
+  def scoring_vector(self, p) -> jax.Array:
+    """v (A,) of v . tanh(...), as the scores use it (the fused attention kernel reads it too)."""
+    return p['v']
+
   def scores(self, p, half_A, keys_SxA):
-    return additive_scores(half_A, keys_SxA, p['v'])
+    return additive_scores(half_A, keys_SxA, self.scoring_vector(p))
 
   def flops(self, src_len):
     q, h, a = self.cfg.decoder_hidden_size, self.cfg.annotation_size, self.size
@@ -196,9 +200,8 @@ class NormedAdditive(Additive):
   def params(self, param):
     return {**super().params(param), 'g': param('g', (), nn.initializers.constant(self.size**-0.5))}
 
-  def scores(self, p, half_A, keys_SxA):
-    v = p['g'] * p['v'] * jax.lax.rsqrt(jnp.sum(jnp.square(p['v'])))
-    return additive_scores(half_A, keys_SxA, v)
+  def scoring_vector(self, p):
+    return p['g'] * p['v'] * jax.lax.rsqrt(jnp.sum(jnp.square(p['v'])))
 
 
 @register

@@ -115,7 +115,7 @@ def test_an_unknown_part_is_refused_not_skipped(tmp_path):
     assert (res.returncode, res.stderr.splitlines()) == (
       2,
       [
-        "device_check.sh: unknown part 'nonesuch' in ATTNMT_DEVICE_PARTS; the parts are compile, kernels, seeds, "
+        "device_check.sh: unknown part 'nonesuch' in ATTNMT_DEVICE_PARTS; the parts are compile, kernels, fused_step, seeds, "
         'profile, concurrent, decode_seeds, unroll, host, bench, bf16, main, main_one'
       ],
     )
