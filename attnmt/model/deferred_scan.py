@@ -187,9 +187,6 @@ def _tap_jvp(primals, tangents):
   return primals[0], tangents[0] + tangents[1]
 
 
-_tap = tap  # the name benchmarks/kernels.py uses
-
-
 def _evaluate(plan: _Plan, consts, leaves, carry, x, views, zs=None, transposed=None):
   """One step, its equations evaluated in order, the deferred products by the stored `views` (tapped
   with `zs` and multiplied through `transposed` copies when differentiated). `leaves` are the used

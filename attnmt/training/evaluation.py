@@ -3,7 +3,6 @@ teacher-forced attention, BLEU by length."""
 
 from __future__ import annotations
 
-import concurrent.futures
 import dataclasses
 import functools
 import math
@@ -255,15 +254,6 @@ def decode_blocks(rows: int, mesh: Optional[jax.sharding.Mesh] = None) -> int:
   return n
 
 
-_BLOCK_POOL: list = []  # one thread pool for decode_in_blocks, made on first use
-
-
-def _pool():
-  if not _BLOCK_POOL:
-    _BLOCK_POOL.append(concurrent.futures.ThreadPoolExecutor(row_threads.usable_cores(), thread_name_prefix='decode'))
-  return _BLOCK_POOL[0]
-
-
 def decode_in_blocks(decode, src, src_len, blocks: int):
   """`decode(src, src_len)` -> (Decoded, beams or None) on `blocks` equal blocks of the rows, each called on its
   own thread, the results joined along the rows as numpy arrays (what _translations reads). One block: the
@@ -276,8 +266,7 @@ def decode_in_blocks(decode, src, src_len, blocks: int):
   def run(i):
     return jax.device_get(decode(src[i * size : (i + 1) * size], src_len[i * size : (i + 1) * size]))
 
-  others = [_pool().submit(run, i) for i in range(1, blocks)]
-  parts = [run(0)] + [f.result() for f in others]
+  parts = row_threads.on_threads(run, blocks)
 
   def join(*xs):
     return None if xs[0] is None else np.concatenate(xs, axis=0)

@@ -30,6 +30,7 @@ MIN_ROWS = 32  # 'auto' never cuts a block below this many rows (measured: 64 ro
 
 
 def usable_cores() -> int:
+  """The cores this process may use (its affinity mask: one in a CPU sweep's per-core child)."""
   try:
     return max(1, len(os.sched_getaffinity(0)))
   except AttributeError:  # not on Linux
@@ -71,35 +72,43 @@ def check_setting(setting) -> None:
     raise ValueError(f"train.step_threads must be 'auto' or a positive integer, got '{setting}'; e.g. 2")
 
 
-class _Program:
-  """The compiled blocks' program and update program, called as one step."""
+@functools.cache
+def _pool(workers: int) -> concurrent.futures.ThreadPoolExecutor:
+  return concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix='rows')
 
-  def __init__(self, shard, apply, shards: int, pool):
-    self._shard, self._apply, self._shards, self._pool = shard, apply, shards, pool
+
+def on_threads(fn, n: int) -> list:
+  """[fn(0), ..., fn(n - 1)], fn(0) on this thread and the others at once on a pool of n - 1 threads (one pool
+  per size, shared by the training step and decoding, which never run at the same time)."""
+  others = [_pool(n - 1).submit(fn, i) for i in range(1, n)] if n > 1 else []
+  return [fn(0)] + [f.result() for f in others]
+
+
+class _Program:
+  """The blocks' program and the update program (jitted or compiled), called as one step."""
+
+  def __init__(self, shard, apply, shards: int):
+    self._shard, self._apply, self._shards = shard, apply, shards
 
   def __call__(self, state, batch):
     params, rng = state.params, state.rng
-
-    def block(i):
-      return jax.block_until_ready(self._shard(params, batch, rng, jnp.int32(i)))
-
-    others = [self._pool.submit(block, i) for i in range(1, self._shards)]
-    results = [block(0)] + [f.result() for f in others]
-    grads, sums = zip(*results)
-    return self._apply(state, tuple(grads), tuple(sums))
+    grads, sums = zip(
+      *on_threads(lambda i: jax.block_until_ready(self._shard(params, batch, rng, jnp.int32(i))), self._shards)
+    )
+    return self._apply(state, grads, sums)
 
 
 class _Lowered:
-  def __init__(self, shard, apply, owner):
-    self._shard, self._apply, self._owner = shard, apply, owner
+  def __init__(self, shard, apply, shards: int):
+    self._shard, self._apply, self._shards = shard, apply, shards
 
   def compile(self):
-    return _Program(self._shard.compile(), self._apply.compile(), self._owner.shards, self._owner.pool)
+    return _Program(self._shard.compile(), self._apply.compile(), self._shards)
 
 
 class RowThreadedStep:
   """step(state, batch) for K stacked seeds (state and batch with a leading seed axis), as `shards` row blocks
-  on as many threads (this one and a pool of shards - 1), then one update. `shard` and `apply` are the jitted
+  on as many threads (this one and a pool of shards - 1: on_threads), then one update. `shard` and `apply` are the jitted
   programs: shard(params, batch, rng, index) -> (grads, sums); apply(state, grads, sums) -> (state, metrics),
   the state donated."""
 
@@ -107,18 +116,14 @@ class RowThreadedStep:
     if shards < 2:
       raise ValueError(f'a row-threaded step needs at least 2 blocks, got {shards}: use the plain step')
     self.shard, self.apply, self.shards = shard, apply, shards
-    self.pool = concurrent.futures.ThreadPoolExecutor(shards - 1, thread_name_prefix='rows')
+    self._call = _Program(shard, apply, shards)  # jit's own programs, for a shape not compiled ahead
 
   def lower(self, state_spec, batch_spec):
     index = jax.ShapeDtypeStruct((), jnp.int32)
     shard = self.shard.lower(state_spec.params, batch_spec, state_spec.rng, index)
     grads, sums = jax.eval_shape(self.shard, state_spec.params, batch_spec, state_spec.rng, index)
     apply = self.apply.lower(state_spec, (grads,) * self.shards, (sums,) * self.shards)
-    return _Lowered(shard, apply, self)
-
-  @functools.cached_property
-  def _jitted(self) -> _Program:
-    return _Program(self.shard, self.apply, self.shards, self.pool)
+    return _Lowered(shard, apply, self.shards)
 
   def __call__(self, state, batch):
-    return self._jitted(state, batch)
+    return self._call(state, batch)

@@ -103,14 +103,15 @@ def seed_functions(
     coverage_loss_weight=coverage_loss_weight,
     alignment_loss_weight=alignment_loss_weight,
   )
+  placed = init if mesh is None else (lambda seeds: parallel.replicate(mesh, init(seeds)))
   if threads > 1:
-    return init if mesh is None else (lambda seeds: parallel.replicate(mesh, init(seeds))), _row_threaded(
+    return placed, _row_threaded(
       cfg, optimizer, label_smoothing, skip_nonfinite, coverage_loss_weight, alignment_loss_weight, mesh, threads
     )
   guarded = guards.guard_step(one, skip_nonfinite)
   vmapped = _over_seeds(guarded)
   if mesh is None:
-    return init, jax.jit(vmapped, donate_argnums=0)
+    return placed, jax.jit(vmapped, donate_argnums=0)
   everywhere = parallel.replicated(mesh)
   step = jax.jit(
     vmapped,
@@ -146,7 +147,7 @@ def _row_threaded(cfg, optimizer, label_smoothing, skip_nonfinite, coverage, ali
 
 def _seed_mapped(fn, in_axes: tuple):
   """`fn` vmapped over the leading seed axis of the arguments whose in_axes entry is 0 (None: shared); with one
-  seed, `fn` on the squeezed arrays and its outputs given the axis back (as _over_seeds)."""
+  seed, `fn` on the squeezed arrays and its outputs given the axis back (_over_seeds says why)."""
   vmapped = jax.vmap(fn, in_axes=in_axes)
 
   def mapped(*args):
@@ -163,12 +164,4 @@ def _over_seeds(step):
   """`step` mapped over the leading seed axis of state and batch. One seed runs the plain step on the
   squeezed arrays (vmap over an axis of 1 would turn every product into a batched one): at the main job's size
   it takes 0.93x the plain step's time (benchmarks/README.md, "Cores")."""
-  vmapped = jax.vmap(step)
-
-  def mapped(state, batch):
-    if jax.tree.leaves(state)[0].shape[0] != 1:
-      return vmapped(state, batch)
-    squeeze = functools.partial(jax.tree.map, lambda x: x[0])
-    return jax.tree.map(lambda x: x[None], step(squeeze(state), squeeze(batch)))
-
-  return mapped
+  return _seed_mapped(step, (0, 0))

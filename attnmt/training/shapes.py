@@ -17,7 +17,6 @@ from __future__ import annotations
 import collections
 import concurrent.futures
 import dataclasses
-import os
 import threading
 import weakref
 from typing import Callable, Optional
@@ -25,6 +24,7 @@ from typing import Callable, Optional
 import jax
 
 from attnmt.data import batching
+from attnmt.training import row_threads
 from attnmt.training import seeds as seed_axis
 
 
@@ -71,10 +71,7 @@ def _spec(x) -> jax.ShapeDtypeStruct:
 
 def compile_threads() -> int:
   """Threads that compile at once: the cores this process may use (one in a CPU sweep's per-core child)."""
-  try:
-    return max(1, len(os.sched_getaffinity(0)))
-  except AttributeError:  # not on Linux
-    return max(1, os.cpu_count() or 1)
+  return row_threads.usable_cores()
 
 
 @dataclasses.dataclass(frozen=True)

@@ -49,14 +49,19 @@ def alignment_loss(
   within the support, and the shared parameters carry the rest.
   """
   weights = weights_BxTxS.astype(jnp.result_type(weights_BxTxS.dtype, jnp.float32))
-  tgt_valid_BxT = jnp.arange(gold_BxTxS.shape[1])[None, :] < tgt_len_B[:, None]
-  src_valid_BxS = jnp.arange(gold_BxTxS.shape[2])[None, :] < src_len_B[:, None]
-  links_BxTxS = jnp.where(tgt_valid_BxT[:, :, None] & src_valid_BxS[:, None, :], gold_BxTxS, 0).astype(weights.dtype)
+  links_BxTxS = _links(gold_BxTxS, src_len_B, tgt_len_B).astype(weights.dtype)
   n_links_BxT = jnp.sum(links_BxTxS, axis=-1)
   linked_BxT = n_links_BxT > 0
   g_BxTxS = links_BxTxS / jnp.maximum(n_links_BxT, 1)[..., None]
   ce_BxT = -jnp.sum(g_BxTxS * jnp.log(weights + ALIGNMENT_EPS), axis=-1)
   return jnp.sum(jnp.where(linked_BxT, ce_BxT, 0.0)), jnp.sum(linked_BxT)
+
+
+def _links(gold_BxTxS: jax.Array, src_len_B: jax.Array, tgt_len_B: jax.Array) -> jax.Array:
+  """The gold links inside both sentences' lengths (0 elsewhere)."""
+  tgt_valid_BxT = jnp.arange(gold_BxTxS.shape[1])[None, :] < tgt_len_B[:, None]
+  src_valid_BxS = jnp.arange(gold_BxTxS.shape[2])[None, :] < src_len_B[:, None]
+  return jnp.where(tgt_valid_BxT[:, :, None] & src_valid_BxS[:, None, :], gold_BxTxS, 0)
 
 
 class TrainState(struct.PyTreeNode):
@@ -136,8 +141,13 @@ def summed_loss(cfg: ModelConfig, params, batch: dict, rng, train: bool, label_s
     rngs={'dropout': rng} if train else None,
     method=Seq2Seq.token_nll,
   )
-  mask_BxT = jnp.arange(labels_BxT.shape[1])[None, :] < batch['tgt_len'][:, None]
+  mask_BxT = _target_mask(batch)
   return jnp.sum(jnp.where(mask_BxT, nll_BxT, 0.0)), jnp.sum(mask_BxT), weights_BxTxS
+
+
+def _target_mask(batch: dict) -> jax.Array:
+  """B x T: the target positions the loss counts (below `tgt_len`)."""
+  return jnp.arange(batch['tgt_out'].shape[1])[None, :] < batch['tgt_len'][:, None]
 
 
 def loss_fn(
@@ -192,28 +202,29 @@ def train_step(
   )
   updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
   params = optax.apply_updates(state.params, updates)
-  metrics = {
-    'loss': parts.total / jnp.maximum(parts.count, 1),
-    'loss_sum': parts.total,
-    'tokens': parts.count,
+  return TrainState(state.step + 1, params, opt_state, rng), _metrics(parts.total, parts.count, grads, parts.terms)
+
+
+def _metrics(total, count, grads, terms: dict) -> dict:
+  """A step's metrics: the mean token cross-entropy, its sum, the tokens, the gradient's norm and the trained
+  auxiliary losses (each a mean)."""
+  return {
+    'loss': total / jnp.maximum(count, 1),
+    'loss_sum': total,
+    'tokens': count,
     'grad_norm': optax.tree.norm(grads),
-    **parts.terms,
+    **terms,
   }
-  return TrainState(state.step + 1, params, opt_state, rng), metrics
 
 
 def token_count(batch: dict) -> jax.Array:
   """The target tokens of `batch` that the loss counts (positions below `tgt_len`): loss_fn's denominator."""
-  return jnp.sum(jnp.arange(batch['tgt_out'].shape[-1])[None, :] < batch['tgt_len'][:, None])
+  return jnp.sum(_target_mask(batch))
 
 
 def _linked_count(batch: dict) -> jax.Array:
   """The output positions with at least one gold link inside the source: the alignment loss's denominator."""
-  gold = batch['alignment']
-  tgt_ok = jnp.arange(gold.shape[1])[None, :] < batch['tgt_len'][:, None]
-  src_ok = jnp.arange(gold.shape[2])[None, :] < batch['src_len'][:, None]
-  links = jnp.where(tgt_ok[:, :, None] & src_ok[:, None, :], gold, 0)
-  return jnp.sum(jnp.sum(links, axis=-1) > 0)
+  return jnp.sum(jnp.sum(_links(batch['alignment'], batch['src_len'], batch['tgt_len']), axis=-1) > 0)
 
 
 def shard_gradients(
@@ -269,18 +280,13 @@ def apply_gradients(optimizer: optax.GradientTransformation, state: TrainState, 
   added = jax.tree.map(lambda *x: functools.reduce(jnp.add, x), *sums)
   updates, opt_state = optimizer.update(total_grads, state.opt_state, state.params)
   params = optax.apply_updates(state.params, updates)
-  count = jnp.maximum(added['count'], 1)
-  metrics = {
-    'loss': added['total'] / count,
-    'loss_sum': added['total'],
-    'tokens': added['count'],
-    'grad_norm': optax.tree.norm(total_grads),
-  }
+  terms = {}
   if 'coverage_loss' in added:
-    metrics['coverage_loss'] = added['coverage_loss'] / count
+    terms['coverage_loss'] = added['coverage_loss'] / jnp.maximum(added['count'], 1)
   if 'alignment_loss' in added:
-    metrics['alignment_loss'] = added['alignment_loss'] / jnp.maximum(added['alignment_count'], 1)
+    terms['alignment_loss'] = added['alignment_loss'] / jnp.maximum(added['alignment_count'], 1)
   rng, _ = jax.random.split(state.rng)
+  metrics = _metrics(added['total'], added['count'], total_grads, terms)
   return TrainState(state.step + 1, params, opt_state, rng), metrics
 
 
