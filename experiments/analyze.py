@@ -237,8 +237,9 @@ def _analyze():
   )
   print(f'Wrote {page}: the interactive report (open it in a browser)')
   if formats:
+    corpora = {}
     for workdir, result in zip(FLAGS.runs, results):
-      run = inspection.load_run(workdir, FLAGS.which)
+      run = inspection.load_run(workdir, FLAGS.which, corpora)
       paths = exports.write(
         inspection.split_word_attention(run, 0, 'test', eos=True),
         os.path.join(out, report._slug(result['variant'])),
@@ -281,11 +282,11 @@ def _check_pooled_runs(runs: list[str]) -> None:
   """--pool_seeds: the runs that pool into one variant (inspection.pool_name) must have been trained for the same
   number of steps and translate the same test sentences; a mixture is refused, naming two of its runs, before
   any run is analysed."""
-  seen, tests = {}, {}
+  seen, tests, corpora = {}, {}, {}
 
   def test_set(workdir, config):  # read only where the steps agree
     if workdir not in tests:
-      tests[workdir] = data.raw_texts(data.prepare(config.data), 'test')
+      tests[workdir] = data.raw_texts(inspection.prepared_once(config.data, corpora), 'test')
     return tests[workdir]
 
   for workdir in runs:
@@ -317,9 +318,9 @@ def _faithfulness(runs: list[str], names: list[str], out, max_sentences: int):
   if FLAGS.pool_seeds:
     _check_pooled_runs(runs)
   os.makedirs(out, exist_ok=True)
-  start, results = time.time(), []
+  start, results, corpora = time.time(), [], {}
   for workdir in runs:
-    run = inspection.load_run(workdir, FLAGS.which)
+    run = inspection.load_run(workdir, FLAGS.which, corpora)
     results.append(faithfulness.analyze_run(run, chosen, max_sentences=max_sentences))
   if FLAGS.pool_seeds:
     report.write_text(os.path.join(out, 'faithfulness_runs.json'), json.dumps(results, indent=1) + '\n')
@@ -342,9 +343,9 @@ def _explanations(runs: list[str], names: list[str], out, max_sentences: int):
   out = out or os.path.join(os.path.dirname(os.path.abspath(runs[0])), 'analysis')
   if os.path.exists(out) and not os.path.isdir(out):
     raise ValueError(f'--out {out} is a file; pass a directory for the analysis (created if missing)')
-  start, loaded, results = time.time(), [], []
+  start, loaded, results, corpora = time.time(), [], [], {}
   for workdir in runs:
-    loaded.append(inspection.load_run(workdir, FLAGS.which))
+    loaded.append(inspection.load_run(workdir, FLAGS.which, corpora))
     results.append(
       explanations.analyze_run(
         loaded[-1],

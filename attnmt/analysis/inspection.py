@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import json
 import os
 from typing import Any, Optional
 
@@ -56,20 +57,34 @@ def pool_name(config: ml_collections.ConfigDict) -> str:
   return stored.pooled_name(run)
 
 
-def load_run(workdir: str, which: str = 'best') -> LoadedRun:
-  """Everything needed to analyse a run, from its directory alone (the corpus is rebuilt if missing)."""
+def load_run(workdir: str, which: str = 'best', corpora: dict | None = None) -> LoadedRun:
+  """Everything needed to analyse a run, from its directory alone (the corpus is rebuilt if missing).
+  `corpora`: shared by the loads of several runs, each data config's corpus is prepared once (`prepared_once`)."""
   config = checkpoints.load_config(workdir)
   params, _, step = checkpoints.restore_params(workdir, which)
-  prepared = prepare_checked(workdir, config, *data.load_tokenizers(os.path.join(workdir, 'vocab')))
+  prepared = prepare_checked(workdir, config, *data.load_tokenizers(os.path.join(workdir, 'vocab')), corpora)
   cfg = trainer.model_config(config, prepared)
   _check_user_params(workdir, cfg, params)
   return LoadedRun(workdir, config, cfg, params, seed_axis.parse_seeds(config.train.seeds), step, prepared)
 
 
-def prepare_checked(workdir: str, config: ml_collections.ConfigDict, run_src, run_tgt) -> data.PreparedData:
-  """The run's corpus (built if missing), refused when its vocabularies differ from the run's own (`run_src`,
-  `run_tgt`, saved in <workdir>/vocab): the token ids would mean other pieces."""
-  prepared = data.prepare(config.data)
+def prepared_once(data_config: ml_collections.ConfigDict, corpora: dict | None) -> data.PreparedData:
+  """data.prepare(data_config), or the corpus prepared before for the same data config when `corpora` (data
+  config as JSON -> PreparedData, kept by the caller) holds it: the runs of a sweep share one corpus."""
+  if corpora is None:
+    return data.prepare(data_config)
+  key = json.dumps(data_config.to_dict(), sort_keys=True)
+  if key not in corpora:
+    corpora[key] = data.prepare(data_config)
+  return corpora[key]
+
+
+def prepare_checked(
+  workdir: str, config: ml_collections.ConfigDict, run_src, run_tgt, corpora: dict | None = None
+) -> data.PreparedData:
+  """The run's corpus (built if missing; `corpora`: see prepared_once), refused when its vocabularies differ from
+  the run's own (`run_src`, `run_tgt`, saved in <workdir>/vocab): the token ids would mean other pieces."""
+  prepared = prepared_once(config.data, corpora)
   for mine, theirs, side in ((run_src, prepared.src_tokenizer, 'source'), (run_tgt, prepared.tgt_tokenizer, 'target')):
     if [mine.id_to_piece(i) for i in range(mine.vocab_size)] != [
       theirs.id_to_piece(i) for i in range(theirs.vocab_size)

@@ -9,7 +9,6 @@ import os
 from typing import NamedTuple, Optional
 
 import numpy as np
-import sacrebleu
 
 from attnmt.analysis import comparison, family, inspection, significance, stored, tables
 from attnmt.training import checkpoints
@@ -207,13 +206,14 @@ POOLED_COUNTS = ('sentences', 'undefined', 'skipped', 'tokens', 'positions')
 
 def sentence_views(run, trans, sources, references, n_best=None, gold=None) -> dict[int, dict]:
   """What the HTML report shows of each translated sentence, by example index: source and reference, the
-  greedy output with its sentence BLEU (sacrebleu.sentence_bleu), its attention (output tokens x source
+  greedy output with its sentence BLEU (sacrebleu.sentence_bleu's, significance.sentence_bleus), its attention (output tokens x source
   tokens, EOS included) and both sides' token labels, the beam hypotheses with their scores (`n_best`),
   and where `gold` alignments exist the forced-decoding attention pooled to words with the gold links
   and the sentence's AER."""
   src_tok, tgt_tok = run.prepared.src_tokenizer, run.prepared.tgt_tokenizer
   views = {}
-  for x in trans:
+  bleus = significance.sentence_bleus([x.text for x in trans], [references[x.index] for x in trans])
+  for x, bleu in zip(trans, bleus):
     i = x.index
     src_ids = src_tok.encode(sources[i])
     view = {
@@ -221,7 +221,7 @@ def sentence_views(run, trans, sources, references, n_best=None, gold=None) -> d
       'reference': references[i],
       'words': len(sources[i].split()),
       'output': x.text,
-      'bleu': sacrebleu.sentence_bleu(x.text, [references[i]]).score,
+      'bleu': bleu,
       'src': token_labels(src_tok, src_ids[: x.attention.shape[1] - 1] + [data.EOS_ID]),
       'out': token_labels(tgt_tok, x.ids),
       'beam': (n_best or {}).get(i, []),
@@ -451,16 +451,16 @@ def analyze_runs(
   figure comparing them (BLEU by source length), and sentences.json: the sentences the HTML report embeds
   (select_sentences, at most `report_sentences` plus the heatmap sentences; embedded_sentences). With
   `out_dir` None the results are only returned (attnmt.compare): nothing is written."""
-  results, texts, views = [], [], []
+  results, texts, views, corpora = [], [], [], {}  # corpora: each data config's corpus, prepared once
   if options.get('heatmap_sentences'):  # every run's split size, before anything is decoded
     for workdir in workdirs:
       config = checkpoints.load_config(workdir)
-      sources, _ = data.raw_texts(data.prepare(config.data), options.get('split', 'test'))
+      sources, _ = data.raw_texts(inspection.prepared_once(config.data, corpora), options.get('split', 'test'))
       check_sentences(options['heatmap_sentences'], len(sources), options.get('split', 'test'), workdir)
   if options.get('pharaoh'):
     options['pharaoh'] = read_pharaoh(options['pharaoh'])  # once for every run
   for workdir in workdirs:
-    run = inspection.load_run(workdir, which)
+    run = inspection.load_run(workdir, which, corpora)
     result, run_texts, run_views = _analyze_run(run, out_dir, **options)
     results.append(result)
     texts.append(run_texts)

@@ -60,6 +60,18 @@ def sentence_statistics(hypotheses: Sequence[str], references: Sequence[str]) ->
   return np.asarray(sacrebleu.BLEU()._extract_corpus_statistics(list(hypotheses), [list(references)]), np.int64)
 
 
+def sentence_bleus(hypotheses: Sequence[str], references: Sequence[str]) -> list[float]:
+  """sacrebleu.sentence_bleu of every sentence (its defaults: exponential smoothing, the effective n-gram order),
+  from one pass over the sentences (`sentence_statistics`): sentence_bleu, called sentence by sentence, builds a
+  metric and tokenises afresh at every call, 2 ms a sentence."""
+  if not references:
+    return []
+  metric = sacrebleu.BLEU(effective_order=True)
+  return [
+    float(metric._compute_score_from_stats(row.tolist()).score) for row in sentence_statistics(hypotheses, references)
+  ]
+
+
 _BLEU = sacrebleu.BLEU()  # one instance: its settings are read, never changed, by each score from statistics
 
 

@@ -406,15 +406,39 @@ def teacher_forced_metrics(
 def bleu_chrf(hypotheses: list[str], references: list[str]) -> dict:
   """Corpus BLEU, chrF and chrF++ (chrF with word unigrams and bigrams, Popović 2017: sacrebleu's
   CHRF(word_order=2), its other settings sacrebleu's defaults) from sacrebleu, with the BLEU signature that
-  makes them reproducible (it names the sacrebleu version)."""
-  bleu, chrf, chrfpp = sacrebleu.BLEU(), sacrebleu.CHRF(), sacrebleu.CHRF(word_order=2)
-  refs = [references]
+  makes them reproducible (it names the sacrebleu version). The references are read once per test set
+  (`_scorers`): an analysis scores every run and seed against the same ones."""
+  if len(hypotheses) != len(references):
+    raise ValueError(f'{len(hypotheses)} hypotheses for {len(references)} references')
+  bleu, chrf, chrfpp = _scorers(references)
   return {
-    'bleu': bleu.corpus_score(hypotheses, refs).score,
-    'chrf': chrf.corpus_score(hypotheses, refs).score,
-    'chrfpp': chrfpp.corpus_score(hypotheses, refs).score,
+    'bleu': bleu.corpus_score(hypotheses, None).score,
+    'chrf': chrf.corpus_score(hypotheses, None).score,
+    'chrfpp': chrfpp.corpus_score(hypotheses, None).score,
     'bleu_signature': str(bleu.get_signature()),
   }
+
+
+_SCORERS: dict = {}  # references (a tuple) -> the three metrics holding them, the most recently used last
+_SCORERS_KEPT = 4
+
+
+def _scorers(references: list[str]) -> tuple:
+  """sacrebleu's BLEU, CHRF and CHRF(word_order=2) built with `references` (sacrebleu then tokenises and counts
+  the references once, not at every corpus_score), kept for the last few reference lists."""
+  key = tuple(references)
+  metrics = _SCORERS.pop(key, None)
+  if metrics is None:
+    refs = [list(references)]
+    metrics = (
+      sacrebleu.BLEU(references=refs),
+      sacrebleu.CHRF(references=refs),
+      sacrebleu.CHRF(word_order=2, references=refs),
+    )
+  _SCORERS[key] = metrics
+  while len(_SCORERS) > _SCORERS_KEPT:
+    del _SCORERS[next(iter(_SCORERS))]
+  return metrics
 
 
 def source_words(sources: list[str]) -> np.ndarray:

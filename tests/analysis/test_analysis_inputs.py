@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 
+import ml_collections
 import pytest
 
 from attnmt.analysis import inspection, report, stored
@@ -139,8 +140,10 @@ def test_an_index_beyond_the_split_is_refused_before_decoding(tmp_path, monkeypa
   """The split's size is known from the run's config and data, before its checkpoint is loaded: an index
   beyond the split of any run is refused before the first run is decoded."""
   sizes = {'a': 5, 'b': 3}
-  monkeypatch.setattr(checkpoints, 'load_config', lambda workdir: type('C', (), {'data': workdir})())
-  monkeypatch.setattr(report.data, 'prepare', lambda name: name)
+  monkeypatch.setattr(
+    checkpoints, 'load_config', lambda workdir: type('C', (), {'data': ml_collections.ConfigDict({'name': workdir})})()
+  )
+  monkeypatch.setattr(report.data, 'prepare', lambda d: d.name)
   monkeypatch.setattr(report.data, 'raw_texts', lambda name, split: (['s'] * sizes[name], ['r'] * sizes[name]))
 
   def never(*args):
@@ -199,3 +202,18 @@ def test_stored_pool_seeds_refuses_a_run_of_another_test_set():
     'dot/seeds=1: 9 outputs for the 12 stored references, so it translated other sentences than the runs it would '
     'pool with into dot; pool only runs that translated the same test set'
   )
+
+
+def test_runs_of_one_data_config_share_one_prepared_corpus(monkeypatch):
+  """The analysis prepares each data config's corpus once for all its runs (inspection.prepared_once); another
+  data config gets its own, and without a shared dict every call prepares."""
+  calls = []
+  monkeypatch.setattr(inspection.data, 'prepare', lambda d: calls.append(d.vocab_size) or object())
+  a, b = tiny.get_config().data, tiny.get_config().data
+  b.vocab_size += 1
+  corpora = {}
+  first = inspection.prepared_once(a, corpora)
+  assert inspection.prepared_once(tiny.get_config().data, corpora) is first
+  assert inspection.prepared_once(b, corpora) is not first and len(corpora) == 2
+  assert inspection.prepared_once(a, None) is not first
+  assert calls == [a.vocab_size, b.vocab_size, a.vocab_size]

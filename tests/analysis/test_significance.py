@@ -278,3 +278,28 @@ def test_mean_sd_never_hides_a_spread():
   assert tables.mean_sd([20.0, 22.0, 24.0]) == '22.00 ± 2.00'
   assert tables.mean_sd([0.811, 0.813]) == '0.81 ± 0.001'
   assert tables.mean_sd([5.0, 5.0]) == '5.00 ± 0.00'  # seeds that agree exactly
+
+
+def test_sentence_bleus_are_sacrebleus_sentence_bleu():
+  """One pass over the sentences gives sacrebleu.sentence_bleu of each: a perfect match, partial ones, no match,
+  an empty output, punctuation split by the 13a tokenizer, a hypothesis longer than its reference."""
+  hyps = [
+    'the cat sat on the mat',
+    'the cat sat',
+    'dogs bark loudly',
+    '',
+    'a cat, on a mat.',
+    'the the the the the cat',
+  ]
+  refs = [
+    'the cat sat on the mat',
+    'the cat sat on the mat',
+    'the cat sat on the mat',
+    'a b',
+    'a cat on a mat .',
+    'cat',
+  ]
+  expected = [sacrebleu.sentence_bleu(h, [r]).score for h, r in zip(hyps, refs)]
+  assert S.sentence_bleus(hyps, refs) == expected
+  assert expected[0] == pytest.approx(100.0) and expected[3] == 0.0 and 0 < expected[1] < 100
+  assert S.sentence_bleus([], []) == []

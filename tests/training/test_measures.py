@@ -693,6 +693,23 @@ def test_chrfpp_is_sacrebleus_chrf_with_word_bigrams():
   assert s['chrfpp'] == pytest.approx(sacrebleu.CHRF(word_order=2).corpus_score(slipped, [refs]).score)
 
 
+def test_bleu_chrf_reads_each_reference_list_once_and_scores_as_sacrebleu():
+  """The metrics built with a test set's references (kept for the last few lists) score every output as fresh
+  sacrebleu metrics do, whichever list came before; a list of other length is refused."""
+  sets = [[f'the house {i} is big', f'a dog {i} barks at night', 'el perro negro'] for i in range(6)]
+  outputs = [['the house is big', 'a dog barks', 'el perro'], ['house big', 'the dog barks at night 3', '']]
+  for refs in [*sets, sets[0], sets[5], sets[0]]:  # more lists than are kept, then old ones again
+    for hyps in outputs:
+      got, fresh = evaluation.bleu_chrf(hyps, refs), sacrebleu.BLEU()
+      assert got['bleu'] == fresh.corpus_score(hyps, [refs]).score
+      assert got['chrf'] == sacrebleu.CHRF().corpus_score(hyps, [refs]).score
+      assert got['chrfpp'] == sacrebleu.CHRF(word_order=2).corpus_score(hyps, [refs]).score
+      assert got['bleu_signature'] == str(fresh.get_signature())
+  assert len(evaluation._SCORERS) <= evaluation._SCORERS_KEPT
+  with pytest.raises(ValueError, match='2 hypotheses for 3 references'):
+    evaluation.bleu_chrf(['a', 'b'], sets[0])
+
+
 def test_length_buckets_merge_the_ones_with_few_sentences():
   # The Bible test split's counts: 9 sentences over 60 words join the 51-60 bucket.
   words = np.array([5] * 44 + [15] * 464 + [25] * 620 + [35] * 304 + [45] * 120 + [55] * 38 + [65] * 9)
