@@ -45,7 +45,7 @@ import time
 
 from absl import app, flags
 
-from attnmt import data, plots
+from attnmt import data
 from attnmt.analysis import (
   comparison,
   explanations,
@@ -226,6 +226,7 @@ def _analyze():
     by_variant = report.analyze_translations(
       os.path.join(out, stored.FILE), FLAGS.baseline, pool_seeds=True, contrasts=FLAGS.contrasts, delta=FLAGS.delta
     )
+    report.write_figures(by_variant, out)  # a line and a row per variant, not per run
   table = tables.analysis_table(by_variant)
   report.write_text(os.path.join(out, 'analysis.md'), table + '\n')
   print(table)
@@ -456,9 +457,7 @@ def _from_translations(path: str, out):
   if out:
     report.write_text(os.path.join(out, 'analysis.json'), json.dumps(results, indent=1))  # what marks it ours
     report.write_text(os.path.join(out, 'analysis.md'), table + '\n')
-    plots.save(report.length_figure(results), os.path.join(out, 'bleu_by_length.png'))
-    rows = [r['significance']['corpus'] | {'variant': r['variant']} for r in results]
-    plots.seed_strip(rows, os.path.join(out, 'bleu_by_seed.png'), 'Test BLEU (greedy) by seed')
+    report.write_figures(results, out)
     written = 'analysis.md, analysis.json, bleu_by_length.png and bleu_by_seed.png'
     if FLAGS.pool_seeds:
       stored.save_doc(os.path.join(out, stored.FILE), stored.pool_seeds(stored.load(path)))

@@ -403,6 +403,7 @@ def _report(config, root, rows, dirs):
       by_variant = report.analyze_translations(
         path, pool_seeds=True, contrasts=config.sweep.contrasts, delta=config.sweep.delta
       )
+      report.write_figures(by_variant, out)  # a line and a row per variant, not per run
     analysis_md = tables.analysis_table(by_variant)
     _write(os.path.join(out, 'analysis.md'), analysis_md + '\n')
     outputs.append(html_report.write_report(results, out))

@@ -470,12 +470,7 @@ def analyze_runs(
     return results
   for result in results:
     _write_result(out_dir, result)
-  plots.save(length_figure(results, options.get('split', 'test')), os.path.join(out_dir, 'bleu_by_length.png'))
-  plots.seed_strip(
-    [r['significance']['corpus'] | {'variant': r['variant']} for r in results],
-    os.path.join(out_dir, 'bleu_by_seed.png'),
-    'Test BLEU (greedy) by seed',
-  )
+  write_figures(results, out_dir, options.get('split', 'test'))
   write_text(os.path.join(out_dir, 'analysis.json'), json.dumps(results, indent=1))
   stored.save(os.path.join(out_dir, stored.FILE), results, texts)  # recomputes the statistics without the runs
   heatmap_sentences = sorted({i for r in results for i in r.get('heatmap_sentences', [])})
@@ -485,6 +480,20 @@ def analyze_runs(
 
 
 SENTENCES_FILE = 'sentences.json'
+
+
+def write_figures(results: list[dict], out_dir: str, split: str = 'test') -> list[str]:
+  """bleu_by_length.png (length_figure) and bleu_by_seed.png (the seed strip) of `results` under `out_dir`: one
+  line and one row per result, so results pooled over runs trained a seed each (analyze_translations with
+  pool_seeds) draw one per variant."""
+  return [
+    plots.save(length_figure(results, split), os.path.join(out_dir, 'bleu_by_length.png')),
+    plots.seed_strip(
+      [r['significance']['corpus'] | {'variant': r['variant']} for r in results],
+      os.path.join(out_dir, 'bleu_by_seed.png'),
+      f'{split.capitalize()} BLEU (greedy) by seed',
+    ),
+  ]
 
 
 def length_figure(results: list[dict], split: str = 'test'):

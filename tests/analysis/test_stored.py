@@ -229,6 +229,15 @@ def test_single_seed_runs_pool_into_one_variant(tmp_path):
   assert [r['variant'] for r in pooled] == [r['variant'] for r in whole]
   assert [r['significance'] for r in pooled] == [r['significance'] for r in whole]  # every statistic, exactly
   assert pooled[1]['seeds_as_runs'] and 'seeds_as_runs' not in whole[1]
+  # the figures draw a line (BLEU by length) and a row (the seed strip) per pooled variant, not per run
+  runs = report.analyze_translations(path)
+  assert len(runs) == len(split['variants']) > len(pooled) == 2
+  for results in (runs, pooled):
+    labels = report.length_figure(results).axes[0].get_legend_handles_labels()[1]
+    assert labels == [r['variant'] for r in results]
+  paths = report.write_figures(pooled, str(tmp_path / 'figures'))
+  assert [os.path.basename(p) for p in paths] == ['bleu_by_length.png', 'bleu_by_seed.png']
+  assert all(open(p, 'rb').read(8) == b'\x89PNG\r\n\x1a\n' for p in paths)
   split['variants'][2]['seeds'] = [0]
   with pytest.raises(InputError, match=r'additive/bahdanau/global: seed\(s\) \[0\] appear in more than one run'):
     stored.pool_seeds(split)
