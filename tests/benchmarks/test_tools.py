@@ -243,6 +243,7 @@ def test_batch_shapes_pad_every_seed_to_the_widest(tmp_path):
   config = tiny.get_config()
   config.data.data_dir = str(tmp_path / 'data')
   assert batch_shapes.shapes(config, num_seeds=2, steps=30) == {(16, 32): {'first_step': 0, 'steps': 30}}
+  assert batch_shapes.step_seconds(config, (16, 32), calls=1) > 0  # --time_calls: the step at that shape runs
   d = config.data
   d.fixed_source_length = d.fixed_target_length = 0
   d.pad_to_multiple = 4
