@@ -59,7 +59,7 @@ class Sizes:
 
 def config_model(name: str) -> tuple[ModelConfig, Sizes]:
   """The model of experiments/configs/`name`.py (vocabularies of data.vocab_size) at its batch size: 32 tokens
-  per side for the main job, about the mean width of its bucketed training batches (34 tokens); the fixed
+  per side for the main job (its bucketed training batches average 40: tools/batch_shapes.py); the fixed
   lengths of a config that fixes them."""
   config = importlib.import_module(f'experiments.configs.{name}').get_config()
   d = config.data

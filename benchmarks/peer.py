@@ -9,8 +9,8 @@ framework in processes of its own, taken in turn.
 The PyTorch side is benchmarks/torch_peer.py (eager, written the way a PyTorch user would), attnmt's is
 benchmarks/peer_attnmt.py (the programs training and evaluation compile). `--size=main` is
 experiments/configs/main_ablation.py: its model, batch size, optimiser, schedule, clipping and label smoothing.
-Both sides get one synthetic batch (random token ids), the main job's mean width (32 tokens per side,
-`cases.config_model`; `--width` sets another), each row's length drawn from (width - 8, width] with one row at
+Both sides get one synthetic batch (random token ids), 32 tokens per side (`cases.config_model`; `--width` sets
+another: the main job's training batches average 40, tools/batch_shapes.py), each row's length drawn from (width - 8, width] with one row at
 the full width: a bucketed batch of the main job (`pad_to_multiple=8`, sorted buckets). The PyTorch side starts
 from attnmt's initial parameters (`torch_peer.load_attnmt`), so the JSON also says whether the two compute the
 same function: their loss on the batch without dropout, and their greedy tokens. Greedy decoding writes exactly
