@@ -3,6 +3,7 @@ r"""Paired A/B of the bench-config training step inside one process, with the sa
     python -m tools.ab_step --variants='{"vw512": {"xla": {"xla_cpu_prefer_vector_width": 512}}}'
     python -m tools.ab_step --variants='{"mine": {"patch": "my_patches:old_loss"}}' --pairs=150
     python -m tools.ab_step --pairs=60                 # the control alone: the noise floor
+    python -m tools.ab_step --model=main --rows=64 --width=40 --variants=...   # the main job's model and batch
 
 On a shared machine the same step varies by 5-10 % between runs, more than most single changes buy,
 so comparing two `bench` runs tells little. Here every variant (tools/variants.py: XLA compiler
@@ -10,11 +11,15 @@ options, model fields, or a patch that swaps in the code being compared) is comp
 process, then all of them run one step each in turn, the order reversed every round, so slow phases
 of the machine hit every variant alike. Each variant is reported as the median of its paired
 differences against `base`. `base_again`, a second compilation of the unchanged step, is always
-included: its difference from `base` is what noise alone gives.
+included: its difference from `base` is what noise alone gives. `--model=main` times the main job's model
+(experiments/configs/main_ablation.py) instead of the bench config's, at `--rows` x `--width` (0: the model's
+own batch), and `--out` keeps every time as JSON.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import statistics
 import time
 
@@ -26,6 +31,10 @@ from benchmarks import cases
 from tools import variants as variants_lib
 
 _PAIRS = flags.DEFINE_integer('pairs', 40, 'timed steps per variant, taken in turn (after 2 warm-up steps each)')
+_MODEL = flags.DEFINE_enum('model', 'bench', ['bench', 'main'], "'main': experiments/configs/main_ablation.py's model")
+_ROWS = flags.DEFINE_integer('rows', 0, "the batch's rows (0: the model's own)", lower_bound=0)
+_WIDTH = flags.DEFINE_integer('width', 0, "the batch's source and target width (0: the model's own)", lower_bound=0)
+_OUT = flags.DEFINE_string('out', None, 'a JSON file for the times and the paired summaries')
 
 
 def paired_summary(base: list[float], other: list[float]) -> dict:
@@ -86,7 +95,21 @@ def main(argv):
     raise SystemExit(f'--variants: {e}')
   if _PAIRS.value < 2:
     raise SystemExit(f'--pairs={_PAIRS.value} is too few to pair; use at least 2 (40 or more to resolve ~1 %)')
-  result = run(variants, _PAIRS.value)
+  cfg, sizes = (cases.BENCH_MODEL, cases.Sizes()) if _MODEL.value == 'bench' else cases.config_model('main_ablation')
+  sizes = dataclasses.replace(
+    sizes,
+    batch=_ROWS.value or sizes.batch,
+    src_len=_WIDTH.value or sizes.src_len,
+    tgt_len=_WIDTH.value or sizes.tgt_len,
+  )
+  result = run(variants, _PAIRS.value, cfg, sizes)
+  if _OUT.value:
+    with open(_OUT.value, 'w') as f:
+      json.dump(
+        {'model': _MODEL.value, 'sizes': dataclasses.asdict(sizes), 'variants': variants_lib.FLAG.value, **result},
+        f,
+        indent=1,
+      )
   for name, median in result['median_s'].items():
     line = f'{name:20s} median {median:.4f} s'
     if name in result['vs_base']:

@@ -6,11 +6,18 @@ At the bench config the logits are 2048 x 8000 floats (65 MB), so every pass ove
 much as a sizeable matrix product. Autodiff makes many such passes: the forward writes the logits and
 reads them for the max, the sum of exponentials and the label's logit; the backward recomputes the
 softmax into d logits, copies it transposed for the weight gradient and reduces it for the bias. Here
-the forward pass leaves P = softmax - target (the gradient of the loss with respect to the logits, up
-to each row's cotangent g) as the only residual, and the backward pass folds g into the small
-operands instead of the 65 MB one:
+the forward pass leaves the softmax S as the only residual, and the backward pass folds the row
+cotangents g into the small operands instead of the large one. The gradient of the loss with respect
+to the logits is P = S - T, T = (1 - eps) onehot(y) + eps / V the smoothed target, and T's part is
+read from the labels instead of being written into an N x V array by a select over every logit
+(benchmarks/README.md, "The loss's label terms"):
 
-    d h = g ⊙ (P Wᵀ),    d W = (g ⊙ h)ᵀ P,    d b = gᵀ P.
+    d h = g ⊙ (S Wᵀ - (1 - eps) W[:, y]ᵀ - eps/V Σ_v W[:, v])
+    d W = (g ⊙ h)ᵀ S - (1 - eps) Σ_n (g ⊙ h)_n e_{y_n}ᵀ - eps/V Σ_n (g ⊙ h)_n 1ᵀ
+    d b = gᵀ S - (1 - eps) Σ_n g_n e_{y_n} - eps/V Σ_n g_n
+
+(the label terms a gather and two scatter-adds of N rows). Label smoothing's mean logit is h mean_v(W) +
+mean(b), a product by one column, not a pass over the logits.
 
 The two large products are made to run one after the other, d h first (`after_rows`). Left
 independent, XLA:CPU runs them side by side (d h through YNNPACK, d W through Eigen), both spread over
@@ -40,24 +47,25 @@ def projected_nll(
 
 def _forward(hidden_NxO, w_OxV, b_V, labels_N, label_smoothing):
   # The bias is added inside each pass that reads the logits rather than in a pass of its own, and
-  # the label's logit is gathered (its gradient is P below, not a scatter).
-  dot_NxV = (hidden_NxO @ w_OxV.astype(hidden_NxO.dtype)).astype(jnp.float32)
-  logits = lambda: dot_NxV + b_V.astype(jnp.float32)
+  # the label's logit is gathered.
+  w_OxV = w_OxV.astype(hidden_NxO.dtype)
+  dot_NxV = (hidden_NxO @ w_OxV).astype(jnp.float32)
+  b_V = b_V.astype(jnp.float32)
+  logits = lambda: dot_NxV + b_V
   lse_N = jax.nn.logsumexp(logits(), axis=-1)
-  label_logit_N = jnp.take_along_axis(dot_NxV, labels_N[:, None], axis=-1)[:, 0] + b_V.astype(jnp.float32)[labels_N]
+  label_logit_N = jnp.take_along_axis(dot_NxV, labels_N[:, None], axis=-1)[:, 0] + b_V[labels_N]
   nll_N = lse_N - label_logit_N
-  eps, vocab = label_smoothing, w_OxV.shape[-1]
-  if eps:  # mean_v log p(v) = mean_v logits_v - logsumexp
-    nll_N = (1.0 - eps) * nll_N - eps * (jnp.mean(logits(), axis=-1) - lse_N)
-  # d nll / d logits = softmax - target, target = (1 - eps) one_hot(y) + eps / V.
-  is_label_NxV = jnp.arange(vocab) == labels_N[:, None]
-  p_NxV = jnp.exp(logits() - lse_N[:, None]) - jnp.where(is_label_NxV, 1.0 - eps, 0.0) - eps / vocab
-  return nll_N, p_NxV.astype(hidden_NxO.dtype)
+  eps = label_smoothing
+  if eps:  # mean_v log p(v) = mean_v logits_v - logsumexp, mean_v logits_v = h mean_v(W) + mean(b)
+    mean_logit_N = (hidden_NxO @ jnp.mean(w_OxV, axis=1)).astype(jnp.float32) + jnp.mean(b_V)
+    nll_N = (1.0 - eps) * nll_N - eps * (mean_logit_N - lse_N)
+  softmax_NxV = jnp.exp(logits() - lse_N[:, None])
+  return nll_N, softmax_NxV.astype(hidden_NxO.dtype)
 
 
 def _fwd(hidden_NxO, w_OxV, b_V, labels_N, label_smoothing):
-  nll_N, p_NxV = _forward(hidden_NxO, w_OxV, b_V, labels_N, label_smoothing)
-  return nll_N, (hidden_NxO, w_OxV, b_V, p_NxV)
+  nll_N, softmax_NxV = _forward(hidden_NxO, w_OxV, b_V, labels_N, label_smoothing)
+  return nll_N, (hidden_NxO, w_OxV, b_V, labels_N, softmax_NxV)
 
 
 def after_rows(x_NxA: jax.Array, y_NxB: jax.Array) -> jax.Array:
@@ -73,13 +81,18 @@ def after_rows(x_NxA: jax.Array, y_NxB: jax.Array) -> jax.Array:
 
 
 def _bwd(label_smoothing, residuals, g_N):
-  del label_smoothing
-  hidden_NxO, w_OxV, b_V, p_NxV = residuals
+  hidden_NxO, w_OxV, b_V, labels_N, s_NxV = residuals
+  eps, vocab = label_smoothing, w_OxV.shape[-1]
+  w_OxV_ = w_OxV.astype(s_NxV.dtype)
   g_Nx1 = g_N.astype(hidden_NxO.dtype)[:, None]
-  d_hidden = (p_NxV @ w_OxV.astype(p_NxV.dtype).T) * g_Nx1
-  d_w = (after_rows(hidden_NxO * g_Nx1, d_hidden).T @ p_NxV).astype(w_OxV.dtype)
-  d_b = jnp.matmul(g_N.astype(p_NxV.dtype), p_NxV, preferred_element_type=jnp.float32).astype(b_V.dtype)
-  return d_hidden.astype(hidden_NxO.dtype), d_w, d_b, None
+  target_w_NxO = (1.0 - eps) * w_OxV_.T[labels_N] + (eps / vocab) * jnp.sum(w_OxV_, axis=1)  # T Wᵀ
+  d_hidden = (s_NxV @ w_OxV_.T - target_w_NxO) * g_Nx1
+  gh_NxO = after_rows(hidden_NxO * g_Nx1, d_hidden)
+  d_w = (gh_NxO.T @ s_NxV).at[:, labels_N].add(-(1.0 - eps) * gh_NxO.T) - (eps / vocab) * jnp.sum(gh_NxO, 0)[:, None]
+  g32_N = g_N.astype(jnp.float32)
+  d_b = jnp.matmul(g32_N.astype(s_NxV.dtype), s_NxV, preferred_element_type=jnp.float32)
+  d_b = d_b.at[labels_N].add(-(1.0 - eps) * g32_N) - (eps / vocab) * jnp.sum(g32_N)
+  return d_hidden.astype(hidden_NxO.dtype), d_w.astype(w_OxV.dtype), d_b.astype(b_V.dtype), None
 
 
 projected_nll.defvjp(_fwd, _bwd)

@@ -14,11 +14,14 @@ from attnmt.model.seq2seq import Seq2Seq
 import references
 
 
+@pytest.mark.parametrize('same_label', [False, True])
 @pytest.mark.parametrize('label_smoothing', [0.0, 0.1])
-def test_projected_nll_and_gradients_equal_autodiff(label_smoothing):
+def test_projected_nll_and_gradients_equal_autodiff(label_smoothing, same_label):
+  """Random labels (some repeated), or every row's label the same: the label terms of the gradient add up
+  over the rows that share a label."""
   rng = np.random.default_rng(0)
   h, w, b = (jnp.asarray(rng.normal(size=s), jnp.float32) for s in ((7, 5), (5, 11), (11,)))
-  labels = jnp.asarray(rng.integers(0, 11, 7))
+  labels = jnp.full(7, 3) if same_label else jnp.asarray(rng.integers(0, 11, 7))
   g = jnp.asarray(rng.normal(size=7), jnp.float32)
 
   def reference(h, w, b):
