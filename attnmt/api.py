@@ -28,7 +28,7 @@ import ml_collections
 import numpy as np
 
 from attnmt import data, plots
-from attnmt.analysis import explanations, inspection, report, tables
+from attnmt.analysis import explanations, inspection, report, stored, tables
 from attnmt.data import batching, pipeline, sources as corpora
 from attnmt.data.tokenizers import token_labels
 from attnmt.errors import CheckpointError, ConfigError, InputError
@@ -454,14 +454,26 @@ def compare(
   beam_size: int = 0,
   contrasts: str = 'all',
   delta: float = 0.5,
+  pool_seeds: bool = False,
 ) -> Comparison:
   """Decodes `split` with every seed of every run and compares them as experiments/analyze.py does: Welch's
   t over seeds with the test set's variance (jackknife over sentences), the family `contrasts` ('all' pairs,
   variant names each tested against every other, or pairs written A~B) with simultaneous intervals, and three
-  answers: A > B, A ≈ B within ±`delta` BLEU, undecided (attnmt.analysis.comparison), writing nothing. Unlike `load`, this reads each run's corpus (built again from the config if missing)."""
+  answers: A > B, A ≈ B within ±`delta` BLEU, undecided (attnmt.analysis.comparison), writing nothing. Unlike
+  `load`, this reads each run's corpus (built again from the config if missing).
+
+  `pool_seeds`: runs trained a seed each (train.seeds as a sweep axis, as the CPU main job trains them:
+  runs/main/<variant>-seeds=k) are pooled into one variant per name less its seeds part, as
+  `analyze --pool_seeds` does; they must have been trained alike on the same test set (refused otherwise), and
+  each pooled result's 'workdir' lists its runs. The comparison is then of greedy BLEU alone (no beam)."""
   dirs = _sentences(run_dirs, 'run_dirs')
   if which not in ('best', 'latest'):
     raise InputError(f"which={which!r}: pass 'best' or 'latest'")
+  if pool_seeds:
+    try:
+      inspection.check_pooled_runs(dirs, 'pool_seeds=True')
+    except ValueError as e:
+      raise InputError(str(e)) from None
   results = report.analyze_runs(
     dirs,
     None,
@@ -469,8 +481,29 @@ def compare(
     report_sentences=0,
     contrasts=contrasts,
     delta=delta,
-    beam_size=beam_size,
+    beam_size=0 if pool_seeds else beam_size,
     split=split,
     num_heatmaps=0,
+    keep_texts=pool_seeds,
   )
+  if pool_seeds:
+    results = _pooled(*results, split, contrasts, delta)
   return Comparison(results, split)
+
+
+def _pooled(results: list[dict], texts: list[dict], split: str, contrasts: str, delta: float) -> list[dict]:
+  """compare's results pooled over runs trained a seed each (report.analyze_document on the runs' translations,
+  stored.document), each with 'workdir': its runs' directories joined by ', '."""
+  doc, left_out = stored.document(results, texts)
+  if left_out:
+    raise InputError(
+      f"pool_seeds=True: {', '.join(left_out)} translated other {split} sentences than {results[0]['variant']}; "
+      'compare runs of one test set when pooling (or leave out pool_seeds)'
+    )
+  runs: dict[str, list[str]] = {}
+  for r in results:
+    runs.setdefault(stored.pooled_name(r), []).append(r['workdir'])
+  pooled = report.analyze_document(doc, 'the runs', pool_seeds=True, contrasts=contrasts, delta=delta)
+  for r in pooled:
+    r['workdir'] = ', '.join(runs[r['variant']])
+  return pooled

@@ -45,7 +45,6 @@ import time
 
 from absl import app, flags
 
-from attnmt import data
 from attnmt.analysis import (
   comparison,
   explanations,
@@ -58,7 +57,6 @@ from attnmt.analysis import (
   tables,
 )
 from attnmt.model import interventions
-from attnmt.training import checkpoints
 from experiments import common
 
 flags.DEFINE_list('runs', None, 'Run directories (comma-separated).')
@@ -205,7 +203,7 @@ def _analyze():
     raise ValueError(f'--out {out} is a file; pass a directory for the analysis (created if missing)')
   _check_out_holds_these_runs(FLAGS.runs, out)
   if FLAGS.pool_seeds:
-    _check_pooled_runs(FLAGS.runs)
+    inspection.check_pooled_runs(FLAGS.runs)
   results = report.analyze_runs(
     FLAGS.runs,
     out,
@@ -279,36 +277,6 @@ def _check_runs_once(runs: list[str]) -> None:
     seen[key] = run
 
 
-def _check_pooled_runs(runs: list[str]) -> None:
-  """--pool_seeds: the runs that pool into one variant (inspection.pool_name) must have been trained for the same
-  number of steps and translate the same test sentences; a mixture is refused, naming two of its runs, before
-  any run is analysed."""
-  seen, tests, corpora = {}, {}, {}
-
-  def test_set(workdir, config):  # read only where the steps agree
-    if workdir not in tests:
-      tests[workdir] = data.raw_texts(inspection.prepared_once(config.data, corpora), 'test')
-    return tests[workdir]
-
-  for workdir in runs:
-    config = checkpoints.load_config(workdir)
-    name = inspection.pool_name(config)
-    if name not in seen:
-      seen[name] = (workdir, config)
-      continue
-    other, other_config = seen[name]
-    if other_config.train.num_steps != config.train.num_steps:
-      differs = f'were trained for {other_config.train.num_steps} and {config.train.num_steps} steps'
-    elif test_set(other, other_config) != test_set(workdir, config):
-      differs = 'translate different test sentences'
-    else:
-      continue
-    raise ValueError(
-      f'--pool_seeds: {other} and {workdir} would pool into {name} but {differs}; pool only runs trained alike '
-      'on the same test set (or leave out --pool_seeds)'
-    )
-
-
 def _faithfulness(runs: list[str], names: list[str], out, max_sentences: int):
   chosen = interventions.parse(','.join(names))  # a bad name fails before any run is loaded
   if max_sentences < 0:
@@ -317,7 +285,7 @@ def _faithfulness(runs: list[str], names: list[str], out, max_sentences: int):
   if os.path.exists(out) and not os.path.isdir(out):
     raise ValueError(f'--out {out} is a file; pass a directory for the analysis (created if missing)')
   if FLAGS.pool_seeds:
-    _check_pooled_runs(runs)
+    inspection.check_pooled_runs(runs)
   os.makedirs(out, exist_ok=True)
   start, results, corpora = time.time(), [], {}
   for workdir in runs:

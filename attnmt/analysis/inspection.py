@@ -57,6 +57,36 @@ def pool_name(config: ml_collections.ConfigDict) -> str:
   return stored.pooled_name(run)
 
 
+def check_pooled_runs(runs: list[str], option: str = '--pool_seeds') -> None:
+  """The runs that pool into one variant (`pool_name`) must have been trained for the same number of steps and
+  translate the same test sentences; a mixture is refused (ValueError), naming two of its runs and `option`
+  (how the caller asked to pool), before any run is analysed."""
+  seen, tests, corpora = {}, {}, {}
+
+  def test_set(workdir, config):  # read only where the steps agree
+    if workdir not in tests:
+      tests[workdir] = data.raw_texts(prepared_once(config.data, corpora), 'test')
+    return tests[workdir]
+
+  for workdir in runs:
+    config = checkpoints.load_config(workdir)
+    name = pool_name(config)
+    if name not in seen:
+      seen[name] = (workdir, config)
+      continue
+    other, other_config = seen[name]
+    if other_config.train.num_steps != config.train.num_steps:
+      differs = f'were trained for {other_config.train.num_steps} and {config.train.num_steps} steps'
+    elif test_set(other, other_config) != test_set(workdir, config):
+      differs = 'translate different test sentences'
+    else:
+      continue
+    raise ValueError(
+      f'{option}: {other} and {workdir} would pool into {name} but {differs}; pool only runs trained alike '
+      f'on the same test set (or leave out {option})'
+    )
+
+
 def load_run(workdir: str, which: str = 'best', corpora: dict | None = None) -> LoadedRun:
   """Everything needed to analyse a run, from its directory alone (the corpus is rebuilt if missing).
   `corpora`: shared by the loads of several runs, each data config's corpus is prepared once (`prepared_once`)."""

@@ -445,12 +445,14 @@ def analyze_runs(
   baseline: Optional[str] = None,
   contrasts: str = 'all',
   delta: float = comparison.DELTA,
+  keep_texts: bool = False,
   **options,
 ) -> list[dict]:
   """analyze_run for every directory, the significance of their differences (add_significance), the
   figure comparing them (BLEU by source length), and sentences.json: the sentences the HTML report embeds
   (select_sentences, at most `report_sentences` plus the heatmap sentences; embedded_sentences). With
-  `out_dir` None the results are only returned (attnmt.compare): nothing is written."""
+  `out_dir` None the results are only returned (attnmt.compare): nothing is written; `keep_texts` then returns
+  (results, texts), the texts the translations document is made of (stored.document)."""
   results, texts, views, corpora = [], [], [], {}  # corpora: each data config's corpus, prepared once
   if options.get('heatmap_sentences'):  # every run's split size, before anything is decoded
     for workdir in workdirs:
@@ -467,7 +469,7 @@ def analyze_runs(
     views.append(run_views)
   add_significance(results, texts, baseline, contrasts, delta)
   if out_dir is None:
-    return results
+    return (results, texts) if keep_texts else results
   for result in results:
     _write_result(out_dir, result)
   write_figures(results, out_dir, options.get('split', 'test'))
@@ -587,7 +589,20 @@ def analyze_translations(
   """The analysis results (as analyze_runs returns them, less what needs the model: attention, beam, AER)
   recomputed from a stored translations file (attnmt.analysis.stored); `pool_seeds`: single-seed runs of one
   variant pooled first (stored.pool_seeds)."""
-  doc = stored.load(path)
+  return analyze_document(stored.load(path), path, baseline, pool_seeds, contrasts, delta)
+
+
+def analyze_document(
+  doc: dict,
+  source: str,
+  baseline: Optional[str] = None,
+  pool_seeds: bool = False,
+  contrasts: str = 'all',
+  delta: float = comparison.DELTA,
+) -> list[dict]:
+  """analyze_translations of a translations document already in memory (stored.load's or stored.document's);
+  `source` names where it came from."""
+  path = source
   if pool_seeds:
     doc = stored.pool_seeds(doc)
   refs, srcs = doc['references'], doc['sources']

@@ -40,11 +40,10 @@ def pooled_name(result: dict) -> str:
   return _SEED_PART.sub('', result['variant'])
 
 
-def save(path: str, results: list[dict], texts: list[dict]) -> str:
-  """Writes the greedy translations of every seed of every run that translated the first run's test sentences
-  (analyze_runs' results and texts); returns the path. One file holds one test set: runs that translated other
-  sentences are left out of it, and a line on stdout names them and says why (their rows stay in analysis.json
-  and the table)."""
+def document(results: list[dict], texts: list[dict]) -> tuple[dict, list[str]]:
+  """The translations document of analyze_runs' results and texts (what `save` writes): the greedy translations
+  of every seed of every run that translated the first run's test sentences. Returns it and the variants of the
+  runs left out, which translated other sentences (one document holds one test set)."""
   first = texts[0]
   kept = [t['references'] == first['references'] and t['sources'] == first['sources'] for t in texts]
   variants = [
@@ -59,6 +58,15 @@ def save(path: str, results: list[dict], texts: list[dict]) -> str:
     if keep
   ]
   left_out = [r['variant'] for r, keep in zip(results, kept) if not keep]
+  doc = {'format': FORMAT, 'references': first['references'], 'sources': first['sources'], 'variants': variants}
+  return doc, left_out
+
+
+def save(path: str, results: list[dict], texts: list[dict]) -> str:
+  """Writes the `document` of analyze_runs' results and texts; returns the path. Runs that translated other
+  sentences are left out of it, and a line on stdout names them and says why (their rows stay in analysis.json
+  and the table)."""
+  doc, left_out = document(results, texts)
   if left_out:
     print(
       f'{path} leaves out {len(left_out)} of {len(results)} runs ({", ".join(left_out)}): they translated other test '
@@ -66,7 +74,6 @@ def save(path: str, results: list[dict], texts: list[dict]) -> str:
       'the others (analyse those runs apart to store theirs)',
       flush=True,
     )
-  doc = {'format': FORMAT, 'references': first['references'], 'sources': first['sources'], 'variants': variants}
   return save_doc(path, doc)
 
 

@@ -13,6 +13,8 @@ import sys
 import ml_collections
 import pytest
 
+import attnmt
+
 from attnmt.analysis import inspection, report, stored
 from attnmt.errors import InputError
 from attnmt.training import checkpoints
@@ -183,6 +185,12 @@ def test_pool_seeds_refuses_runs_trained_for_other_steps_or_test_sets(tmp_path):
     'pool only runs trained alike on the same test set (or leave out --pool_seeds)'
   )
   assert not (tmp_path / 'out').exists()
+  with pytest.raises(InputError) as e:  # the API's compare(pool_seeds=True) checks the same, naming its argument
+    attnmt.compare([str(a), str(b)], pool_seeds=True)
+  assert str(e.value) == (
+    f'pool_seeds=True: {a} and {b} would pool into dot/luong/global but were trained for 4 and 8 steps; '
+    'pool only runs trained alike on the same test set (or leave out pool_seeds=True)'
+  )
   alike = _fake_run(tmp_path / 'alike', 'dot/luong/global/seeds=3', 4)  # passes the check; has no checkpoint
   res = analyze(f'--runs={a},{alike}', '--interventions=uniform', '--pool_seeds', f'--out={tmp_path / "out"}')
   assert res.returncode == 2 and '--pool_seeds' not in last_line(res) and str(a) in last_line(res)

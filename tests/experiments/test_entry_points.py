@@ -13,6 +13,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+
+import attnmt
 from compiling import FUSION_EMITTERS
 
 from attnmt.errors import ConfigError
@@ -751,6 +753,13 @@ def test_analyze_pools_runs_trained_a_seed_each(tmp_path, data_dir):
   )
   assert again.returncode == 0, again.stderr[-3000:]
   assert (tmp_path / 'again' / 'analysis.md').read_text() == table
+  # the API pools the same runs in memory: the same table, each pooled variant naming its runs
+  comparison = attnmt.compare(runs.split(','), pool_seeds=True)
+  assert comparison.markdown() + '\n' == table
+  assert [r['workdir'] for r in comparison.results] == [
+    f'{tmp_path}/{v}-bahdanau-global-seeds=0, {tmp_path}/{v}-bahdanau-global-seeds=1' for v in ('none', 'additive')
+  ]
+  assert [v['seeds'] for v in comparison.variants] == [2, 2]
   apart = run_module('experiments.analyze', *common, f'--out={tmp_path / "apart"}')
   assert apart.returncode == 0, apart.stderr[-3000:]
   assert 'none/bahdanau/global/seeds=1 | 1 |' in (tmp_path / 'apart' / 'analysis.md').read_text()
