@@ -23,7 +23,8 @@ def get_config():
   d.max_target_length = 64
   d.pad_to_multiple = 8  # bucketed widths 8..64: less padding (length.png)
   d.equal_widths = True  # source and target share the width: 7 shapes to compile instead of 24, 2 minutes
-  # less compilation per variant on one core, for 10 % more padded positions (docs/results/main.md, "Time")
+  # less compilation per variant on one core; bucketed by the longer side of each pair (batching.sort_keys), the
+  # batches pad fewer slots than apart (tests/data/test_pipeline.py; benchmarks/README.md, "Batch shapes")
   d.eval_pad_to_multiple = 40  # evaluation widths 40/80/120: 3 shapes to compile per decoder
   m.embed_size = 64  # model size (size.png)
   m.encoder_hidden_size = 64  # annotations of 128 = decoder size, so 'dot' applies too
