@@ -218,6 +218,7 @@ def _analyze():
     baseline=FLAGS.baseline,
     contrasts=FLAGS.contrasts,
     delta=FLAGS.delta,
+    seeds_as_runs=FLAGS.pool_seeds,
   )
   by_variant = results
   if FLAGS.pool_seeds:  # the statistics pool each variant's runs, from their outputs (as a sweep's analysis does)

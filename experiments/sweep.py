@@ -396,6 +396,7 @@ def _report(config, root, rows, dirs):
       heatmap_min_words=config.sweep.heatmap_min_words,
       contrasts=config.sweep.contrasts,
       delta=config.sweep.delta,
+      seeds_as_runs=len(pooled) < len(rows),
     )
     by_variant = results
     if len(pooled) < len(rows):  # one run per seed: the statistics pool each variant's runs, from their outputs

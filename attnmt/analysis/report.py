@@ -446,13 +446,16 @@ def analyze_runs(
   contrasts: str = 'all',
   delta: float = comparison.DELTA,
   keep_texts: bool = False,
+  seeds_as_runs: bool = False,
   **options,
 ) -> list[dict]:
   """analyze_run for every directory, the significance of their differences (add_significance), the
   figure comparing them (BLEU by source length), and sentences.json: the sentences the HTML report embeds
   (select_sentences, at most `report_sentences` plus the heatmap sentences; embedded_sentences). With
   `out_dir` None the results are only returned (attnmt.compare): nothing is written; `keep_texts` then returns
-  (results, texts), the texts the translations document is made of (stored.document)."""
+  (results, texts), the texts the translations document is made of (stored.document). `seeds_as_runs`: the runs
+  are seeds of variants trained a seed each (pooled afterwards), and heatmaps are drawn for the first run of each
+  pooled variant only, as a run of several seeds draws them for its first seed."""
   results, texts, views, corpora = [], [], [], {}  # corpora: each data config's corpus, prepared once
   if options.get('heatmap_sentences'):  # every run's split size, before anything is decoded
     for workdir in workdirs:
@@ -461,9 +464,16 @@ def analyze_runs(
       check_sentences(options['heatmap_sentences'], len(sources), options.get('split', 'test'), workdir)
   if options.get('pharaoh'):
     options['pharaoh'] = read_pharaoh(options['pharaoh'])  # once for every run
+  drawn = set()  # with seeds_as_runs: the pooled variants whose first run drew its heatmaps
   for workdir in workdirs:
     run = inspection.load_run(workdir, which, corpora)
-    result, run_texts, run_views = _analyze_run(run, out_dir, **options)
+    run_options = options
+    if seeds_as_runs:
+      pool = inspection.pool_name(run.config)
+      if pool in drawn:
+        run_options = {**options, 'num_heatmaps': 0, 'heatmap_sentences': ()}
+      drawn.add(pool)
+    result, run_texts, run_views = _analyze_run(run, out_dir, **run_options)
     results.append(result)
     texts.append(run_texts)
     views.append(run_views)
