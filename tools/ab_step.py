@@ -31,10 +31,6 @@ from benchmarks import cases
 from tools import variants as variants_lib
 
 _PAIRS = flags.DEFINE_integer('pairs', 40, 'timed steps per variant, taken in turn (after 2 warm-up steps each)')
-_MODEL = flags.DEFINE_enum('model', 'bench', ['bench', 'main'], "'main': experiments/configs/main_ablation.py's model")
-_ROWS = flags.DEFINE_integer('rows', 0, "the batch's rows (0: the model's own)", lower_bound=0)
-_WIDTH = flags.DEFINE_integer('width', 0, "the batch's source and target width (0: the model's own)", lower_bound=0)
-_OUT = flags.DEFINE_string('out', None, 'a JSON file for the times and the paired summaries')
 
 
 def paired_summary(base: list[float], other: list[float]) -> dict:
@@ -95,18 +91,20 @@ def main(argv):
     raise SystemExit(f'--variants: {e}')
   if _PAIRS.value < 2:
     raise SystemExit(f'--pairs={_PAIRS.value} is too few to pair; use at least 2 (40 or more to resolve ~1 %)')
-  cfg, sizes = (cases.BENCH_MODEL, cases.Sizes()) if _MODEL.value == 'bench' else cases.config_model('main_ablation')
+  cfg, sizes = (
+    (cases.BENCH_MODEL, cases.Sizes()) if flags.FLAGS.model == 'bench' else cases.config_model('main_ablation')
+  )
   sizes = dataclasses.replace(
     sizes,
-    batch=_ROWS.value or sizes.batch,
-    src_len=_WIDTH.value or sizes.src_len,
-    tgt_len=_WIDTH.value or sizes.tgt_len,
+    batch=flags.FLAGS.rows or sizes.batch,
+    src_len=flags.FLAGS.width or sizes.src_len,
+    tgt_len=flags.FLAGS.width or sizes.tgt_len,
   )
   result = run(variants, _PAIRS.value, cfg, sizes)
-  if _OUT.value:
-    with open(_OUT.value, 'w') as f:
+  if flags.FLAGS.out:
+    with open(flags.FLAGS.out, 'w') as f:
       json.dump(
-        {'model': _MODEL.value, 'sizes': dataclasses.asdict(sizes), 'variants': variants_lib.FLAG.value, **result},
+        {'model': flags.FLAGS.model, 'sizes': dataclasses.asdict(sizes), 'variants': variants_lib.FLAG.value, **result},
         f,
         indent=1,
       )
@@ -122,5 +120,15 @@ def main(argv):
   print('base_again is the unchanged program compiled a second time: its difference is the noise floor.')
 
 
+def _define_flags():
+  """The flags only this command reads, defined when it runs: tests import ab_step beside benchmarks.bench, whose
+  --model, --width and --out are other flags."""
+  flags.DEFINE_enum('model', 'bench', ['bench', 'main'], "'main': experiments/configs/main_ablation.py's model")
+  flags.DEFINE_integer('rows', 0, "the batch's rows (0: the model's own)", lower_bound=0)
+  flags.DEFINE_integer('width', 0, "the batch's source and target width (0: the model's own)", lower_bound=0)
+  flags.DEFINE_string('out', None, 'a JSON file for the times and the paired summaries')
+
+
 if __name__ == '__main__':
+  _define_flags()
   app.run(main)
