@@ -85,4 +85,7 @@ def main(argv):
 if __name__ == '__main__':
   main(sys.argv)
   sys.stdout.flush()
+  # Every process reaches the shutdown barrier before any leaves: the leader (process 0) hosts the coordination
+  # service, and a peer still polling it when the leader exits aborts ("Socket closed").
+  jax.distributed.shutdown()
   os._exit(0)  # Orbax background threads would otherwise delay the exit
