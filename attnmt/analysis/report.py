@@ -612,13 +612,12 @@ def analyze_document(
 ) -> list[dict]:
   """analyze_translations of a translations document already in memory (stored.load's or stored.document's);
   `source` names where it came from."""
-  path = source
   if pool_seeds:
     doc = stored.pool_seeds(doc)
   refs, srcs = doc['references'], doc['sources']
   results, texts = [], []
   for v in doc['variants']:
-    result = {'variant': v['variant'], 'seeds': v['seeds'], 'source': path, 'attends': stored.attends(v)}
+    result = {'variant': v['variant'], 'seeds': v['seeds'], 'source': source, 'attends': stored.attends(v)}
     if pool_seeds:
       result['seeds_as_runs'] = True  # each seed trained as its own run (train.seeds as a sweep axis)
     for hyps in v['greedy']:
