@@ -57,9 +57,11 @@ def run(
 ) -> dict:
   """Compiles base, base_again and every variant, then times `steps` rounds of one step each."""
   variants = variants_lib.with_controls(variants)
-  compiled, states, batches = {}, {}, {}
+  compiled, states, batches, compile_s = {}, {}, {}, {}
   for name, variant in variants.items():
+    start = time.perf_counter()
     compiled[name], states[name], batches[name] = variants_lib.compile_step(variant, cfg, sizes)
+    compile_s[name] = time.perf_counter() - start  # tracing, lowering and XLA's compilation (no cache: jit's own)
 
   def one_step(name):
     start = time.perf_counter()
@@ -78,6 +80,7 @@ def run(
   return {
     'steps': steps,
     'median_s': {k: statistics.median(v) for k, v in times.items()},
+    'compile_s': compile_s,
     'vs_base': {k: paired_summary(times['base'], v) for k, v in times.items() if k != 'base'},
     'times_s': times,
   }
@@ -109,7 +112,7 @@ def main(argv):
         indent=1,
       )
   for name, median in result['median_s'].items():
-    line = f'{name:20s} median {median:.4f} s'
+    line = f'{name:20s} median {median:.4f} s (compiled in {result["compile_s"][name]:.1f} s)'
     if name in result['vs_base']:
       d = {k: 1e3 * v for k, v in result['vs_base'][name].items()}
       line += (

@@ -1,9 +1,13 @@
 """Tokenisers: fixed reserved ids, round trips, save/load, the word-level option."""
 
+import importlib
+
 import pytest
 
-from attnmt.data import tokenizers
+from attnmt.data import get_data_config, sources, tokenizers
 from attnmt.data.tokenizers import BOS_ID, EOS_ID, PAD_ID, UNK_ID
+
+prepare_lib = importlib.import_module('attnmt.data.prepare')  # the module: attnmt.data.prepare is its function
 
 CORPUS = [
   'In the beginning, God created the heavens and the earth.',
@@ -34,6 +38,34 @@ def test_sentencepiece_training_is_deterministic():
   a = tokenizers.train_tokenizer('sentencepiece', CORPUS, 100)
   b = tokenizers.train_tokenizer('sentencepiece', CORPUS, 100)
   assert [a.id_to_piece(i) for i in range(a.vocab_size)] == [b.id_to_piece(i) for i in range(b.vocab_size)]
+
+
+SPANISH = [
+  'En el principio creó Dios los cielos y la tierra.',
+  'Y la tierra estaba desordenada y vacía, y las tinieblas estaban sobre la haz del abismo.',
+  'Y dijo Dios: Sea la luz: y fué la luz.',
+  'Y vió Dios que la luz era buena.',
+] * 20
+
+
+def test_prepare_trains_both_sides_on_threads_as_each_alone(tmp_path):
+  """prepare's tokenizers (the two sides trained on two threads) equal each side trained alone, and a second
+  call loads them from the directory instead of training."""
+  train = sources.RawSplit(source=CORPUS, target=SPANISH, ids=[str(i) for i in range(len(CORPUS))])
+  corpus = sources.RawCorpus('toy/en-es', 'en', 'es', {'train': train}, {})
+  cfg = get_data_config()
+  cfg.tokenizer, cfg.vocab_size, cfg.sp_model_type = 'sentencepiece', 100, 'unigram'
+  src, tgt = prepare_lib._tokenizers(cfg, corpus, str(tmp_path / 'vocab'))
+  for tok, side in ((src, CORPUS), (tgt, SPANISH)):
+    alone = tokenizers.train_tokenizer('sentencepiece', side, 100)
+    assert [tok.id_to_piece(i) for i in range(tok.vocab_size)] == [
+      alone.id_to_piece(i) for i in range(alone.vocab_size)
+    ]
+  assert src.encode(CORPUS[0]) != tgt.encode(CORPUS[0])  # each side its own model
+  (tmp_path / 'vocab' / 'source' / 'marker').write_text('')  # loading keeps the folder as it is
+  again = prepare_lib._tokenizers(cfg, corpus, str(tmp_path / 'vocab'))
+  assert [t.encode(SPANISH[1]) for t in again] == [src.encode(SPANISH[1]), tgt.encode(SPANISH[1])]
+  assert (tmp_path / 'vocab' / 'source' / 'marker').exists()
 
 
 def test_word_tokenizer_classic_preprocessing(tmp_path):

@@ -2,7 +2,7 @@
 
 import pytest
 
-from attnmt.data import get_data_config, prepare, tsv_pairs
+from attnmt.data import get_data_config, prepare, sources, tsv_pairs
 
 ATTRIBUTION = 'CC-BY 2.0 (France) Attribution: tatoeba.org #538123 (CM) & #431736 (Leono)'
 
@@ -77,3 +77,33 @@ def test_a_source_with_several_translations_stays_in_one_split(tmp_path):
   assert all(sources.values())
   lines_of = prepared.corpus.splits['test'].ids
   assert all(lines[int(n) - 1].split('\t')[0] in sources['test'] for n in lines_of)
+
+
+def test_splits_are_read_in_example_order_at_once_or_one_by_one(tmp_path):
+  """load_corpus reads each split with the data source's __getitems__ (every key at once); the texts equal those
+  read record by record, and a source without __getitems__ is iterated to the same split."""
+  lines = [f'Line {i}.\tLínea {i}.' for i in range(90)]
+  cfg = _cfg(tmp_path / 'data', _write(tmp_path / 'p.tsv', lines))
+  corpus = sources.load_corpus(cfg, str(tmp_path / 'data' / 'tfds'))
+  builder = sources._own_builder(cfg, str(tmp_path / 'data' / 'tfds'))
+  data = builder.as_data_source()
+  for split, raw in corpus.splits.items():
+    one_by_one = [data[split][i] for i in range(len(data[split]))]
+    assert raw.source == [r['en'].decode() for r in one_by_one]
+    assert raw.target == [r['es'].decode() for r in one_by_one]
+    assert raw.ids == [str(r['line']) for r in one_by_one]
+    assert [lines[int(n) - 1] for n in raw.ids] == [f'{s}\t{t}' for s, t in zip(raw.source, raw.target)]
+
+  class Iterable:  # a source that can only be iterated
+    def __init__(self, records):
+      self.records = records
+
+    def __iter__(self):
+      return iter(self.records)
+
+    def __len__(self):
+      return len(self.records)
+
+  records = [data['train'][i] for i in range(len(data['train']))]
+  plain = sources._read_split(Iterable(records), 'en', 'es', 'line')
+  assert plain.source == corpus.splits['train'].source and plain.ids == corpus.splits['train'].ids
