@@ -317,6 +317,7 @@ def _sweep():
   # A shard shares the root with the other shards: each variant's own training lock keeps them apart.
   with lock.hold(root, 'sweep', enabled=parallel.is_main_process() and shard is None):
     rows, dirs = [], []
+    corpora = {}  # the runs' corpus, read once by this process (data.prepare_once)
     for name, workdir, run in runs:
       print(f'\n=== {name} -> {workdir}', flush=True)
       done[workdir] = done[workdir] or _finished(workdir, run)  # another shard may have finished it meanwhile
@@ -324,11 +325,11 @@ def _sweep():
         print(f'(finished earlier with this config: reusing {workdir}/results.json)')
       elif shard is not None:  # a variant another process holds is theirs to train
         try:
-          done[workdir] = trainer.train_and_evaluate(run, workdir)
+          done[workdir] = trainer.train_and_evaluate(run, workdir, corpora)
         except LockHeld as e:  # a sibling process of this sweep is normal; anyone else's is named
           print('(the other core is training it)' if os.environ.get(cores.CHILD_ENV) else f'(skipped: {e})')
           continue
-      rows.append(done[workdir] or trainer.train_and_evaluate(run, workdir))
+      rows.append(done[workdir] or trainer.train_and_evaluate(run, workdir, corpora))
       dirs.append(workdir)
     if not parallel.is_main_process():
       return  # process 0 writes the tables and plots and runs the analysis

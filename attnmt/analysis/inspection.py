@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import json
 import os
 from typing import Any, Optional
 
@@ -65,7 +64,7 @@ def check_pooled_runs(runs: list[str], option: str = '--pool_seeds') -> None:
 
   def test_set(workdir, config):  # read only where the steps agree
     if workdir not in tests:
-      tests[workdir] = data.raw_texts(prepared_once(config.data, corpora), 'test')
+      tests[workdir] = data.raw_texts(data.prepare_once(config.data, corpora), 'test')
     return tests[workdir]
 
   for workdir in runs:
@@ -89,7 +88,7 @@ def check_pooled_runs(runs: list[str], option: str = '--pool_seeds') -> None:
 
 def load_run(workdir: str, which: str = 'best', corpora: dict | None = None) -> LoadedRun:
   """Everything needed to analyse a run, from its directory alone (the corpus is rebuilt if missing).
-  `corpora`: shared by the loads of several runs, each data config's corpus is prepared once (`prepared_once`)."""
+  `corpora`: shared by the loads of several runs, each data config's corpus is prepared once (data.prepare_once)."""
   config = checkpoints.load_config(workdir)
   params, _, step = checkpoints.restore_params(workdir, which)
   prepared = prepare_checked(workdir, config, *data.load_tokenizers(os.path.join(workdir, 'vocab')), corpora)
@@ -98,23 +97,12 @@ def load_run(workdir: str, which: str = 'best', corpora: dict | None = None) -> 
   return LoadedRun(workdir, config, cfg, params, seed_axis.parse_seeds(config.train.seeds), step, prepared)
 
 
-def prepared_once(data_config: ml_collections.ConfigDict, corpora: dict | None) -> data.PreparedData:
-  """data.prepare(data_config), or the corpus prepared before for the same data config when `corpora` (data
-  config as JSON -> PreparedData, kept by the caller) holds it: the runs of a sweep share one corpus."""
-  if corpora is None:
-    return data.prepare(data_config)
-  key = json.dumps(data_config.to_dict(), sort_keys=True)
-  if key not in corpora:
-    corpora[key] = data.prepare(data_config)
-  return corpora[key]
-
-
 def prepare_checked(
   workdir: str, config: ml_collections.ConfigDict, run_src, run_tgt, corpora: dict | None = None
 ) -> data.PreparedData:
-  """The run's corpus (built if missing; `corpora`: see prepared_once), refused when its vocabularies differ from
+  """The run's corpus (built if missing; `corpora`: see data.prepare_once), refused when its vocabularies differ from
   the run's own (`run_src`, `run_tgt`, saved in <workdir>/vocab): the token ids would mean other pieces."""
-  prepared = prepared_once(config.data, corpora)
+  prepared = data.prepare_once(config.data, corpora)
   for mine, theirs, side in ((run_src, prepared.src_tokenizer, 'source'), (run_tgt, prepared.tgt_tokenizer, 'target')):
     if [mine.id_to_piece(i) for i in range(mine.vocab_size)] != [
       theirs.id_to_piece(i) for i in range(theirs.vocab_size)

@@ -460,7 +460,7 @@ def analyze_runs(
   if options.get('heatmap_sentences'):  # every run's split size, before anything is decoded
     for workdir in workdirs:
       config = checkpoints.load_config(workdir)
-      sources, _ = data.raw_texts(inspection.prepared_once(config.data, corpora), options.get('split', 'test'))
+      sources, _ = data.raw_texts(data.prepare_once(config.data, corpora), options.get('split', 'test'))
       check_sentences(options['heatmap_sentences'], len(sources), options.get('split', 'test'), workdir)
   if options.get('pharaoh'):
     options['pharaoh'] = read_pharaoh(options['pharaoh'])  # once for every run

@@ -65,6 +65,23 @@ def _tokenizers(cfg, corpus: sources.RawCorpus, directory: str):
     return tuple(pool.map(load_or_train, sides))
 
 
+def prepare_once(cfg, corpora: Optional[dict]) -> 'PreparedData':
+  """prepare(cfg), or the corpus prepared before for the same data config when `corpora` (data config as JSON ->
+  PreparedData, kept by the caller) holds it: the runs of a sweep, and the runs an analysis reads, share one corpus
+  (nothing in a PreparedData is changed by its users)."""
+  if corpora is None:
+    return prepare(cfg)
+  key = corpus_key(cfg)
+  if key not in corpora:
+    corpora[key] = prepare(cfg)
+  return corpora[key]
+
+
+def corpus_key(cfg) -> str:
+  """The key of a data config in prepare_once's `corpora`: every setting, as JSON."""
+  return json.dumps(cfg.to_dict(), sort_keys=True)
+
+
 def batch_options(cfg, split: str = 'train', widths: tuple = ()) -> batching.BatchOptions:
   """The BatchOptions that `cfg` (a data config) describes for `split`: validation and test
   batches pad to `eval_pad_to_multiple` when it is set (fewer widths, fewer compilations). `widths`: the

@@ -68,8 +68,9 @@ def check_workdir(
   return resumable
 
 
-def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
+def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, corpora: dict | None = None) -> dict:
   """Trains the configured variant for every seed in `config.train.seeds`; returns the results summary.
+  `corpora` (data.prepare_once): a sweep's runs in one process read their corpus once.
 
   Raises guards.TrainingStopped after SIGTERM / Ctrl-C (a checkpoint saved first) and guards.NonFiniteError
   on a NaN or infinite loss (unless train.nonfinite='skip'; no checkpoint is written after one).
@@ -78,13 +79,15 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
   seeds, cfg = check_config(config)
   mesh = make_mesh(config)
   with lock.hold(workdir, 'train', enabled=parallel.is_main_process()):
-    return _train_and_evaluate(config, workdir, seeds, cfg, mesh)
+    return _train_and_evaluate(config, workdir, seeds, cfg, mesh, corpora)
 
 
-def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, seeds: list[int], cfg, mesh) -> dict:
+def _train_and_evaluate(
+  config: ml_collections.ConfigDict, workdir: str, seeds: list[int], cfg, mesh, corpora: dict | None
+) -> dict:
   t = config.train
   changed = check_workdir(workdir, config)
-  prepared = prepare_data(config.data)
+  prepared = prepare_data(config.data, corpora)
   data.check_batches(prepared, config.data, t.num_steps)
   cfg = with_vocabulary(cfg, prepared)
   supervised = t.alignment_loss_weight > 0
@@ -199,12 +202,16 @@ def make_mesh(config: ml_collections.ConfigDict) -> jax.sharding.Mesh:
   return mesh
 
 
-def prepare_data(data_config: ml_collections.ConfigDict) -> data.PreparedData:
+def prepare_data(data_config: ml_collections.ConfigDict, corpora: dict | None = None) -> data.PreparedData:
   """data.prepare, process 0 first: on a shared filesystem the others then read its cache instead of
-  racing to build the same files (the build is deterministic, so private disks work too)."""
+  racing to build the same files (the build is deterministic, so private disks work too). `corpora`
+  (data.prepare_once): the corpus this process prepared before for the same data config is used again, as
+  every process of a run holds it alike (no barrier is needed)."""
+  if corpora is not None and data.corpus_key(data_config) in corpora:
+    return corpora[data.corpus_key(data_config)]
   if not parallel.is_main_process():
     parallel.barrier('attnmt-data-prepared')
-  prepared = data.prepare(data_config)
+  prepared = data.prepare_once(data_config, corpora)
   if parallel.is_main_process():
     parallel.barrier('attnmt-data-prepared')
   return prepared

@@ -14,6 +14,7 @@ import ml_collections
 import pytest
 
 import attnmt
+from attnmt import data
 
 from attnmt.analysis import inspection, report, stored
 from attnmt.errors import InputError
@@ -145,7 +146,7 @@ def test_an_index_beyond_the_split_is_refused_before_decoding(tmp_path, monkeypa
   monkeypatch.setattr(
     checkpoints, 'load_config', lambda workdir: type('C', (), {'data': ml_collections.ConfigDict({'name': workdir})})()
   )
-  monkeypatch.setattr(report.data, 'prepare', lambda d: d.name)
+  monkeypatch.setattr(report.data, 'prepare_once', lambda d, corpora: d.name)
   monkeypatch.setattr(report.data, 'raw_texts', lambda name, split: (['s'] * sizes[name], ['r'] * sizes[name]))
 
   def never(*args):
@@ -213,15 +214,15 @@ def test_stored_pool_seeds_refuses_a_run_of_another_test_set():
 
 
 def test_runs_of_one_data_config_share_one_prepared_corpus(monkeypatch):
-  """The analysis prepares each data config's corpus once for all its runs (inspection.prepared_once); another
+  """The analysis prepares each data config's corpus once for all its runs (data.prepare_once); another
   data config gets its own, and without a shared dict every call prepares."""
   calls = []
-  monkeypatch.setattr(inspection.data, 'prepare', lambda d: calls.append(d.vocab_size) or object())
+  monkeypatch.setattr(sys.modules['attnmt.data.prepare'], 'prepare', lambda d: calls.append(d.vocab_size) or object())
   a, b = tiny.get_config().data, tiny.get_config().data
   b.vocab_size += 1
   corpora = {}
-  first = inspection.prepared_once(a, corpora)
-  assert inspection.prepared_once(tiny.get_config().data, corpora) is first
-  assert inspection.prepared_once(b, corpora) is not first and len(corpora) == 2
-  assert inspection.prepared_once(a, None) is not first
+  first = data.prepare_once(a, corpora)
+  assert data.prepare_once(tiny.get_config().data, corpora) is first
+  assert data.prepare_once(b, corpora) is not first and len(corpora) == 2
+  assert data.prepare_once(a, None) is not first
   assert calls == [a.vocab_size, b.vocab_size, a.vocab_size]
