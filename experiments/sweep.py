@@ -196,7 +196,22 @@ def variants(config):
   keep, refused, seen = [], [], set()
   for swept in grids:
     _combinations(config, swept, keep, refused, seen)
-  return _named(keep, extra_keys), refused
+  return _heatmaps_of_first_seeds(_named(keep, extra_keys)), refused
+
+
+def _heatmaps_of_first_seeds(named):
+  """A run of several seeds draws its TensorBoard heatmaps (train.tensorboard_heatmaps) with its first seed's
+  parameters; where a sweep trains the seeds as runs (a train.seeds axis), likewise only the first run of each
+  pooled variant draws them: its other seeds' runs set train.tensorboard_heatmaps=0. In the CPU main job this
+  saves drawing 4 figures at each of the 15 validations of the second seeds' runs."""
+  first = set()
+  for _, run in named:
+    if run.pool == run.variant:  # the seeds are not an axis
+      continue
+    if run.pool in first:
+      run.train.tensorboard_heatmaps = 0
+    first.add(run.pool)
+  return named
 
 
 def _named(runs, extra_keys):

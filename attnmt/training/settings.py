@@ -68,7 +68,8 @@ TRAIN = (
     'tensorboard_heatmaps',
     4,
     "at every evaluation, TensorBoard images of the first seed's attention on this many validation sentences "
-    '(greedy output; chosen once per run, spread over source length; 0 = none): attnmt/training/tensorboard_heatmaps.py',
+    '(greedy output; chosen once per run, spread over source length; 0 = none; a sweep over train.seeds draws them '
+    "in each variant's first seed's run): attnmt/training/tensorboard_heatmaps.py",
     lo=0,
     resumable=True,
   ),

@@ -9,7 +9,8 @@ with the first seed's parameters, and the attention of that greedy output is dra
 plots.attention_figure (source tokens across the top, output tokens down the side, weights on a fixed
 [0, 1] scale; cut to plots.HEATMAP_MAX output rows by plots.bounded_panel) and written through
 tensorboardX as a PNG image, tag `validation/attention/sentence_<index>` at the evaluation's step. No
-TensorFlow is involved.
+TensorFlow is involved. A sweep that trains seeds as runs (a train.seeds axis) draws them in each variant's first
+seed's run, as a run of several seeds draws them for its first seed (experiments/sweep.py).
 """
 
 from __future__ import annotations

@@ -272,6 +272,30 @@ def test_sweep_axes_over_any_key_name_every_run_by_its_values():
     sweep.variants(config)
 
 
+def test_seeds_trained_as_runs_draw_tensorboard_heatmaps_in_their_first_seeds_run_only():
+  """As a run of several seeds draws its TensorBoard heatmaps with its first seed, a sweep over train.seeds draws
+  them in each pooled variant's first run (its first seed) only; without a seeds axis every run keeps them."""
+  from experiments import sweep
+  from experiments.configs import tiny
+
+  config = tiny.get_config()
+  config.train.tensorboard_heatmaps = 3
+  config.sweep.scores = 'none,additive'
+  keep, _ = sweep.variants(config)
+  assert [run.train.tensorboard_heatmaps for _, run in keep] == [3, 3]
+  config.sweep.axes = 'train.seeds=4,1,2'
+  keep, _ = sweep.variants(config)
+  drawn = {name: run.train.tensorboard_heatmaps for name, run in keep}
+  assert drawn == {
+    'none/bahdanau/global/seeds=4': 3,
+    'none/bahdanau/global/seeds=1': 0,
+    'none/bahdanau/global/seeds=2': 0,
+    'additive/bahdanau/global/seeds=4': 3,
+    'additive/bahdanau/global/seeds=1': 0,
+    'additive/bahdanau/global/seeds=2': 0,
+  }
+
+
 def test_the_former_sweep_input_feeding_reads_as_luongs_option():
   """sweep.input_feeding, the former shorthand (deliberately the compatibility path): luong reads its values as its
   option input_feeding; bahdanau, which has no such option, is one variant whatever the value."""
