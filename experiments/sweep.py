@@ -26,7 +26,7 @@ import jax
 from absl import app, flags
 from ml_collections import config_flags
 
-from attnmt import plots, schema
+from attnmt import data, plots, schema
 from attnmt.analysis import curves as curves_lib, family, html_report, report, stored, tables
 from attnmt.errors import ConfigError, UnknownChoice
 from attnmt.model.config import COMPONENTS, FORMER, ModelConfig, canonical_section
@@ -355,7 +355,7 @@ def _sweep():
       )
       return
     if shard is None:
-      _report(config, root, rows, dirs)
+      _report(config, root, rows, dirs, corpora)
 
 
 def _on_cores(config, root, runs, processes):
@@ -365,6 +365,12 @@ def _on_cores(config, root, runs, processes):
     f'training on {processes} cores, one single-threaded process per core (--config.sweep.processes=1 trains in one)'
   )
   with lock.hold(root, 'sweep'):
+    # The corpus is built here, on every core (the two tokenizers on two threads), before the single-core processes
+    # start and read it; the analysis uses it again.
+    corpora = {}
+    for _, workdir, run in runs:
+      if _finished(workdir, run) is None:
+        data.prepare_once(run.data, corpora)
     failed = cores.run_children(['--config.sweep.shard=auto', '--config.sweep.processes=1'], processes)
     rows = [_finished(workdir, run) for _, workdir, run in runs]
     missing = [name for (name, _, _), row in zip(runs, rows) if row is None]
@@ -375,10 +381,10 @@ def _on_cores(config, root, runs, processes):
         sys.exit(failed[0][1])
     if missing:
       raise ConfigError(f'variant(s) {", ".join(missing)} did not finish; run the same command again to resume them')
-    _report(config, root, rows, [workdir for _, workdir, _ in runs])
+    _report(config, root, rows, [workdir for _, workdir, _ in runs], corpora)
 
 
-def _report(config, root, rows, dirs):
+def _report(config, root, rows, dirs, corpora=None):
   # Seeds trained as separate runs (train.seeds as a sweep axis) are one variant in the tables.
   pooled = tables.pool_seed_rows(rows)
   table = tables.results_table(pooled)
@@ -413,6 +419,7 @@ def _report(config, root, rows, dirs):
       contrasts=config.sweep.contrasts,
       delta=config.sweep.delta,
       seeds_as_runs=len(pooled) < len(rows),
+      corpora=corpora,
     )
     by_variant = results
     if len(pooled) < len(rows):  # one run per seed: the statistics pool each variant's runs, from their outputs

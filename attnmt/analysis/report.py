@@ -447,6 +447,7 @@ def analyze_runs(
   delta: float = comparison.DELTA,
   keep_texts: bool = False,
   seeds_as_runs: bool = False,
+  corpora: Optional[dict] = None,
   **options,
 ) -> list[dict]:
   """analyze_run for every directory, the significance of their differences (add_significance), the
@@ -455,8 +456,10 @@ def analyze_runs(
   `out_dir` None the results are only returned (attnmt.compare): nothing is written; `keep_texts` then returns
   (results, texts), the texts the translations document is made of (stored.document). `seeds_as_runs`: the runs
   are seeds of variants trained a seed each (pooled afterwards), and heatmaps are drawn for the first run of each
-  pooled variant only, as a run of several seeds draws them for its first seed."""
-  results, texts, views, corpora = [], [], [], {}  # corpora: each data config's corpus, prepared once
+  pooled variant only, as a run of several seeds draws them for its first seed. `corpora` (data.prepare_once):
+  corpora the caller prepared already (a sweep's); each data config's corpus is prepared once in any case."""
+  results, texts, views = [], [], []
+  corpora = {} if corpora is None else corpora
   if options.get('heatmap_sentences'):  # every run's split size, before anything is decoded
     for workdir in workdirs:
       config = checkpoints.load_config(workdir)

@@ -11,6 +11,7 @@ import time
 
 import jax
 import jax.numpy as jnp
+import ml_collections
 import numpy as np
 import pytest
 
@@ -612,16 +613,22 @@ def test_a_killed_childs_variant_finished_by_the_other_child_lets_the_sweep_repo
   the child's status and says how to resume; when the user stopped the sweep, it stops."""
   from experiments import cores, sweep
 
-  reported = []
-  monkeypatch.setattr(sweep, '_report', lambda config, root, rows, dirs: reported.append(rows))
-  runs = [('none/bahdanau/global', str(tmp_path / 'a'), {}), ('additive/bahdanau/global', str(tmp_path / 'b'), {})]
+  reported, events = [], []
+  monkeypatch.setattr(sweep, '_report', lambda config, root, rows, dirs, corpora: reported.append(rows))
+  # the parent prepares the unfinished runs' corpus (on every core) before the per-core processes start
+  monkeypatch.setattr(sweep.data, 'prepare_once', lambda cfg, corpora: events.append(('prepare', cfg['name'])))
+  runs = [
+    ('none/bahdanau/global', str(tmp_path / 'a'), ml_collections.ConfigDict({'data': {'name': 'a'}})),
+    ('additive/bahdanau/global', str(tmp_path / 'b'), ml_collections.ConfigDict({'data': {'name': 'b'}})),
+  ]
   config = None  # read by _report only
   for failed, left, exit_status in (
     ([(1, 137)], False, None),
     ([(1, 137)], True, 137),
     ([(0, 130), (1, 130)], False, 130),
   ):
-    monkeypatch.setattr(cores, 'run_children', lambda args, n, failed=failed: failed)
+    monkeypatch.setattr(cores, 'run_children', lambda args, n, failed=failed: events.append('children') or failed)
+    events.clear()
     monkeypatch.setattr(
       sweep, '_finished', lambda workdir, run, left=left: None if left and workdir.endswith('b') else {'bleu': 1.0}
     )
@@ -633,6 +640,7 @@ def test_a_killed_childs_variant_finished_by_the_other_child_lets_the_sweep_repo
       with pytest.raises(SystemExit) as stop:
         sweep._on_cores(config, str(tmp_path), runs, 2)
       assert stop.value.code == exit_status and reported == []
+    assert events == ([('prepare', 'b')] if left else []) + ['children']  # _finished: b unfinished when left
     line = capsys.readouterr().err.strip().splitlines()[-1]
     expected = {
       None: 'the process on core 1 ended with status 137 (its lines above start [core 1]); the other process(es) '
