@@ -24,3 +24,38 @@ echo "$found"
   library = host_memory.tcmalloc_library()
   expected = os.path.basename(library) if library else ''  # find_library gives the soname
   assert os.path.basename(res.stdout.strip()) == expected
+
+
+def test_setup_installs_the_test_tools_only_for_setup_and_test(tmp_path):
+  """The online set-up installs attnmt alone for the commands that run it (main, train, ...) and with its test
+  tools ([dev]) for `setup` and `test`; it reinstalls only when pyproject.toml changed or the tools are missing,
+  and a set-up with the tools serves every command. A stand-in Python records each pip call."""
+  venv = tmp_path / 'venv'
+  (venv / 'bin').mkdir(parents=True)
+  python = venv / 'bin' / 'python'
+  python.write_text(f'#!/bin/sh\necho "$*" >> {tmp_path}/calls\n')
+  python.chmod(0o755)
+  script = r'''
+source <(sed -n '/^setup()/,/^}/p' launch.sh)
+die() { echo "die: $*"; exit 1; }
+install_debian_packages() { :; }
+use_tcmalloc() { :; }
+VENV=$1 PY=$1/bin/python
+setup $2
+'''
+  calls = tmp_path / 'calls'
+
+  def run(kind=''):
+    if calls.exists():
+      calls.unlink()
+    res = subprocess.run(['bash', '-c', script, 'x', str(venv), kind], cwd=ROOT, capture_output=True, text=True)
+    assert res.returncode == 0, res.stdout + res.stderr
+    return [line for line in calls.read_text().splitlines() if 'install -q -e' in line] if calls.exists() else []
+
+  assert run() == ['-m pip install -q -e .']  # main, train, ...: attnmt alone
+  assert run() == []  # installed: nothing to do
+  assert run('browser') == ['-m pip install -q -e .[dev]']  # setup / test: the tools are added
+  assert run() == [] and run('browser') == []  # a set-up with the tools serves both
+  stamp = venv / '.attnmt-installed'
+  stamp.write_text('an older pyproject.toml\n')
+  assert run() == ['-m pip install -q -e .']
