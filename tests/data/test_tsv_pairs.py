@@ -81,7 +81,7 @@ def test_a_source_with_several_translations_stays_in_one_split(tmp_path):
 
 def test_splits_are_read_in_example_order_at_once_or_one_by_one(tmp_path):
   """load_corpus reads each split with the data source's __getitems__ (every key at once); the texts equal those
-  read record by record, and a source without __getitems__ is iterated to the same split."""
+  read record by record, and a source that can only be iterated gives the same split."""
   lines = [f'Line {i}.\tLínea {i}.' for i in range(90)]
   cfg = _cfg(tmp_path / 'data', _write(tmp_path / 'p.tsv', lines))
   corpus = sources.load_corpus(cfg, str(tmp_path / 'data' / 'tfds'))
