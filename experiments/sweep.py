@@ -328,7 +328,7 @@ def _sweep():
       trainer.check_workdir(workdir, run, 'use another --workdir for this sweep, or move that variant directory aside')
   processes = 1 if shard is not None else cores.plan(config.sweep.processes, list(done.values()).count(None))
   if processes > 1:
-    return _on_cores(config, root, runs, processes)
+    return _on_cores(config, root, runs, processes, [run for _, workdir, run in runs if done[workdir] is None])
   # A shard shares the root with the other shards: each variant's own training lock keeps them apart.
   with lock.hold(root, 'sweep', enabled=parallel.is_main_process() and shard is None):
     rows, dirs = [], []
@@ -358,9 +358,10 @@ def _sweep():
       _report(config, root, rows, dirs, corpora)
 
 
-def _on_cores(config, root, runs, processes):
-  """The unfinished variants trained by `processes` single-threaded processes, one per core
-  (experiments/cores.py), then the tables and analysis of the whole sweep, as one process would write them."""
+def _on_cores(config, root, runs, processes, unfinished):
+  """The unfinished variants (`unfinished`: their run configs) trained by `processes` single-threaded processes, one
+  per core (experiments/cores.py), then the tables and analysis of the whole sweep, as one process would write
+  them."""
   print(
     f'training on {processes} cores, one single-threaded process per core (--config.sweep.processes=1 trains in one)'
   )
@@ -368,9 +369,8 @@ def _on_cores(config, root, runs, processes):
     # The corpus is built here, on every core (the two tokenizers on two threads), before the single-core processes
     # start and read it; the analysis uses it again.
     corpora = {}
-    for _, workdir, run in runs:
-      if _finished(workdir, run) is None:
-        data.prepare_once(run.data, corpora)
+    for run in unfinished:
+      data.prepare_once(run.data, corpora)
     failed = cores.run_children(['--config.sweep.shard=auto', '--config.sweep.processes=1'], processes)
     rows = [_finished(workdir, run) for _, workdir, run in runs]
     missing = [name for (name, _, _), row in zip(runs, rows) if row is None]

@@ -124,18 +124,17 @@ def load_corpus(cfg, tfds_dir: str) -> RawCorpus:
     builder = _own_builder(cfg, tfds_dir)
     src_key, tgt_key = _language_keys(cfg, builder.info.supervised_keys, builder.info.features)
     id_key = {'bible_en_es': 'ref', 'tsv_pairs': 'line'}.get(cfg.name)
-    data = builder.as_data_source()
+    data, at_once = builder.as_data_source(), True
     dataset_id = f'{builder.name}/{builder.builder_config.name}/{builder.version}'
     report = dict(builder.info.metadata or {})
   elif catalogue.is_catalogue_name(cfg.name):
     src_key, tgt_key = catalogue.language_keys(cfg.name, tfds_dir, cfg.source_lang, cfg.target_lang)
     id_key = None
-    data = catalogue.data_sources(cfg.name, tfds_dir)
+    data, at_once = catalogue.data_sources(cfg.name, tfds_dir), False
     dataset_id = cfg.name.replace(':', '_')
     report = {}
   else:
     raise unknown_name_error(cfg.name)
-  at_once = cfg.name in OWN_DATASETS
   splits = {s: _read_split(data[s], src_key, tgt_key, id_key, at_once) for s in SPLITS}
   if gold_by_line is not None:  # a tsv_pairs example's id is its line in the file
     for split in splits.values():

@@ -633,14 +633,15 @@ def test_a_killed_childs_variant_finished_by_the_other_child_lets_the_sweep_repo
       sweep, '_finished', lambda workdir, run, left=left: None if left and workdir.endswith('b') else {'bleu': 1.0}
     )
     reported.clear()
+    unfinished = [run for _, workdir, run in runs if sweep._finished(workdir, run) is None]  # as _sweep passes them
     if exit_status is None:
-      sweep._on_cores(config, str(tmp_path), runs, 2)
+      sweep._on_cores(config, str(tmp_path), runs, 2, unfinished)
       assert reported == [[{'bleu': 1.0}, {'bleu': 1.0}]]
     else:
       with pytest.raises(SystemExit) as stop:
-        sweep._on_cores(config, str(tmp_path), runs, 2)
+        sweep._on_cores(config, str(tmp_path), runs, 2, unfinished)
       assert stop.value.code == exit_status and reported == []
-    assert events == ([('prepare', 'b')] if left else []) + ['children']  # _finished: b unfinished when left
+    assert events == ([('prepare', 'b')] if left else []) + ['children']  # b is unfinished when left
     line = capsys.readouterr().err.strip().splitlines()[-1]
     expected = {
       None: 'the process on core 1 ended with status 137 (its lines above start [core 1]); the other process(es) '
