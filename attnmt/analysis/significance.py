@@ -39,6 +39,8 @@ from typing import Optional, Sequence
 import numpy as np
 import sacrebleu
 
+from attnmt.training import translation_scores
+
 ALPHA = 0.05
 
 
@@ -52,18 +54,15 @@ def _stats():
 
 def sentence_statistics(hypotheses: Sequence[str], references: Sequence[str]) -> np.ndarray:
   """sacrebleu's BLEU sufficient statistics of every sentence (N x D integers: n-gram matches and totals,
-  hypothesis and reference lengths); summed over sentences they give the corpus BLEU."""
-  if len(hypotheses) != len(references):
-    raise ValueError(f'{len(hypotheses)} hypotheses for {len(references)} references')
-  if not references:
-    raise ValueError('no sentences to score')
-  return np.asarray(sacrebleu.BLEU()._extract_corpus_statistics(list(hypotheses), [list(references)]), np.int64)
+  hypothesis and reference lengths); summed over sentences they give the corpus BLEU. Extracted once per list
+  of outputs (attnmt.training.translation_scores), which the scores of the same outputs share."""
+  return translation_scores.sentence_statistics(hypotheses, references, 'bleu')
 
 
 def sentence_bleus(hypotheses: Sequence[str], references: Sequence[str]) -> list[float]:
   """sacrebleu.sentence_bleu of every sentence (its defaults: exponential smoothing, the effective n-gram order),
-  from one pass over the sentences (`sentence_statistics`): sentence_bleu, called sentence by sentence, builds a
-  metric and tokenises afresh at every call, 2 ms a sentence."""
+  from the outputs' sentence statistics (`sentence_statistics`): sentence_bleu, called sentence by sentence, builds
+  a metric and tokenises afresh at every call, 2 ms a sentence."""
   if not references:
     return []
   metric = sacrebleu.BLEU(effective_order=True)
@@ -77,7 +76,7 @@ _BLEU = sacrebleu.BLEU()  # one instance: its settings are read, never changed, 
 
 def corpus_bleu(summed: np.ndarray) -> float:
   """sacrebleu's corpus BLEU from summed sentence statistics (one row of `sentence_statistics`' sum)."""
-  return float(_BLEU._compute_score_from_stats(np.rint(summed).astype(np.int64).tolist()).score)
+  return translation_scores.score('bleu', summed)
 
 
 def jackknife(stats_KxNxD: np.ndarray, sentences: Optional[np.ndarray] = None) -> np.ndarray:

@@ -11,11 +11,10 @@ from typing import Iterable, Optional
 import jax
 import jax.numpy as jnp
 import numpy as np
-import sacrebleu
 
 from attnmt import data
 from attnmt.model import decoding, normalizers
-from attnmt.training import measures, parallel, row_threads, shapes, train_step
+from attnmt.training import measures, parallel, row_threads, shapes, train_step, translation_scores
 from attnmt.model.config import ModelConfig
 
 # Source-length buckets (words) for BLEU by sentence length, as in Bahdanau et al. (2015), Fig. 2.
@@ -406,39 +405,10 @@ def teacher_forced_metrics(
 def bleu_chrf(hypotheses: list[str], references: list[str]) -> dict:
   """Corpus BLEU, chrF and chrF++ (chrF with word unigrams and bigrams, Popović 2017: sacrebleu's
   CHRF(word_order=2), its other settings sacrebleu's defaults) from sacrebleu, with the BLEU signature that
-  makes them reproducible (it names the sacrebleu version). The references are read once per test set
-  (`_scorers`): an analysis scores every run and seed against the same ones."""
-  if len(hypotheses) != len(references):
-    raise ValueError(f'{len(hypotheses)} hypotheses for {len(references)} references')
-  bleu, chrf, chrfpp = _scorers(references)
-  return {
-    'bleu': bleu.corpus_score(hypotheses, None).score,
-    'chrf': chrf.corpus_score(hypotheses, None).score,
-    'chrfpp': chrfpp.corpus_score(hypotheses, None).score,
-    'bleu_signature': str(bleu.get_signature()),
-  }
-
-
-_SCORERS: dict = {}  # references (a tuple) -> the three metrics holding them, the most recently used last
-_SCORERS_KEPT = 4
-
-
-def _scorers(references: list[str]) -> tuple:
-  """sacrebleu's BLEU, CHRF and CHRF(word_order=2) built with `references` (sacrebleu then tokenises and counts
-  the references once, not at every corpus_score), kept for the last few reference lists."""
-  key = tuple(references)
-  metrics = _SCORERS.pop(key, None)
-  if metrics is None:
-    refs = [list(references)]
-    metrics = (
-      sacrebleu.BLEU(references=refs),
-      sacrebleu.CHRF(references=refs),
-      sacrebleu.CHRF(word_order=2, references=refs),
-    )
-  _SCORERS[key] = metrics
-  while len(_SCORERS) > _SCORERS_KEPT:
-    del _SCORERS[next(iter(_SCORERS))]
-  return metrics
+  makes them reproducible (it names the sacrebleu version). Each metric's sentence statistics are extracted
+  once per list of outputs (translation_scores): an analysis asks many scores of the same outputs."""
+  scores = {m: translation_scores.corpus_score(hypotheses, references, m) for m in translation_scores.METRICS}
+  return {**scores, 'bleu_signature': translation_scores.bleu_signature(references)}
 
 
 def source_words(sources: list[str]) -> np.ndarray:
@@ -473,12 +443,15 @@ def length_buckets(words: np.ndarray, buckets=LENGTH_BUCKETS, min_sentences: int
 def bleu_by_length(
   hypotheses: list[str], references: list[str], sources: list[str], buckets=LENGTH_BUCKETS, min_sentences: int = 20
 ) -> list[dict]:
-  """BLEU of the sentences whose source has lo < words <= hi, for each bucket of `length_buckets`."""
+  """BLEU of the sentences whose source has lo < words <= hi, for each bucket of `length_buckets` (sacrebleu's
+  corpus BLEU of those sentences, from the outputs' sentence statistics)."""
+  if len(sources) != len(hypotheses):
+    raise ValueError(f'{len(hypotheses)} hypotheses for {len(sources)} sources')
   words = source_words(sources)
   rows = []
   for lo, hi in length_buckets(words, buckets, min_sentences):
     sel = in_bucket(words, lo, hi)
-    score = sacrebleu.corpus_bleu([hypotheses[i] for i in sel], [[references[i] for i in sel]]).score
+    score = translation_scores.corpus_score(hypotheses, references, 'bleu', rows=sel)
     label = f'{lo + 1}-{hi}' if hi < buckets[-1] else f'>{lo}'
     rows.append({'bucket': label, 'lo': lo + 1, 'hi': hi, 'sentences': int(len(sel)), 'bleu': score})
   return rows

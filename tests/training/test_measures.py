@@ -11,7 +11,7 @@ import scipy.stats
 from attnmt.errors import InputError
 from attnmt.analysis import report
 from attnmt import data
-from attnmt.training import evaluation, measures
+from attnmt.training import evaluation, measures, translation_scores
 from attnmt.analysis import tables
 
 
@@ -705,7 +705,7 @@ def test_bleu_chrf_reads_each_reference_list_once_and_scores_as_sacrebleu():
       assert got['chrf'] == sacrebleu.CHRF().corpus_score(hyps, [refs]).score
       assert got['chrfpp'] == sacrebleu.CHRF(word_order=2).corpus_score(hyps, [refs]).score
       assert got['bleu_signature'] == str(fresh.get_signature())
-  assert len(evaluation._SCORERS) <= evaluation._SCORERS_KEPT
+  assert len(translation_scores._SCORERS) <= translation_scores._SCORERS_KEPT
   with pytest.raises(ValueError, match='2 hypotheses for 3 references'):
     evaluation.bleu_chrf(['a', 'b'], sets[0])
 
