@@ -72,10 +72,12 @@ def _analyze_run(
   pharaoh=None,
   split='test',
   heatmap_min_words=0,
+  drawing: Optional[plots.Drawing] = None,
 ):
   """analyze_run's result; every seed's hypotheses by mode ({'greedy': [seed 0's, seed 1's, ...], ...}) with
   the references and sources they translate; and the first seed's view of every sentence (sentence_views).
-  With `out_dir` None nothing is written: no translations, heatmaps or sentence views."""
+  With `out_dir` None nothing is written: no translations, heatmaps or sentence views. The heatmaps are drawn
+  by `drawing` (plots.Drawing: maybe in the background, done when it closes), else at once."""
   t = run.config.train
   sources, references = data.raw_texts(run.prepared, split)
   check_sentences(heatmap_sentences, len(sources), split, run.workdir)  # before anything is decoded
@@ -141,7 +143,7 @@ def _analyze_run(
         greedy_trans = trans
         if run_dir is not None:
           result['heatmaps'], result['heatmap_sentences'] = _heatmaps(
-            run, trans, sources, run_dir, heatmap_sentences, num_heatmaps, heatmap_seed, heatmap_min_words
+            run, trans, sources, run_dir, heatmap_sentences, num_heatmaps, heatmap_seed, heatmap_min_words, drawing
           )
   for bar in bars.values():
     bar.close()
@@ -253,9 +255,10 @@ def attention_measures(translations: list[evaluation.SplitTranslation]) -> dict:
   return stats.result()
 
 
-def _heatmaps(run, trans, sources, run_dir, chosen, count, seed, min_words=0) -> tuple[list[str], list[int]]:
+def _heatmaps(run, trans, sources, run_dir, chosen, count, seed, min_words=0, drawing=None) -> tuple[list, list]:
   """Heatmap PNGs of the chosen sentences (example indices), or of `count` random ones whose source has at
-  least `min_words` words (any length if none has); the paths and the sentences."""
+  least `min_words` words (any length if none has), drawn by `drawing` (else at once); the paths and the
+  sentences."""
   by_index = {x.index: x for x in trans}
   if chosen:
     missing = [i for i in chosen if i not in by_index]
@@ -280,7 +283,10 @@ def _heatmaps(run, trans, sources, run_dir, chosen, count, seed, min_words=0) ->
       x.attention[:, : len(src_labels)], src_labels, out_labels, f'{run.name} | test #{i}'
     )
     path = os.path.join(run_dir, f'heatmap_{i}.png')
-    paths.append(plots.attention_heatmap(weights, cols, rows, path, f'{title}\n{sources[i][:90]}'))
+    (drawing or plots.Drawing(background=False)).draw(
+      plots.attention_heatmap, weights, cols, rows, path, f'{title}\n{sources[i][:90]}'
+    )
+    paths.append(path)
   return paths, [int(i) for i in picks]
 
 
@@ -467,31 +473,32 @@ def analyze_runs(
       check_sentences(options['heatmap_sentences'], len(sources), options.get('split', 'test'), workdir)
   if options.get('pharaoh'):
     options['pharaoh'] = read_pharaoh(options['pharaoh'])  # once for every run
-  drawn = set()  # with seeds_as_runs: the pooled variants whose first run drew its heatmaps
-  for workdir in workdirs:
-    run = inspection.load_run(workdir, which, corpora)
-    run_options = options
-    if seeds_as_runs:
-      pool = inspection.pool_name(run.config)
-      if pool in drawn:
-        run_options = {**options, 'num_heatmaps': 0, 'heatmap_sentences': ()}
-      drawn.add(pool)
-    result, run_texts, run_views = _analyze_run(run, out_dir, **run_options)
-    results.append(result)
-    texts.append(run_texts)
-    views.append(run_views)
-  add_significance(results, texts, baseline, contrasts, delta)
-  if out_dir is None:
-    return (results, texts) if keep_texts else results
-  for result in results:
-    _write_result(out_dir, result)
-  write_figures(results, out_dir, options.get('split', 'test'))
-  write_text(os.path.join(out_dir, 'analysis.json'), json.dumps(results, indent=1))
-  stored.save(os.path.join(out_dir, stored.FILE), results, texts)  # recomputes the statistics without the runs
-  heatmap_sentences = sorted({i for r in results for i in r.get('heatmap_sentences', [])})
-  embedded = embedded_sentences(results, views, heatmap_sentences, report_sentences)
-  write_text(os.path.join(out_dir, SENTENCES_FILE), json.dumps(embedded, separators=(',', ':')))
-  return results
+  with plots.Drawing(background=None if out_dir else False) as drawing:  # heatmaps drawn as the next run decodes
+    drawn = set()  # with seeds_as_runs: the pooled variants whose first run drew its heatmaps
+    for workdir in workdirs:
+      run = inspection.load_run(workdir, which, corpora)
+      run_options = options
+      if seeds_as_runs:
+        pool = inspection.pool_name(run.config)
+        if pool in drawn:
+          run_options = {**options, 'num_heatmaps': 0, 'heatmap_sentences': ()}
+        drawn.add(pool)
+      result, run_texts, run_views = _analyze_run(run, out_dir, drawing=drawing, **run_options)
+      results.append(result)
+      texts.append(run_texts)
+      views.append(run_views)
+    add_significance(results, texts, baseline, contrasts, delta)
+    if out_dir is None:
+      return (results, texts) if keep_texts else results
+    for result in results:
+      _write_result(out_dir, result)
+    write_figures(results, out_dir, options.get('split', 'test'))
+    write_text(os.path.join(out_dir, 'analysis.json'), json.dumps(results, indent=1))
+    stored.save(os.path.join(out_dir, stored.FILE), results, texts)  # recomputes the statistics without the runs
+    heatmap_sentences = sorted({i for r in results for i in r.get('heatmap_sentences', [])})
+    embedded = embedded_sentences(results, views, heatmap_sentences, report_sentences)
+    write_text(os.path.join(out_dir, SENTENCES_FILE), json.dumps(embedded, separators=(',', ':')))
+    return results
 
 
 SENTENCES_FILE = 'sentences.json'

@@ -1,0 +1,42 @@
+"""plots.Drawing: figures drawn in a background process are the figures drawn at once, and its errors surface."""
+
+import os
+
+import numpy as np
+import pytest
+
+from attnmt import plots
+
+WEIGHTS = np.array([[0.7, 0.3, 0.0], [0.1, 0.8, 0.1]])
+SOURCE, OUTPUT = ['el', 'perro', '</s>'], ['the', 'dog']
+
+
+def test_background_figures_are_the_figures_drawn_here(tmp_path):
+  """The same heatmap, drawn in the background process and in this one, is the same PNG, byte for byte; each
+  is on disk once the drawing closes."""
+  here, there = str(tmp_path / 'here.png'), str(tmp_path / 'sub' / 'there.png')
+  with plots.Drawing(background=False) as now:
+    now.draw(plots.attention_heatmap, WEIGHTS, SOURCE, OUTPUT, here, 'a title')
+    assert os.path.exists(here)  # drawn at once
+  drawing = plots.Drawing(background=True)
+  drawing.draw(plots.attention_heatmap, WEIGHTS, SOURCE, OUTPUT, there, 'a title')
+  drawing.close()
+  with open(here, 'rb') as a, open(there, 'rb') as b:
+    assert a.read() == b.read()
+  drawing.close()  # closing twice waits for nothing more
+
+
+def test_a_failed_figure_is_raised_when_the_drawing_closes(tmp_path):
+  """A figure that cannot be saved (its folder is a file) raises its own error from close, after the others
+  were drawn; an error inside the `with` block is the one raised, not the figures'."""
+  (tmp_path / 'file').write_text('not a folder')
+  bad, good = str(tmp_path / 'file' / 'x.png'), str(tmp_path / 'good.png')
+  with pytest.raises((FileExistsError, NotADirectoryError)):
+    with plots.Drawing(background=True) as drawing:
+      drawing.draw(plots.attention_heatmap, WEIGHTS, SOURCE, OUTPUT, bad)
+      drawing.draw(plots.attention_heatmap, WEIGHTS, SOURCE, OUTPUT, good)
+  assert os.path.getsize(good) > 0
+  with pytest.raises(KeyError, match='in the block'):
+    with plots.Drawing(background=True) as drawing:
+      drawing.draw(plots.attention_heatmap, WEIGHTS, SOURCE, OUTPUT, bad)
+      raise KeyError('in the block')
