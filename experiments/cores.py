@@ -17,6 +17,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 import warnings
 
 import jax
@@ -92,11 +93,13 @@ def fork_quietly():
     yield
 
 
-def run_children(extra_args: list[str], n: int) -> list[tuple[int, int]]:
+def run_children(extra_args: list[str], n: int, while_waiting=None) -> list[tuple[int, int]]:
   """Runs this sweep command n times, child i pinned to core i (mod the usable cores), single-threaded,
   with `extra_args` appended (the shard and process settings). Returns the (core, exit status) of each child
   that failed (a signal's status as 128 + its number), empty when all succeeded; SIGTERM and SIGINT are
-  passed on to the children, which stop as a single run does."""
+  passed on to the children, which stop as a single run does. `while_waiting(running)`: called once, pinned to
+  the core of the first child that finished, while others still run (their last runs end minutes apart);
+  `running()` says whether any still does. An error in it is one line, and the waiting goes on."""
   cores = usable_cores()
   command = [sys.executable, '-m', 'experiments.sweep', *sys.argv[1:], *extra_args]
   children, pumps = [], []
@@ -132,6 +135,8 @@ def run_children(extra_args: list[str], n: int) -> list[tuple[int, int]]:
 
   previous = {s: signal.signal(s, forward) for s in (signal.SIGTERM, signal.SIGINT)}
   try:
+    if while_waiting is not None:
+      _on_idle_core(children, while_waiting)
     statuses = [(core, child.wait()) for core, child in children]
   finally:
     for s, handler in previous.items():
@@ -139,6 +144,31 @@ def run_children(extra_args: list[str], n: int) -> list[tuple[int, int]]:
     for pump in pumps:
       pump.join()
   return [(core, status if status > 0 else 128 - status) for core, status in statuses if status != 0]
+
+
+def _on_idle_core(children: list, work, poll_s: float = 0.5) -> None:
+  """`work(running)` on the core of the first child to exit while another still runs, if one does (`running()`:
+  whether one still does); then this process's cores are as before. Affinity is the calling thread's: threads
+  started meanwhile (a thread pool's first workers) keep that one core."""
+  while True:
+    running = [core for core, child in children if child.poll() is None]
+    if not running:
+      return
+    idle = [core for core, child in children if child.returncode is not None and core not in running]
+    if idle:
+      break
+    time.sleep(poll_s)
+  before = os.sched_getaffinity(0)
+  os.sched_setaffinity(0, {idle[0]})
+  try:
+    work(lambda: any(child.poll() is None for _, child in children))
+  except Exception as e:  # the analysis after training does the same work again and says what fails
+    print(
+      f'sweep: work while the last runs trained failed ({type(e).__name__}: {e}); it is done after them',
+      file=sys.stderr,
+    )
+  finally:
+    os.sched_setaffinity(0, before)
 
 
 def stopped(failed: list[tuple[int, int]]) -> bool:

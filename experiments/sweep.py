@@ -371,7 +371,18 @@ def _on_cores(config, root, runs, processes, unfinished):
     corpora = {}
     for run in unfinished:
       data.prepare_once(run.data, corpora)
-    failed = cores.run_children(['--config.sweep.shard=auto', '--config.sweep.processes=1'], processes)
+    dirs, ahead = [workdir for _, workdir, _ in runs], {}
+
+    def analyze_finished(training):  # on the core of the first process to finish, while the others train
+      if config.sweep.analyze:
+        finished = [workdir for _, workdir, run in runs if _finished(workdir, run) is not None]
+        out, which, seeds_as_runs, options = _analysis_arguments(config, root, _seeds_as_runs(runs))
+        stop = lambda: not training()  # the rest on every core, after training
+        done = report.analyze_ahead(ahead, dirs, finished, out, which, seeds_as_runs, corpora, stop, **options)
+        print(f'analysed {len(done)} finished run(s) on the idle core while the last ones train')
+
+    args = ['--config.sweep.shard=auto', '--config.sweep.processes=1']
+    failed = cores.run_children(args, processes, while_waiting=analyze_finished)
     rows = [_finished(workdir, run) for _, workdir, run in runs]
     missing = [name for (name, _, _), row in zip(runs, rows) if row is None]
     if failed:  # the child's own lines have said why
@@ -381,10 +392,25 @@ def _on_cores(config, root, runs, processes, unfinished):
         sys.exit(failed[0][1])
     if missing:
       raise ConfigError(f'variant(s) {", ".join(missing)} did not finish; run the same command again to resume them')
-    _report(config, root, rows, [workdir for _, workdir, _ in runs], corpora)
+    _report(config, root, rows, dirs, corpora, ahead)
 
 
-def _report(config, root, rows, dirs, corpora=None):
+def _seeds_as_runs(runs) -> bool:
+  """Whether the sweep trains seeds as runs (train.seeds as an axis), so that its runs pool into fewer variants."""
+  return len({run.pool for _, _, run in runs}) < len(runs)
+
+
+def _analysis_arguments(config, root: str, seeds_as_runs: bool) -> tuple[str, str, bool, dict]:
+  """(out_dir, which, seeds_as_runs, options) of the sweep's analyze_runs, which analyze_ahead takes alike."""
+  options = dict(
+    beam_size=config.sweep.beam_size,
+    num_heatmaps=config.sweep.num_heatmaps,
+    heatmap_min_words=config.sweep.heatmap_min_words,
+  )
+  return os.path.join(root, 'analysis'), 'best', seeds_as_runs, options
+
+
+def _report(config, root, rows, dirs, corpora=None, ahead=None):
   # Seeds trained as separate runs (train.seeds as a sweep axis) are one variant in the tables.
   pooled = tables.pool_seed_rows(rows)
   table = tables.results_table(pooled)
@@ -409,17 +435,17 @@ def _report(config, root, rows, dirs, corpora=None):
       )
     )
   if config.sweep.analyze:
-    out = os.path.join(root, 'analysis')
+    out, which, seeds_as_runs, options = _analysis_arguments(config, root, len(pooled) < len(rows))
     results = report.analyze_runs(
       dirs,
       out,
-      beam_size=config.sweep.beam_size,
-      num_heatmaps=config.sweep.num_heatmaps,
-      heatmap_min_words=config.sweep.heatmap_min_words,
+      which,
       contrasts=config.sweep.contrasts,
       delta=config.sweep.delta,
-      seeds_as_runs=len(pooled) < len(rows),
+      seeds_as_runs=seeds_as_runs,
       corpora=corpora,
+      ahead=ahead,
+      **options,
     )
     by_variant = results
     if len(pooled) < len(rows):  # one run per seed: the statistics pool each variant's runs, from their outputs

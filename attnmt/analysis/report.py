@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import NamedTuple, Optional
+from typing import Callable, Collection, NamedTuple, Optional
 
 import numpy as np
 
@@ -454,6 +454,7 @@ def analyze_runs(
   keep_texts: bool = False,
   seeds_as_runs: bool = False,
   corpora: Optional[dict] = None,
+  ahead: Optional[dict] = None,
   **options,
 ) -> list[dict]:
   """analyze_run for every directory, the significance of their differences (add_significance), the
@@ -463,7 +464,8 @@ def analyze_runs(
   (results, texts), the texts the translations document is made of (stored.document). `seeds_as_runs`: the runs
   are seeds of variants trained a seed each (pooled afterwards), and heatmaps are drawn for the first run of each
   pooled variant only, as a run of several seeds draws them for its first seed. `corpora` (data.prepare_once):
-  corpora the caller prepared already (a sweep's); each data config's corpus is prepared once in any case."""
+  corpora the caller prepared already (a sweep's); each data config's corpus is prepared once in any case.
+  `ahead`: runs analysed earlier by analyze_ahead with the same arguments, reused (and taken out of it)."""
   results, texts, views = [], [], []
   corpora = {} if corpora is None else corpora
   if options.get('heatmap_sentences'):  # every run's split size, before anything is decoded
@@ -474,16 +476,16 @@ def analyze_runs(
   if options.get('pharaoh'):
     options['pharaoh'] = read_pharaoh(options['pharaoh'])  # once for every run
   with plots.Drawing(background=None if out_dir else False) as drawing:  # heatmaps drawn as the next run decodes
-    drawn = set()  # with seeds_as_runs: the pooled variants whose first run drew its heatmaps
+    drawing_runs = _drawing_runs(workdirs, seeds_as_runs)
+    key = _ahead_key(out_dir, which, seeds_as_runs, options)
     for workdir in workdirs:
-      run = inspection.load_run(workdir, which, corpora)
-      run_options = options
-      if seeds_as_runs:
-        pool = inspection.pool_name(run.config)
-        if pool in drawn:
-          run_options = {**options, 'num_heatmaps': 0, 'heatmap_sentences': ()}
-        drawn.add(pool)
-      result, run_texts, run_views = _analyze_run(run, out_dir, drawing=drawing, **run_options)
+      done = (ahead or {}).pop(workdir, None)
+      if done is not None and done[0] == key:
+        result, run_texts, run_views = done[1]
+      else:
+        result, run_texts, run_views = _analyze_workdir(
+          workdir, out_dir, which, corpora, drawing, workdir in drawing_runs, options
+        )
       results.append(result)
       texts.append(run_texts)
       views.append(run_views)
@@ -502,6 +504,63 @@ def analyze_runs(
 
 
 SENTENCES_FILE = 'sentences.json'
+
+
+def _analyze_workdir(workdir, out_dir, which, corpora, drawing, draws_heatmaps, options) -> tuple:
+  run = inspection.load_run(workdir, which, corpora)
+  if not draws_heatmaps:
+    options = {**options, 'num_heatmaps': 0, 'heatmap_sentences': ()}
+  return _analyze_run(run, out_dir, drawing=drawing, **options)
+
+
+def _drawing_runs(workdirs: list[str], seeds_as_runs: bool) -> set[str]:
+  """The runs whose heatmaps are drawn: every run, or with `seeds_as_runs` the first run of each pooled variant
+  (in `workdirs`' order), as a run of several seeds draws them for its first seed."""
+  if not seeds_as_runs:
+    return set(workdirs)
+  first = {}
+  for workdir in workdirs:
+    first.setdefault(inspection.pool_name(checkpoints.load_config(workdir)), workdir)
+  return set(first.values())
+
+
+def _ahead_key(out_dir, which, seeds_as_runs, options) -> str:
+  return repr((out_dir, which, seeds_as_runs, sorted(options.items())))
+
+
+def analyze_ahead(
+  ahead: dict,
+  workdirs: list[str],
+  finished: Collection[str],
+  out_dir: str,
+  which: str = 'best',
+  seeds_as_runs: bool = False,
+  corpora: Optional[dict] = None,
+  stop: Callable[[], bool] = lambda: False,
+  **options,
+) -> list[str]:
+  """analyze_runs' own part of each run (decoding, scores, heatmaps, the report's sentence views) for the
+  `finished` runs of `workdirs` not yet in `ahead`, kept in `ahead` for analyze_runs(workdirs, ..., ahead=ahead)
+  with the same arguments to reuse: a sweep runs it on a core that its training has left idle, until `stop()` (checked
+  before each run) says the training has ended. Stops at the first run whose directory holds no config yet
+  (whether an earlier run of its pool draws the heatmaps is not known before). Returns the runs analysed."""
+  readable = []
+  for workdir in workdirs:
+    if not os.path.exists(os.path.join(workdir, checkpoints.CONFIG_FILE)):
+      break
+    readable.append(workdir)
+  drawing_runs = _drawing_runs(readable, seeds_as_runs)
+  key = _ahead_key(out_dir, which, seeds_as_runs, options)
+  done = []
+  with plots.Drawing() as drawing:
+    for workdir in readable:
+      if stop():
+        break
+      if workdir in finished and workdir not in ahead:
+        parts = _analyze_workdir(workdir, out_dir, which, corpora, drawing, workdir in drawing_runs, options)
+        ahead[workdir] = (key, parts)
+        done.append(workdir)
+  return done
 
 
 def write_figures(results: list[dict], out_dir: str, split: str = 'test') -> list[str]:

@@ -155,6 +155,7 @@ def test_sweep_of_two_variants_and_two_seeds_writes_its_table_and_never_reuses_s
   ]
   res = run_module('experiments.sweep', *flags, '--config.sweep.beam_size=0', '--config.sweep.num_heatmaps=0')
   assert res.returncode == 0, res.stderr[-3000:]
+  assert 'work while the last runs trained failed' not in res.stderr  # the analysis of a run that finished first
   table = (tmp_path / 'results.md').read_text().splitlines()
   assert len(table) == 6 and table[2].startswith('| none/') and table[3].startswith('| dot/')
   assert table[0].startswith('| variant | seeds | test BLEU per seed | mean | sd | 95% CI (t, seeds) |')
@@ -614,7 +615,7 @@ def test_a_killed_childs_variant_finished_by_the_other_child_lets_the_sweep_repo
   from experiments import cores, sweep
 
   reported, events = [], []
-  monkeypatch.setattr(sweep, '_report', lambda config, root, rows, dirs, corpora: reported.append(rows))
+  monkeypatch.setattr(sweep, '_report', lambda config, root, rows, dirs, corpora, ahead: reported.append(rows))
   # the parent prepares the unfinished runs' corpus (on every core) before the per-core processes start
   monkeypatch.setattr(sweep.data, 'prepare_once', lambda cfg, corpora: events.append(('prepare', cfg['name'])))
   runs = [
@@ -627,7 +628,9 @@ def test_a_killed_childs_variant_finished_by_the_other_child_lets_the_sweep_repo
     ([(1, 137)], True, 137),
     ([(0, 130), (1, 130)], False, 130),
   ):
-    monkeypatch.setattr(cores, 'run_children', lambda args, n, failed=failed: events.append('children') or failed)
+    monkeypatch.setattr(
+      cores, 'run_children', lambda args, n, while_waiting, failed=failed: events.append('children') or failed
+    )
     events.clear()
     monkeypatch.setattr(
       sweep, '_finished', lambda workdir, run, left=left: None if left and workdir.endswith('b') else {'bleu': 1.0}
@@ -652,6 +655,38 @@ def test_a_killed_childs_variant_finished_by_the_other_child_lets_the_sweep_repo
       'the same command again to resume',
     }[exit_status]
     assert line == 'sweep: ' + expected
+
+
+def test_work_while_waiting_runs_on_the_core_of_the_first_child_to_end(capsys):
+  """cores.run_children's `while_waiting`: called once the first child has ended while another still runs, pinned
+  to the ended child's core, then the parent's cores are restored; its error is one line and the waiting goes on.
+  Children that have all ended call nothing."""
+  from experiments import cores
+
+  usable = sorted(os.sched_getaffinity(0))
+  if len(usable) < 2:
+    pytest.skip('needs two usable cores')
+  seen = []
+
+  def work(running):
+    seen.append((os.sched_getaffinity(0), running(), running))
+    raise OSError('disk full')
+
+  quick, slow = subprocess.Popen(['true']), subprocess.Popen(['sleep', '30'])
+  try:
+    cores._on_idle_core([(usable[0], slow), (usable[1], quick)], work, poll_s=0.05)
+    assert slow.poll() is None  # it did not wait for the slow child
+  finally:
+    slow.kill()
+    slow.wait()
+  assert [(cores_, still) for cores_, still, _ in seen] == [({usable[1]}, True)]
+  assert sorted(os.sched_getaffinity(0)) == usable
+  assert not seen[0][2]()  # every child has ended
+  assert capsys.readouterr().err.strip() == (
+    'sweep: work while the last runs trained failed (OSError: disk full); it is done after them'
+  )
+  cores._on_idle_core([(usable[0], slow), (usable[1], quick)], work)
+  assert len(seen) == 1
 
 
 def test_a_damaged_results_json_is_named(tmp_path):
@@ -749,7 +784,7 @@ def test_auto_seeds_on_a_cpu_are_a_run_per_seed_pooled_as_one_variant():
   ]
 
 
-def test_analyze_pools_runs_trained_a_seed_each(tmp_path, data_dir):
+def test_analyze_pools_runs_trained_a_seed_each(tmp_path, data_dir, monkeypatch):
   """Runs of a train.seeds axis (the main job on a CPU) analysed with --runs --pool_seeds: analysis.md has one row
   per variant with both seeds, as the same translations pooled by --from_translations --pool_seeds give it; the
   translations file keeps every run apart. Without --pool_seeds every run is a variant of one seed."""
@@ -801,3 +836,35 @@ def test_analyze_pools_runs_trained_a_seed_each(tmp_path, data_dir):
   apart = run_module('experiments.analyze', *common, f'--out={tmp_path / "apart"}')
   assert apart.returncode == 0, apart.stderr[-3000:]
   assert 'none/bahdanau/global/seeds=1 | 1 |' in (tmp_path / 'apart' / 'analysis.md').read_text()
+
+  # A sweep analyses the runs that have finished while its last runs train (report.analyze_ahead); its analysis
+  # then reuses them: the results of analysing every run at the end, each run decoded once. The second seeds'
+  # runs, analysed first, draw no heatmaps: their variants' first runs draw them.
+  from attnmt.analysis import report
+
+  dirs, calls, real = runs.split(','), [], report._analyze_run
+  monkeypatch.setattr(
+    report, '_analyze_run', lambda run, *a, **k: calls.append((run.workdir, k['num_heatmaps'])) or real(run, *a, **k)
+  )
+  options = dict(beam_size=0, num_heatmaps=1, heatmap_min_words=0)
+  out = str(tmp_path / 'ahead')
+  ahead = {}
+  assert report.analyze_ahead(ahead, dirs, set(dirs), out, seeds_as_runs=True, stop=lambda: True, **options) == []
+  done = report.analyze_ahead(ahead, dirs, {dirs[1], dirs[3]}, out, seeds_as_runs=True, **options)
+  assert done == [dirs[1], dirs[3]] and calls == [(dirs[1], 0), (dirs[3], 0)]
+  assert report.analyze_ahead(ahead, dirs, {dirs[1], dirs[3]}, out, seeds_as_runs=True, **options) == []
+  with_ahead = report.analyze_runs(dirs, out, seeds_as_runs=True, ahead=ahead, **options)
+  assert calls[2:] == [(dirs[0], 1), (dirs[2], 1)] and ahead == {}
+  calls.clear()
+  alone = report.analyze_runs(dirs, str(tmp_path / 'alone'), seeds_as_runs=True, **options)
+  assert [w for w, _ in calls] == dirs
+  assert json.dumps(with_ahead).replace(out, 'OUT') == json.dumps(alone).replace(str(tmp_path / 'alone'), 'OUT')
+  for name in ('analysis.json', 'sentences.json'):
+    assert (tmp_path / 'ahead' / name).read_text().replace(out, 'OUT') == (
+      tmp_path / 'alone' / name
+    ).read_text().replace(str(tmp_path / 'alone'), 'OUT')
+  # analysed ahead with other options (no heatmaps): not reused
+  calls.clear()
+  report.analyze_ahead(ahead, dirs, set(dirs), out, seeds_as_runs=True, **{**options, 'num_heatmaps': 0})
+  report.analyze_runs(dirs, out, seeds_as_runs=True, ahead=ahead, **options)
+  assert len(calls) == 8 and ahead == {}
