@@ -103,7 +103,7 @@ class Loop:
         self.mesh,
       )
     self.skipped_before = self.state.meta['skipped_updates']
-    self.schedule = train_step.learning_rate_schedule(t)
+    self.schedule = jax.jit(train_step.learning_rate_schedule(t))  # the logged rate: one program, not op by op
 
   def run(self) -> None:
     """Trains to train.num_steps (or the time budget's end). Raises guards.TrainingStopped after a stop signal
