@@ -190,7 +190,9 @@ class Drawing:
 
   def __init__(self, background: Optional[bool] = None):
     if background is None:
-      background = len(os.sched_getaffinity(0)) > 1 if hasattr(os, 'sched_getaffinity') else (os.cpu_count() or 1) > 1
+      from attnmt.training import row_threads  # here: a process that only draws need not import JAX for it
+
+      background = row_threads.usable_cores() > 1
     self._pool = None
     if background:
       self._pool = concurrent.futures.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context('spawn'))

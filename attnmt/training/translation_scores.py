@@ -21,17 +21,19 @@ from typing import Optional, Sequence
 import numpy as np
 import sacrebleu
 
-METRICS = ('bleu', 'chrf', 'chrfpp')
+# Each metric from the references it holds (None: none, for scores from statistics alone).
+_METRICS = {
+  'bleu': lambda references: sacrebleu.BLEU(references=references),
+  'chrf': lambda references: sacrebleu.CHRF(references=references),
+  'chrfpp': lambda references: sacrebleu.CHRF(word_order=2, references=references),
+}
+METRICS = tuple(_METRICS)
 
 
 def _build(metric: str, references: Optional[list] = None):
-  if metric == 'bleu':
-    return sacrebleu.BLEU(references=references)
-  if metric == 'chrf':
-    return sacrebleu.CHRF(references=references)
-  if metric == 'chrfpp':
-    return sacrebleu.CHRF(word_order=2, references=references)
-  raise ValueError(f'unknown metric {metric!r}; use one of {", ".join(METRICS)}')
+  if metric not in _METRICS:
+    raise ValueError(f'unknown metric {metric!r}; use one of {", ".join(METRICS)}')
+  return _METRICS[metric](references)
 
 
 _SCORERS: dict = {}  # references (a tuple) -> {metric: the sacrebleu metric holding them}, most recently used last
@@ -92,9 +94,8 @@ def sentence_statistics(hypotheses: Sequence[str], references: Sequence[str], me
 
 def score(metric: str, summed) -> float:
   """sacrebleu's corpus `metric` from statistics summed over sentences (a row of `sentence_statistics`' sum)."""
-  if metric not in _BARE:
-    raise ValueError(f'unknown metric {metric!r}; use one of {", ".join(METRICS)}')
-  return float(_BARE[metric]._compute_score_from_stats(np.rint(summed).astype(np.int64).tolist()).score)
+  bare = _BARE[metric] if metric in _BARE else _build(metric)  # _build names an unknown metric
+  return float(bare._compute_score_from_stats(np.rint(summed).astype(np.int64).tolist()).score)
 
 
 def corpus_score(
