@@ -189,10 +189,8 @@ class Drawing:
   each at 60 x 60 tokens. The process is started with 'spawn': the caller's JAX threads are not forked."""
 
   def __init__(self, background: Optional[bool] = None):
-    if background is None:
-      from attnmt.training import row_threads  # here: a process that only draws need not import JAX for it
-
-      background = row_threads.usable_cores() > 1
+    if background is None:  # the cores this process may use (plots sits below attnmt.training's row_threads)
+      background = len(os.sched_getaffinity(0)) > 1 if hasattr(os, 'sched_getaffinity') else (os.cpu_count() or 1) > 1
     self._pool = None
     if background:
       self._pool = concurrent.futures.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context('spawn'))
