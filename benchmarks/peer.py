@@ -36,6 +36,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import numpy as np
@@ -103,6 +104,37 @@ def processor() -> dict:
     pass
   wanted = ('avx2', 'fma', 'avx512f', 'avx512_vnni', 'avx512_bf16', 'avx_vnni', 'amx_tile', 'amx_bf16')
   return {'model': cpu['model'], **{f: f in cpu['flags'] for f in wanted}}
+
+
+def cpu_times(text: str) -> dict[int, tuple[int, int]]:
+  """(busy, total) clock ticks per CPU from the text of /proc/stat ('cpuN user nice system idle iowait irq softirq
+  steal ...'): idle and iowait are not busy; guest time is already counted in user."""
+  times = {}
+  for line in text.splitlines():
+    name, *fields = line.split()
+    if name.startswith('cpu') and name[3:].isdigit():
+      ticks = [int(x) for x in fields[:8]]
+      times[int(name[3:])] = (sum(ticks) - ticks[3] - ticks[4], sum(ticks))
+  return times
+
+
+def busy_share(before: dict, after: dict, cpus: list[int]) -> float:
+  """The share of the interval between two cpu_times readings that `cpus` spent busy, all of them together."""
+  busy = sum(after[c][0] - before[c][0] for c in cpus)
+  total = sum(after[c][1] - before[c][1] for c in cpus)
+  return busy / total if total > 0 else 0.0
+
+
+def measure_busy(cpus: list[int], seconds: float = 2.0) -> float | None:
+  """How busy other work keeps `cpus` now: their busy share over `seconds` while this process sleeps (None
+  without /proc/stat). Unlike the load average, which trails by a minute, it does not count a run that just
+  ended, such as the previous command of a series of peer runs."""
+  try:
+    before = cpu_times(Path('/proc/stat').read_text())
+    time.sleep(seconds)
+    return busy_share(before, cpu_times(Path('/proc/stat').read_text()), cpus)
+  except (OSError, KeyError, ValueError):
+    return None
 
 
 def versions() -> dict:
@@ -279,10 +311,11 @@ def main(argv):
   if f.isa == 'avx2' and not cpu['avx2']:
     _fail(f'--isa=avx2 on a processor without AVX2 ({cpu["model"]}); use --isa=native')
   cpus = sorted(os.sched_getaffinity(0))[: f.cores or None]
-  load = os.getloadavg()
-  if load[0] > 0.5:
+  load, busy = os.getloadavg(), measure_busy(cpus)
+  if (load[0] if busy is None else busy * len(cpus)) > 0.5:
+    what = f'load average {load[0]:.1f}' if busy is None else f'the cores {100 * busy:.0f} % busy before the run'
     print(
-      f'warning: load average {load[0]:.1f}: other work shares the cores, and PyTorch\'s OpenMP threads can then '
+      f'warning: {what}: other work shares the cores, and PyTorch\'s OpenMP threads can then '
       'slow down far more than XLA\'s (benchmarks/README.md, "PyTorch peer"); time on quiet cores'
     )
   job, batch = make_job(f.size, f.width, f.what, f.steps, f.warmup, len(cpus))
@@ -301,6 +334,7 @@ def main(argv):
     'host': socket.gethostname(),
     'versions': versions(),
     'loadavg_start': load,
+    'busy_before': busy,
     'loadavg_end': os.getloadavg(),
     'job': job,
     'batch': {'kind': 'synthetic', **{k: v.tolist() for k, v in batch.items() if k.endswith('_len')}},

@@ -94,15 +94,7 @@ def main(argv):
     raise SystemExit(f'--variants: {e}')
   if _PAIRS.value < 2:
     raise SystemExit(f'--pairs={_PAIRS.value} is too few to pair; use at least 2 (40 or more to resolve ~1 %)')
-  cfg, sizes = (
-    (cases.BENCH_MODEL, cases.Sizes()) if flags.FLAGS.model == 'bench' else cases.config_model('main_ablation')
-  )
-  sizes = dataclasses.replace(
-    sizes,
-    batch=flags.FLAGS.rows or sizes.batch,
-    src_len=flags.FLAGS.width or sizes.src_len,
-    tgt_len=flags.FLAGS.width or sizes.tgt_len,
-  )
+  cfg, sizes = variants_lib.model_and_sizes()
   result = run(variants, _PAIRS.value, cfg, sizes)
   if flags.FLAGS.out:
     with open(flags.FLAGS.out, 'w') as f:
@@ -126,9 +118,7 @@ def main(argv):
 def _define_flags():
   """The flags only this command reads, defined when it runs: tests import ab_step beside benchmarks.bench, whose
   --model, --width and --out are other flags."""
-  flags.DEFINE_enum('model', 'bench', ['bench', 'main'], "'main': experiments/configs/main_ablation.py's model")
-  flags.DEFINE_integer('rows', 0, "the batch's rows (0: the model's own)", lower_bound=0)
-  flags.DEFINE_integer('width', 0, "the batch's source and target width (0: the model's own)", lower_bound=0)
+  variants_lib.define_size_flags()
   flags.DEFINE_string('out', None, 'a JSON file for the times and the paired summaries')
 
 

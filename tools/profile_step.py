@@ -3,6 +3,7 @@ r"""Where the bench-config training step spends its time: per part, measured aga
     python -m tools.profile_step                  # 3 profiled steps after warm-up; prints a table
     python -m tools.profile_step --kernels=pallas # the same with the fused Pallas kernels (model.kernels, a GPU)
     python -m tools.profile_step --variants='{"mine": {"patch": "my_patches:old_loss"}}' --rounds=8
+    python -m tools.profile_step --model=main --rows=32 --width=40   # the main job's model, one row block's batch
 
 Traces the jitted, state-donating `train_step` with `jax.profiler`, reads the trace back
 (`jax.profiler.ProfileData`) and assigns every executed HLO op of the step to a part by the
@@ -68,6 +69,8 @@ def part_of(op_name: str) -> str:
   if not op_name:
     return 'no op_name (XLA copies, zero fills)'
   backward = 'transpose(' in op_name
+  if 'decoder.token_nll' in op_name:  # fused_loss.projected_nll, whose op_names also read '/decoder'
+    return 'vocab + loss bwd' if backward else 'vocab + loss fwd'
   if 'Seq2Seq.encode' in op_name:
     return 'encoder bwd' if backward else 'encoder fwd'
   if '_output_features' in op_name:
@@ -359,7 +362,8 @@ def main(argv):
       variants = variants_lib.parse(variants_lib.FLAG.value)
     except ValueError as e:
       raise SystemExit(f'--variants: {e}')
-    r = compare(variants, _ROUNDS.value)
+    cfg, sizes = variants_lib.model_and_sizes()
+    r = compare(variants, _ROUNDS.value, cfg=dataclasses.replace(cfg, kernels=_KERNELS.value), sizes=sizes)
     print(
       f'medians over {_ROUNDS.value} interleaved rounds of 2 profiled steps (ms); in brackets: median '
       'paired difference from base; base_again (the same program) shows the noise'
@@ -376,8 +380,8 @@ def main(argv):
         + ' |'
       )
     return
-  cfg = dataclasses.replace(cases.BENCH_MODEL, kernels=_KERNELS.value)
-  r = profile(cfg, keep_trace=_KEEP_TRACE.value)
+  cfg, sizes = variants_lib.model_and_sizes()
+  r = profile(dataclasses.replace(cfg, kernels=_KERNELS.value), sizes, keep_trace=_KEEP_TRACE.value)
   print(f'matmul peak {r["peak_gflops"]:.1f} GFLOP/s; profiled step {r["step_s"]:.3f} s (the profiler adds some)')
   print('| part | wall (s) | busy, all threads (s) | model GFLOP | ideal at peak (s) | wall - ideal (s) |')
   print('| --- | --- | --- | --- | --- | --- |')
@@ -408,4 +412,5 @@ def main(argv):
 
 
 if __name__ == '__main__':
+  variants_lib.define_size_flags()
   app.run(main)

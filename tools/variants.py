@@ -41,6 +41,24 @@ FLAG = flags.DEFINE_string(
 )
 
 
+def define_size_flags() -> None:
+  """--model, --rows and --width, defined by the command that runs (ab_step, profile_step): tests import these
+  tools beside benchmarks.bench, whose --model and --width are other flags."""
+  flags.DEFINE_enum('model', 'bench', ['bench', 'main'], "'main': experiments/configs/main_ablation.py's model")
+  flags.DEFINE_integer('rows', 0, "the batch's rows (0: the model's own)", lower_bound=0)
+  flags.DEFINE_integer('width', 0, "the batch's source and target width (0: the model's own)", lower_bound=0)
+
+
+def model_and_sizes() -> tuple[ModelConfig, cases.Sizes]:
+  """The model and batch that define_size_flags' flags name: the bench config's or the main job's, at --rows x
+  --width."""
+  f = flags.FLAGS
+  cfg, sizes = (cases.BENCH_MODEL, cases.Sizes()) if f.model == 'bench' else cases.config_model('main_ablation')
+  return cfg, dataclasses.replace(
+    sizes, batch=f.rows or sizes.batch, src_len=f.width or sizes.src_len, tgt_len=f.width or sizes.tgt_len
+  )
+
+
 @dataclasses.dataclass(frozen=True)
 class Variant:
   xla: dict = dataclasses.field(default_factory=dict)  # compiler_options of `.compile()`

@@ -98,3 +98,30 @@ def test_the_ratio_is_pytorch_time_over_attnmt_time_pair_by_pair():
   assert train['attnmt']['process_medians_s'] == [2.0, 1.0] and train['torch']['process_medians_s'] == [4.0, 3.0]
   assert train['torch_over_attnmt'] == {'median': 2.5, 'per_pair': [2.0, 3.0]}
   assert train['attnmt']['median_s'] == 1.5
+
+
+def test_busy_share_counts_other_work_on_the_given_cpus_only():
+  """Hand-worked /proc/stat readings: busy is everything but idle and iowait, over the given CPUs together."""
+  before = peer.cpu_times(
+    'cpu  300 0 100 1000 0 0 0 0 0 0\n'
+    'cpu0 100 0 50 500 0 0 0 0 0 0\n'
+    'cpu1 200 0 50 500 0 0 0 0 0 0\n'
+    'intr 12345 0 0\n'
+    'ctxt 999\n'
+  )
+  assert before == {0: (150, 650), 1: (250, 750)}
+  # cpu0: 100 ticks pass, 80 busy (60 user, 10 system, 10 steal), 20 idle or iowait; cpu1: 100 ticks, all idle
+  after = peer.cpu_times('cpu0 160 0 60 510 10 0 0 10 0 0\ncpu1 200 0 50 600 0 0 0 0 0 0\n')
+  assert after == {0: (230, 750), 1: (250, 850)}
+  assert peer.busy_share(before, after, [0]) == 0.8
+  assert peer.busy_share(before, after, [1]) == 0.0
+  assert peer.busy_share(before, after, [0, 1]) == 0.4
+  assert peer.busy_share(before, before, [0]) == 0.0  # no ticks between the readings
+
+
+def test_measure_busy_reads_this_machine():
+  cpus = sorted(os.sched_getaffinity(0))
+  share = peer.measure_busy(cpus, seconds=0.2)
+  assert share is None or 0.0 <= share <= 1.0
+  if os.path.exists('/proc/stat'):
+    assert share is not None

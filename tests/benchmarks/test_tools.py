@@ -130,6 +130,9 @@ def test_parts_add_up_to_the_train_step_flops():
     ('jit(train_step)/transpose(jvp(Seq2Seq.features))/decoder/transpose(jvp())/dot_general', 'decoder bwd'),
     ('jit(train_step)/jvp(Seq2Seq.features)/decoder/decoder._output_features/tanh', 'output layer fwd'),
     ('jit(train_step)/transpose(jvp())/dot_general', 'vocab + loss bwd'),
+    ('jit(train_step)/jvp(Seq2Seq.token_nll)/decoder.token_nll/dot_general', 'vocab + loss fwd'),
+    ('jit(train_step)/transpose(jvp(Seq2Seq.token_nll))/decoder.token_nll/dot_general', 'vocab + loss bwd'),
+    ('jit(train_step)/jvp(Seq2Seq.token_nll)/Seq2Seq.features/decoder/jvp()/while/body/tanh', 'decoder fwd'),
     ('jit(train_step)/mul', 'optimiser'),
     ('', 'no op_name (XLA copies, zero fills)'),
   ],
@@ -178,6 +181,20 @@ def test_profile_assigns_a_tiny_step_to_its_parts():
   ):
     assert result['parts'][part]['wall_s'] > 0, part
     assert result['parts'][part]['busy_s'] >= result['parts'][part]['wall_s'] * 0.999, part
+
+
+def test_the_vocabulary_products_of_a_compiled_step_fall_in_the_vocab_part():
+  """The op_names the compiled step really carries: its three vocabulary products (forward, d h, d W) are in the
+  vocabulary part, not the decoder's, whose op_names they share a prefix with."""
+  program = profile_step._Program(TINY, SIZES)
+  vocab_products = [
+    part_of_op
+    for _, op_name in program.ops.values()
+    if 'decoder.token_nll' in op_name and op_name.endswith('dot_general')
+    for part_of_op in [profile_step.part_of(op_name)]
+  ]
+  assert len(vocab_products) >= 3
+  assert set(vocab_products) == {'vocab + loss fwd', 'vocab + loss bwd'}
 
 
 def test_kernels_are_sorted_into_kinds_by_name():
