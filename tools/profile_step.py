@@ -1,4 +1,5 @@
-r"""Where the bench-config training step spends its time: per part, measured against its FLOPs.
+r"""Where the bench-config training step (or the main job's: --model=main) spends its time: per part, measured
+against its FLOPs.
 
     python -m tools.profile_step                  # 3 profiled steps after warm-up; prints a table
     python -m tools.profile_step --kernels=pallas # the same with the fused Pallas kernels (model.kernels, a GPU)

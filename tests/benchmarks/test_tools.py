@@ -188,10 +188,9 @@ def test_the_vocabulary_products_of_a_compiled_step_fall_in_the_vocab_part():
   vocabulary part, not the decoder's, whose op_names they share a prefix with."""
   program = profile_step._Program(TINY, SIZES)
   vocab_products = [
-    part_of_op
+    profile_step.part_of(op_name)
     for _, op_name in program.ops.values()
     if 'decoder.token_nll' in op_name and op_name.endswith('dot_general')
-    for part_of_op in [profile_step.part_of(op_name)]
   ]
   assert len(vocab_products) >= 3
   assert set(vocab_products) == {'vocab + loss fwd', 'vocab + loss bwd'}
