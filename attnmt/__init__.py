@@ -6,10 +6,12 @@ The Python API (attnmt/api.py), imported on first use:
   attnmt.compare(run_dirs)      runs compared over seeds and test sentences, as data
   attnmt.train(config, workdir) trains a config and loads the run
 
-Four packages, imported one way (analysis -> training -> model; data beside, used by training and analysis):
+Five packages, imported one way (analysis -> compare -> training -> model; data beside, used by training and
+analysis):
   attnmt.model      the encoder-decoder, attention scores, windows, normalisers, decoding
   attnmt.data       corpora as TFDS builders, tokenisers, batches
   attnmt.training   settings, the training step and loop, checkpoints, evaluation
+  attnmt.compare    which variant is better, by how much, and is it decided: paired tests, families, rounds
   attnmt.analysis   reloading runs, translations with attention, BLEU by length, AER, tables, plots, reports
 """
 

@@ -459,7 +459,7 @@ def compare(
   """Decodes `split` with every seed of every run and compares them as experiments/analyze.py does: Welch's
   t over seeds with the test set's variance (jackknife over sentences), the family `contrasts` ('all' pairs,
   variant names each tested against every other, or pairs written A~B) with simultaneous intervals, and three
-  answers: A > B, A ≈ B within ±`delta` BLEU, undecided (attnmt.analysis.comparison), writing nothing. Unlike
+  answers: A > B, A ≈ B within ±`delta` BLEU, undecided (attnmt.compare.verdicts), writing nothing. Unlike
   `load`, this reads each run's corpus (built again from the config if missing).
 
   `pool_seeds`: runs trained a seed each (train.seeds as a sweep axis, as the CPU main job trains them:

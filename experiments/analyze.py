@@ -46,7 +46,6 @@ import time
 from absl import app, flags
 
 from attnmt.analysis import (
-  comparison,
   explanations,
   exports,
   faithfulness,
@@ -56,6 +55,7 @@ from attnmt.analysis import (
   stored,
   tables,
 )
+from attnmt.compare import verdicts
 from attnmt.model import interventions
 from experiments import common
 
@@ -398,7 +398,7 @@ def _from_scores(path: str, baseline):
   if baseline is not None and baseline not in names:
     raise ValueError(f'--baseline {baseline} is not a variant of {path}; variants: {", ".join(names)}')
   baseline = baseline or next((r['variant'] for r in rows if not _attends(path, r)), None)
-  compared = comparison.compare_scores(names, scores, baseline, contrasts=FLAGS.contrasts, delta=FLAGS.delta)
+  compared = verdicts.compare_scores(names, scores, baseline, contrasts=FLAGS.contrasts, delta=FLAGS.delta)
   results = tables.scores_results(compared)
   print(f'From {path} ({len(names)} variant(s), per-seed scores only):\n' + tables.pairwise_text(results))
 

@@ -1,5 +1,5 @@
 """Is the comparison of variants calibrated? The error over the whole family, simulated with known truth and on
-real runs (attnmt/analysis/calibration.py; docs/results/calibration.md).
+real runs (attnmt/compare/calibration.py; docs/results/calibration.md).
 
 Simulated (--simulate): five variants, four identical and one far below (the main job's shape), at K = 2, 3, 5
 and 10 seeds, with and without sentence-by-sentence differences between the variants, and on a length bucket
@@ -25,7 +25,8 @@ from absl import app, flags
 from attnmt import plots
 import scipy.stats
 
-from attnmt.analysis import calibration, family, planning, sequential, significance, stored
+from attnmt.analysis import stored
+from attnmt.compare import calibration, family, planning, sequential, pair_tests
 from experiments import common
 
 flags.DEFINE_bool('simulate', False, 'Run the simulated checks and the power curves.')
@@ -176,7 +177,7 @@ def _real(path: str, splits: list[tuple[int, int]]):
     )
   refs = doc['references']
   stats = np.concatenate(
-    [np.stack([significance.sentence_statistics(h, refs) for h in v['greedy']]) for v in doc['variants']]
+    [np.stack([pair_tests.sentence_statistics(h, refs) for h in v['greedy']]) for v in doc['variants']]
   )
   k = stats.shape[0]
   if any(g < 2 or s < 2 or g * s > k for g, s in splits):

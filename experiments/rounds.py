@@ -1,5 +1,5 @@
 """Seeds until decided: the sweep with `sweep.rounds` > 0 trains its variants in rounds of
-`sweep.seeds_per_round` seeds each, looks at the data after every round (attnmt.analysis.sequential), and stops
+`sweep.seeds_per_round` seeds each, looks at the data after every round (attnmt.compare.sequential), and stops
 when every contrast of the family is ranked or equivalent, or after `sweep.rounds` rounds.
 
     ./launch.sh sweep --config=experiments/configs/decided.py --workdir=runs/decided \
@@ -18,7 +18,8 @@ import signal
 import subprocess
 import sys
 
-from attnmt.analysis import family, report, sequential, stored, tables
+from attnmt.analysis import report, stored, tables
+from attnmt.compare import family, sequential
 from attnmt.errors import ConfigError
 from experiments import cores
 

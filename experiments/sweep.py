@@ -27,7 +27,8 @@ from absl import app, flags
 from ml_collections import config_flags
 
 from attnmt import data, plots, schema
-from attnmt.analysis import curves as curves_lib, family, html_report, report, stored, tables
+from attnmt.analysis import curves as curves_lib, html_report, report, stored, tables
+from attnmt.compare import family
 from attnmt.errors import ConfigError, UnknownChoice
 from attnmt.model.config import COMPONENTS, FORMER, ModelConfig, canonical_section
 from attnmt.model.registry import parse, split_top

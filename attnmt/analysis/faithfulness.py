@@ -18,10 +18,10 @@
   source tokens, or with constant weights or attributions, have no correlation (counted as undefined).
 
 Every measure is a sum and a count per batch, so pooling over batches is exact; seeds pool by
-`significance.seed_summary` (mean, sd and Student's t interval over seeds; one seed: no interval, said so).
+`pair_tests.seed_summary` (mean, sd and Student's t interval over seeds; one seed: no interval, said so).
 
 Verdicts (`contrasts`): declared measures, each cell against a reference cell, all in ONE family
-(attnmt.analysis.family): Welch's t over seeds with the test set held fixed (every cell is measured on the
+(attnmt.compare.family): Welch's t over seeds with the test set held fixed (every cell is measured on the
 same sentences), simultaneous Bonferroni intervals over measures x cells, alpha 0.05 over the whole family.
 The measures' units differ, so no equivalence margin is declared: a contrast is ranked or undecided.
 """
@@ -39,7 +39,8 @@ import numpy as np
 import scipy.stats
 
 from attnmt import data, plots, progress
-from attnmt.analysis import comparison, family, significance, stored
+from attnmt.analysis import stored
+from attnmt.compare import verdicts, family, pair_tests
 from attnmt.errors import ConfigError, InputError
 from attnmt.model import scores
 from attnmt.model.config import ModelConfig
@@ -336,7 +337,7 @@ COLUMNS = (
 
 
 def _cell(values: list, scale: float, digits: int) -> str:
-  s = significance.seed_summary([v * scale for v in values])
+  s = pair_tests.seed_summary([v * scale for v in values])
   if s['ci'] is None:
     return f"{s['mean']:.{digits}f}"
   return f"{s['mean']:.{digits}f} [{s['ci'][0]:.{digits}f}, {s['ci'][1]:.{digits}f}]"
@@ -431,7 +432,7 @@ def contrasts(
 ) -> dict:
   """The page's verdicts: for each declared measure (a key path, `measure_values`), every cell whose score
   attends against `reference`, all measures x cells in one family with family-wise error <= alpha. Each
-  measure is one comparison.compare_scores call spending alpha / number of measures (Bonferroni: each contrast
+  measure is one verdicts.compare_scores call spending alpha / number of measures (Bonferroni: each contrast
   tested at alpha / m, its interval the simultaneous one, adjusted p = min(1, p m)), by Welch's t over seeds
   with the test set held fixed: every cell is measured on the same sentences, so they add no variance to a
   difference between cells. No equivalence margin is declared (the measures' units differ): `delta` None is 0,
@@ -453,7 +454,7 @@ def contrasts(
   for path in measures:
     label, scale, _ = measure_format(path)
     observed = [[v * scale for v in measure_values(r, path)] for r in cells]
-    compared = comparison.compare_scores(names, observed, ref, contrasts=ref, delta=delta, alpha=alpha, level=level)
+    compared = verdicts.compare_scores(names, observed, ref, contrasts=ref, delta=delta, alpha=alpha, level=level)
     rows += [{'measure': path, 'label': label, **pair} for pair in compared['pairs']]
   sentences = sorted({r['sentences'] for r in cells})
   return {
@@ -520,7 +521,7 @@ def plot(results: list[dict], path: str) -> str:
     labels, means, errs = [], [], []
     for r in rows:
       for n in names:
-        s = significance.seed_summary([v * scale for v in r['interventions'][n][key]])
+        s = pair_tests.seed_summary([v * scale for v in r['interventions'][n][key]])
         labels.append(f"{r['variant']} · {n}")
         means.append(s['mean'])
         errs.append(0.0 if s['ci'] is None else s['ci'][1] - s['mean'])

@@ -1,5 +1,5 @@
 """analyze_runs: translations, BLEU/chrF, BLEU by length, heatmaps, AER, attention monotonicity, entropy,
-maximum weight and coverage deviation, repetition, and the declared family's verdicts (attnmt.analysis.comparison) for a
+maximum weight and coverage deviation, repetition, and the declared family's verdicts (attnmt.compare.verdicts) for a
 set of run directories."""
 
 from __future__ import annotations
@@ -10,7 +10,8 @@ from typing import Callable, Collection, NamedTuple, Optional
 
 import numpy as np
 
-from attnmt.analysis import comparison, family, inspection, significance, stored, tables
+from attnmt.analysis import inspection, stored, tables
+from attnmt.compare import verdicts, family, pair_tests
 from attnmt.training import checkpoints
 
 from attnmt import data, plots, progress
@@ -208,13 +209,13 @@ POOLED_COUNTS = ('sentences', 'undefined', 'skipped', 'tokens', 'positions')
 
 def sentence_views(run, trans, sources, references, n_best=None, gold=None) -> dict[int, dict]:
   """What the HTML report shows of each translated sentence, by example index: source and reference, the
-  greedy output with its sentence BLEU (sacrebleu.sentence_bleu's, significance.sentence_bleus), its attention (output tokens x source
+  greedy output with its sentence BLEU (sacrebleu.sentence_bleu's, pair_tests.sentence_bleus), its attention (output tokens x source
   tokens, EOS included) and both sides' token labels, the beam hypotheses with their scores (`n_best`),
   and where `gold` alignments exist the forced-decoding attention pooled to words with the gold links
   and the sentence's AER."""
   src_tok, tgt_tok = run.prepared.src_tokenizer, run.prepared.tgt_tokenizer
   views = {}
-  bleus = significance.sentence_bleus([x.text for x in trans], [references[x.index] for x in trans])
+  bleus = pair_tests.sentence_bleus([x.text for x in trans], [references[x.index] for x in trans])
   for x, bleu in zip(trans, bleus):
     i = x.index
     src_ids = src_tok.encode(sources[i])
@@ -363,9 +364,9 @@ def add_significance(
   texts: list[dict],
   baseline: Optional[str] = None,
   contrasts: str = 'all',
-  delta: float = comparison.DELTA,
+  delta: float = verdicts.DELTA,
 ) -> None:
-  """Sets result['significance'] of every run from comparison.compare_statistics, over seeds and test
+  """Sets result['significance'] of every run from verdicts.compare_statistics, over seeds and test
   sentences: 'corpus' holds the per-seed greedy BLEU, mean, sd and t interval over seeds with the test set's
   variance; 'pairs' the contrasts of the declared family `contrasts` this run leads (difference, simultaneous
   interval, p, adjusted p, verdict, seeds to decide); 'by_length' the same per source-length bucket of
@@ -386,13 +387,13 @@ def add_significance(
     base = default_baseline([results[k] for k in members], baseline)
     refs, sources = texts[members[0]]['references'], texts[members[0]]['sources']
     stats = [
-      np.stack([significance.sentence_statistics(h, refs) for h in texts[k]['hypotheses']['greedy']]) for k in members
+      np.stack([pair_tests.sentence_statistics(h, refs) for h in texts[k]['hypotheses']['greedy']]) for k in members
     ]
     rows = results[members[0]]['greedy_bleu_by_length']
     tested = tables.longest_shared_buckets([results[k] for k in members]) if base is not None and len(names) > 1 else []
-    length_level = comparison.ALPHA * LENGTH_SHARE if tested else 0.0
-    whole = comparison.compare_statistics(
-      names, stats, base, contrasts=contrasts, delta=delta, level=comparison.ALPHA - length_level
+    length_level = verdicts.ALPHA * LENGTH_SHARE if tested else 0.0
+    whole = verdicts.compare_statistics(
+      names, stats, base, contrasts=contrasts, delta=delta, level=verdicts.ALPHA - length_level
     )
     buckets = _buckets_against_baseline(rows, sources, stats, names, base, tested, length_level, delta)
     for m, k in enumerate(members):
@@ -411,24 +412,24 @@ def add_significance(
 def _buckets_against_baseline(rows, sources, stats, names, baseline, tested, level, delta) -> list[list[dict]]:
   """Per source-length bucket (rows of greedy_bleu_by_length), per variant: mean BLEU over seeds on the
   bucket's sentences and its 95 % interval; on the `tested` buckets, each variant's contrast against
-  `baseline` (comparison.compare_scores, the buckets sharing `level`: Bonferroni over every bucket and variant
+  `baseline` (verdicts.compare_scores, the buckets sharing `level`: Bonferroni over every bucket and variant
   tested): p, adjusted p, simultaneous interval and decision."""
   words = evaluation.source_words(sources)
   selections = [evaluation.in_bucket(words, row['lo'] - 1, row['hi']) for row in rows]  # rows hold lo + 1
   n_tested = sum(row['bucket'] in tested and len(s) > 1 for row, s in zip(rows, selections))
   out = []
   for row, selection in zip(rows, selections):
-    per_seed = [[significance.corpus_bleu(s[k, selection].sum(0)) for k in range(len(s))] for s in stats]
-    jack = [significance.jackknife(s, selection) for s in stats] if len(selection) > 1 else None
+    per_seed = [[pair_tests.corpus_bleu(s[k, selection].sum(0)) for k in range(len(s))] for s in stats]
+    jack = [pair_tests.jackknife(s, selection) for s in stats] if len(selection) > 1 else None
     contrasts = {}
     if jack is None:
-      summaries = [s | {'interval': s['ci']} for s in map(significance.seed_summary, per_seed)]
+      summaries = [s | {'interval': s['ci']} for s in map(pair_tests.seed_summary, per_seed)]
     elif row['bucket'] in tested:
       kw = dict(contrasts=baseline, delta=delta, level=level / n_tested, plan=False)
-      result = comparison.compare_scores(names, per_seed, baseline, jack, **kw)
+      result = verdicts.compare_scores(names, per_seed, baseline, jack, **kw)
       summaries, contrasts = result['variants'], {p['a']: p for p in result['pairs']}
     else:
-      summaries = [significance.variant_summary(x, j) for x, j in zip(per_seed, jack)]
+      summaries = [pair_tests.variant_summary(x, j) for x, j in zip(per_seed, jack)]
     bucket = []
     for m, summary in enumerate(summaries):
       entry = {'bucket': row['bucket'], 'lo': row['lo'], 'hi': row['hi'], 'sentences': int(len(selection))}
@@ -450,7 +451,7 @@ def analyze_runs(
   report_sentences: int = 200,
   baseline: Optional[str] = None,
   contrasts: str = 'all',
-  delta: float = comparison.DELTA,
+  delta: float = verdicts.DELTA,
   keep_texts: bool = False,
   seeds_as_runs: bool = False,
   corpora: Optional[dict] = None,
@@ -663,7 +664,7 @@ def analyze_translations(
   baseline: Optional[str] = None,
   pool_seeds: bool = False,
   contrasts: str = 'all',
-  delta: float = comparison.DELTA,
+  delta: float = verdicts.DELTA,
 ) -> list[dict]:
   """The analysis results (as analyze_runs returns them, less what needs the model: attention, beam, AER)
   recomputed from a stored translations file (attnmt.analysis.stored); `pool_seeds`: single-seed runs of one
@@ -677,7 +678,7 @@ def analyze_document(
   baseline: Optional[str] = None,
   pool_seeds: bool = False,
   contrasts: str = 'all',
-  delta: float = comparison.DELTA,
+  delta: float = verdicts.DELTA,
 ) -> list[dict]:
   """analyze_translations of a translations document already in memory (stored.load's or stored.document's);
   `source` names where it came from."""

@@ -3,14 +3,15 @@ analysis (from report.analyze_runs), as Markdown, CSV and the cells of report.ht
 
 Every comparison shows the seeds: per-seed values, mean, standard deviation and a 95% interval; one seed
 shows its value alone (never "± 0.00") and the verdicts say the variants are not ranked. The statistics
-are attnmt.analysis.significance's.
+are attnmt.compare.pair_tests's.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from attnmt.analysis import significance, stored
+from attnmt.analysis import stored
+from attnmt.compare import pair_tests
 
 ONE_SEED = (
   'One seed per variant: the variants are not ranked (seed-to-seed variation is unmeasured, and it can '
@@ -64,7 +65,7 @@ def results_table(rows: list[dict]) -> str:
   head += [c for c, _ in RESULT_COLUMNS] + ['parameters', 'train tok/s per seed', 'train min']
   lines = ['| ' + ' | '.join(head) + ' |', '|' + '---|' * len(head)]
   for r in rows:
-    s = significance.seed_summary(r['test_bleu'])
+    s = pair_tests.seed_summary(r['test_bleu'])
     cells = [r['variant'], str(len(r['seeds'])), per_seed(s['per_seed']), f"{s['mean']:.2f}"]
     cells += ['–' if s['sd'] is None else f"{s['sd']:.2f}", interval(s['ci'])]
     cells += [mean_sd(r[k]) if k in r else '–' for _, k in RESULT_COLUMNS]
@@ -122,7 +123,7 @@ def results_csv(rows: list[dict]) -> str:
   head += ['parameters', 'tokens_per_s_per_seed', 'train_seconds', 'attends']
   out = [','.join(head)]
   for r in rows:
-    s = significance.seed_summary(r['test_bleu'])
+    s = pair_tests.seed_summary(r['test_bleu'])
     cells = [r['variant'], ' '.join(map(str, r['seeds'])), ' '.join(f'{v:.4f}' for v in s['per_seed'])]
     cells += [f"{s['mean']:.4f}", '' if s['sd'] is None else f"{s['sd']:.4f}"]
     cells += ['', ''] if s['ci'] is None else [f'{x:.4f}' for x in s['ci']]
@@ -137,7 +138,7 @@ def results_csv(rows: list[dict]) -> str:
 
 def results_strip(rows: list[dict]) -> list[dict]:
   """plots.seed_strip's rows from the sweep's results: per-seed test BLEU, mean, t interval."""
-  return [{'variant': r['variant'], **significance.seed_summary(r['test_bleu'])} for r in rows]
+  return [{'variant': r['variant'], **pair_tests.seed_summary(r['test_bleu'])} for r in rows]
 
 
 # ---- the analysis: report.analyze_runs' results -----------------------------------------------------------
@@ -216,7 +217,7 @@ def _seeds_cell(p: dict) -> str:
 
 
 def scores_results(comparison: dict) -> list[dict]:
-  """The rows pairwise_text reads, from attnmt.analysis.comparison.compare_scores alone (no analysis)."""
+  """The rows pairwise_text reads, from attnmt.compare.verdicts.compare_scores alone (no analysis)."""
   return [
     {'variant': v['variant'], 'seeds': list(range(v['seeds']))}
     | {'significance': comparison | {'pairs': [p for p in comparison['pairs'] if p['a'] == v['variant']]}}

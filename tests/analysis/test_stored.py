@@ -14,7 +14,8 @@ import pytest
 import sacrebleu
 import scipy.stats
 
-from attnmt.analysis import comparison, inspection, report, significance, stored
+from attnmt.analysis import inspection, report, stored
+from attnmt.compare import verdicts, pair_tests
 from attnmt.errors import InputError
 from experiments.configs import tiny
 
@@ -64,9 +65,9 @@ def test_statistics_from_stored_translations(tmp_path):
   assert (s['family_size'], s['level'], s['length_level']) == (1, pytest.approx(0.04), pytest.approx(0.01))
   names = [v['variant'] for v in doc['variants']]
   stats = [
-    np.stack([significance.sentence_statistics(h, doc['references']) for h in v['greedy']]) for v in doc['variants']
+    np.stack([pair_tests.sentence_statistics(h, doc['references']) for h in v['greedy']]) for v in doc['variants']
   ]
-  assert pair == comparison.compare_statistics(names, stats, names[0], level=0.04)['pairs'][0]
+  assert pair == verdicts.compare_statistics(names, stats, names[0], level=0.04)['pairs'][0]
   # Welch's t over the sacrebleu per-seed scores, the test set's variance added: never below seeds-only Welch.
   d, se, df = np.mean(bleu[1]) - np.mean(bleu[0]), pair['se'], pair['df']
   seeds = np.var(bleu[1], ddof=1) / 3 + np.var(bleu[0], ddof=1) / 2

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import sacrebleu
 
-from attnmt.analysis import significance
+from attnmt.compare import pair_tests
 from attnmt.training import evaluation, translation_scores as ts
 
 REFS = [
@@ -69,14 +69,14 @@ def test_each_metric_is_extracted_once_per_list_of_outputs(monkeypatch):
   for _ in range(3):
     scores = evaluation.bleu_chrf(HYPS, REFS)
     rows = evaluation.bleu_by_length(HYPS, REFS, sources, min_sentences=1)
-    bleus = significance.sentence_bleus(HYPS, REFS)
-    stats = significance.sentence_statistics(HYPS, REFS)
+    bleus = pair_tests.sentence_bleus(HYPS, REFS)
+    stats = pair_tests.sentence_statistics(HYPS, REFS)
   assert sorted(calls) == ['BLEU', 'CHRF', 'CHRF']
   changed = [*HYPS[:-1], 'one two three four five six']
   changed_bleu = evaluation.bleu_chrf(changed, REFS)['bleu']
   assert sorted(calls) == ['BLEU', 'BLEU', 'CHRF', 'CHRF', 'CHRF', 'CHRF']
   assert changed_bleu == sacrebleu.BLEU().corpus_score(changed, [REFS]).score
-  assert scores['bleu'] == significance.corpus_bleu(stats.sum(0))
+  assert scores['bleu'] == pair_tests.corpus_bleu(stats.sum(0))
   assert [r['sentences'] for r in rows] == [2, 2, 2]
   assert rows[0]['bleu'] == sacrebleu.corpus_bleu(HYPS[:2], [REFS[:2]]).score
   assert bleus == [sacrebleu.sentence_bleu(h, [r]).score for h, r in zip(HYPS, REFS)]

@@ -5,10 +5,10 @@ real runs.
 4-gram matches and totals) for V variants of K seeds each, from a generator with shared sentence difficulty,
 a per-seed quality offset, per-seed sentence noise and, with `interaction_sd`, each variant's own effect on
 each sentence (variants equal on average over sentences but not sentence by sentence: a large test-set
-variance). `family_errors` runs `comparison.compare_scores` on such experiments and counts the experiments
+variance). `family_errors` runs `verdicts.compare_scores` on such experiments and counts the experiments
 with any wrong claim over the whole family: a ranking of two identical variants, a ranking in the wrong
 direction, or an equivalence claimed where the true difference is at least delta. `sequential_errors` does the
-same for a design of rounds (attnmt.analysis.sequential), `decision_rate` gives power curves.
+same for a design of rounds (attnmt.compare.sequential), `decision_rate` gives power curves.
 
 `splits` does the A/A check on real runs: the seeds of one variant split every way into groups, each split
 compared as if the groups were variants, the whole family at once.
@@ -22,7 +22,7 @@ from typing import Sequence
 
 import numpy as np
 
-from attnmt.analysis import comparison, family, sequential, significance
+from attnmt.compare import verdicts, family, sequential, pair_tests
 
 # The generator's defaults: BLEU near 20.7 with a seed sd near 0.8 on 400 sentences (measured over 32 seeds),
 # about the main job's: most of the seed spread is the seed's overall quality, some its sentence noise.
@@ -60,7 +60,7 @@ def simulate(
 
 def seed_bleu(stats: np.ndarray) -> np.ndarray:
   """The corpus BLEU of each seed (K x N x D statistics), by sacrebleu."""
-  return np.array([significance.corpus_bleu(s.sum(0)) for s in stats])
+  return np.array([pair_tests.corpus_bleu(s.sum(0)) for s in stats])
 
 
 def true_differences(offsets: Sequence[float], sentences: int = 400, seeds: int = 64, draws: int = 8) -> np.ndarray:
@@ -106,7 +106,7 @@ def _truth(names, true_bleu) -> dict:
 def experiment(rng, seeds, sentences, offsets, interaction_sd=0.0):
   """Per variant the per-seed BLEU (K) and the jackknife over sentences (K x N) of one simulated experiment."""
   stats = simulate(rng, seeds, sentences, offsets, interaction_sd)
-  return [seed_bleu(s) for s in stats], [significance.jackknife(s) for s in stats]
+  return [seed_bleu(s) for s in stats], [pair_tests.jackknife(s) for s in stats]
 
 
 def family_errors(
@@ -131,7 +131,7 @@ def family_errors(
   wrong = decided = 0
   for _ in range(experiments):
     bleu, jack = experiment(rng, seeds, sentences, offsets, interaction_sd)
-    result = comparison.compare_scores(names, bleu, None, jack, contrasts=contrasts, delta=delta, plan=False)
+    result = verdicts.compare_scores(names, bleu, None, jack, contrasts=contrasts, delta=delta, plan=False)
     wrong += wrong_claims(result, truth, delta) > 0
     decided += any(p['decision'] in (family.GREATER, family.EQUIVALENT) for p in result['pairs'])
   return _share(wrong, experiments) | {'seeds': seeds, 'decided_share': decided / experiments}
@@ -197,7 +197,7 @@ def decision_rate(seeds: int, gap_sd: float, experiments: int, level: float, del
   decided = ranked = 0
   for _ in range(experiments):
     bleu, jack = experiment(rng, seeds, 400, (offset, 0.0))
-    p = comparison.compare_scores(['a', 'b'], bleu, None, jack, delta=delta, level=level, plan=False)['pairs'][0]
+    p = verdicts.compare_scores(['a', 'b'], bleu, None, jack, delta=delta, level=level, plan=False)['pairs'][0]
     decided += p['decision'] in (family.GREATER, family.EQUIVALENT)
     ranked += p['decision'] == family.GREATER
   return {'seeds': seeds, 'gap_sd': gap_sd, 'decided': decided / experiments, 'ranked': ranked / experiments}
@@ -236,11 +236,11 @@ def splits(stats: np.ndarray, groups: int, size: int, delta: float = family.DELT
   if size < 2 or groups < 2 or groups * size > k:
     raise ValueError(f'{k} seeds cannot be split into {groups} groups of {size} (each group needs at least 2)')
   bleu = seed_bleu(stats)
-  jack = significance.jackknife(stats)
+  jack = pair_tests.jackknife(stats)
   names = [f'group {g + 1}' for g in range(groups)]
   rows = []
   for split in _partitions(list(range(k)), groups, size):
-    result = comparison.compare_scores(
+    result = verdicts.compare_scores(
       names, [bleu[list(g)] for g in split], None, [jack[list(g)] for g in split], delta=delta, plan=False
     )
     ranked = sum(p['decision'] == family.GREATER for p in result['pairs'])

@@ -1,10 +1,10 @@
 """The verdicts of a comparison of variants: each variant's per-seed BLEU and interval, and every contrast of a
-declared family (attnmt.analysis.family) tested by attnmt.analysis.significance's Welch test with the test set's
+declared family (attnmt.compare.family) tested by attnmt.compare.pair_tests's Welch test with the test set's
 variance, its simultaneous interval, its answer (A > B, A ≈ B within ±delta, undecided) and, when undecided,
-the seeds per variant that would decide it (attnmt.analysis.planning).
+the seeds per variant that would decide it (attnmt.compare.planning).
 
 `level` is the part of alpha this analysis may spend: all of it for a single look, a look's share in a design
-that trains seeds in rounds (attnmt.analysis.sequential). Contrasts decided at an earlier look are passed in
+that trains seeds in rounds (attnmt.compare.sequential). Contrasts decided at an earlier look are passed in
 `decided` and keep their verdicts.
 """
 
@@ -14,8 +14,8 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from attnmt.analysis import family, planning
-from attnmt.analysis.significance import (
+from attnmt.compare import family, planning
+from attnmt.compare.pair_tests import (
   corpus_bleu,
   jackknife,
   pair_test,

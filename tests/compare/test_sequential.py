@@ -10,7 +10,7 @@ import sys
 import numpy as np
 import pytest
 
-from attnmt.analysis import comparison, family, sequential
+from attnmt.compare import verdicts, family, sequential
 from attnmt.errors import ConfigError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -69,7 +69,7 @@ def test_looks_pool_rounds_and_keep_earlier_decisions():
     assert later == p and later['look'] == 1  # kept as the first look made it
   # a look is the comparison of the pooled seeds at that look's level
   pooled = [sum((r['greedy'][v] for r in rounds[:2]), []) for v in range(3)]
-  again = comparison.compare(rounds[0]['names'], pooled, refs, contrasts='all', delta=2.0, level=design.levels[1])
+  again = verdicts.compare(rounds[0]['names'], pooled, refs, contrasts='all', delta=2.0, level=design.levels[1])
   fresh = [p for p in looks[1]['comparison']['pairs'] if (p['a'], p['b']) not in decided]
   for p in fresh:
     want = next(q for q in again['pairs'] if (q['a'], q['b']) == (p['a'], p['b']))

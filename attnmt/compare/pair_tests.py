@@ -1,6 +1,6 @@
 """One pair of variants over seeds and test sentences: per-seed corpus BLEU (sacrebleu), the test set's variance
 by the jackknife over sentences, and Welch's t over seeds with that variance added, never with more degrees of
-freedom than the seeds give. attnmt.analysis.family turns pairs into a family's verdicts.
+freedom than the seeds give. attnmt.compare.family turns pairs into a family's verdicts.
 
 The unit of replication is the training run: two variants share the test sentences but not their seeds, and
 a verdict "A > B" claims that other seeds (and another test set of this kind) would rank them the same way.

@@ -9,7 +9,7 @@ probability at least 1 - level, so every claim read off them holds together at t
   * `A > B` when the interval lies above 0;
   * `A ≈ B` (equivalent within ±delta) when it lies inside (-delta, delta): Schuirmann's two one-sided tests
     (1987), each at level / (2m);
-  * undecided otherwise, with the seeds per variant that would decide it (attnmt.analysis.planning).
+  * undecided otherwise, with the seeds per variant that would decide it (attnmt.compare.planning).
 
 One family covers ranking and equivalence claims at once, with no step-down to break the agreement between
 a printed interval and its verdict (Holm's step-down has no intervals that agree with it). When a page
@@ -19,7 +19,7 @@ them in declared shares and the Bonferroni inequality bounds the page as a whole
 Seeds trained in rounds look at the data several times: each look gets the part of alpha that the spending
 function releases at its information fraction (Lan & DeMets 1983, with O'Brien & Fleming's 1979 or
 Pocock's shape); a contrast decided at a look keeps its verdict. By the same inequality over looks, the chance
-of any wrong claim at any look stays below alpha however the rounds go (attnmt.analysis.sequential).
+of any wrong claim at any look stays below alpha however the rounds go (attnmt.compare.sequential).
 """
 
 from __future__ import annotations

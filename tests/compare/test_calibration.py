@@ -14,9 +14,9 @@ import sys
 import numpy as np
 import pytest
 
-from attnmt.analysis import calibration as C
-from attnmt.analysis import comparison, family, sequential
-from attnmt.analysis import significance as S
+from attnmt.compare import calibration as C
+from attnmt.compare import verdicts, family, sequential
+from attnmt.compare import pair_tests as S
 from attnmt.analysis import stored
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -58,7 +58,7 @@ def test_one_pair_at_a_time_would_not_hold():
   for _ in range(60):
     bleu, jack = C.experiment(rng, 5, SENTENCES, (0.0,) * 5)
     pairs = [
-      comparison.compare_scores([names[i], names[j]], [bleu[i], bleu[j]], None, [jack[i], jack[j]])
+      verdicts.compare_scores([names[i], names[j]], [bleu[i], bleu[j]], None, [jack[i], jack[j]])
       for i in range(5)
       for j in range(i + 1, 5)
     ]

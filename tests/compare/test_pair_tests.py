@@ -1,4 +1,4 @@
-"""attnmt.analysis.significance, family, planning and comparison: seed statistics by hand, Welch's t against
+"""attnmt.compare.pair_tests, family, planning and comparison: seed statistics by hand, Welch's t against
 scipy and a hand-worked example, the jackknife against a reference written from strings with sacrebleu's
 corpus BLEU, the degrees-of-freedom rule that keeps the test set's term from making a test easier, TOST by
 hand, the family's contrasts and simultaneous intervals, alpha spending against published values, the seed
@@ -9,10 +9,10 @@ import pytest
 import sacrebleu
 import scipy.stats
 
-from attnmt.analysis import comparison as C
-from attnmt.analysis import family as F
-from attnmt.analysis import planning as P
-from attnmt.analysis import significance as S
+from attnmt.compare import verdicts as C
+from attnmt.compare import family as F
+from attnmt.compare import planning as P
+from attnmt.compare import pair_tests as S
 from attnmt.errors import ConfigError
 
 WORDS = 'the a cat dog sat on mat in house big small red'.split()

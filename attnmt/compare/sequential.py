@@ -21,7 +21,7 @@ import os
 
 import numpy as np
 
-from attnmt.analysis import comparison, family, planning, significance
+from attnmt.compare import verdicts, family, planning, pair_tests
 from attnmt.errors import ConfigError
 
 DESIGN_FILE = 'design.json'
@@ -95,9 +95,9 @@ def replay(design: Design, rounds: list[dict]) -> list[dict]:
     if round_['names'] != names or round_['references'] != rounds[0]['references']:
       raise ConfigError(f'round {r + 1} translated other variants or sentences than round 1; they cannot be pooled')
     for name, outputs in zip(names, round_['greedy']):
-      stats = np.stack([significance.sentence_statistics(h, rounds[0]['references']) for h in outputs])
-      bleu[name] += [significance.corpus_bleu(s.sum(0)) for s in stats]
-      jack[name] += list(significance.jackknife(stats))  # a seed's jackknife does not depend on the others
+      stats = np.stack([pair_tests.sentence_statistics(h, rounds[0]['references']) for h in outputs])
+      bleu[name] += [pair_tests.corpus_bleu(s.sum(0)) for s in stats]
+      jack[name] += list(pair_tests.jackknife(stats))  # a seed's jackknife does not depend on the others
   return list(looks(design, names, [bleu[n] for n in names], [jack[n] for n in names]))
 
 
@@ -110,7 +110,7 @@ def looks(design: Design, names, bleu, jack, plan: bool = True):
   for r, (k, level) in enumerate(zip(design.schedule, design.levels)):
     if min(map(len, bleu)) < k:
       return
-    result = comparison.compare_scores(
+    result = verdicts.compare_scores(
       names,
       [b[:k] for b in bleu],
       None,

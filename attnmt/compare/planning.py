@@ -1,5 +1,5 @@
 """How many seeds per variant would decide an undecided contrast: the smallest K at which its simultaneous
-interval would, with 80 % probability, lie above or below 0 or inside (-delta, delta) (attnmt.analysis.family).
+interval would, with 80 % probability, lie above or below 0 or inside (-delta, delta) (attnmt.compare.family).
 
 Planned the way the test will run, not more hopefully: Welch's degrees of freedom at equal seeds lie between
 K - 1 and 2(K - 1) and are K - 1 when one variant's seeds vary far more, so the plan takes K - 1; the estimate
