@@ -398,9 +398,25 @@ def _from_scores(path: str, baseline):
   if baseline is not None and baseline not in names:
     raise ValueError(f'--baseline {baseline} is not a variant of {path}; variants: {", ".join(names)}')
   baseline = baseline or next((r['variant'] for r in rows if not _attends(path, r)), None)
-  compared = verdicts.compare_scores(names, scores, baseline, contrasts=FLAGS.contrasts, delta=FLAGS.delta)
+  seeds = _seed_numbers(path, rows, scores)
+  compared = verdicts.compare_scores(names, scores, baseline, contrasts=FLAGS.contrasts, delta=FLAGS.delta, seeds=seeds)
   results = tables.scores_results(compared)
   print(f'From {path} ({len(names)} variant(s), per-seed scores only):\n' + tables.pairwise_text(results))
+
+
+def _seed_numbers(path: str, rows: list[dict], scores: list[list[float]]):
+  """Each row's seed numbers (results.csv's seeds column), which pair the contrasts of variants with the same
+  seeds; None (every contrast unpaired) for a file without the column."""
+  if 'seeds' not in rows[0]:
+    return None
+  try:
+    seeds = [[int(x) for x in r['seeds'].split()] for r in rows]
+  except ValueError:
+    raise ValueError(f'{path}: the seeds column must hold integers separated by spaces') from None
+  bad = [r['variant'] for r, s, v in zip(rows, seeds, scores) if len(s) != len(v)]
+  if bad:
+    raise ValueError(f'{path}: {", ".join(bad)} has another number of seeds than of test_bleu_per_seed; fix the row')
+  return seeds
 
 
 def _attends(path: str, row: dict) -> bool:

@@ -392,14 +392,15 @@ def add_significance(
     rows = results[members[0]]['greedy_bleu_by_length']
     tested = tables.longest_shared_buckets([results[k] for k in members]) if base is not None and len(names) > 1 else []
     length_level = verdicts.ALPHA * LENGTH_SHARE if tested else 0.0
+    seeds = [results[k]['seeds'] for k in members]  # same-numbered seeds pair (pair_tests.pair_test)
     whole = verdicts.compare_statistics(
-      names, stats, base, contrasts=contrasts, delta=delta, level=verdicts.ALPHA - length_level
+      names, stats, base, contrasts=contrasts, delta=delta, level=verdicts.ALPHA - length_level, seeds=seeds
     )
-    buckets = _buckets_against_baseline(rows, sources, stats, names, base, tested, length_level, delta)
+    buckets = _buckets_against_baseline(rows, sources, stats, names, seeds, base, tested, length_level, delta)
     for m, k in enumerate(members):
       results[k]['significance'] = {
         key: whole[key]
-        for key in ('method', 'baseline', 'alpha', 'level', 'delta', 'contrasts', 'family_size', 'ranked')
+        for key in ('method', 'designs', 'baseline', 'alpha', 'level', 'delta', 'contrasts', 'family_size', 'ranked')
       } | {
         'group': group,  # runs on other sentences are another group, never contrasted with this one
         'length_level': length_level,
@@ -409,7 +410,7 @@ def add_significance(
       }
 
 
-def _buckets_against_baseline(rows, sources, stats, names, baseline, tested, level, delta) -> list[list[dict]]:
+def _buckets_against_baseline(rows, sources, stats, names, seeds, baseline, tested, level, delta) -> list[list[dict]]:
   """Per source-length bucket (rows of greedy_bleu_by_length), per variant: mean BLEU over seeds on the
   bucket's sentences and its 95 % interval; on the `tested` buckets, each variant's contrast against
   `baseline` (verdicts.compare_scores, the buckets sharing `level`: Bonferroni over every bucket and variant
@@ -425,7 +426,7 @@ def _buckets_against_baseline(rows, sources, stats, names, baseline, tested, lev
     if jack is None:
       summaries = [s | {'interval': s['ci']} for s in map(pair_tests.seed_summary, per_seed)]
     elif row['bucket'] in tested:
-      kw = dict(contrasts=baseline, delta=delta, level=level / n_tested, plan=False)
+      kw = dict(contrasts=baseline, delta=delta, level=level / n_tested, plan=False, seeds=seeds)
       result = verdicts.compare_scores(names, per_seed, baseline, jack, **kw)
       summaries, contrasts = result['variants'], {p['a']: p for p in result['pairs']}
     else:

@@ -10,12 +10,20 @@ with any wrong claim over the whole family: a ranking of two identical variants,
 direction, or an equivalence claimed where the true difference is at least delta. `sequential_errors` does the
 same for a design of rounds (attnmt.compare.sequential), `decision_rate` gives power curves.
 
+`Scenario` and `design_errors` check the design the comparison assumes, at the seed level: same-numbered seeds
+correlated across variants (rho; also sentence by sentence), seed variances that differ between the variants
+(ratios up to 225), families of 1, 3 and 10 contrasts, and both the paired test (the seeds match) and the
+unpaired one (the same data analysed as if they did not). Its generator is linear (a seed's score is the mean
+of its per-sentence scores), so the jackknife rows are exact and an experiment costs microseconds: what it
+tests is the seed design, while `simulate` tests the statistics on sacrebleu's BLEU.
+
 `splits` does the A/A check on real runs: the seeds of one variant split every way into groups, each split
 compared as if the groups were variants, the whole family at once.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import itertools
 from typing import Sequence
@@ -220,6 +228,74 @@ def rounds_decision_rate(design, gap_sd: float, experiments: int, seed: int = 0)
   return {'gap_sd': gap_sd, 'decided_by_look': (by_look / experiments).tolist(), 'mean_seeds': trained / experiments}
 
 
+@dataclasses.dataclass(frozen=True)
+class Scenario:
+  """A simulated design at the seed level: per variant its true mean BLEU and seed sd; `rho` the correlation of
+  same-numbered seeds across variants, `sentence_rho` that of their per-sentence noise; `noise_sd` a seed's own
+  noise on each sentence (BLEU), `difficulty_sd` the sentences' difficulty shared by every system,
+  `interaction_sd` each variant's own effect on each sentence (mean 0 over sentences)."""
+
+  means: tuple = (0.0, 0.0)
+  seed_sds: tuple = (0.45, 0.45)
+  rho: float = 0.0
+  sentence_rho: float = 0.0
+  sentences: int = 400
+  noise_sd: float = 5.0
+  difficulty_sd: float = 15.0
+  interaction_sd: float = 0.0
+
+  def experiment(self, rng: np.random.Generator, seeds: int) -> tuple[list, list]:
+    """Per variant the per-seed scores (K) and their exact jackknife rows (K x N)."""
+    v, n = len(self.means), self.sentences
+    shared, own = rng.normal(size=(seeds, 1)), rng.normal(size=(seeds, v))
+    seed_effect = np.asarray(self.seed_sds) * (np.sqrt(self.rho) * shared + np.sqrt(1 - self.rho) * own)
+    noise = np.sqrt(self.sentence_rho) * rng.normal(size=(seeds, 1, n))
+    noise = self.noise_sd * (noise + np.sqrt(1 - self.sentence_rho) * rng.normal(size=(seeds, v, n)))
+    sentence = rng.normal(0, self.difficulty_sd, n) + rng.normal(0, self.interaction_sd, (v, n))
+    x_KxVxN = np.asarray(self.means)[:, None] + seed_effect[..., None] + sentence + noise
+    score_KxV = x_KxVxN.mean(-1)
+    jack_KxVxN = (n * score_KxV[..., None] - x_KxVxN) / (n - 1)
+    return [score_KxV[:, i] for i in range(v)], [jack_KxVxN[:, i] for i in range(v)]
+
+
+def design_errors(
+  scenario: Scenario,
+  seeds: int,
+  experiments: int,
+  paired: bool = True,
+  delta: float = family.DELTA,
+  contrasts: str = 'all',
+  seed: int = 0,
+  design=None,
+) -> dict:
+  """The share of `experiments` of `scenario` with any wrong claim over the family (every look of `design`, a
+  sequential.Design, when given; else one look at K = `seeds`), its Monte Carlo error, and the share of
+  contrasts decided. `paired` False: the same experiments analysed as if the seed numbers differed."""
+  names = [f'v{i}' for i in range(len(scenario.means))]
+  truth = _truth(names, scenario.means)
+  rng = np.random.default_rng(seed)
+  k = design.schedule[-1] if design is not None else seeds
+  numbers = [list(range(k))] * len(names) if paired else [list(range(i * k, (i + 1) * k)) for i in range(len(names))]
+  wrong = decided = contrasts_seen = 0
+  for _ in range(experiments):
+    bleu, jack = scenario.experiment(rng, k)
+    if design is None:
+      results = [
+        verdicts.compare_scores(names, bleu, None, jack, contrasts=contrasts, delta=delta, plan=False, seeds=numbers)
+      ]
+    else:
+      results = [look['comparison'] for look in sequential.looks(design, names, bleu, jack, False, paired)]
+    wrong += any(wrong_claims(r, truth, delta) for r in results)
+    last = results[-1]['pairs']
+    decided += sum(p['decision'] in (family.GREATER, family.EQUIVALENT) for p in last)
+    contrasts_seen += len(last)
+  return _share(wrong, experiments) | {
+    'seeds': k,
+    'paired': paired,
+    'decided_share': decided / max(contrasts_seen, 1),
+  }
+
+
 @functools.lru_cache(maxsize=None)
 def _seed_sd(sentences: int, seeds: int = 64) -> float:
   """The generator's seed sd of corpus BLEU, from one large draw."""
@@ -240,8 +316,9 @@ def splits(stats: np.ndarray, groups: int, size: int, delta: float = family.DELT
   names = [f'group {g + 1}' for g in range(groups)]
   rows = []
   for split in _partitions(list(range(k)), groups, size):
+    groups = [list(g) for g in split]  # different seeds of one variant: unpaired
     result = verdicts.compare_scores(
-      names, [bleu[list(g)] for g in split], None, [jack[list(g)] for g in split], delta=delta, plan=False
+      names, [bleu[g] for g in groups], None, [jack[g] for g in groups], delta=delta, plan=False, seeds=groups
     )
     ranked = sum(p['decision'] == family.GREATER for p in result['pairs'])
     rows.append(

@@ -7,8 +7,11 @@ A family's contrasts are fixed by the variants' names and the declared spec, nev
 probability at least 1 - level, so every claim read off them holds together at that level:
 
   * `A > B` when the interval lies above 0;
-  * `A ≈ B` (equivalent within ±delta) when it lies inside (-delta, delta): Schuirmann's two one-sided tests
-    (1987), each at level / (2m);
+  * `A ≈ B` (equivalent within ±delta) when the equivalence interval, of coverage 1 - 2 level / m, lies inside
+    (-delta, delta): Schuirmann's two one-sided tests (1987), each at level / m. When the true |difference| is
+    delta or more, a wrong equivalence needs the one one-sided test on the side of the truth to fail (chance at
+    most level / m), and a ranking in the wrong direction implies it, so each contrast errs with chance at most
+    level / m, and the family at most level;
   * undecided otherwise, with the seeds per variant that would decide it (attnmt.compare.planning).
 
 One family covers ranking and equivalence claims at once, with no step-down to break the agreement between
@@ -103,28 +106,33 @@ def look_levels(schedule: Sequence[int], kind: str = 'obrien_fleming', alpha: fl
 GREATER, EQUIVALENT, UNDECIDED, UNRANKED = 'greater', 'equivalent', 'undecided', 'unranked'
 
 
-def decision(interval: Optional[Sequence[float]], delta: float, seeds: Sequence[int]) -> str:
-  """GREATER (the interval excludes 0: the sign of the difference says which), EQUIVALENT (inside
-  (-delta, delta)), UNDECIDED, or UNRANKED (one seed on a side: the seed variance is unmeasured)."""
+def decision(
+  interval: Optional[Sequence[float]], delta: float, seeds: Sequence[int], within: Optional[Sequence[float]] = None
+) -> str:
+  """GREATER (the simultaneous `interval` excludes 0: the sign of the difference says which), EQUIVALENT (the
+  equivalence interval `within`, coverage 1 - 2 level / m, inside (-delta, delta): TOST at level / m per side;
+  `interval` itself when not given), UNDECIDED, or UNRANKED (one seed on a side: the seed variance is unmeasured)."""
   if min(seeds) < 2 or interval is None:
     return UNRANKED
   lo, hi = interval
   if lo > 0 or hi < 0:
     return GREATER
+  lo, hi = interval if within is None else within
   if -delta < lo and hi < delta:
     return EQUIVALENT
   return UNDECIDED
 
 
-def verdict(a: str, b: str, difference: float, interval, delta: float, seeds: Sequence[int]) -> str:
-  """The contrast in words: 'A > B' (with 'by less than delta' when the interval says so too),
+def verdict(a: str, b: str, difference: float, interval, delta: float, seeds: Sequence[int], within=None) -> str:
+  """The contrast in words: 'A > B' (with 'by less than delta' when the equivalence interval says so too),
   'A ≈ B (within ±delta)', 'undecided with K seeds', or 'not ranked with 1 seed'."""
-  kind = decision(interval, delta, seeds)
+  kind = decision(interval, delta, seeds, within)
   if kind == UNRANKED:
     return f'{a} vs {b}: not ranked with 1 seed'  # why, and what to do, the table's note says once
   if kind == GREATER:
     winner, loser = (a, b) if difference > 0 else (b, a)
-    small = -delta < interval[0] and interval[1] < delta
+    lo, hi = interval if within is None else within
+    small = -delta < lo and hi < delta
     return f'{winner} > {loser}' + (f' (by less than {delta:g})' if small else '')
   if kind == EQUIVALENT:
     return f'{a} ≈ {b} (equivalent within ±{delta:g})'

@@ -1,35 +1,42 @@
 """One pair of variants over seeds and test sentences: per-seed corpus BLEU (sacrebleu), the test set's variance
-by the jackknife over sentences, and Welch's t over seeds with that variance added, never with more degrees of
-freedom than the seeds give. attnmt.compare.family turns pairs into a family's verdicts.
+by the jackknife over sentences, and the t test of the difference of the means over seeds with that variance
+added. attnmt.compare.family turns pairs into a family's verdicts.
 
-The unit of replication is the training run: two variants share the test sentences but not their seeds, and
-a verdict "A > B" claims that other seeds (and another test set of this kind) would rank them the same way.
-Two sources of noise enter a difference of mean BLEU:
+The unit of replication is the training run. Seed k of every variant starts from the same data order
+(`data.shuffle_seed + k`) and the same root key, so the design is a randomized complete block with the seed as
+block: same-numbered seeds of two variants are correlated (docs/design.md measures how much), and a verdict
+"A > B" claims that other seeds (and another test set of this kind) would rank them the same way. Two sources
+of noise enter a difference of mean BLEU:
 
-  * the seed (initialisation, data order, dropout: Clark et al. 2011's optimizer instability), measured by
-    the sample variance of each variant's per-seed corpus BLEU, s_A^2 / K_A + s_B^2 / K_B;
+  * the seed (initialisation, data order, dropout: Clark et al. 2011's optimizer instability). Where the two
+    variants have the same seed numbers, the contrast is the mean of the per-seed differences d_k = a_k - b_k,
+    its seed term var(d) / K with K - 1 degrees of freedom (the paired t; what the block shares cancels, and
+    no assumption on the two variants' variances is made). Where the seed sets differ, the unpaired term
+    s_A^2 / K_A + s_B^2 / K_B with min(K_A, K_B) - 1 degrees of freedom: the lower bound of Welch's
+    Satterthwaite df, valid at any ratio of the seed variances (Welch's own df is anti-conservative at 2-5
+    seeds when they differ 16-64 times; calibration.py simulates both).
   * the test sentences: how the difference would move on another test set drawn like this one. It is
     measured by the delete-one jackknife over sentences (Efron & Stein 1981; Efron 1982, ch. 2): sacrebleu's
     BLEU of every seed with each sentence left out in turn (`jackknife`). Part of that variance is each seed's
-    own sentence-level noise, which the seed variance above already holds; only the rest, a difference
-    between the variants that varies from sentence to sentence, is added (`test_set_variance`). In an A/A
-    comparison it is about 0. The jackknife has no random seed: the same translations give the same p.
+    own sentence-level noise, which the seed term already holds; only the rest is added
+    (`test_set_variance`): for a paired contrast, of the per-seed differences' jackknife rows (a seed's noise
+    that both variants share cancels there too), for an unpaired one of each side's. In an A/A comparison it
+    is about 0. The jackknife has no random seed: the same translations give the same p.
 
-The pair is tested with Welch's t (Welch 1947) on that standard error. Its degrees of freedom are those of
-the seed terms alone (Welch-Satterthwaite), and when the test-set term is added, at most N - 1 for N sentences
-(the jackknife's own degrees of freedom; Satterthwaite's df of a sum is never below the smallest of its
-parts'). So adding the test set only widens the interval: a p-value is never below seed-only Welch's.
-Two-sided p, a t interval at any level, and the two one-sided tests of equivalence within a margin
-(Schuirmann 1987) come from the same t.
+With the test-set term, the degrees of freedom are at most N - 1 for N sentences (the jackknife's own;
+Satterthwaite's df of a sum is never below the smallest of its parts'), so adding the test set only widens
+the interval. Two-sided p, a t interval at any level, and the two one-sided tests of equivalence within a
+margin (Schuirmann 1987: each at the level, so the 1 - 2 level interval inside the margin) come from the same t.
 
 References: J. Clark, C. Dyer, A. Lavie, N. Smith, Better hypothesis testing for statistical machine
 translation: controlling for optimizer instability, ACL 2011. R. Dror, G. Baumer, S. Shlomov, R. Reichart,
 The hitchhiker's guide to testing statistical significance in natural language processing, ACL 2018.
 N. Reimers, I. Gurevych, Reporting score distributions makes a difference, EMNLP 2017. B. Efron, C. Stein,
 The jackknife estimate of variance, Annals of Statistics 1981. B. L. Welch, The generalization of Student's
-problem when several different population variances are involved, Biometrika 1947. D. J. Schuirmann, A
-comparison of the two one-sided tests procedure and the power approach for assessing the equivalence of
-average bioavailability, J. Pharmacokinetics and Biopharmaceutics 1987.
+problem when several different population variances are involved, Biometrika 1947. P. L. Hsu, Contribution
+to the theory of Student's t-test as applied to the problem of two samples, Stat. Res. Memoirs 1938 (the
+min(K_A, K_B) - 1 df). D. J. Schuirmann, A comparison of the two one-sided tests procedure and the power
+approach for assessing the equivalence of average bioavailability, J. Pharmacokinetics and Biopharmaceutics 1987.
 """
 
 from __future__ import annotations
@@ -151,7 +158,23 @@ def seed_summary(
   return out
 
 
-def welch_test(
+PAIRED, UNPAIRED, SENTENCES = 'paired', 'unpaired', 'sentences'  # the design a contrast was tested by
+
+
+def t_test(difference: float, se: float, df: float, level: float = ALPHA, margin: Optional[float] = None) -> dict:
+  """The t test of a difference with standard error `se` and `df` degrees of freedom: two-sided p and the
+  interval of coverage 1 - `level`, which excludes 0 exactly when p < level; with a `margin` d > 0,
+  'p_equivalent' (Schuirmann's TOST: the larger p of the one-sided tests of difference <= -d and >= d) and
+  'equivalence_interval', the 1 - 2 level interval, which lies inside (-d, d) exactly when p_equivalent < level."""
+  out = {'difference': difference, 'se': se, 'df': df}
+  out |= {'p_value': two_sided_p(difference, se, df), 'interval': t_interval(difference, se, df, level)}
+  if margin is not None:
+    out['p_equivalent'] = equivalence_p(difference, se, df, margin)
+    out['equivalence_interval'] = t_interval(difference, se, df, 2 * level)
+  return out
+
+
+def paired_test(
   a: Sequence[float],
   b: Sequence[float],
   test_variance: float = 0.0,
@@ -159,26 +182,45 @@ def welch_test(
   level: float = ALPHA,
   margin: Optional[float] = None,
 ) -> dict:
-  """Welch's t test of mean(a) - mean(b) over seeds, `test_variance` added to the squared standard error: the
-  difference, standard error, degrees of freedom (the seeds' by Welch-Satterthwaite, at most `sentences` - 1
-  with a test-set term), two-sided p, and the t interval of coverage 1 - `level`, which excludes 0 exactly
-  when p < level. With a `margin` d > 0, 'p_equivalent': the larger p of the two one-sided tests of
-  |difference| >= d (Schuirmann's TOST): the interval lies within (-d, d) exactly when it is below level / 2.
-  Needs 2 seeds on each side."""
+  """The paired t test of mean(a - b) over seeds, a[k] and b[k] the same seed of the two variants:
+  standard error sqrt(var(a - b) / K + `test_variance`), K - 1 degrees of freedom (at most `sentences` - 1
+  with a test-set term); t_test's p, interval and TOST. Needs 2 seeds."""
+  a, b = np.asarray(a, float), np.asarray(b, float)
+  if a.size != b.size or a.size < 2:
+    raise ValueError(f'a paired test needs the same seeds on both sides, at least 2, got {a.size} and {b.size}')
+  d = a - b
+  se = float(np.sqrt(d.var(ddof=1) / d.size + test_variance))
+  df = _degrees(float(d.size - 1), test_variance, sentences)
+  return t_test(float(d.mean()), se, df, level, margin) | {'test_variance': test_variance, 'design': PAIRED}
+
+
+def unpaired_test(
+  a: Sequence[float],
+  b: Sequence[float],
+  test_variance: float = 0.0,
+  sentences: Optional[int] = None,
+  level: float = ALPHA,
+  margin: Optional[float] = None,
+) -> dict:
+  """The t test of mean(a) - mean(b) over two sets of seeds: standard error sqrt(s_a^2/K_a + s_b^2/K_b +
+  `test_variance`) as Welch's, min(K_a, K_b) - 1 degrees of freedom (Hsu 1938: valid whatever the ratio of
+  the variances; at most `sentences` - 1 with a test-set term); t_test's p, interval and TOST. Needs 2 seeds
+  on each side."""
   a, b = np.asarray(a, float), np.asarray(b, float)
   if min(a.size, b.size) < 2:
     raise ValueError(f'a t test over seeds needs at least 2 seeds per variant, got {a.size} and {b.size}')
+  se = float(np.sqrt(a.var(ddof=1) / a.size + b.var(ddof=1) / b.size + test_variance))
+  df = _degrees(float(min(a.size, b.size) - 1), test_variance, sentences)
   diff = float(a.mean() - b.mean())
-  va, vb = a.var(ddof=1) / a.size, b.var(ddof=1) / b.size
-  seed_part = va**2 / (a.size - 1) + vb**2 / (b.size - 1)
-  seed_df = float((va + vb) ** 2 / seed_part) if seed_part > 0 else float('inf')
-  df = _degrees(seed_df, test_variance, sentences)
-  se = float(np.sqrt(va + vb + test_variance))
-  out = {'difference': diff, 'se': se, 'df': df, 'test_variance': test_variance}
-  out |= {'p_value': two_sided_p(diff, se, df), 'interval': t_interval(diff, se, df, level)}
-  if margin is not None:
-    out['p_equivalent'] = equivalence_p(diff, se, df, margin)
-  return out
+  return t_test(diff, se, df, level, margin) | {'test_variance': test_variance, 'design': UNPAIRED}
+
+
+def same_seeds(seeds_a: Optional[Sequence[int]], seeds_b: Optional[Sequence[int]]) -> bool:
+  """Whether two variants' seeds can be paired: both known, the same set of numbers, each once, at least 2."""
+  if seeds_a is None or seeds_b is None:
+    return False
+  a, b = list(seeds_a), list(seeds_b)
+  return len(a) >= 2 and len(set(a)) == len(a) and sorted(a) == sorted(b)
 
 
 def two_sided_p(diff: float, se: float, df: float) -> float:
@@ -209,14 +251,39 @@ def sentence_test(jack_a_N: np.ndarray, jack_b_N: np.ndarray, difference: float,
   }
 
 
-def pair_test(a, b, jack_a_KxN, jack_b_KxN, level: float = ALPHA, margin: Optional[float] = None) -> dict:
-  """The test a comparison decides by, of mean(a) - mean(b) over per-seed scores: Welch's t with the test
-  set's variance (2 or more seeds on each side), else the sentences alone (sentence_test, no decision)."""
+def pair_test(
+  a,
+  b,
+  jack_a_KxN=None,
+  jack_b_KxN=None,
+  level: float = ALPHA,
+  margin: Optional[float] = None,
+  seeds_a=None,
+  seeds_b=None,
+) -> dict:
+  """The test a comparison decides by, of mean(a) - mean(b) over per-seed scores, with its 'design': paired by
+  seed number when both variants have the same seeds (`seeds_a`, `seeds_b`: the seed of each score), the
+  test-set term from the per-seed differences' jackknife; unpaired when the seeds differ or are not given;
+  with one seed on a side the sentences alone (sentence_test, no decision). Without jackknife rows the test
+  set is held fixed (no test-set term)."""
+  jack = jack_a_KxN is not None and jack_b_KxN is not None
+  if same_seeds(seeds_a, seeds_b):
+    where_in_b = {seed: i for i, seed in enumerate(seeds_b)}
+    order = [where_in_b[seed] for seed in seeds_a]  # b's score of a's k-th seed
+    b = np.asarray(b, float)[order]
+    if not jack:
+      return paired_test(a, b, 0.0, None, level, margin)
+    diff_KxN = np.asarray(jack_a_KxN) - np.asarray(jack_b_KxN)[order]
+    return paired_test(a, b, test_set_variance(diff_KxN), diff_KxN.shape[1], level, margin)
   if min(len(a), len(b)) >= 2:
+    if not jack:
+      return unpaired_test(a, b, 0.0, None, level, margin)
     tv = test_set_variance(jack_a_KxN, jack_b_KxN)
-    return welch_test(a, b, tv, jack_a_KxN.shape[1], level, margin)
+    return unpaired_test(a, b, tv, jack_a_KxN.shape[1], level, margin)
   diff = float(np.mean(a) - np.mean(b))
-  return sentence_test(jack_a_KxN.mean(0), jack_b_KxN.mean(0), diff, level)
+  if not jack:
+    return {'difference': diff, 'interval': None, 'p_value': None, 'df': None, 'se': None, 'test_variance': None}
+  return sentence_test(jack_a_KxN.mean(0), jack_b_KxN.mean(0), diff, level) | {'design': SENTENCES}
 
 
 def variant_summary(values, jack_KxN: np.ndarray, level: float = ALPHA) -> dict:

@@ -26,16 +26,18 @@ def _stats():
 
 
 def decision_probability(difference, sd, seeds, test_variance, level, delta):
-  """P(the contrast is decided with `seeds` per variant): its interval at `level` (two-sided) excludes 0 or
-  lies inside (-delta, delta), for a true `difference` and seed sd `sd`; `seeds` may be an array."""
+  """P(the contrast is decided with `seeds` per variant): its interval at `level` (two-sided) excludes 0, or its
+  1 - 2 level interval lies inside (-delta, delta) (TOST at `level` per side), for a true `difference` and seed
+  sd `sd` (for a paired contrast, the sd of the per-seed differences over sqrt 2); `seeds` may be an array."""
   k = np.asarray(seeds, float)
   se = np.sqrt(2 * sd**2 / k + test_variance)
   df = np.maximum(k - 1, 1)
   t = _stats().t
-  crit = t.ppf(1 - level / 2, df)
+  crit = t.ppf(1 - level / 2, df)  # ranking: the two-sided interval excludes 0
+  one_sided = t.ppf(1 - level, df)  # equivalence: TOST, each one-sided test at `level`
   with np.errstate(divide='ignore', invalid='ignore'):
     mu = np.where(se > 0, abs(difference) / se, np.inf)
-    width = np.where(se > 0, delta / se - crit, np.inf)  # |estimate| / se below this: equivalence
+    width = np.where(se > 0, delta / se - one_sided, np.inf)  # |estimate| / se below this: equivalence
   low = np.maximum(width, 0.0)
   # undecided: low <= |mu + T| <= crit (empty when the equivalence region reaches the ranking one)
   undecided = np.where(
@@ -56,6 +58,17 @@ def pooled_sd(sd_a: float, k_a: int, sd_b: float, k_b: int) -> tuple[float, floa
   df = k_a + k_b - 2
   sd = float(np.sqrt((sd_a**2 * (k_a - 1) + sd_b**2 * (k_b - 1)) / df))
   return sd, float(sd * np.sqrt(df / _stats().chi2.ppf(0.05, df)))
+
+
+def plan_contrast(pair: dict, variant_a: dict, variant_b: dict, level: float, delta: float) -> dict:
+  """`plan` of a tested contrast (verdicts' pair with its 'design', 'se' and 'test_variance'): a paired contrast
+  is planned from the sd of its per-seed differences (K - 1 df), an unpaired one from the variants' pooled sd."""
+  tv = pair['test_variance'] or 0.0
+  k_a, k_b = variant_a['seeds'], variant_b['seeds']
+  if pair.get('design') == 'paired':
+    sd_half = float(np.sqrt(max(pair['se'] ** 2 - tv, 0.0) * k_a / 2))  # sd of a - b over sqrt 2
+    return plan(pair['difference'], sd_half, k_a, sd_half, 1, tv, level, delta) | {'design': 'paired'}
+  return plan(pair['difference'], variant_a['sd'], k_a, variant_b['sd'], k_b, tv, level, delta)
 
 
 def plan(difference, sd_a, k_a, sd_b, k_b, test_variance, level, delta) -> dict:

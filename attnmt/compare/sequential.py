@@ -101,11 +101,13 @@ def replay(design: Design, rounds: list[dict]) -> list[dict]:
   return list(looks(design, names, [bleu[n] for n in names], [jack[n] for n in names]))
 
 
-def looks(design: Design, names, bleu, jack, plan: bool = True):
+def looks(design: Design, names, bleu, jack, plan: bool = True, paired: bool = True):
   """Each look the seeds allow, in order: `bleu[v]` variant v's per-seed BLEU and `jack[v]` their jackknife
   rows, seeds in the order the rounds trained them. A look is its number, seeds per variant, level and the
   comparison of its first K seeds, with the contrasts decided at an earlier look carried over (their 'look'
-  says which); an open contrast's seed plan is at the last look's level (`plan` False: none)."""
+  says which); an open contrast's seed plan is at the last look's level (`plan` False: none). Every variant
+  trains the same seeds in each round, so the contrasts are paired by seed (`paired` False: analysed as if
+  they were not, which the calibration compares)."""
   decided = {}
   for r, (k, level) in enumerate(zip(design.schedule, design.levels)):
     if min(map(len, bleu)) < k:
@@ -121,13 +123,13 @@ def looks(design: Design, names, bleu, jack, plan: bool = True):
       level=level,
       decided=decided,
       plan=plan,
+      seeds=[list(range(k))] * len(names) if paired else None,  # round_seeds: the same seeds for every variant
     )
     last = design.levels[-1] / result['family_size']
-    sd = {v['variant']: (v['sd'], v['seeds']) for v in result['variants']}
+    by_name = {v['variant']: v for v in result['variants']}
     for p in result['pairs']:
       if p.get('seeds_to_decide') and 'look' not in p:
-        tv = p['test_variance'] or 0.0
-        p['seeds_to_decide'] = planning.plan(p['difference'], *sd[p['a']], *sd[p['b']], tv, last, design.delta)
+        p['seeds_to_decide'] = planning.plan_contrast(p, by_name[p['a']], by_name[p['b']], last, design.delta)
       p.setdefault('look', r + 1)
       if p['decision'] in (family.GREATER, family.EQUIVALENT):
         decided[(p['a'], p['b'])] = p

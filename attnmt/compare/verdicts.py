@@ -1,6 +1,6 @@
 """The verdicts of a comparison of variants: each variant's per-seed BLEU and interval, and every contrast of a
-declared family (attnmt.compare.family) tested by attnmt.compare.pair_tests's Welch test with the test set's
-variance, its simultaneous interval, its answer (A > B, A ≈ B within ±delta, undecided) and, when undecided,
+declared family (attnmt.compare.family) tested by attnmt.compare.pair_tests (paired by seed where the seeds
+match, else unpaired) with the test set's variance, its simultaneous interval, its answer (A > B, A ≈ B within ±delta, undecided) and, when undecided,
 the seeds per variant that would decide it (attnmt.compare.planning).
 
 `level` is the part of alpha this analysis may spend: all of it for a single look, a look's share in a design
@@ -14,16 +14,8 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from attnmt.compare import family, planning
-from attnmt.compare.pair_tests import (
-  corpus_bleu,
-  jackknife,
-  pair_test,
-  seed_summary,
-  sentence_statistics,
-  variant_summary,
-  welch_test,
-)
+from attnmt.compare import family, pair_tests, planning
+from attnmt.compare.pair_tests import corpus_bleu, jackknife, seed_summary, sentence_statistics, variant_summary
 
 ALPHA, DELTA = family.ALPHA, family.DELTA
 
@@ -61,14 +53,18 @@ def compare_scores(
   level: Optional[float] = None,
   decided: Optional[dict] = None,
   plan: bool = True,
+  seeds: Optional[Sequence[Sequence[int]]] = None,
 ) -> dict:
   """Every variant's per-seed score, mean, sd and 95 % t interval, and every contrast of the family
   `contrasts` (family.contrast_pairs) with its difference, simultaneous interval (coverage 1 - level / m),
   two-sided p, adjusted p (below alpha exactly when the interval excludes 0), adjusted equivalence p (below
-  alpha exactly when the interval lies within ±delta), answer ('decision') and verdict, and for an undecided
-  contrast 'seeds_to_decide' (planning.plan at the family's level). `observed[v]`: variant v's per-seed BLEU;
-  `jack[v]`: its K x N jackknife over sentences (significance.jackknife), which carries the test set's variance
-  in; without it the test covers the seeds only (the test set held fixed) and one seed gets no interval.
+  alpha exactly when the equivalence interval, coverage 1 - 2 level / m, lies within ±delta: TOST at level / m
+  per side), answer ('decision') and verdict, the 'design' it was tested by (pair_tests.pair_test: paired by
+  seed, unpaired, or the sentences alone), and for an undecided contrast 'seeds_to_decide' (planning.plan at
+  the family's level). `observed[v]`: variant v's per-seed BLEU; `seeds[v]`: the seed number of each (the
+  contrasts of variants with the same seeds are paired; None: every contrast unpaired); `jack[v]`: its K x N
+  jackknife over sentences (pair_tests.jackknife), which carries the test set's variance in; without it the
+  test covers the seeds only (the test set held fixed) and one seed gets no interval.
   `decided`: {(a, b): contrast} from earlier looks, kept as they are. `plan` False leaves out the seed plans
   (simulations, which only read the decisions)."""
   if len(names) != len(observed) or not names or any(len(o) == 0 for o in observed):
@@ -76,6 +72,8 @@ def compare_scores(
   bad = [n for n, o in zip(names, observed) if not np.isfinite(np.asarray(o, float)).all()]
   if bad:
     raise ValueError(f'{", ".join(bad)}: a per-seed score is not a finite number; fix or drop that seed')
+  if seeds is not None and [len(s) for s in seeds] != [len(o) for o in observed]:
+    raise ValueError('give one seed number per per-seed score of every variant (seeds), or none')
   names, spec = list(names), family.spec_text(contrasts)
   level = alpha if level is None else level
   variants = []
@@ -96,12 +94,11 @@ def compare_scores(
     if earlier is not None:
       pairs.append(earlier)
       continue
-    pair = _contrast(names, variants, observed, jack, i, j, per_contrast, len(wanted), delta, alpha, level, plan)
+    pair = _contrast(names, variants, observed, jack, seeds, i, j, per_contrast, len(wanted), delta, alpha, level, plan)
     pairs.append(pair)
   return {
-    'method': "Welch's t over seeds"
-    + (' (test set held fixed)' if jack is None else " with the test set's variance (jackknife over sentences)")
-    + f'; simultaneous intervals, Bonferroni over {len(wanted)} contrast(s)',
+    'method': _method(pairs, jack is None, len(wanted)),
+    'designs': sorted({p['design'] for p in pairs if p.get('design')}),
     'baseline': baseline if baseline in names else None,
     'alpha': alpha,
     'level': level,
@@ -114,29 +111,37 @@ def compare_scores(
   }
 
 
-def _contrast(names, variants, observed, jack, i, j, per_contrast, m, delta, alpha, level, plan) -> dict:
-  """One contrast of the family, tested at `per_contrast` (two-sided)."""
+def _method(pairs: list[dict], fixed_test_set: bool, m: int) -> str:
+  """The test in words: the designs its contrasts used, the test set's part, the family's adjustment."""
+  words = {
+    pair_tests.PAIRED: 'paired t over the same-numbered seeds (K - 1 df)',
+    pair_tests.UNPAIRED: 'unpaired t over seeds (min(K_A, K_B) - 1 df)',
+    pair_tests.SENTENCES: 'one seed: the test sentences alone (ranks nothing)',
+  }
+  used = [words[d] for d in words if any(p.get('design') == d for p in pairs)] or [words[pair_tests.PAIRED]]
+  test_set = ' (test set held fixed)' if fixed_test_set else " with the test set's variance (jackknife over sentences)"
+  return '; '.join(used) + test_set + f'; simultaneous intervals, Bonferroni over {m} contrast(s)'
+
+
+def _contrast(names, variants, observed, jack, seeds, i, j, per_contrast, m, delta, alpha, level, plan) -> dict:
+  """One contrast of the family, tested at `per_contrast` (two-sided; TOST at `per_contrast` per side)."""
   k = [variants[i]['seeds'], variants[j]['seeds']]
-  if jack is not None:
-    test = pair_test(observed[i], observed[j], jack[i], jack[j], per_contrast, delta)
-  elif min(k) >= 2:
-    test = welch_test(observed[i], observed[j], 0.0, None, per_contrast, delta)
-  else:
-    test = {'interval': None, 'p_value': None, 'df': None, 'se': None, 'test_variance': None}
+  jack_i, jack_j = (None, None) if jack is None else (jack[i], jack[j])
+  seeds_i, seeds_j = (None, None) if seeds is None else (seeds[i], seeds[j])
+  test = pair_tests.pair_test(observed[i], observed[j], jack_i, jack_j, per_contrast, delta, seeds_i, seeds_j)
   scale = m * alpha / level  # adjusted p < alpha exactly when p < level / m
   p, p_eq = test['p_value'], test.get('p_equivalent')
   diff = variants[i]['mean'] - variants[j]['mean']
   out = {'a': names[i], 'b': names[j], 'difference': diff, 'seeds': k, 'level': per_contrast}
-  out |= {key: test[key] for key in ('interval', 'p_value', 'df', 'se', 'test_variance')}
+  out |= {key: test.get(key) for key in ('design', 'interval', 'equivalence_interval', 'p_value', 'df', 'se')}
+  out['test_variance'] = test.get('test_variance')
   out['p_adjusted'] = None if p is None else min(1.0, p * scale)
-  out['p_equivalent_adjusted'] = None if p_eq is None else min(1.0, 2 * p_eq * scale)
-  interval = test['interval'] if min(k) >= 2 else None
-  out['decision'] = family.decision(interval, delta, k)
-  out['verdict'] = family.verdict(names[i], names[j], diff, interval, delta, k)
+  out['p_equivalent_adjusted'] = None if p_eq is None else min(1.0, p_eq * scale)
+  interval, within = (test['interval'], test.get('equivalence_interval')) if min(k) >= 2 else (None, None)
+  out['decision'] = family.decision(interval, delta, k, within)
+  out['verdict'] = family.verdict(names[i], names[j], diff, interval, delta, k, within)
   out['ranked'] = out['decision'] == family.GREATER
   out['seeds_to_decide'] = None
   if out['decision'] == family.UNDECIDED and plan:
-    a, b = variants[i], variants[j]
-    tv = test['test_variance'] or 0.0
-    out['seeds_to_decide'] = planning.plan(diff, a['sd'], k[0], b['sd'], k[1], tv, per_contrast, delta)
+    out['seeds_to_decide'] = planning.plan_contrast(out, variants[i], variants[j], per_contrast, delta)
   return out

@@ -1,5 +1,6 @@
-"""attnmt.compare.pair_tests, family, planning and comparison: seed statistics by hand, Welch's t against
-scipy and a hand-worked example, the jackknife against a reference written from strings with sacrebleu's
+"""attnmt.compare.pair_tests, family, planning and verdicts: seed statistics by hand, the paired t against
+scipy's ttest_rel, the unpaired t with min(K) - 1 df by hand and never easier than scipy's Welch, pairing by
+seed number, the jackknife against a reference written from strings with sacrebleu's
 corpus BLEU, the degrees-of-freedom rule that keeps the test set's term from making a test easier, TOST by
 hand, the family's contrasts and simultaneous intervals, alpha spending against published values, the seed
 plan against the textbook sample size, and the verdicts of compare."""
@@ -37,41 +38,69 @@ def test_seed_summary_by_hand():
   assert S.seed_summary([21.81])['ci'] is None and S.seed_summary([21.81])['sd'] is None
 
 
-def test_welch_matches_scipy_without_a_test_set_term():
-  a, b = [22.06, 21.48, 21.01], [21.91, 21.14, 22.53, 21.67]
-  got = S.welch_test(a, b)
-  ref = scipy.stats.ttest_ind(a, b, equal_var=False)
-  assert got['p_value'] == pytest.approx(ref.pvalue, rel=1e-12)
+def test_paired_matches_scipy_without_a_test_set_term():
+  a, b = [22.06, 21.48, 21.01, 21.7], [21.91, 21.14, 20.53, 21.67]
+  got = S.paired_test(a, b)
+  ref = scipy.stats.ttest_rel(a, b)
+  assert got['p_value'] == pytest.approx(ref.pvalue, rel=1e-12) and got['df'] == 3 and got['design'] == 'paired'
   assert got['difference'] == pytest.approx(np.mean(a) - np.mean(b))
   # the interval and the test are one rule: at the p-value's own level the interval touches 0
-  edge = S.welch_test(a, b, level=got['p_value'])['interval']
+  edge = S.paired_test(a, b, level=got['p_value'])['interval']
   assert min(abs(edge[0]), abs(edge[1])) == pytest.approx(0, abs=1e-9)
 
 
-def test_welch_with_a_test_set_term_by_hand():
-  a, b = [20.0, 22.0], [18.0, 19.0, 20.0]  # var/K: 2/2 = 1 and 1/3
-  seed_df = (1 + 1 / 3) ** 2 / (1**2 / 1 + (1 / 3) ** 2 / 2)  # Welch-Satterthwaite over the seed terms: 1.6
-  got = S.welch_test(a, b, test_variance=0.5, sentences=400)
+def test_unpaired_takes_the_smaller_sides_degrees_of_freedom_by_hand():
+  a, b = [20.0, 22.0], [18.0, 19.0, 20.0]  # var/K: 2/2 = 1 and 1/3; min(K) - 1 = 1 df (Welch's would be 1.6)
+  got = S.unpaired_test(a, b, test_variance=0.5, sentences=400)
   se2 = 1 + 1 / 3 + 0.5
-  assert got['se'] == pytest.approx(np.sqrt(se2)) and got['df'] == pytest.approx(seed_df)
-  assert got['p_value'] == pytest.approx(2 * scipy.stats.t.sf(2.0 / np.sqrt(se2), seed_df))
+  assert got['se'] == pytest.approx(np.sqrt(se2)) and got['df'] == 1 and got['design'] == 'unpaired'
+  assert got['p_value'] == pytest.approx(2 * scipy.stats.t.sf(2.0 / np.sqrt(se2), 1))
+  # never more degrees of freedom, so never a smaller p, than Welch's (scipy) without the test-set term
+  rng = np.random.default_rng(2)
+  for _ in range(100):
+    x, y = rng.normal(0, 1, rng.integers(2, 7)), rng.normal(0.5, rng.uniform(0.1, 4), rng.integers(2, 7))
+    assert S.unpaired_test(x, y)['p_value'] >= scipy.stats.ttest_ind(x, y, equal_var=False).pvalue - 1e-12
   # a small test set caps the degrees of freedom at its sentences - 1
-  assert S.welch_test([20.0, 22.0, 21.0] * 4, [18.0, 19.0, 20.0] * 4, 0.5, sentences=6)['df'] == 5
+  assert S.unpaired_test([20.0, 22.0, 21.0] * 4, [18.0, 19.0, 20.0] * 4, 0.5, sentences=6)['df'] == 5
   with pytest.raises(ValueError, match='at least 2 seeds'):
-    S.welch_test([20.0], [18.0, 19.0])
+    S.unpaired_test([20.0], [18.0, 19.0])
+
+
+def test_pair_test_pairs_by_seed_number_and_only_then():
+  a, b = [20.0, 21.0, 23.0], [19.0, 20.5, 22.0]
+  # b listed in another seed order: the pairs follow the numbers, not the positions
+  got = S.pair_test(a, b[::-1], level=0.05, seeds_a=[0, 1, 2], seeds_b=[2, 1, 0])
+  assert got['design'] == 'paired' and got['p_value'] == pytest.approx(scipy.stats.ttest_rel(a, b).pvalue)
+  for seeds_b in ([3, 4, 5], [0, 1, 5], None):  # other seeds, some other, unknown: unpaired
+    got = S.pair_test(a, b, level=0.05, seeds_a=[0, 1, 2], seeds_b=seeds_b)
+    assert got['design'] == 'unpaired' and got['df'] == 2
+  assert not S.same_seeds([0, 0], [0, 0]) and not S.same_seeds([0], [0]) and S.same_seeds([1, 0], [0, 1])
+
+
+def test_a_paired_test_set_term_is_that_of_the_differences():
+  """Seeds that share their sentence noise: the paired term is the jackknife of the per-seed differences less
+  their own noise (what the two sides of a seed share cancels), not the two sides' terms."""
+  rng = np.random.default_rng(4)
+  n = 3000
+  shared = rng.normal(0, 1, (4, n))  # seed k's noise, the same for both variants
+  a, b = shared + rng.normal(0, 0.2, (4, n)), shared + rng.normal(0, 0.2, (4, n)) + rng.normal(0, 0.3, n)
+  got = S.pair_test(a.mean(1), b.mean(1), a, b, 0.05, None, [0, 1, 2, 3], [0, 1, 2, 3])
+  assert got['test_variance'] == pytest.approx(S.test_set_variance(a - b))
+  assert got['test_variance'] != pytest.approx(S.test_set_variance(a, b))
 
 
 def test_the_test_set_term_never_makes_a_test_easier():
-  """The case the old rule got wrong: the test set's term raised the degrees of freedom (2.8 -> 14.1) and
-  lowered p. Now p with the term is never below seed-only Welch's, whatever the term and the sentences."""
+  """p with the test set's term is never below the seeds' alone, whatever the term and the sentences."""
   rng = np.random.default_rng(5)
   for _ in range(200):
-    a, b = rng.normal(0, 1, rng.integers(2, 6)), rng.normal(rng.normal(0, 2), rng.uniform(0.1, 3), rng.integers(2, 6))
-    seed_only = S.welch_test(a, b)
-    for tv, n in ((0.01, 47), (1.0, 47), (5.0, 1000), (0.3, 5)):
-      with_term = S.welch_test(a, b, tv, n)
-      assert with_term['p_value'] >= seed_only['p_value'] - 1e-12
-      assert with_term['df'] <= seed_only['df'] + 1e-9
+    k = rng.integers(2, 6)
+    a, b = rng.normal(0, 1, k), rng.normal(rng.normal(0, 2), rng.uniform(0.1, 3), k)
+    for test in (S.paired_test, S.unpaired_test):
+      seed_only = test(a, b)
+      for tv, n in ((0.01, 47), (1.0, 47), (5.0, 1000), (0.3, 5)):
+        with_term = test(a, b, tv, n)
+        assert with_term['p_value'] >= seed_only['p_value'] - 1e-12
+        assert with_term['df'] <= seed_only['df'] + 1e-9
 
 
 def test_equivalence_p_by_hand():
@@ -150,9 +179,12 @@ def test_decisions_read_off_the_interval():
   assert F.decision([-2.0, -0.1], 0.5, [3, 3]) == F.GREATER
   assert F.decision([-0.4, 0.3], 0.5, [3, 3]) == F.EQUIVALENT
   assert F.decision([-0.6, 0.3], 0.5, [3, 3]) == F.UNDECIDED
+  assert F.decision([-0.6, 0.3], 0.5, [3, 3], within=[-0.45, 0.2]) == F.EQUIVALENT  # TOST's 1 - 2 level interval
+  assert F.decision([0.1, 0.6], 0.5, [3, 3], within=[0.2, 0.45]) == F.GREATER
   assert F.decision([0.1, 2.0], 0.5, [3, 1]) == F.UNRANKED
   assert F.verdict('a', 'b', -1.0, [-2.0, -0.1], 0.5, [3, 3]) == 'b > a'
   assert F.verdict('a', 'b', 0.2, [0.1, 0.3], 0.5, [3, 3]) == 'a > b (by less than 0.5)'
+  assert F.verdict('a', 'b', 0.3, [0.1, 0.6], 0.5, [3, 3], within=[0.2, 0.45]) == 'a > b (by less than 0.5)'
   assert F.verdict('a', 'b', 0.0, [-0.4, 0.3], 0.5, [3, 3]) == 'a ≈ b (equivalent within ±0.5)'
   assert F.verdict('a', 'b', 0.0, [-0.6, 0.3], 0.5, [3, 2]) == 'a vs b: undecided with 3 and 2 seeds'
   assert 'not ranked with 1 seed' in F.verdict('a', 'b', 15.0, [1, 2], 0.5, [1, 1])
@@ -161,20 +193,28 @@ def test_decisions_read_off_the_interval():
 def test_simultaneous_intervals_agree_with_the_verdicts():
   names = ['none', 'x', 'y', 'z']
   observed = [[10.0, 10.4, 9.7], [20.0, 20.6, 19.8, 20.3], [20.4, 20.1, 20.9], [20.2, 20.25, 20.22]]
-  out = C.compare_scores(names, observed, 'none', delta=1.0)
-  assert out['family_size'] == 6 and out['level'] == 0.05
+  seeds = [[0, 1, 2], [0, 1, 2, 3], [0, 1, 2], [0, 1, 2]]  # x has a fourth seed: its contrasts are unpaired
+  out = C.compare_scores(names, observed, 'none', delta=1.0, seeds=seeds)
+  assert out['family_size'] == 6 and out['level'] == 0.05 and out['designs'] == ['paired', 'unpaired']
   for p in out['pairs']:
-    a, b = observed[names.index(p['a'])], observed[names.index(p['b'])]
-    want = S.welch_test(a, b, level=0.05 / 6, margin=1.0)
+    i, j = names.index(p['a']), names.index(p['b'])
+    paired = seeds[i] == seeds[j]
+    test = S.paired_test if paired else S.unpaired_test
+    want = test(observed[i], observed[j], level=0.05 / 6, margin=1.0)
+    assert p['design'] == ('paired' if paired else 'unpaired')
     assert p['interval'] == pytest.approx(want['interval']) and p['p_value'] == pytest.approx(want['p_value'])
     assert p['p_adjusted'] == pytest.approx(min(1.0, 6 * want['p_value']))
     excludes_zero = p['interval'][0] > 0 or p['interval'][1] < 0
     assert (p['decision'] == F.GREATER) == excludes_zero == (p['p_adjusted'] < 0.05)
-    inside = -1.0 < p['interval'][0] and p['interval'][1] < 1.0
+    # equivalence: TOST at 0.05 / 6 per side, read off the 1 - 2 (0.05 / 6) interval
+    assert p['equivalence_interval'] == pytest.approx(S.t_interval(p['difference'], p['se'], p['df'], 2 * 0.05 / 6))
+    inside = -1.0 < p['equivalence_interval'][0] and p['equivalence_interval'][1] < 1.0
     assert (p['p_equivalent_adjusted'] < 0.05) == inside
     assert p['difference'] >= 0  # every pair: the higher mean first
   verdicts = {(p['a'], p['b']): p['verdict'] for p in out['pairs']}
   assert verdicts[('x', 'none')] == 'x > none'
+  with pytest.raises(ValueError, match='one seed number per per-seed score'):
+    C.compare_scores(names, observed, seeds=[[0, 1, 2]] * 4)
 
 
 def test_a_look_spends_its_share_and_keeps_earlier_decisions():
@@ -182,7 +222,7 @@ def test_a_look_spends_its_share_and_keeps_earlier_decisions():
   observed = [[20.0, 20.5, 19.8], [18.0, 18.2, 18.1]]
   out = C.compare_scores(names, observed, level=0.01)
   (p,) = out['pairs']
-  assert p['level'] == 0.01 and p['interval'] == pytest.approx(S.welch_test(*observed, level=0.01)['interval'])
+  assert p['level'] == 0.01 and p['interval'] == pytest.approx(S.unpaired_test(*observed, level=0.01)['interval'])
   assert p['p_adjusted'] == pytest.approx(min(1.0, p['p_value'] * 0.05 / 0.01))
   earlier = {**p, 'look': 1}
   again = C.compare_scores(names, [[1.0, 2.0], [1.5, 2.5]], level=0.04, decided={('a', 'b'): earlier})
