@@ -29,6 +29,7 @@ import numpy as np
 
 from attnmt import data, plots
 from attnmt.analysis import explanations, inspection, report, stored, tables
+from attnmt.compare import family
 from attnmt.data import batching, pipeline, sources as corpora
 from attnmt.data.tokenizers import token_labels
 from attnmt.errors import CheckpointError, ConfigError, InputError
@@ -453,11 +454,11 @@ def compare(
   which: str = 'best',
   beam_size: int = 0,
   contrasts: str = 'all',
-  delta: float = 0.5,
+  delta: float = family.DELTA,
   pool_seeds: bool = False,
 ) -> Comparison:
-  """Decodes `split` with every seed of every run and compares them as experiments/analyze.py does: Welch's
-  t over seeds with the test set's variance (jackknife over sentences), the family `contrasts` ('all' pairs,
+  """Decodes `split` with every seed of every run and compares them as experiments/analyze.py does: a t
+  test over seeds (paired by seed number where the runs share their seeds) with the test set's variance (jackknife over sentences), the family `contrasts` ('all' pairs,
   variant names each tested against every other, or pairs written A~B) with simultaneous intervals, and three
   answers: A > B, A ≈ B within ±`delta` BLEU, undecided (attnmt.compare.verdicts), writing nothing. Unlike
   `load`, this reads each run's corpus (built again from the config if missing).

@@ -55,7 +55,7 @@ from attnmt.analysis import (
   stored,
   tables,
 )
-from attnmt.compare import verdicts
+from attnmt.compare import family, verdicts
 from attnmt.model import interventions
 from experiments import common
 
@@ -70,13 +70,8 @@ flags.DEFINE_string(
 flags.DEFINE_string(
   'baseline', None, 'The variant the others are tested against (default: the first whose score does not attend, none).'
 )
-flags.DEFINE_string(
-  'contrasts',
-  'all',
-  "The family the verdicts cover, declared before the results: 'all' (every pair), variant names (each "
-  "tested against every other variant), or pairs written A~B; comma-separated.",
-)
-flags.DEFINE_float('delta', 0.5, 'Equivalence margin in BLEU: A ≈ B when the simultaneous interval lies within ±delta.')
+flags.DEFINE_string('contrasts', family.DEFAULTS['contrasts'].default, family.DEFAULTS['contrasts'].doc + '.')
+flags.DEFINE_float('delta', family.DELTA, family.DEFAULTS['delta'].doc + ' (the sweep\'s sweep.delta).')
 flags.DEFINE_list(
   'interventions',
   [],
@@ -230,7 +225,7 @@ def _analyze():
   report.write_text(os.path.join(out, 'analysis.md'), table + '\n')
   print(table)
   print(tables.attention_verdict(by_variant))
-  page = html_report.write_report(results, out)
+  page = html_report.write_report(by_variant, out)  # the page shows analysis.md's variants
   print(
     f'\nWrote translations (every seed), heatmaps and analysis.json per run, analysis.md, bleu_by_seed.png '
     f'and bleu_by_length.png under {out}'

@@ -457,7 +457,7 @@ def _report(config, root, rows, dirs, corpora=None, ahead=None):
       report.write_figures(by_variant, out)  # a line and a row per variant, not per run
     analysis_md = tables.analysis_table(by_variant)
     _write(os.path.join(out, 'analysis.md'), analysis_md + '\n')
-    outputs.append(html_report.write_report(results, out))
+    outputs.append(html_report.write_report(by_variant, out))  # the page shows analysis.md's variants
     print('\nAnalysis of the test split (every seed decoded):\n' + analysis_md)
     print(tables.attention_verdict(by_variant))
     outputs += [

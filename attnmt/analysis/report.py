@@ -500,7 +500,10 @@ def analyze_runs(
     write_text(os.path.join(out_dir, 'analysis.json'), json.dumps(results, indent=1))
     stored.save(os.path.join(out_dir, stored.FILE), results, texts)  # recomputes the statistics without the runs
     heatmap_sentences = sorted({i for r in results for i in r.get('heatmap_sentences', [])})
-    embedded = embedded_sentences(results, views, heatmap_sentences, report_sentences)
+    # runs trained a seed each are shown as the variants they pool into, by each one's first run (as its heatmaps)
+    shown = [k for k, w in enumerate(workdirs) if not seeds_as_runs or w in drawing_runs]
+    names = [stored.pooled_name(results[k]) if seeds_as_runs else results[k]['variant'] for k in shown]
+    embedded = embedded_sentences(names, [views[k] for k in shown], heatmap_sentences, report_sentences)
     write_text(os.path.join(out_dir, SENTENCES_FILE), json.dumps(embedded, separators=(',', ':')))
     return results
 
@@ -630,8 +633,8 @@ def bounded_heatmap(weights: np.ndarray, rows: list, cols: list, limit: int = pl
   return out
 
 
-def embedded_sentences(results: list[dict], views: list[dict[int, dict]], must=(), limit: int = 200) -> dict:
-  """The sentences of the HTML report as JSON-ready data: each run's view (sentence_views) of the sentences
+def embedded_sentences(names: list[str], views: list[dict[int, dict]], must=(), limit: int = 200) -> dict:
+  """The sentences of the HTML report as JSON-ready data: each named variant's view (sentence_views) of the sentences
   select_sentences picks, with attention weights rounded to 3 decimals and stored as integer thousandths, each
   heatmap cut to plots.HEATMAP_MAX rows and columns (bounded_heatmap)."""
   ids = select_sentences(views, must, limit)
@@ -652,7 +655,7 @@ def embedded_sentences(results: list[dict], views: list[dict[int, dict]], must=(
       entry['runs'].append(view)
     sentences.append(entry)
   return {
-    'variants': [r['variant'] for r in results],
+    'variants': list(names),
     'sentences': sentences,
     'shared': len(shared_sentences(views)),
     'limit': limit,

@@ -109,8 +109,9 @@ def results_note(rows: list[dict]) -> str:
     return ONE_SEED + '.'
   return (
     "sd: sample standard deviation over seeds; 95% CI: Student's t interval of the mean over seeds. The "
-    "analysis (analysis/analysis.md) decides every contrast of its family with Welch's t over seeds and the "
-    "test set's variance, simultaneous intervals over the family."
+    "analysis (analysis/analysis.md) decides every contrast of its family by a t test over seeds (paired by seed "
+    "number where the variants share their seeds) with the test set's variance, simultaneous intervals over the "
+    'family.'
   )
 
 
@@ -273,7 +274,7 @@ def pairs_note(results: list[dict], one_seed_note: bool = True) -> str:
   )
   level = s['level'] / max(s['family_size'], 1)
   how = (
-    f"simultaneous interval: Welch's t over seeds {test_set}, at level {level:.2g} per contrast (Bonferroni: "
+    f"simultaneous interval: {design_text(s)} {test_set}, at level {level:.2g} per contrast (Bonferroni: "
     f"{s['level']:g} over {s['family_size']}), so all intervals hold together with probability "
     f"{1 - s['level']:.3g} or more"
     if seeds[0] >= 2
@@ -281,22 +282,35 @@ def pairs_note(results: list[dict], one_seed_note: bool = True) -> str:
   )
   text = (
     f'{family_text(s)}. Greedy test BLEU, {"/".join(map(str, seeds))} seed(s) per variant; difference of the '
-    f'means over seeds; {how}. Verdicts read off the interval: A > B when it excludes 0, A ≈ B when it lies '
-    f"within ±{s['delta']:g} BLEU (two one-sided tests), else undecided. p: two-sided, unadjusted; adjusted p "
-    '(≠ 0) is below 0.05 exactly when the interval excludes 0, adjusted p (within ±δ) exactly when it lies '
-    f"within ±{s['delta']:g}. Seeds to decide: seeds per variant that would decide the contrast with 80 % "
-    "probability at the family's level, if the true difference is the observed one, at the pooled seed sd – at "
-    "its 95 % upper bound (Welch's degrees of freedom taken as K − 1)"
+    f'means over seeds; {how}. Verdicts: A > B when the interval excludes 0; A ≈ B when the two one-sided tests '
+    f"(Schuirmann), each at {level:.2g}, put the difference within ±{s['delta']:g} BLEU (the {1 - 2 * level:.4g} "
+    'interval inside the margin); else undecided. p: two-sided, unadjusted; adjusted p (≠ 0) is below 0.05 exactly '
+    'when the interval excludes 0, adjusted p (within ±δ) exactly when the equivalence holds. Seeds to decide: '
+    "seeds per variant that would decide the contrast with 80 % probability at the family's level, if the true "
+    'difference is the observed one, at the seed sd (of the per-seed differences for a paired contrast) – at its '
+    '95 % upper bound, with K − 1 degrees of freedom'
   )
   if seeds[0] < 2 and one_seed_note:
     text += '. ' + ONE_SEED
   return text + '.'
 
 
-def seeds_option(n: int, as_runs: bool = False) -> str:
-  """The option that trains seeds 0..n-1 (a shell expansion when the list is long): train.seeds, or with
-  `as_runs` the sweep axis that trains each seed as its own run."""
-  seeds = ','.join(map(str, range(n))) if n <= 12 else f'$(seq -s, 0 {n - 1})'
+def design_text(s: dict) -> str:
+  """How the contrasts of an analysis were tested (its 'designs'): paired by seed, unpaired, or both."""
+  words = {
+    'paired': 'the paired t over the same-numbered seeds (K − 1 df; seed k of every variant shares its data order '
+    'and keys)',
+    'unpaired': 'the unpaired t over seeds (min(K_A, K_B) − 1 df, valid at any ratio of the seed variances)',
+  }
+  used = [words[d] for d in ('paired', 'unpaired') if d in s.get('designs', ['unpaired'])]
+  return ', and '.join(used) or words['unpaired']
+
+
+def seeds_option(n: int, as_runs: bool = False, first: int = 0) -> str:
+  """The option that trains seeds first..first+n-1 (a shell expansion when the list is long): train.seeds, or
+  with `as_runs` the sweep axis that trains each seed as its own run."""
+  last = first + n - 1
+  seeds = ','.join(map(str, range(first, last + 1))) if n <= 12 else f'$(seq -s, {first} {last})'
   return f'--config.sweep.axes="train.seeds={seeds}"' if as_runs else f'--config.train.seeds={seeds}'
 
 
@@ -308,6 +322,8 @@ def seed_plan_text(results: list[dict]) -> str:
   if not open_pairs:
     return ''
   plans = [p['seeds_to_decide'] for p in open_pairs]
+  as_runs = all(r.get('seeds_as_runs') for r in results)
+  first = 1 + max((s for r in results for s in (r['seeds'] if isinstance(r['seeds'], list) else [])), default=-1)
   lines = [f'Seeds to decide the {len(open_pairs)} undecided contrast(s) (80 % probability each, at the family level):']
   for key, label in (('observed', 'if the observed differences are true'), ('hardest', 'whatever the differences')):
     reach = [(pl[key], pl[key + '_upper'], p) for pl, p in zip(plans, open_pairs)]
@@ -320,11 +336,13 @@ def seed_plan_text(results: list[dict]) -> str:
     lines.append(
       f"  {label}: {span} seeds per variant ({p['a']} − {p['b']} needs the most; seed sd "
       f"{p['seeds_to_decide']['sd']:.2f}, upper bound {p['seeds_to_decide']['sd_upper']:.2f})"
-      + (f': {seeds_option(lo, all(r.get("seeds_as_runs") for r in results))}' if lo <= 50 else '')
+      + (f': {seeds_option(lo, as_runs, first)}' if lo <= 50 else '')
     )
   lines.append(
-    '  Or train seeds in rounds until every contrast is decided: --config.sweep.rounds=4 '
-    '--config.sweep.seeds_per_round=5 (docs/design.md, "Seeds until decided").'
+    f'  These are a new experiment: this look has spent its alpha, so more seeds pooled with seeds 0–{first - 1} '
+    'would be a second look that no error budget covers. Train fresh seeds (from seed '
+    f'{first}, as above) in a new --workdir and analyse them alone; or declare seeds in rounds before training '
+    '(--config.sweep.rounds, docs/design.md "Seeds until decided"), whose looks share one alpha.'
   )
   return '\n'.join(lines)
 
@@ -378,7 +396,7 @@ def attention_verdict(results: list[dict]) -> str:
     'one seed: the test covers the sentences only, not the seeds, so nothing is ranked'
     if seeds < 2
     else f'mean over seeds ({"/".join(map(str, sorted({len(r["seeds"]) for r in results})))} per variant), '
-    "Welch's t over seeds with the bucket's test-set variance, simultaneous intervals"
+    "a t over seeds (paired where the seeds match) with the bucket's test-set variance, simultaneous intervals"
   )
   what += (
     f"; {s.get('length_level', 0):g} of the page's alpha, Bonferroni over every bucket and variant tested against none"
@@ -442,7 +460,7 @@ def _legend(results, has_sig, baseline) -> list[str]:
       '(jackknife over the test sentences) added, for that variant alone (the contrasts below carry the '
       'simultaneous ones); one seed: the test sentences alone'
       + (
-        f"; p: the contrast's test against {baseline} (Welch's t, two-sided), unadjusted; * in a length column: "
+        f"; p: the contrast's test against {baseline} (t over seeds, two-sided), unadjusted; * in a length column: "
         'decided against it (simultaneous interval over every bucket and variant tested, excluding 0)'
         + (' (never with one seed, which ranks nothing)' if seeds[0] < 2 else '')
         if baseline

@@ -32,10 +32,35 @@ from statistics import NormalDist
 from typing import Optional, Sequence
 
 from attnmt.errors import ConfigError
+from attnmt.schema import Setting
 
-ALPHA = 0.05
+ALPHA = 0.05  # the page's error budget: the chance of any wrong verdict on it
 DELTA = 0.5  # BLEU: the default equivalence margin
 SPENDING = ('obrien_fleming', 'pocock')
+
+# The comparison's settings, declared once: the sweep's section (experiments/configs/default.py) holds them,
+# and analyze's flags and attnmt.compare's arguments take their defaults from here.
+SETTINGS = (
+  Setting(
+    'contrasts',
+    'all',
+    "the family the analysis decides, declared before the results: 'all' (every pair), variant names (each "
+    "against every other variant), or pairs written A~B; comma-separated",
+  ),
+  Setting(
+    'delta',
+    DELTA,
+    'equivalence margin in BLEU: A ≈ B when the two one-sided tests put the difference within ±delta',
+    lo='>0',
+  ),
+  Setting(
+    'spending',
+    SPENDING[0],
+    "with sweep.rounds: how alpha is spent over the looks (Lan-DeMets): 'obrien_fleming' little early, 'pocock' evenly",
+    choices=SPENDING,
+  ),
+)
+DEFAULTS = {s.key: s for s in SETTINGS}
 
 
 def spec_text(spec) -> str:

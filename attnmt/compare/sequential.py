@@ -34,7 +34,7 @@ class Design:
 
   seeds_per_round: int
   rounds: int
-  spending: str = 'obrien_fleming'
+  spending: str = family.SPENDING[0]
   delta: float = family.DELTA
   contrasts: str = 'all'
   alpha: float = family.ALPHA

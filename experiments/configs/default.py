@@ -15,6 +15,7 @@ when the small one flattens), and 12,000 steps take about an hour on 2 CPU cores
 import ml_collections
 
 from attnmt import schema
+from attnmt.compare import family
 from attnmt.model.config import model_defaults
 from attnmt.schema import Setting
 from attnmt.data import get_data_config
@@ -63,13 +64,7 @@ SWEEP = (
   Setting('beam_size', 0, 'beam-search BLEU in the analysis (0: greedy only, faster)', lo=0),
   Setting('num_heatmaps', 3, 'random test sentences drawn as heatmaps per variant', lo=0),
   Setting('heatmap_min_words', 0, '... among those whose source has at least this many words', lo=0),
-  Setting(
-    'contrasts',
-    'all',
-    "the family the analysis decides, declared before the results: 'all' (every pair), variant names (each "
-    "against every other variant), or pairs written A~B; comma-separated",
-  ),
-  Setting('delta', 0.5, 'equivalence margin in BLEU: A ≈ B when the simultaneous interval lies within ±delta', lo='>0'),
+  *family.SETTINGS,  # contrasts, delta, spending: the comparison's own settings (attnmt.compare.family)
   Setting(
     'rounds',
     0,
@@ -78,12 +73,6 @@ SWEEP = (
     lo=0,
   ),
   Setting('seeds_per_round', 5, 'with sweep.rounds: seeds per variant added by each round', lo=2),
-  Setting(
-    'spending',
-    'obrien_fleming',
-    "with sweep.rounds: how alpha is spent over the looks (Lan-DeMets): 'obrien_fleming' little early, 'pocock' evenly",
-    choices=('obrien_fleming', 'pocock'),
-  ),
 )
 
 

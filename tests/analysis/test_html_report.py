@@ -8,7 +8,6 @@ ATTNMT_REQUIRE_BROWSER=1: the browser test fails instead of skipping when the br
 import json
 import os
 import re
-import shutil
 import time
 
 import matplotlib.image
@@ -20,6 +19,7 @@ from attnmt import plots
 from attnmt.analysis import html_report, report, stored, tables
 from attnmt.training import trainer
 from experiments.configs import tiny
+from browser import browser_or_skip
 
 SCREENSHOT = '/tmp/attnmt_report_screenshot.png'
 VARIANTS = ('none', 'additive')
@@ -121,31 +121,6 @@ def test_select_sentences_keeps_the_must_ones_the_largest_differences_and_spread
   assert report.select_sentences(views[:1], limit=500) == list(range(100))
 
 
-def _browser_or_skip():
-  """A headless chromium WebDriver, or a skip naming the fix (a failure under ATTNMT_REQUIRE_BROWSER=1)."""
-  chromium = shutil.which('chromium') or shutil.which('chromium-browser')
-  driver = shutil.which('chromedriver')
-  missing = [name for name, found in (('chromium', chromium), ('chromium-driver', driver)) if not found]
-  try:
-    from selenium import webdriver
-  except ImportError:
-    missing.append('selenium (pip install -e ".[dev]")')
-  if missing:
-    reason = f'no {", ".join(missing)}; run: sudo apt-get install -y chromium chromium-driver, or ./launch.sh setup'
-    if os.environ.get('ATTNMT_REQUIRE_BROWSER') == '1':
-      pytest.fail(reason)
-    pytest.skip(reason)
-  from selenium.webdriver.chrome.service import Service
-
-  os.environ.setdefault('SE_OFFLINE', 'true')  # Selenium Manager must not look for drivers on the network
-  options = webdriver.ChromeOptions()
-  options.binary_location = chromium
-  for arg in ('--headless=new', '--no-sandbox', '--disable-dev-shm-usage', '--disable-gpu', '--window-size=1500,2400'):
-    options.add_argument(arg)
-  options.set_capability('goog:loggingPrefs', {'browser': 'ALL'})
-  return webdriver.Chrome(service=Service(executable_path=driver), options=options)
-
-
 @pytest.mark.xdist_group('html_report_analysis')  # one worker builds the shared sweep
 def test_the_report_in_a_real_browser(analysis):
   from selenium.webdriver.common.action_chains import ActionChains
@@ -153,7 +128,7 @@ def test_the_report_in_a_real_browser(analysis):
   from selenium.webdriver.support.ui import Select
 
   path, _, data, _ = analysis
-  browser = _browser_or_skip()
+  browser = browser_or_skip()
   start = time.perf_counter()
   try:
     browser.get('file://' + os.path.abspath(path))
@@ -247,7 +222,7 @@ def test_corpus_text_cannot_end_or_escape_the_inline_data(analysis):
     f.write(page)
   from selenium.webdriver.common.by import By
 
-  browser = _browser_or_skip()
+  browser = browser_or_skip()
   try:
     browser.get('file://' + path)
     assert browser.title == 'attnmt analysis'  # no handler from the corpus ran
@@ -284,7 +259,7 @@ def test_a_long_sentence_heatmap_is_truncated_and_the_page_says_so():
     'out': rows,
     'attention': weights,
   }
-  entry = report.embedded_sentences([{'variant': 'v'}], [{0: view}])['sentences'][0]['runs'][0]
+  entry = report.embedded_sentences(['v'], [{0: view}])['sentences'][0]['runs'][0]
   assert entry['truncated'] == [300, 250] and len(entry['w']) == 200 and len(entry['src']) == 200
   script = open(os.path.join(os.path.dirname(html_report.__file__), 'page', 'report.js')).read()
   assert 'heatmap truncated: the first ${shown.length} of ${rows} output' in script

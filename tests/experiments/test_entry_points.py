@@ -784,6 +784,35 @@ def test_auto_seeds_on_a_cpu_are_a_run_per_seed_pooled_as_one_variant():
   ]
 
 
+def _report_shows_the_analysis(out, variants):
+  """report.html under `out` shows analysis.md's variants, table rows and contrasts, in a real browser: the
+  pooled variants with their seeds, not a "variant" per run."""
+  from browser import browser_or_skip
+  from selenium.webdriver.common.by import By
+
+  lines = (out / 'analysis.md').read_text().splitlines()
+  cells = [[c.strip() for c in line.split('|')[1:-1]] for line in lines if line.startswith('| ')]
+  want_rows = [c for c in cells if c[0] in variants]
+  want_pairs = [c for c in cells if ' − ' in c[0]]
+  browser = browser_or_skip()
+  try:
+    browser.get('file://' + str(out / 'report.html'))
+    got_rows = [
+      [td.text for td in r.find_elements(By.TAG_NAME, 'td')]
+      for r in browser.find_elements(By.CSS_SELECTOR, '#results tbody tr')
+    ]
+    got_pairs = [
+      [td.text for td in r.find_elements(By.TAG_NAME, 'td')]
+      for r in browser.find_elements(By.CSS_SELECTOR, '#pairs-table tbody tr')
+    ]
+    strips = [g.get_attribute('data-variant') for g in browser.find_elements(By.CSS_SELECTOR, '#seed-svg g.strip')]
+  finally:
+    browser.quit()
+  assert [r[0] for r in got_rows] == variants and got_rows == want_rows, (got_rows, want_rows)
+  assert got_pairs == want_pairs and len(got_pairs) == len(variants) * (len(variants) - 1) // 2, (got_pairs, want_pairs)
+  assert sorted(strips) == sorted(variants)
+
+
 def test_analyze_pools_runs_trained_a_seed_each(tmp_path, data_dir, monkeypatch):
   """Runs of a train.seeds axis (the main job on a CPU) analysed with --runs --pool_seeds: analysis.md has one row
   per variant with both seeds, as the same translations pooled by --from_translations --pool_seeds give it; the
@@ -818,6 +847,7 @@ def test_analyze_pools_runs_trained_a_seed_each(tmp_path, data_dir, monkeypatch)
     ('none/bahdanau/global', '2'),
     ('additive/bahdanau/global', '2'),
   ]
+  _report_shows_the_analysis(tmp_path / 'pooled', ['none/bahdanau/global', 'additive/bahdanau/global'])
   again = run_module(
     'experiments.analyze',
     f'--from_translations={tmp_path / "pooled" / "translations.json.gz"}',

@@ -596,7 +596,8 @@ def test_a_declared_family_and_margin_change_the_verdicts_not_the_tests():
 def test_the_seed_plan_names_the_option_that_trains_more_seeds():
   """The plan under the pair table: for the observed differences and for the hardest, the undecided contrast
   that needs the most seeds, its range (the seed sd's estimate – its upper bound), and the option that trains
-  that many (train.seeds; a sweep axis when each seed trained as its own run); decided contrasts plan nothing."""
+  that many fresh seeds, after those already looked at (train.seeds; a sweep axis when each seed trained as its
+  own run), as a new experiment, never a second look at the same one; decided contrasts plan nothing."""
 
   def plan(observed, upper, hardest, hardest_upper):
     out = {'level': 0.02, 'delta': 0.5, 'sd': 0.8, 'sd_upper': 1.9, 'observed': observed}
@@ -607,18 +608,21 @@ def test_the_seed_plan_names_the_option_that_trains_more_seeds():
     {'a': 'general', 'b': 'additive', 'seeds_to_decide': plan(14, 30, 20, 40)},
     {'a': 'dot', 'b': 'general', 'seeds_to_decide': None},  # decided
   ]
-  results = [{'variant': 'dot', 'significance': {'pairs': pairs}}, {'variant': 'additive'}, {'variant': 'general'}]
+  results = [{'variant': 'dot', 'significance': {'pairs': pairs}}] + [{'variant': v} for v in ('additive', 'general')]
+  results = [r | {'seeds': [0, 1, 2]} for r in results]
   together = tables.seed_plan_text(results).splitlines()
   assert together[0] == 'Seeds to decide the 2 undecided contrast(s) (80 % probability each, at the family level):'
   assert together[1] == (
     '  if the observed differences are true: 14–30 seeds per variant (general − additive needs the most; seed sd '
-    '0.80, upper bound 1.90): --config.train.seeds=$(seq -s, 0 13)'
+    '0.80, upper bound 1.90): --config.train.seeds=$(seq -s, 3 16)'
   )
   assert together[2].startswith('  whatever the differences: 20–40 seeds per variant (general − additive needs')
-  assert together[2].endswith('--config.train.seeds=$(seq -s, 0 19)') and '--config.sweep.rounds=4' in together[3]
+  assert together[2].endswith('--config.train.seeds=$(seq -s, 3 22)')
+  assert 'a second look that no error budget covers' in together[3] and 'from seed 3' in together[3]
   as_runs = tables.seed_plan_text([{**r, 'seeds_as_runs': True} for r in results])
-  assert '--config.sweep.axes="train.seeds=$(seq -s, 0 13)"' in as_runs and '--config.train.seeds' not in as_runs
+  assert '--config.sweep.axes="train.seeds=$(seq -s, 3 16)"' in as_runs and '--config.train.seeds' not in as_runs
   assert tables.seeds_option(5) == '--config.train.seeds=0,1,2,3,4'
+  assert tables.seeds_option(3, first=5) == '--config.train.seeds=5,6,7'
   # Out of reach of 1000 seeds (None) is named; past 50 seeds no option is printed; a missing bound reads
   # 'to more than 1000'.
   pairs[0]['seeds_to_decide'] = plan(None, None, 60, None)
