@@ -35,10 +35,16 @@ flags.DEFINE_integer('sentences', 400, 'Test sentences per simulated experiment.
 flags.DEFINE_float('interaction_sd', 0.3, "Sentence-by-sentence differences: each variant's effect per sentence.")
 flags.DEFINE_string('translations', None, 'A translations.json.gz: the real A/A check over splits of its seeds.')
 flags.DEFINE_list('splits', ['2x2', '2x3', '2x4', '4x2'], 'Real splits as GROUPSxSEEDS.')
+flags.DEFINE_list(
+  'pairing',
+  [],
+  'translations.json.gz files of several variants on one test set (the rounds of a design: one per round): how '
+  'much their same-numbered seeds correlate.',
+)
 flags.DEFINE_string('out', None, 'With --simulate: write calibration.json and power.png here.')
 flags.DEFINE_list(
   'parts',
-  ['family', 'rounds', 'equivalence', 'power', 'rounds_power'],
+  ['family', 'design', 'rounds', 'equivalence', 'power', 'rounds_power'],
   'With --simulate: which checks (a part already in --out/calibration.json is kept when not run again).',
 )
 FLAGS = flags.FLAGS
@@ -53,14 +59,40 @@ def main(argv):
 
 
 def _calibrate():
-  if not FLAGS.simulate and not FLAGS.translations:
-    raise ValueError('nothing to do: pass --simulate, --translations=FILE, or both')
+  if not FLAGS.simulate and not FLAGS.translations and not FLAGS.pairing:
+    raise ValueError('nothing to do: pass --simulate, --translations=FILE, --pairing=FILE, or several')
   if FLAGS.experiments < 1 or FLAGS.sentences < 2:
     raise ValueError('--experiments must be >= 1 and --sentences >= 2')
   if FLAGS.simulate:
     _simulated(FLAGS.experiments, FLAGS.sentences, FLAGS.interaction_sd, FLAGS.out)
   if FLAGS.translations:
     _real(FLAGS.translations, [_groups(s) for s in FLAGS.splits])
+  if FLAGS.pairing:
+    _pairing(FLAGS.pairing)
+
+
+def _pairing(paths: list[str]):
+  docs = [stored.load(p) for p in paths]
+  path = ', '.join(paths) if len(paths) < 3 else f'{paths[0]} and {len(paths) - 1} more'
+  if any(d['references'] != docs[0]['references'] for d in docs):
+    raise ValueError(f'--pairing: {path} translate different test sentences; give files of one test set')
+  doc = stored.pool_seeds({**docs[0], 'variants': [v for d in docs for v in d['variants']]})
+  refs = doc['references']
+  names = [v['variant'] for v in doc['variants']]
+  bleu = [
+    [pair_tests.corpus_bleu(pair_tests.sentence_statistics(h, refs).sum(0)) for h in v['greedy']]
+    for v in doc['variants']
+  ]
+  rows = calibration.seed_pairing(names, bleu, [v['seeds'] for v in doc['variants']])
+  print(f'Same-numbered seeds of {path}: per-seed BLEU correlation, var(a - b) / (var a + var b)')
+  print('| pair | seeds | correlation | variance ratio |')
+  print('|---|---|---|---|')
+  for r in rows:
+    cells = ['–' if r[k] is None else f'{r[k]:.2f}' for k in ('correlation', 'variance_ratio')]
+    print(f"| {r['a']} ~ {r['b']} | {r['seeds']} | {cells[0]} | {cells[1]} |")
+  known = [r['correlation'] for r in rows if r['correlation'] is not None]
+  if known:
+    print(f'mean correlation {np.mean(known):.2f} over {len(known)} pair(s), from {min(known):.2f} to {max(known):.2f}')
 
 
 def _groups(text: str) -> tuple[int, int]:
@@ -89,6 +121,8 @@ def _simulated(n: int, sentences: int, interaction: float, out) -> dict:
         rows.append(_row(k, sd, sentences, n, seed=10 * k + (sd > 0)))
     rows.append(_row(5, interaction, 45, n, seed=99))  # a length bucket of 45 sentences
     record['family_errors'] = rows
+  if 'design' in parts:
+    record['design_errors'] = _design(n)
   design = sequential.Design(seeds_per_round=5, rounds=4)
   if 'rounds' in parts:
     seq = calibration.sequential_errors(design, n, FAMILY, sentences=sentences, interaction_sd=interaction, seed=7)
@@ -118,6 +152,41 @@ def _simulated(n: int, sentences: int, interaction: float, out) -> dict:
       written.append(_power_plot(record['power'], out))
     print('Wrote ' + ' and '.join(written))
   return record
+
+
+# The design the comparison assumes, at its worst: seed variances 1:225 apart, same-numbered seeds correlated.
+DESIGNS = {
+  1: (0.1, 1.5),
+  3: (0.1, 0.5, 1.5),
+  10: (0.1, 0.3, 0.9, 1.5, 1.5),
+}
+
+
+def _design(n: int) -> dict:
+  """Family error of identical variants with unequal seed variances and correlated seeds, paired and unpaired,
+  by family size, rho and K; and the power of one pair at a true difference of 1 and 2 seed sds (sd 0.45,
+  margin 0.5), paired against unpaired, by rho."""
+  print('\nThe design: identical variants, seed sds 1:15 (variances 1:225), same-numbered seeds correlated rho')
+  print('| contrasts | rho | test | K = 2 | K = 3 | K = 5 | K = 10 |')
+  print('|---|---|---|---|---|---|---|')
+  rows = []
+  for m, sds in DESIGNS.items():
+    for rho in (0.0, 0.6):
+      scenario = calibration.Scenario(means=(0.0,) * len(sds), seed_sds=sds, rho=rho, sentence_rho=rho / 2)
+      for paired in (True, False):
+        cells = [calibration.design_errors(scenario, k, n, paired=paired, seed=k + m) for k in (2, 3, 5, 10)]
+        rows.append({'contrasts': m, 'rho': rho, 'paired': paired, 'seed_sds': list(sds), 'by_k': cells})
+        shown = ' | '.join(f"{c['share']:.1%} ± {c['mc_se']:.1%}" for c in cells)
+        print(f"| {m} | {rho:g} | {'paired' if paired else 'unpaired'} | {shown} |", flush=True)
+  power = []
+  print('\nPower of one pair (seed sd 0.45, margin 0.5, K = 5): share decided, paired | unpaired')
+  for rho in (0.0, 0.3, 0.6, 0.8):
+    for gap in (1.0, 2.0):
+      scenario = calibration.Scenario(means=(gap * 0.45, 0.0), seed_sds=(0.45, 0.45), rho=rho, sentence_rho=rho)
+      got = [calibration.design_errors(scenario, 5, n, paired=p, seed=int(10 * rho))['decided_share'] for p in (1, 0)]
+      power.append({'rho': rho, 'gap_sd': gap, 'paired': got[0], 'unpaired': got[1]})
+      print(f'  rho {rho:g}, true difference {gap:g} seed sd: {got[0]:.0%} | {got[1]:.0%}', flush=True)
+  return {'family': rows, 'power': power, 'experiments': n}
 
 
 def _rounds_power(n: int) -> dict:

@@ -339,3 +339,28 @@ def _partitions(items: list, groups: int, size: int):
     rest = [i for i in items if i not in first and i > first[0]]  # later groups start after this one's first
     for others in _partitions(rest, groups - 1, size):
       yield [first] + others
+
+
+def seed_pairing(names: Sequence[str], bleu: Sequence[Sequence[float]], seeds: Sequence[Sequence[int]]) -> list[dict]:
+  """How much same-numbered seeds of two variants move together, on real runs: per pair of variants with at
+  least 3 seeds in common, the correlation of their per-seed BLEU over those seeds and the variance of the
+  per-seed difference as a share of the unpaired one (var(a - b) / (var(a) + var(b)): 1 without correlation,
+  below 1 where pairing gains)."""
+  rows = []
+  for i, j in itertools.combinations(range(len(names)), 2):
+    common = sorted(set(seeds[i]) & set(seeds[j]))
+    if len(common) < 3:
+      continue
+    a = np.array([bleu[i][list(seeds[i]).index(s)] for s in common])
+    b = np.array([bleu[j][list(seeds[j]).index(s)] for s in common])
+    spread = a.var(ddof=1) + b.var(ddof=1)
+    rows.append(
+      {
+        'a': names[i],
+        'b': names[j],
+        'seeds': len(common),
+        'correlation': float(np.corrcoef(a, b)[0, 1]) if spread > 0 else None,
+        'variance_ratio': float((a - b).var(ddof=1) / spread) if spread > 0 else None,
+      }
+    )
+  return rows

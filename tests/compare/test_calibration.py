@@ -185,3 +185,14 @@ def test_the_command_prints_both_checks(tmp_path):
     json.dump(doc, f)
   two = subprocess.run(cmd[:3] + [f'--translations={path}'], cwd=ROOT, capture_output=True, text=True, timeout=300)
   assert two.returncode == 2 and two.stderr.strip().startswith(f'error: {path} holds 2 variants (additive, dot)')
+
+
+def test_seed_pairing_by_hand():
+  """Correlation and variance ratio of same-numbered seeds, over the seeds two variants share, in seed order."""
+  a, b = [20.0, 21.0, 23.0, 22.0], [19.0, 20.5, 22.0, 30.0]
+  rows = C.seed_pairing(['a', 'b', 'c'], [a, b[::-1], [1.0, 2.0]], [[0, 1, 2, 5], [5, 2, 1, 0], [0, 1]])
+  (row,) = rows  # c shares 2 seeds only: no row
+  x, y = np.array(a), np.array(b)
+  assert (row['a'], row['b'], row['seeds']) == ('a', 'b', 4)
+  assert row['correlation'] == pytest.approx(np.corrcoef(x, y)[0, 1])
+  assert row['variance_ratio'] == pytest.approx(np.var(x - y, ddof=1) / (np.var(x, ddof=1) + np.var(y, ddof=1)))
