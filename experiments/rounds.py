@@ -34,6 +34,7 @@ def design_of(config) -> sequential.Design:
     spending=str(s.spending),
     delta=float(s.delta),
     contrasts=str(s.contrasts),
+    first_seed=int(s.first_seed),
   )
 
 

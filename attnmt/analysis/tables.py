@@ -341,10 +341,23 @@ def seed_plan_text(results: list[dict]) -> str:
   lines.append(
     f'  These are a new experiment: this look has spent its alpha, so more seeds pooled with seeds 0–{first - 1} '
     'would be a second look that no error budget covers. Train fresh seeds (from seed '
-    f'{first}, as above) in a new --workdir and analyse them alone; or declare seeds in rounds before training '
-    '(--config.sweep.rounds, docs/design.md "Seeds until decided"), whose looks share one alpha.'
+    f'{first}, as above) in a new --workdir and analyse them alone' + _rounds_option(plans, first) + '.'
   )
   return '\n'.join(lines)
+
+
+def _rounds_option(plans: list[dict], first: int, per_round: int = 5) -> str:
+  """The declared continuation in rounds of fresh seeds that reaches the largest plan (its upper bound where
+  known), or '' when that is out of reach."""
+  wanted = [pl.get('observed_upper') or pl.get('observed') for pl in plans]
+  if not wanted or any(w is None for w in wanted) or max(wanted) > 200:
+    return ''
+  rounds = -(-max(wanted) // per_round)
+  return (
+    f'; or as rounds that stop once every contrast is decided, their looks sharing one alpha: --config.sweep.rounds='
+    f'{rounds} --config.sweep.seeds_per_round={per_round} --config.sweep.first_seed={first} (docs/design.md, '
+    '"Seeds until decided")'
+  )
 
 
 def pairwise_text(results: list[dict], one_seed_note: bool = True) -> str:

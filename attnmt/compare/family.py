@@ -118,13 +118,54 @@ def spent(fraction: float, kind: str = 'obrien_fleming', alpha: float = ALPHA) -
 
 
 def look_levels(schedule: Sequence[int], kind: str = 'obrien_fleming', alpha: float = ALPHA) -> list[float]:
-  """The alpha each look may spend: the increments of `spent` at information fractions K_r / K_max, for a
+  """The alpha each look spends: the increments of `spent` at information fractions K_r / K_max, for a
   schedule of seeds per variant at each look (increasing). One look spends all of alpha."""
   if not schedule or any(b <= a for a, b in zip(schedule, schedule[1:])) or schedule[0] < 1:
     raise ValueError(f'a look schedule is an increasing list of seeds per variant, got {list(schedule)}')
   cumulative = [spent(k / schedule[-1], kind, alpha) for k in schedule]
   cumulative[-1] = alpha  # exactly, whatever the float rounding
   return [b - a for a, b in zip([0.0] + cumulative[:-1], cumulative)]
+
+
+def nominal_levels(
+  schedule: Sequence[int], kind: str = 'obrien_fleming', alpha: float = ALPHA, sides: int = 2
+) -> list[float]:
+  """The level each look tests at so that the looks together spend `look_levels`, exactly: the group-sequential
+  boundaries b_r with P(|Z_1| < b_1, ..., |Z_r-1| < b_r-1, |Z_r| >= b_r) = the r-th increment, for the
+  looks' joint normal distribution (corr(Z_i, Z_j) = sqrt(K_i / K_j)), by the numerical integration of
+  Jennison & Turnbull (2000, ch. 19) that gsDesign implements (gsdesign.h1 / hupdate); returned as nominal
+  levels (two-sided 2 (1 - Phi(b_r)), or one-sided 1 - Phi(b_r) with `sides` 1: upper boundaries only).
+  The first look's equals its increment; later looks' exceed theirs, which the union bound over looks gave
+  away. The statistics are t, not normal: calibration.py checks the error they give at few seeds."""
+  import gsdesign
+  from scipy.optimize import brentq
+
+  if sides not in (1, 2):
+    raise ValueError(f'a boundary is one- or two-sided, got sides={sides}')
+  spend = look_levels(schedule, kind, alpha)
+  normal = NormalDist()
+  lower = (lambda b: -b) if sides == 2 else (lambda b: -math.inf)
+  levels, grid, continuing, info_prev = [], None, 1.0, None
+  for increment, k in zip(spend, schedule):
+    info = float(k)
+    if grid is None:
+      b = normal.inv_cdf(1 - increment / sides)
+      grid = gsdesign.h1(GRID, 0.0, info, lower(b), b)
+    else:
+      previous = grid
+
+      def left_over(b, previous=previous, info=info, info_prev=info_prev):
+        nxt = gsdesign.hupdate(GRID, 0.0, info, lower(b), b, 0.0, info_prev, previous)
+        return continuing - float(nxt[2].sum()) - increment
+
+      b = brentq(left_over, 1e-6 if sides == 2 else -10.0, 40.0, xtol=1e-10)
+      grid = gsdesign.hupdate(GRID, 0.0, info, lower(b), b, 0.0, info_prev, previous)
+    continuing, info_prev = float(grid[2].sum()), info
+    levels.append(sides * (1 - normal.cdf(b)))
+  return levels
+
+
+GRID = 36  # gsDesign's grid parameter r: its default is 18; 36 halves the integration error again
 
 
 # The answers a contrast can get.

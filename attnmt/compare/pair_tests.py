@@ -161,16 +161,17 @@ def seed_summary(
 PAIRED, UNPAIRED, SENTENCES = 'paired', 'unpaired', 'sentences'  # the design a contrast was tested by
 
 
-def t_test(difference: float, se: float, df: float, level: float = ALPHA, margin: Optional[float] = None) -> dict:
+def t_test(difference, se, df, level=ALPHA, margin: Optional[float] = None, tost: Optional[float] = None) -> dict:
   """The t test of a difference with standard error `se` and `df` degrees of freedom: two-sided p and the
   interval of coverage 1 - `level`, which excludes 0 exactly when p < level; with a `margin` d > 0,
   'p_equivalent' (Schuirmann's TOST: the larger p of the one-sided tests of difference <= -d and >= d) and
-  'equivalence_interval', the 1 - 2 level interval, which lies inside (-d, d) exactly when p_equivalent < level."""
+  'equivalence_interval', the 1 - 2 tost interval (`tost`: each one-sided test's level, `level` if not
+  given), which lies inside (-d, d) exactly when p_equivalent < tost."""
   out = {'difference': difference, 'se': se, 'df': df}
   out |= {'p_value': two_sided_p(difference, se, df), 'interval': t_interval(difference, se, df, level)}
   if margin is not None:
     out['p_equivalent'] = equivalence_p(difference, se, df, margin)
-    out['equivalence_interval'] = t_interval(difference, se, df, 2 * level)
+    out['equivalence_interval'] = t_interval(difference, se, df, 2 * (level if tost is None else tost))
   return out
 
 
@@ -181,6 +182,7 @@ def paired_test(
   sentences: Optional[int] = None,
   level: float = ALPHA,
   margin: Optional[float] = None,
+  tost: Optional[float] = None,
 ) -> dict:
   """The paired t test of mean(a - b) over seeds, a[k] and b[k] the same seed of the two variants:
   standard error sqrt(var(a - b) / K + `test_variance`), K - 1 degrees of freedom (at most `sentences` - 1
@@ -191,7 +193,7 @@ def paired_test(
   d = a - b
   se = float(np.sqrt(d.var(ddof=1) / d.size + test_variance))
   df = _degrees(float(d.size - 1), test_variance, sentences)
-  return t_test(float(d.mean()), se, df, level, margin) | {'test_variance': test_variance, 'design': PAIRED}
+  return t_test(float(d.mean()), se, df, level, margin, tost) | {'test_variance': test_variance, 'design': PAIRED}
 
 
 def unpaired_test(
@@ -201,6 +203,7 @@ def unpaired_test(
   sentences: Optional[int] = None,
   level: float = ALPHA,
   margin: Optional[float] = None,
+  tost: Optional[float] = None,
 ) -> dict:
   """The t test of mean(a) - mean(b) over two sets of seeds: standard error sqrt(s_a^2/K_a + s_b^2/K_b +
   `test_variance`) as Welch's, min(K_a, K_b) - 1 degrees of freedom (Hsu 1938: valid whatever the ratio of
@@ -212,7 +215,7 @@ def unpaired_test(
   se = float(np.sqrt(a.var(ddof=1) / a.size + b.var(ddof=1) / b.size + test_variance))
   df = _degrees(float(min(a.size, b.size) - 1), test_variance, sentences)
   diff = float(a.mean() - b.mean())
-  return t_test(diff, se, df, level, margin) | {'test_variance': test_variance, 'design': UNPAIRED}
+  return t_test(diff, se, df, level, margin, tost) | {'test_variance': test_variance, 'design': UNPAIRED}
 
 
 def same_seeds(seeds_a: Optional[Sequence[int]], seeds_b: Optional[Sequence[int]]) -> bool:
@@ -260,26 +263,27 @@ def pair_test(
   margin: Optional[float] = None,
   seeds_a=None,
   seeds_b=None,
+  tost: Optional[float] = None,
 ) -> dict:
   """The test a comparison decides by, of mean(a) - mean(b) over per-seed scores, with its 'design': paired by
   seed number when both variants have the same seeds (`seeds_a`, `seeds_b`: the seed of each score), the
   test-set term from the per-seed differences' jackknife; unpaired when the seeds differ or are not given;
   with one seed on a side the sentences alone (sentence_test, no decision). Without jackknife rows the test
-  set is held fixed (no test-set term)."""
+  set is held fixed (no test-set term). `tost`: the level of each one-sided test of equivalence (`level`)."""
   jack = jack_a_KxN is not None and jack_b_KxN is not None
   if same_seeds(seeds_a, seeds_b):
     where_in_b = {seed: i for i, seed in enumerate(seeds_b)}
     order = [where_in_b[seed] for seed in seeds_a]  # b's score of a's k-th seed
     b = np.asarray(b, float)[order]
     if not jack:
-      return paired_test(a, b, 0.0, None, level, margin)
+      return paired_test(a, b, 0.0, None, level, margin, tost)
     diff_KxN = np.asarray(jack_a_KxN) - np.asarray(jack_b_KxN)[order]
-    return paired_test(a, b, test_set_variance(diff_KxN), diff_KxN.shape[1], level, margin)
+    return paired_test(a, b, test_set_variance(diff_KxN), diff_KxN.shape[1], level, margin, tost)
   if min(len(a), len(b)) >= 2:
     if not jack:
-      return unpaired_test(a, b, 0.0, None, level, margin)
+      return unpaired_test(a, b, 0.0, None, level, margin, tost)
     tv = test_set_variance(jack_a_KxN, jack_b_KxN)
-    return unpaired_test(a, b, tv, jack_a_KxN.shape[1], level, margin)
+    return unpaired_test(a, b, tv, jack_a_KxN.shape[1], level, margin, tost)
   diff = float(np.mean(a) - np.mean(b))
   if not jack:
     return {'difference': diff, 'interval': None, 'p_value': None, 'df': None, 'se': None, 'test_variance': None}

@@ -16,6 +16,7 @@ same translations give the same looks, and a killed or repeated round cannot cha
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import os
 
@@ -29,8 +30,8 @@ DESIGN_FILE = 'design.json'
 
 @dataclasses.dataclass(frozen=True)
 class Design:
-  """A declared look schedule: `rounds` rounds of `seeds_per_round` seeds per variant, alpha spent by
-  `spending`, equivalence margin `delta` (BLEU), the family `contrasts` (family.contrast_pairs)."""
+  """A declared look schedule: `rounds` rounds of `seeds_per_round` seeds per variant from seed `first_seed`,
+  alpha spent by `spending`, equivalence margin `delta` (BLEU), the family `contrasts` (family.contrast_pairs)."""
 
   seeds_per_round: int
   rounds: int
@@ -38,6 +39,7 @@ class Design:
   delta: float = family.DELTA
   contrasts: str = 'all'
   alpha: float = family.ALPHA
+  first_seed: int = 0  # a continuation after an earlier experiment starts past its seeds
 
   def __post_init__(self):
     if self.seeds_per_round < 2 or self.rounds < 1:
@@ -49,6 +51,8 @@ class Design:
       raise ConfigError(f"sweep.spending '{self.spending}' is not one of {', '.join(family.SPENDING)}")
     if not self.delta > 0:
       raise ConfigError(f'the equivalence margin delta must be > 0 BLEU, got {self.delta}')
+    if self.first_seed < 0:
+      raise ConfigError(f'sweep.first_seed must be >= 0, got {self.first_seed}')
 
   @property
   def schedule(self) -> list[int]:
@@ -57,11 +61,27 @@ class Design:
 
   @property
   def levels(self) -> list[float]:
+    """The alpha each look spends (the spending function's increments)."""
     return family.look_levels(self.schedule, self.spending, self.alpha)
+
+  def boundaries(self, contrasts: int) -> tuple[list[float], list[float]]:
+    """Per look, the level one of `contrasts` contrasts is tested at: two-sided for a ranking and one-sided for
+    each of the two tests of equivalence, each contrast spending alpha / contrasts over the looks (Bonferroni
+    over the family), exact over the looks (family.nominal_levels)."""
+    share = self.alpha / max(contrasts, 1)
+    return _nominal(tuple(self.schedule), self.spending, share, 2), _nominal(
+      tuple(self.schedule), self.spending, share, 1
+    )
 
   def round_seeds(self, r: int) -> list[int]:
     """The seeds round r (0-based) trains."""
-    return list(range(r * self.seeds_per_round, (r + 1) * self.seeds_per_round))
+    start = self.first_seed + r * self.seeds_per_round
+    return list(range(start, start + self.seeds_per_round))
+
+
+@functools.lru_cache(maxsize=None)
+def _nominal(schedule: tuple, spending: str, alpha: float, sides: int) -> list[float]:
+  return family.nominal_levels(schedule, spending, alpha, sides)
 
 
 def declare(root: str, design: Design) -> None:
@@ -72,6 +92,7 @@ def declare(root: str, design: Design) -> None:
   if os.path.exists(path):
     with open(path) as f:
       held = json.load(f)
+    held = {'first_seed': 0} | held  # a design declared before first_seed existed started at seed 0
     changed = sorted(k for k in set(held) | set(wanted) if held.get(k) != wanted.get(k))
     if changed:
       raise ConfigError(
@@ -109,9 +130,14 @@ def looks(design: Design, names, bleu, jack, plan: bool = True, paired: bool = T
   trains the same seeds in each round, so the contrasts are paired by seed (`paired` False: analysed as if
   they were not, which the calibration compares)."""
   decided = {}
-  for r, (k, level) in enumerate(zip(design.schedule, design.levels)):
+  m = len(family.contrast_pairs(names, design.contrasts)) if len(names) > 1 else 1
+  ranking, equivalence = design.boundaries(m)
+  seeds = [design.round_seeds(r) for r in range(design.rounds)]
+  seeds = [s for round_ in seeds for s in round_]
+  for r, k in enumerate(design.schedule):
     if min(map(len, bleu)) < k:
       return
+    level = m * ranking[r]  # compare_scores tests each of its m contrasts at level / m
     result = verdicts.compare_scores(
       names,
       [b[:k] for b in bleu],
@@ -121,11 +147,12 @@ def looks(design: Design, names, bleu, jack, plan: bool = True, paired: bool = T
       delta=design.delta,
       alpha=design.alpha,
       level=level,
+      equivalence_level=m * equivalence[r],
       decided=decided,
       plan=plan,
-      seeds=[list(range(k))] * len(names) if paired else None,  # round_seeds: the same seeds for every variant
+      seeds=[seeds[:k]] * len(names) if paired else None,  # round_seeds: the same seeds for every variant
     )
-    last = design.levels[-1] / result['family_size']
+    last = ranking[-1]
     by_name = {v['variant']: v for v in result['variants']}
     for p in result['pairs']:
       if p.get('seeds_to_decide') and 'look' not in p:

@@ -54,6 +54,7 @@ def compare_scores(
   decided: Optional[dict] = None,
   plan: bool = True,
   seeds: Optional[Sequence[Sequence[int]]] = None,
+  equivalence_level: Optional[float] = None,
 ) -> dict:
   """Every variant's per-seed score, mean, sd and 95 % t interval, and every contrast of the family
   `contrasts` (family.contrast_pairs) with its difference, simultaneous interval (coverage 1 - level / m),
@@ -65,7 +66,9 @@ def compare_scores(
   contrasts of variants with the same seeds are paired; None: every contrast unpaired); `jack[v]`: its K x N
   jackknife over sentences (pair_tests.jackknife), which carries the test set's variance in; without it the
   test covers the seeds only (the test set held fixed) and one seed gets no interval.
-  `decided`: {(a, b): contrast} from earlier looks, kept as they are. `plan` False leaves out the seed plans
+  `equivalence_level`: the budget of the tests of equivalence when it differs from `level` (a look of a
+  group-sequential design, whose one-sided boundaries differ from its two-sided ones); each one-sided test is
+  at equivalence_level / m. `decided`: {(a, b): contrast} from earlier looks, kept as they are. `plan` False leaves out the seed plans
   (simulations, which only read the decisions)."""
   if len(names) != len(observed) or not names or any(len(o) == 0 for o in observed):
     raise ValueError('give every variant a name and at least one per-seed score')
@@ -76,6 +79,7 @@ def compare_scores(
     raise ValueError('give one seed number per per-seed score of every variant (seeds), or none')
   names, spec = list(names), family.spec_text(contrasts)
   level = alpha if level is None else level
+  equivalence_level = level if equivalence_level is None else equivalence_level
   variants = []
   for v, name in enumerate(names):
     if jack is None:
@@ -86,6 +90,7 @@ def compare_scores(
     variants.append({'variant': name, **summary})
   wanted = family.contrast_pairs(names, spec) if len(names) > 1 else []  # one variant: nothing to contrast
   per_contrast = level / max(len(wanted), 1)
+  tost = equivalence_level / max(len(wanted), 1)
   pairs = []
   for i, j in wanted:
     if spec == 'all' and variants[j]['mean'] > variants[i]['mean']:
@@ -94,7 +99,9 @@ def compare_scores(
     if earlier is not None:
       pairs.append(earlier)
       continue
-    pair = _contrast(names, variants, observed, jack, seeds, i, j, per_contrast, len(wanted), delta, alpha, level, plan)
+    pair = _contrast(
+      names, variants, observed, jack, seeds, i, j, (per_contrast, tost), len(wanted), delta, alpha, plan
+    )
     pairs.append(pair)
   return {
     'method': _method(pairs, jack is None, len(wanted)),
@@ -102,6 +109,7 @@ def compare_scores(
     'baseline': baseline if baseline in names else None,
     'alpha': alpha,
     'level': level,
+    'equivalence_level': equivalence_level,
     'delta': delta,
     'contrasts': spec,
     'family_size': len(wanted),
@@ -123,20 +131,21 @@ def _method(pairs: list[dict], fixed_test_set: bool, m: int) -> str:
   return '; '.join(used) + test_set + f'; simultaneous intervals, Bonferroni over {m} contrast(s)'
 
 
-def _contrast(names, variants, observed, jack, seeds, i, j, per_contrast, m, delta, alpha, level, plan) -> dict:
-  """One contrast of the family, tested at `per_contrast` (two-sided; TOST at `per_contrast` per side)."""
+def _contrast(names, variants, observed, jack, seeds, i, j, levels, m, delta, alpha, plan) -> dict:
+  """One contrast of the family: ranked at levels[0] (two-sided), equivalent by TOST at levels[1] per side."""
+  per_contrast, tost = levels
   k = [variants[i]['seeds'], variants[j]['seeds']]
   jack_i, jack_j = (None, None) if jack is None else (jack[i], jack[j])
   seeds_i, seeds_j = (None, None) if seeds is None else (seeds[i], seeds[j])
-  test = pair_tests.pair_test(observed[i], observed[j], jack_i, jack_j, per_contrast, delta, seeds_i, seeds_j)
-  scale = m * alpha / level  # adjusted p < alpha exactly when p < level / m
+  test = pair_tests.pair_test(observed[i], observed[j], jack_i, jack_j, per_contrast, delta, seeds_i, seeds_j, tost)
+  scale = alpha / per_contrast  # adjusted p < alpha exactly when p < the contrast's level
   p, p_eq = test['p_value'], test.get('p_equivalent')
   diff = variants[i]['mean'] - variants[j]['mean']
-  out = {'a': names[i], 'b': names[j], 'difference': diff, 'seeds': k, 'level': per_contrast}
+  out = {'a': names[i], 'b': names[j], 'difference': diff, 'seeds': k, 'level': per_contrast, 'tost_level': tost}
   out |= {key: test.get(key) for key in ('design', 'interval', 'equivalence_interval', 'p_value', 'df', 'se')}
   out['test_variance'] = test.get('test_variance')
   out['p_adjusted'] = None if p is None else min(1.0, p * scale)
-  out['p_equivalent_adjusted'] = None if p_eq is None else min(1.0, p_eq * scale)
+  out['p_equivalent_adjusted'] = None if p_eq is None else min(1.0, p_eq * alpha / tost)
   interval, within = (test['interval'], test.get('equivalence_interval')) if min(k) >= 2 else (None, None)
   out['decision'] = family.decision(interval, delta, k, within)
   out['verdict'] = family.verdict(names[i], names[j], diff, interval, delta, k, within)

@@ -73,6 +73,13 @@ SWEEP = (
     lo=0,
   ),
   Setting('seeds_per_round', 5, 'with sweep.rounds: seeds per variant added by each round', lo=2),
+  Setting(
+    'first_seed',
+    0,
+    'with sweep.rounds: the first seed of round 1; a continuation of an earlier experiment starts past its seeds, '
+    'which were looked at already',
+    lo=0,
+  ),
 )
 
 

@@ -9,6 +9,7 @@ import sys
 
 import numpy as np
 import pytest
+import scipy.stats
 
 from attnmt.compare import verdicts, family, sequential
 from attnmt.errors import ConfigError
@@ -28,6 +29,36 @@ def test_design_schedule_and_levels():
     sequential.Design(5, 2, spending='linear')
   with pytest.raises(ConfigError, match='delta must be > 0'):
     sequential.Design(5, 2, delta=0.0)
+
+
+def test_boundaries_are_gsdesigns_published_ones():
+  """Lan-DeMets O'Brien-Fleming spending, one-sided 0.025 (gsDesign's sfLDOF): z = 2.9626, 1.9686 at two equal
+  looks, 3.7103, 2.5114, 1.9930 at three; Pocock-type two-sided 0.05 at two (sfLDPocock): 2.1570, 2.2009. The first look's level is its spending increment; the later ones exceed theirs."""
+  z = lambda levels, sides: [float(scipy.stats.norm.isf(x / sides)) for x in levels]  # noqa: E731
+  assert z(family.nominal_levels([5, 10], alpha=0.025, sides=1), 1) == pytest.approx([2.9626, 1.9686], abs=2e-4)
+  assert z(family.nominal_levels([1, 2, 3], alpha=0.025, sides=1), 1) == pytest.approx(
+    [3.7103, 2.5114, 1.9930], abs=2e-4
+  )
+  assert z(family.nominal_levels([5, 10], 'pocock'), 2) == pytest.approx([2.1570, 2.2009], abs=2e-4)
+  levels, spent = family.nominal_levels([5, 10, 15, 20]), family.look_levels([5, 10, 15, 20])
+  assert levels[0] == pytest.approx(spent[0]) and all(a > b for a, b in zip(levels[1:], spent[1:]))
+  # the looks' joint distribution, simulated: any of them crosses with probability alpha
+  rng = np.random.default_rng(0)
+  z_looks = np.cumsum(rng.normal(size=(200_000, 4)), 1) / np.sqrt(np.arange(1, 5))
+  crossed = (np.abs(z_looks) >= scipy.stats.norm.isf(np.array(levels) / 2)).any(1).mean()
+  assert crossed == pytest.approx(0.05, abs=0.0015)
+
+
+def test_a_continuation_starts_past_the_seeds_already_seen(tmp_path):
+  d = sequential.Design(seeds_per_round=5, rounds=2, first_seed=10)
+  assert d.round_seeds(0) == [10, 11, 12, 13, 14] and d.round_seeds(1) == [15, 16, 17, 18, 19]
+  with pytest.raises(ConfigError, match='first_seed must be >= 0'):
+    sequential.Design(5, 2, first_seed=-1)
+  # a design.json written before first_seed existed reads as first_seed 0
+  (tmp_path / 'design.json').write_text(
+    json.dumps({k: v for k, v in vars(sequential.Design(3, 2)).items() if k != 'first_seed'})
+  )
+  sequential.declare(str(tmp_path), sequential.Design(3, 2))
 
 
 def test_a_design_cannot_change_once_declared(tmp_path):
@@ -58,7 +89,9 @@ def test_looks_pool_rounds_and_keep_earlier_decisions():
   design = sequential.Design(seeds_per_round=3, rounds=3, spending='pocock', delta=2.0)
   looks = sequential.replay(design, rounds)
   assert [look['seeds'] for look in looks] == [3, 6, 9]
-  assert [look['level'] for look in looks] == pytest.approx(design.levels)
+  ranking, equivalence = design.boundaries(3)  # 3 contrasts, each spending 0.05 / 3 over the looks
+  assert [look['level'] for look in looks] == pytest.approx([3 * x for x in ranking])
+  assert [look['comparison']['equivalence_level'] for look in looks] == pytest.approx([3 * x for x in equivalence])
   for look in looks:
     assert all(v['seeds'] == look['seeds'] for v in look['comparison']['variants'])
   first = {(p['a'], p['b']): p for p in looks[0]['comparison']['pairs']}
@@ -69,7 +102,8 @@ def test_looks_pool_rounds_and_keep_earlier_decisions():
     assert later == p and later['look'] == 1  # kept as the first look made it
   # a look is the comparison of the pooled seeds at that look's level
   pooled = [sum((r['greedy'][v] for r in rounds[:2]), []) for v in range(3)]
-  again = verdicts.compare(rounds[0]['names'], pooled, refs, contrasts='all', delta=2.0, level=design.levels[1])
+  levels = dict(level=looks[1]['level'], equivalence_level=looks[1]['comparison']['equivalence_level'])
+  again = verdicts.compare(rounds[0]['names'], pooled, refs, contrasts='all', delta=2.0, seeds=[range(6)] * 3, **levels)
   fresh = [p for p in looks[1]['comparison']['pairs'] if (p['a'], p['b']) not in decided]
   for p in fresh:
     want = next(q for q in again['pairs'] if (q['a'], q['b']) == (p['a'], p['b']))

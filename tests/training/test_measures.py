@@ -619,6 +619,10 @@ def test_the_seed_plan_names_the_option_that_trains_more_seeds():
   assert together[2].startswith('  whatever the differences: 20–40 seeds per variant (general − additive needs')
   assert together[2].endswith('--config.train.seeds=$(seq -s, 3 22)')
   assert 'a second look that no error budget covers' in together[3] and 'from seed 3' in together[3]
+  assert together[3].endswith(
+    '--config.sweep.rounds=6 --config.sweep.seeds_per_round=5 --config.sweep.first_seed=3 '
+    '(docs/design.md, "Seeds until decided").'
+  )  # 30 seeds, general − additive's upper plan
   as_runs = tables.seed_plan_text([{**r, 'seeds_as_runs': True} for r in results])
   assert '--config.sweep.axes="train.seeds=$(seq -s, 3 16)"' in as_runs and '--config.train.seeds' not in as_runs
   assert tables.seeds_option(5) == '--config.train.seeds=0,1,2,3,4'
