@@ -28,7 +28,7 @@ import ml_collections
 import numpy as np
 
 from attnmt import data, plots
-from attnmt.analysis import explanations, inspection, report, stored, tables
+from attnmt.analysis import explanations, inspection, report, tables
 from attnmt.compare import family
 from attnmt.data import batching, pipeline, sources as corpora
 from attnmt.data.tokenizers import token_labels
@@ -466,7 +466,7 @@ def compare(
   `pool_seeds`: runs trained a seed each (train.seeds as a sweep axis, as the CPU main job trains them:
   runs/main/<variant>-seeds=k) are pooled into one variant per name less its seeds part, as
   `analyze --pool_seeds` does; they must have been trained alike on the same test set (refused otherwise), and
-  each pooled result's 'workdir' lists its runs. The comparison is then of greedy BLEU alone (no beam)."""
+  each pooled result's 'workdirs' lists its runs ('workdir' joins them)."""
   dirs = _sentences(run_dirs, 'run_dirs')
   if which not in ('best', 'latest'):
     raise InputError(f"which={which!r}: pass 'best' or 'latest'")
@@ -482,29 +482,9 @@ def compare(
     report_sentences=0,
     contrasts=contrasts,
     delta=delta,
-    beam_size=0 if pool_seeds else beam_size,
+    beam_size=beam_size,
     split=split,
     num_heatmaps=0,
-    keep_texts=pool_seeds,
+    seeds_as_runs=pool_seeds,
   )
-  if pool_seeds:
-    results = _pooled(*results, split, contrasts, delta)
   return Comparison(results, split)
-
-
-def _pooled(results: list[dict], texts: list[dict], split: str, contrasts: str, delta: float) -> list[dict]:
-  """compare's results pooled over runs trained a seed each (report.analyze_document on the runs' translations,
-  stored.document), each with 'workdir': its runs' directories joined by ', '."""
-  doc, left_out = stored.document(results, texts)
-  if left_out:
-    raise InputError(
-      f"pool_seeds=True: {', '.join(left_out)} translated other {split} sentences than {results[0]['variant']}; "
-      'compare runs of one test set when pooling (or leave out pool_seeds)'
-    )
-  runs: dict[str, list[str]] = {}
-  for r in results:
-    runs.setdefault(stored.pooled_name(r), []).append(r['workdir'])
-  pooled = report.analyze_document(doc, 'the runs', pool_seeds=True, contrasts=contrasts, delta=delta)
-  for r in pooled:
-    r['workdir'] = ', '.join(runs[r['variant']])
-  return pooled

@@ -215,17 +215,11 @@ def _analyze():
     delta=FLAGS.delta,
     seeds_as_runs=FLAGS.pool_seeds,
   )
-  by_variant = results
-  if FLAGS.pool_seeds:  # the statistics pool each variant's runs, from their outputs (as a sweep's analysis does)
-    by_variant = report.analyze_translations(
-      os.path.join(out, stored.FILE), FLAGS.baseline, pool_seeds=True, contrasts=FLAGS.contrasts, delta=FLAGS.delta
-    )
-    report.write_figures(by_variant, out)  # a line and a row per variant, not per run
-  table = tables.analysis_table(by_variant)
+  table = tables.analysis_table(results)  # --pool_seeds: one row per variant the runs pool into
   report.write_text(os.path.join(out, 'analysis.md'), table + '\n')
   print(table)
-  print(tables.attention_verdict(by_variant))
-  page = html_report.write_report(by_variant, out)  # the page shows analysis.md's variants
+  print(tables.attention_verdict(results))
+  page = html_report.write_report(results, out)
   print(
     f'\nWrote translations (every seed), heatmaps and analysis.json per run, analysis.md, bleu_by_seed.png '
     f'and bleu_by_length.png under {out}'
@@ -233,14 +227,12 @@ def _analyze():
   print(f'Wrote {page}: the interactive report (open it in a browser)')
   if formats:
     corpora = {}
-    for workdir, result in zip(FLAGS.runs, results):
+    for workdir in FLAGS.runs:  # every run, pooled or not
       run = inspection.load_run(workdir, FLAGS.which, corpora)
       paths = exports.write(
-        inspection.split_word_attention(run, 0, 'test', eos=True),
-        os.path.join(out, report._slug(result['variant'])),
-        formats,
+        inspection.split_word_attention(run, 0, 'test', eos=True), os.path.join(out, report._slug(run.name)), formats
       )
-      print(f"Exported {result['variant']}: " + ', '.join(paths))
+      print(f'Exported {run.name}: ' + ', '.join(paths))
 
 
 def _check_out_holds_these_runs(runs: list[str], out: str) -> None:
@@ -252,7 +244,7 @@ def _check_out_holds_these_runs(runs: list[str], out: str) -> None:
     return
   try:
     with open(existing, encoding='utf-8') as f:
-      held = {os.path.realpath(r['workdir']) for r in json.load(f)}
+      held = {os.path.realpath(w) for r in json.load(f) for w in r.get('workdirs', [r['workdir']])}
   except (OSError, ValueError, TypeError, KeyError):
     held = None
   if held != {os.path.realpath(r) for r in runs}:

@@ -140,13 +140,22 @@ def rounds_page(design: sequential.Design, looks: list[dict], minutes: list[floa
     f"{', '.join(map(str, design.schedule))} seeds: {', '.join(f'{x:.4g}' for x in design.levels)}; "
     f'equivalence margin ±{design.delta:g} BLEU; contrasts: {design.contrasts}. '
     + tables.family_text(looks[-1]['comparison'] | {'alpha': design.alpha, 'length_level': 0})
-    + ' over all looks (Bonferroni over contrasts and looks). Seeds to decide: seeds per variant at which a '
-    "contrast would be decided with 80 % probability at the last look's level.",
+    + ' over all looks: each contrast spends alpha / contrasts over its looks (Bonferroni over contrasts), at '
+    "exact group-sequential boundaries over the looks (the looks' joint distribution; a look's level exceeds the "
+    'alpha it spends, which a bound over looks would give away), one-sided ones for the tests of equivalence. '
+    f'Seeds {design.round_seeds(0)[0]} onward, the same numbers in every variant, so the contrasts are paired by '
+    "seed. Seeds to decide: seeds per variant at which a contrast would be decided with 80 % probability at the "
+    "last look's level.",
   ]
   for look, spent in zip(looks, minutes):
     c = look['comparison']
     open_ = sequential.open_contrasts(look)
-    lines += ['', f"## Look {look['look']}: {look['seeds']} seeds per variant, level {look['level']:.4g}", '']
+    per_contrast = look['level'] / max(c['family_size'], 1)
+    lines += [
+      '',
+      f"## Look {look['look']}: {look['seeds']} seeds per variant, level {per_contrast:.4g} per contrast",
+      '',
+    ]
     lines += ['| variant | seeds | BLEU per seed | mean ± sd |', '|---|---|---|---|']
     for v in c['variants']:
       lines.append(

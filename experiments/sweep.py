@@ -448,18 +448,11 @@ def _report(config, root, rows, dirs, corpora=None, ahead=None):
       ahead=ahead,
       **options,
     )
-    by_variant = results
-    if len(pooled) < len(rows):  # one run per seed: the statistics pool each variant's runs, from their outputs
-      path = os.path.join(out, stored.FILE)
-      by_variant = report.analyze_translations(
-        path, pool_seeds=True, contrasts=config.sweep.contrasts, delta=config.sweep.delta
-      )
-      report.write_figures(by_variant, out)  # a line and a row per variant, not per run
-    analysis_md = tables.analysis_table(by_variant)
+    analysis_md = tables.analysis_table(results)  # seeds trained as runs: one row per variant they pool into
     _write(os.path.join(out, 'analysis.md'), analysis_md + '\n')
-    outputs.append(html_report.write_report(by_variant, out))  # the page shows analysis.md's variants
+    outputs.append(html_report.write_report(results, out))
     print('\nAnalysis of the test split (every seed decoded):\n' + analysis_md)
-    print(tables.attention_verdict(by_variant))
+    print(tables.attention_verdict(results))
     outputs += [
       os.path.join(out, 'analysis.md'),
       os.path.join(out, 'bleu_by_seed.png'),

@@ -22,7 +22,7 @@ output (EOS included), one decision per decoder step:
 A variant whose score does not attend gets one line per test ('not applicable') and no computation.
 
 Verdicts (`contrasts`): the declared measures of the tests run (`MEASURES`), every attending cell against a
-reference cell, one family (faithfulness.contrasts: the unpaired t over seeds, Bonferroni over measures x cells).
+reference cell, one family (faithfulness.contrasts: the paired t over seeds, Bonferroni over measures x cells).
 """
 
 from __future__ import annotations
@@ -511,7 +511,7 @@ def measures(tests) -> list:
 
 def contrasts(results: list[dict], reference: str, tests=TESTS) -> dict:
   """One family over the declared measures of `tests` x the attending cells against `reference`
-  (faithfulness.contrasts: the unpaired t over seeds, the sentences held fixed, Bonferroni)."""
+  (faithfulness.contrasts: the paired t over seeds, the sentences held fixed, Bonferroni)."""
   return faithfulness.contrasts(results, measures(tests), reference)
 
 

@@ -21,7 +21,7 @@ Every measure is a sum and a count per batch, so pooling over batches is exact; 
 `pair_tests.seed_summary` (mean, sd and Student's t interval over seeds; one seed: no interval, said so).
 
 Verdicts (`contrasts`): declared measures, each cell against a reference cell, all in ONE family
-(attnmt.compare.family): the unpaired t over seeds (min(K) - 1 df) with the test set held fixed (every cell is measured on the
+(attnmt.compare.family): the paired t over same-numbered seeds (K - 1 df) with the test set held fixed (every cell is measured on the
 same sentences), simultaneous Bonferroni intervals over measures x cells, alpha 0.05 over the whole family.
 The measures' units differ, so no equivalence margin is declared: a contrast is ranked or undecided.
 """
@@ -433,8 +433,8 @@ def contrasts(
   """The page's verdicts: for each declared measure (a key path, `measure_values`), every cell whose score
   attends against `reference`, all measures x cells in one family with family-wise error <= alpha. Each
   measure is one verdicts.compare_scores call spending alpha / number of measures (Bonferroni: each contrast
-  tested at alpha / m, its interval the simultaneous one, adjusted p = min(1, p m)), by the unpaired t over seeds (min(K) - 1 df)
-  with the test set held fixed: every cell is measured on the same sentences, so they add no variance to a
+  tested at alpha / m, its interval the simultaneous one, adjusted p = min(1, p m)), by the paired t over the
+  cells' same-numbered seeds (K - 1 df; unpaired, min(K) - 1 df, where their seeds differ) with the test set held fixed: every cell is measured on the same sentences, so they add no variance to a
   difference between cells. No equivalence margin is declared (the measures' units differ): `delta` None is 0,
   so a contrast is 'greater' (its interval excludes 0, the sign says which way) or 'undecided', never
   'equivalent'. Returns {'reference', 'measures', 'alpha', 'family_size', 'level', 'method', 'rows'}, a row
@@ -454,7 +454,10 @@ def contrasts(
   for path in measures:
     label, scale, _ = measure_format(path)
     observed = [[v * scale for v in measure_values(r, path)] for r in cells]
-    compared = verdicts.compare_scores(names, observed, ref, contrasts=ref, delta=delta, alpha=alpha, level=level)
+    seeds = [r['seeds'] for r in cells]  # same-numbered seeds pair (pair_tests.pair_test)
+    compared = verdicts.compare_scores(
+      names, observed, ref, contrasts=ref, delta=delta, alpha=alpha, level=level, seeds=seeds
+    )
     rows += [{'measure': path, 'label': label, **pair} for pair in compared['pairs']]
   sentences = sorted({r['sentences'] for r in cells})
   return {
@@ -466,7 +469,7 @@ def contrasts(
     'family_size': len(rows),
     'level': alpha / len(rows),
     'method': (
-      f"the unpaired t over seeds (min(K) - 1 df), two-sided, the test set held fixed (every cell measured on the same "
+      f"the paired t over same-numbered seeds (K - 1 df; unpaired where the seeds differ), two-sided, the test set held fixed (every cell measured on the same "
       f"{'/'.join(map(str, sentences))} sentences); one family of {len(measures)} measure(s) x {len(names) - 1} "
       f'cell(s) against {ref} = {len(rows)} contrasts, simultaneous Bonferroni intervals (each at level '
       f'{alpha:g} / {len(rows)}), family-wise error <= {alpha:g} over all of them'
@@ -486,7 +489,7 @@ def verdicts_markdown(verdicts: dict) -> str:
   v = verdicts
   lines = [
     f"Verdicts: one family of {len(v['measures'])} measures × {v['cells']} cells against `{v['reference']}` = "
-    f"{v['family_size']} contrasts, alpha {v['alpha']:g} over all of them: the unpaired t over seeds (min(K) − 1 df) with the test "
+    f"{v['family_size']} contrasts, alpha {v['alpha']:g} over all of them: the paired t over same-numbered seeds (K − 1 df) with the test "
     "set held fixed (the sentences are the same for every cell), two-sided, Bonferroni (adjusted p = min(1, "
     f"{v['family_size']} p)), simultaneous intervals (each of coverage 1 − {v['alpha']:g}/{v['family_size']}), "
     'so a contrast is ranked exactly when its interval excludes 0; no equivalence margin is declared (the '

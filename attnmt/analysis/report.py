@@ -12,6 +12,7 @@ import numpy as np
 
 from attnmt.analysis import inspection, stored, tables
 from attnmt.compare import verdicts, family, pair_tests
+from attnmt.errors import InputError
 from attnmt.training import checkpoints
 
 from attnmt import data, plots, progress
@@ -440,6 +441,7 @@ def _buckets_against_baseline(rows, sources, stats, names, seeds, baseline, test
       if p is not None:
         entry |= {'p_value': p['p_value'], 'p_adjusted': p['p_adjusted'], 'decision': p['decision']}
         entry['contrast_interval'] = None if p['decision'] == family.UNRANKED else p['interval']
+        entry['equivalence_interval'] = None if p['decision'] == family.UNRANKED else p['equivalence_interval']
       bucket.append(entry)
     out.append(bucket)
   return out
@@ -491,13 +493,16 @@ def analyze_runs(
       results.append(result)
       texts.append(run_texts)
       views.append(run_views)
-    add_significance(results, texts, baseline, contrasts, delta)
+    # The one analysis every surface shows: of the runs, or of the variants their seeds pool into
+    analysis = pool_runs(results, texts, baseline, contrasts, delta) if seeds_as_runs else results
+    if not seeds_as_runs:
+      add_significance(results, texts, baseline, contrasts, delta)
     if out_dir is None:
-      return (results, texts) if keep_texts else results
+      return (analysis, texts) if keep_texts else analysis
     for result in results:
-      _write_result(out_dir, result)
-    write_figures(results, out_dir, options.get('split', 'test'))
-    write_text(os.path.join(out_dir, 'analysis.json'), json.dumps(results, indent=1))
+      _write_result(out_dir, result)  # each run's own part (its seeds, attention, heatmaps)
+    write_figures(analysis, out_dir, options.get('split', 'test'))
+    write_text(os.path.join(out_dir, 'analysis.json'), json.dumps(analysis, indent=1))
     stored.save(os.path.join(out_dir, stored.FILE), results, texts)  # recomputes the statistics without the runs
     heatmap_sentences = sorted({i for r in results for i in r.get('heatmap_sentences', [])})
     # runs trained a seed each are shown as the variants they pool into, by each one's first run (as its heatmaps)
@@ -505,10 +510,42 @@ def analyze_runs(
     names = [stored.pooled_name(results[k]) if seeds_as_runs else results[k]['variant'] for k in shown]
     embedded = embedded_sentences(names, [views[k] for k in shown], heatmap_sentences, report_sentences)
     write_text(os.path.join(out_dir, SENTENCES_FILE), json.dumps(embedded, separators=(',', ':')))
-    return results
+    return analysis
 
 
 SENTENCES_FILE = 'sentences.json'
+# What a pooled variant gathers from its runs, seed by seed, beside what its translations give
+PER_SEED = ('beam_bleu', 'beam_chrf', 'beam_chrfpp', 'beam_repetition', 'aer', 'attention_by_seed')
+
+
+def pool_runs(
+  results: list[dict], texts: list[dict], baseline=None, contrasts='all', delta=verdicts.DELTA
+) -> list[dict]:
+  """The analysis of runs trained a seed each (train.seeds as a sweep axis), one result per variant their seeds
+  pool into (stored.pool_seeds): the statistics from their translations (analyze_document, so the same as
+  --from_translations --pool_seeds gives), each seed's beam scores, AER and attention statistics gathered from
+  its run (pooled as a run of several seeds pools them), the first run's heatmaps, and 'workdirs', the runs.
+  Refused when the runs translated different sentences."""
+  doc, left_out = stored.document(results, texts)
+  if left_out:
+    raise InputError(
+      f"pooling seeds: {', '.join(left_out)} translated other sentences than {results[0]['variant']}: runs pooled into variants "
+      'must share one test set; analyse runs of one test set together (or without pooling)'
+    )
+  pooled = analyze_document(doc, 'the runs', baseline, True, contrasts, delta)
+  for variant in pooled:
+    runs = [r for r in results if stored.pooled_name(r) == variant['variant']]
+    variant['workdirs'] = [r['workdir'] for r in runs]
+    variant['workdir'] = ', '.join(variant['workdirs'])
+    for key in PER_SEED:
+      if all(key in r for r in runs):
+        variant[key] = [x for r in runs for x in r[key]]
+    if 'attention_by_seed' in variant:
+      variant['attention'] = pool_over_seeds(variant['attention_by_seed'])
+    for key in ('heatmaps', 'heatmap_sentences', 'step'):
+      if key in runs[0]:
+        variant[key] = runs[0][key]
+  return pooled
 
 
 def _analyze_workdir(workdir, out_dir, which, corpora, drawing, draws_heatmaps, options) -> tuple:

@@ -60,22 +60,33 @@ def pooled_sd(sd_a: float, k_a: int, sd_b: float, k_b: int) -> tuple[float, floa
   return sd, float(sd * np.sqrt(df / _stats().chi2.ppf(0.05, df)))
 
 
-def plan_contrast(pair: dict, variant_a: dict, variant_b: dict, level: float, delta: float) -> dict:
-  """`plan` of a tested contrast (verdicts' pair with its 'design', 'se' and 'test_variance'): a paired contrast
-  is planned from the sd of its per-seed differences (K - 1 df), an unpaired one from the variants' pooled sd."""
-  tv = pair['test_variance'] or 0.0
-  k_a, k_b = variant_a['seeds'], variant_b['seeds']
-  if pair.get('design') == 'paired':
-    sd_half = float(np.sqrt(max(pair['se'] ** 2 - tv, 0.0) * k_a / 2))  # sd of a - b over sqrt 2
-    return plan(pair['difference'], sd_half, k_a, sd_half, 1, tv, level, delta) | {'design': 'paired'}
-  return plan(pair['difference'], variant_a['sd'], k_a, variant_b['sd'], k_b, tv, level, delta)
+def page_sd(variants: list[dict]) -> dict:
+  """The seed sd of a whole page: every variant's seed variance pooled (those with 2 seeds or more), its
+  degrees of freedom (the sum of K_v - 1) and its one-sided 95 % upper bound (chi-square). A contrast's own two
+  variants give few degrees of freedom (2 at 2 seeds each: an upper bound 4.4 times the estimate); the page's
+  are what the plans are made at. None without any variant of 2 seeds."""
+  rows = [(v['sd'], v['seeds']) for v in variants if v['seeds'] >= 2 and v['sd'] is not None]
+  df = sum(k - 1 for _, k in rows)
+  if not df:
+    return None
+  sd = float(np.sqrt(sum(s**2 * (k - 1) for s, k in rows) / df))
+  return {'sd': sd, 'df': df, 'upper': float(sd * np.sqrt(df / _stats().chi2.ppf(0.05, df)))}
+
+
+def plan_contrast(pair: dict, spread: dict, level: float, delta: float) -> dict:
+  """`plan` of a tested contrast (verdicts' pair) at the page's seed sd (`page_sd`)."""
+  return plan_at(pair['difference'], spread['sd'], spread['upper'], pair['test_variance'] or 0.0, level, delta)
 
 
 def plan(difference, sd_a, k_a, sd_b, k_b, test_variance, level, delta) -> dict:
+  """`plan_at` the pair's own pooled seed sd and its upper bound (K_a + K_b - 2 df)."""
+  return plan_at(difference, *pooled_sd(sd_a, k_a, sd_b, k_b), test_variance, level, delta)
+
+
+def plan_at(difference, sd, upper, test_variance, level, delta) -> dict:
   """Seeds per variant to decide a contrast: at its observed difference and at the hardest one (delta / 2,
-  where ranking and equivalence both need the interval narrower than delta), each at the pooled seed sd and
-  at its upper bound ('…_upper'). None: out of reach of MAX_SEEDS."""
-  sd, upper = pooled_sd(sd_a, k_a, sd_b, k_b)
+  where ranking and equivalence both need the interval narrower than delta), each at the seed sd `sd` and at
+  its upper bound `upper` ('…_upper'). None: out of reach of MAX_SEEDS."""
   out = {'level': level, 'delta': delta, 'sd': sd, 'sd_upper': upper}
   for key, d in (('observed', difference), ('hardest', delta / 2)):
     out[key] = seeds_to_decide(d, sd, test_variance, level, delta)

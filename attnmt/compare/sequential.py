@@ -153,10 +153,9 @@ def looks(design: Design, names, bleu, jack, plan: bool = True, paired: bool = T
       seeds=[seeds[:k]] * len(names) if paired else None,  # round_seeds: the same seeds for every variant
     )
     last = ranking[-1]
-    by_name = {v['variant']: v for v in result['variants']}
     for p in result['pairs']:
       if p.get('seeds_to_decide') and 'look' not in p:
-        p['seeds_to_decide'] = planning.plan_contrast(p, by_name[p['a']], by_name[p['b']], last, design.delta)
+        p['seeds_to_decide'] = planning.plan_contrast(p, result['seed_sd'], last, design.delta)
       p.setdefault('look', r + 1)
       if p['decision'] in (family.GREATER, family.EQUIVALENT):
         decided[(p['a'], p['b'])] = p

@@ -88,6 +88,7 @@ def compare_scores(
     else:
       summary = variant_summary(observed[v], jack[v], alpha)
     variants.append({'variant': name, **summary})
+  spread = planning.page_sd(variants)  # the seed sd every plan of this page is made at
   wanted = family.contrast_pairs(names, spec) if len(names) > 1 else []  # one variant: nothing to contrast
   per_contrast = level / max(len(wanted), 1)
   tost = equivalence_level / max(len(wanted), 1)
@@ -99,9 +100,7 @@ def compare_scores(
     if earlier is not None:
       pairs.append(earlier)
       continue
-    pair = _contrast(
-      names, variants, observed, jack, seeds, i, j, (per_contrast, tost), len(wanted), delta, alpha, plan
-    )
+    pair = _contrast(names, variants, observed, jack, seeds, i, j, (per_contrast, tost), delta, alpha, plan and spread)
     pairs.append(pair)
   return {
     'method': _method(pairs, jack is None, len(wanted)),
@@ -115,6 +114,7 @@ def compare_scores(
     'family_size': len(wanted),
     'ranked': min(v['seeds'] for v in variants) >= 2,
     'variants': variants,
+    'seed_sd': spread,
     'pairs': pairs,
   }
 
@@ -131,8 +131,9 @@ def _method(pairs: list[dict], fixed_test_set: bool, m: int) -> str:
   return '; '.join(used) + test_set + f'; simultaneous intervals, Bonferroni over {m} contrast(s)'
 
 
-def _contrast(names, variants, observed, jack, seeds, i, j, levels, m, delta, alpha, plan) -> dict:
-  """One contrast of the family: ranked at levels[0] (two-sided), equivalent by TOST at levels[1] per side."""
+def _contrast(names, variants, observed, jack, seeds, i, j, levels, delta, alpha, spread) -> dict:
+  """One contrast of the family: ranked at levels[0] (two-sided), equivalent by TOST at levels[1] per side;
+  planned, when undecided, at the page's seed sd `spread` (None: no plan)."""
   per_contrast, tost = levels
   k = [variants[i]['seeds'], variants[j]['seeds']]
   jack_i, jack_j = (None, None) if jack is None else (jack[i], jack[j])
@@ -151,6 +152,6 @@ def _contrast(names, variants, observed, jack, seeds, i, j, levels, m, delta, al
   out['verdict'] = family.verdict(names[i], names[j], diff, interval, delta, k, within)
   out['ranked'] = out['decision'] == family.GREATER
   out['seeds_to_decide'] = None
-  if out['decision'] == family.UNDECIDED and plan:
-    out['seeds_to_decide'] = planning.plan_contrast(out, variants[i], variants[j], per_contrast, delta)
+  if out['decision'] == family.UNDECIDED and spread:
+    out['seeds_to_decide'] = planning.plan_contrast(out, spread, per_contrast, delta)
   return out

@@ -152,7 +152,8 @@ def test_the_command_recomputes_a_page_and_refuses_bad_files(tmp_path):
 
 
 def test_pair_tests_from_per_seed_scores(tmp_path):
-  """--from_scores: Welch's t of the per-seed scores with the test set held fixed (scipy's Welch test), each
+  """--from_scores: the paired t of the per-seed scores (the seeds column numbers them alike: scipy's ttest_rel)
+  with the test set held fixed, each
   contrast's interval the simultaneous one over the declared family: every pair by default, --contrasts=VARIANT
   each variant against it; --delta sets the equivalence margin."""
   none, additive, general = [6.1, 6.3, 5.9], [21.6, 22.1, 21.2], [22.7, 21.5, 22.0]
@@ -173,11 +174,11 @@ def test_pair_tests_from_per_seed_scores(tmp_path):
     return {line.split('|')[1].strip(): [c.strip() for c in line.strip('|').split('|')] for line in lines}
 
   def expected(a, b, m, delta=0.5):
-    """difference, simultaneous interval, p and adjusted p of a − b by scipy's Welch test, Bonferroni over m."""
-    welch = scipy.stats.ttest_ind(a, b, equal_var=False)
+    """difference, simultaneous interval, p and adjusted p of a − b by scipy's paired t test, Bonferroni over m."""
+    paired = scipy.stats.ttest_rel(a, b)
     d = np.mean(a) - np.mean(b)
-    half = scipy.stats.t.ppf(1 - 0.05 / m / 2, welch.df) * d / welch.statistic
-    p = welch.pvalue
+    half = scipy.stats.t.ppf(1 - 0.05 / m / 2, paired.df) * d / paired.statistic
+    p = paired.pvalue
     cell = lambda x: '< 0.001' if x < 0.001 else f'{x:.3f}'  # noqa: E731
     return [f'{d:+.2f}', f'[{d - half:.2f}, {d + half:.2f}]', cell(p), cell(min(1.0, p * m))]
 

@@ -124,6 +124,7 @@ def _sweep(workdir, *extra):
     '--config.train.checkpoint_every=10',
     '--config.sweep.rounds=2',
     '--config.sweep.seeds_per_round=2',
+    '--config.sweep.delta=0.05',  # paired seeds of 10 steps agree closely: a wider margin decides at look 1
     '--config.sweep.num_heatmaps=0',
     '--config.sweep.beam_size=0',
     '--config.sweep.processes=1',

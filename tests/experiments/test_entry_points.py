@@ -179,7 +179,8 @@ def test_sweep_of_two_variants_and_two_seeds_writes_its_table_and_never_reuses_s
     '| pair | difference | simultaneous interval | p | adjusted p (≠ 0) | adjusted p (within ±δ) | verdict | '
     'seeds to decide |'
   ) in out
-  assert "Welch's t over seeds with the test set's variance" in out and '(Bonferroni: ' in out
+  assert 'the paired t over the same-numbered seeds (K − 1 df' in out and '(Bonferroni: ' in out
+  assert "with the test set's variance" in out
   assert 'The family is every pair of the variants (1 contrast(s))' in out and '2 seed(s) per variant' in out
   assert not any(old in out for old in ('Holm', 'bootstrap', 'not distinguishable'))
   pair = next(line for line in out.splitlines() if line.startswith('| ') and ' − ' in line.split('|')[1])
@@ -855,7 +856,10 @@ def test_analyze_pools_runs_trained_a_seed_each(tmp_path, data_dir, monkeypatch)
     f'--out={tmp_path / "again"}',
   )
   assert again.returncode == 0, again.stderr[-3000:]
-  assert (tmp_path / 'again' / 'analysis.md').read_text() == table
+  # the same contrasts from the translations alone (which lack the attention columns the runs give)
+  contrasts = lambda text: [line for line in text.splitlines() if line.startswith('| ') and ' − ' in line.split('|')[1]]  # noqa: E731
+  again_table = (tmp_path / 'again' / 'analysis.md').read_text()
+  assert contrasts(again_table) == contrasts(table) and len(contrasts(table)) == 1
   # the API pools the same runs in memory: the same table, each pooled variant naming its runs
   comparison = attnmt.compare(runs.split(','), pool_seeds=True)
   assert comparison.markdown() + '\n' == table

@@ -290,10 +290,14 @@ def _jackknife_variance(values):
   return (len(values) - 1) / len(values) * float(np.sum((values - values.mean()) ** 2))
 
 
-def _answer(interval, delta):
-  """The page's rule, written out: greater when the interval excludes 0, equivalent inside (-delta, delta)."""
+def _answer(interval, delta, within=None):
+  """The page's rule, written out: greater when the interval excludes 0, equivalent when the equivalence
+  interval (TOST's 1 - 2 level one, `within`; the interval itself if not given) lies inside (-delta, delta)."""
   lo, hi = interval
-  return 'greater' if lo > 0 or hi < 0 else 'equivalent' if -delta < lo and hi < delta else 'undecided'
+  if lo > 0 or hi < 0:
+    return 'greater'
+  lo, hi = interval if within is None else within
+  return 'equivalent' if -delta < lo and hi < delta else 'undecided'
 
 
 def _verdict_groups(line):
@@ -447,9 +451,10 @@ def test_analysis_table_and_verdicts_with_one_seed():
 
 
 def test_three_seeds_rank_by_simultaneous_intervals():
-  """Three seeds: each contrast is Welch's t over seeds with the test set's variance added (scipy's t, the seeds'
-  degrees of freedom), its interval the simultaneous one at level 0.04 / 3; 'A > B' exactly when that interval
-  excludes 0, which is exactly when the adjusted p = p * 3 * 0.05 / 0.04 is below 0.05. The same translations
+  """Three seeds, numbered 0-2 in every variant: each contrast is the paired t over the per-seed differences with
+  the test set's variance of those differences added (scipy's t, K - 1 = 2 degrees of freedom), its interval the
+  simultaneous one at level 0.04 / 3; 'A > B' exactly when that interval excludes 0, which is exactly when the
+  adjusted p = p * 3 * 0.05 / 0.04 is below 0.05; 'A ≈ B' by TOST at 0.04 / 3 per side. The same translations
   give the same dicts again (no random seed)."""
   sources, refs, systems = _corpus()
   per_seed = _seeds(systems)
@@ -462,24 +467,24 @@ def test_three_seeds_rank_by_simultaneous_intervals():
   t = scipy.stats.t
   level = 0.04 / 3
   for (a, b), p in pairs.items():
-    va, vb = np.var(bleu[a], ddof=1) / 3, np.var(bleu[b], ddof=1) / 3
-    welch_df = (va + vb) ** 2 / (va**2 / 2 + vb**2 / 2)  # Welch-Satterthwaite, 2 degrees of freedom a side
-    d, se, df = np.mean(bleu[a]) - np.mean(bleu[b]), p['se'], p['df']
+    per_seed_d = np.array(bleu[a]) - np.array(bleu[b])  # seed k of a against seed k of b
+    d, se, df = per_seed_d.mean(), p['se'], p['df']
     assert p['difference'] == pytest.approx(d) and p['seeds'] == [3, 3] and p['level'] == pytest.approx(level)
-    # The test set's variance only adds: se^2 is the seeds' plus it, df the seeds', at most sentences - 1.
-    assert p['test_variance'] >= 0 and se**2 == pytest.approx(va + vb + p['test_variance'])
-    assert df == pytest.approx(min(welch_df, 59) if p['test_variance'] > 0 else welch_df)
+    assert p['design'] == 'paired'
+    # The test set's variance only adds: se^2 is the seeds' plus it, df the seeds' (K - 1), at most sentences - 1.
+    assert p['test_variance'] >= 0 and se**2 == pytest.approx(np.var(per_seed_d, ddof=1) / 3 + p['test_variance'])
+    assert df == 2
     assert p['p_value'] == pytest.approx(2 * t.sf(abs(d) / se, df))
-    with warnings.catch_warnings():
-      warnings.simplefilter('ignore')  # none's seeds agree exactly: scipy warns of the zero variance
-      seeds_only = scipy.stats.ttest_ind(bleu[a], bleu[b], equal_var=False).pvalue  # the test set held fixed
+    seeds_only = scipy.stats.ttest_rel(bleu[a], bleu[b]).pvalue  # the test set held fixed
     assert p['p_value'] >= seeds_only * (1 - 1e-9)
     half = t.ppf(1 - level / 2, df) * se
     assert p['interval'] == pytest.approx([d - half, d + half])
     assert p['p_adjusted'] == pytest.approx(min(1.0, p['p_value'] * 3 * 0.05 / 0.04))
     p_equivalent = max(t.sf((d + 0.5) / se, df), t.cdf((d - 0.5) / se, df))  # Schuirmann's two one-sided tests
-    assert p['p_equivalent_adjusted'] == pytest.approx(min(1.0, 2 * p_equivalent * 3 * 0.05 / 0.04))
-    assert p['decision'] == _answer(p['interval'], 0.5) and p['ranked'] == (p['decision'] == 'greater')
+    assert p['p_equivalent_adjusted'] == pytest.approx(min(1.0, p_equivalent * 3 * 0.05 / 0.04))
+    assert p['decision'] == _answer(p['interval'], 0.5, p['equivalence_interval']) and p['ranked'] == (
+      p['decision'] == 'greater'
+    )
     assert (p['decision'] == 'greater') == (p['p_adjusted'] < 0.05)
     assert (p['decision'] == 'equivalent') == (p['p_equivalent_adjusted'] < 0.05)
   # The test set's share of dot − none from scratch: the jackknife variance over sentences of the difference of
@@ -487,18 +492,21 @@ def test_three_seeds_rank_by_simultaneous_intervals():
   # about their mean, over K - 1).
   cache = {}
   loo = {name: np.array([_leave_one_out(h, refs, cache=cache) for h in per_seed[name]]) for name in (DOT, NONE)}
-  own = {name: np.mean([_jackknife_variance(row) for row in x - x.mean(0)]) / 2 for name, x in loo.items()}
-  shared = _jackknife_variance(loo[DOT].mean(0) - loo[NONE].mean(0)) - own[DOT] - own[NONE]
-  assert shared > 0 and pairs[(DOT, NONE)]['test_variance'] == pytest.approx(shared)
+  # Paired: of the per-seed differences' leave-one-out rows, less their own noise about their mean, over K - 1.
+  diff = loo[DOT] - loo[NONE]
+  own = np.mean([_jackknife_variance(row) for row in diff - diff.mean(0)]) / 2
+  shared = max(_jackknife_variance(diff.mean(0)) - own, 0.0)
+  assert pairs[(DOT, NONE)]['test_variance'] == pytest.approx(shared)
   assert pairs[(ADDITIVE, NONE)]['verdict'] == f'{ADDITIVE} > {NONE}' and pairs[(ADDITIVE, NONE)]['ranked']
   assert pairs[(ADDITIVE, DOT)]['verdict'] == f'{ADDITIVE} > {DOT}'
   # dot is none with three sentences changed per seed: three seeds cannot decide it; the plan says how many would.
   undecided = pairs[(DOT, NONE)]
   assert undecided['decision'] == 'undecided' and undecided['verdict'] == f'{DOT} vs {NONE}: undecided with 3 seeds'
   plan = undecided['seeds_to_decide']
-  pooled = np.sqrt((2 * np.var(bleu[DOT], ddof=1) + 2 * np.var(bleu[NONE], ddof=1)) / 4)
-  assert plan['level'] == pytest.approx(level) and plan['delta'] == 0.5 and plan['sd'] == pytest.approx(pooled)
-  assert plan['sd_upper'] == pytest.approx(pooled * np.sqrt(4 / scipy.stats.chi2.ppf(0.05, 4)))
+  # planned at the page's seed sd: every variant's seed variance pooled, 3 x 2 = 6 degrees of freedom
+  page = np.sqrt(np.mean([np.var(bleu[v], ddof=1) for v in (NONE, DOT, ADDITIVE)]))
+  assert plan['level'] == pytest.approx(level) and plan['delta'] == 0.5 and plan['sd'] == pytest.approx(page)
+  assert plan['sd_upper'] == pytest.approx(page * np.sqrt(6 / scipy.stats.chi2.ppf(0.05, 6)))
   assert 3 < plan['observed'] <= plan['observed_upper'] <= 50
   assert all(p['seeds_to_decide'] is None for p in pairs.values() if p['decision'] != 'undecided')
 
@@ -518,12 +526,16 @@ def test_three_seeds_rank_by_simultaneous_intervals():
       lo, hi = entry['contrast_interval']
       assert (lo + hi) / 2 == pytest.approx(entry['bleu'] - base[entry['bucket']]['bleu'])
       assert entry['p_adjusted'] == pytest.approx(min(1.0, entry['p_value'] * 4 * 0.05 / 0.01))
-      assert entry['decision'] == _answer(entry['contrast_interval'], 0.5)
+      assert entry['decision'] == _answer(entry['contrast_interval'], 0.5, entry['equivalence_interval'])
       assert (entry['decision'] == 'greater') == (entry['p_adjusted'] < 0.05)
       assert rows[r['variant']][column].endswith(' *') == (entry['decision'] == 'greater')
   assert additive[8].endswith(' *') and additive[9].endswith(' *')  # far above none on both
   verdict = tables.attention_verdict(results)  # with seeds, the longest sentences rank against none
-  assert "Welch's t over seeds" in verdict and 'not ranked' not in verdict and "0.01 of the page's alpha" in verdict
+  assert (
+    'a t over seeds (paired where the seeds match)' in verdict
+    and 'not ranked' not in verdict
+    and "0.01 of the page's alpha" in verdict
+  )
   for line in verdict.strip().splitlines()[1:]:
     groups = _verdict_groups(line)
     assert groups['beat it'].startswith(f'{ADDITIVE} ') and groups['undecided'].startswith(f'{DOT} '), line
@@ -543,7 +555,8 @@ def test_three_seeds_rank_by_simultaneous_intervals():
   )
   assert 'Seeds to decide the 1 undecided contrast(s)' in pairs_text
   k = plan['observed']
-  assert f'--config.train.seeds={",".join(map(str, range(k))) if k <= 12 else f"$(seq -s, 0 {k - 1})"}' in pairs_text
+  fresh = range(3, 3 + k)  # seeds 0-2 were looked at: the plan trains new ones
+  assert f'--config.train.seeds={",".join(map(str, fresh)) if k <= 12 else f"$(seq -s, 3 {2 + k})"}' in pairs_text
   # No random seed: the same translations give the same statistics, to the last bit.
   again, again_texts = _results(sources, refs, per_seed)
   report.add_significance(again, again_texts)
@@ -573,7 +586,7 @@ def test_a_declared_family_and_margin_change_the_verdicts_not_the_tests():
     assert p['interval'] == pytest.approx([p['difference'] - half, p['difference'] + half])
     assert p['interval'][1] - p['interval'][0] < q['interval'][1] - q['interval'][0]
     assert p['p_adjusted'] == pytest.approx(min(1.0, p['p_value'] * 2 * 0.05 / 0.04))
-    assert p['decision'] == _answer(p['interval'], 100.0)
+    assert p['decision'] == _answer(p['interval'], 100.0, p['equivalence_interval'])
   dot = against[(DOT, NONE)]  # undecided within ±0.5, inside ±100
   assert dot['decision'] == 'equivalent' and dot['verdict'] == f'{DOT} ≈ {NONE} (equivalent within ±100)'
   assert dot['p_equivalent_adjusted'] < 0.05 and dot['seeds_to_decide'] is None and not dot['ranked']
@@ -588,7 +601,7 @@ def test_a_declared_family_and_margin_change_the_verdicts_not_the_tests():
     groups = _verdict_groups(line)
     for r in declared[1:]:
       entry = next(b for b in r['significance']['by_length'] if b['bucket'] == bucket)
-      assert entry['decision'] == _answer(entry['contrast_interval'], 100.0)
+      assert entry['decision'] == _answer(entry['contrast_interval'], 100.0, entry['equivalence_interval'])
       assert f"{r['variant']} {entry['bleu']:.2f}" in groups[labels[entry['decision']]], line
   assert any('equivalent to it' in line for line in verdict)
 
