@@ -125,13 +125,7 @@ def _simulated(n: int, sentences: int, interaction: float, out) -> dict:
     record['design_errors'] = _design(n)
   design = sequential.Design(seeds_per_round=5, rounds=4)
   if 'rounds' in parts:
-    seq = calibration.sequential_errors(design, n, FAMILY, sentences=sentences, interaction_sd=interaction, seed=7)
-    print(
-      f"\nRounds of 5 seeds, up to 4 ({design.spending}), same family: any wrong claim over all looks "
-      f"{seq['share']:.1%} ± {seq['mc_se']:.1%}; every contrast decided by look "
-      + ', '.join(f'{x:.0%}' for x in seq['all_decided_by_look'])
-    )
-    record['sequential'] = seq | {'design': design.__dict__}
+    record['sequential'] = _rounds(n, design, sentences, interaction)
   if 'equivalence' in parts:
     gap = calibration.true_differences((0.0, 0.03), sentences)[1]  # delta is set to this true difference
     equivalent = calibration.family_errors(10, n, (0.03, 0.0), sentences=sentences, delta=float(gap), seed=5)
@@ -189,18 +183,43 @@ def _design(n: int) -> dict:
   return {'family': rows, 'power': power, 'experiments': n}
 
 
+def _rounds(n: int, design, sentences: int, interaction: float) -> dict:
+  """Any wrong claim over the looks of rounds of 5 seeds up to 4: the sacrebleu generator's family (four
+  identical variants and one far below, sentence-by-sentence differences), and the seed design's worst
+  (identical variants, seed variances 1:225, rho 0.6), paired and unpaired."""
+  seq = calibration.sequential_errors(design, n, FAMILY, sentences=sentences, interaction_sd=interaction, seed=7)
+  print(
+    f"\nRounds of 5 seeds, up to 4 ({design.spending}, exact boundaries), same family: any wrong claim over all "
+    f"looks {seq['share']:.1%} ± {seq['mc_se']:.1%}; every contrast decided by look "
+    + ', '.join(f'{x:.0%}' for x in seq['all_decided_by_look'])
+  )
+  out = {'bleu': seq | {'design': design.__dict__}, 'design': []}
+  for m, sds in DESIGNS.items():
+    scenario = calibration.Scenario(means=(0.0,) * len(sds), seed_sds=sds, rho=0.6, sentence_rho=0.3)
+    for paired in (True, False):
+      row = calibration.design_rounds(scenario, design, n, paired=paired, seed=m)
+      out['design'].append({'contrasts': m, 'paired': paired, **row})
+      print(
+        f"  seed sds 1:15, rho 0.6, {m} contrast(s), {'paired' if paired else 'unpaired'}: any wrong claim "
+        f"{row['share']:.1%} ± {row['mc_se']:.1%}",
+        flush=True,
+      )
+  return out
+
+
 def _rounds_power(n: int) -> dict:
-  """P(decided by each look) of one pair in rounds of 5 seeds up to 4 (O'Brien-Fleming), alpha 0.005 (a family
-  of 10's share of one contrast), margin one seed sd, by true gap."""
-  sd = calibration._seed_sd(400)
-  design = sequential.Design(seeds_per_round=5, rounds=4, alpha=0.005, delta=sd)
-  print(f'\nPower by rounds: one pair, rounds of 5 seeds up to 4, alpha 0.005, margin 1 seed sd, {n} experiments')
+  """P(every contrast decided by each look) of one pair in rounds of 5 seeds up to 8 (O'Brien-Fleming, exact
+  boundaries), seed sd 0.45 and margin 0.5 BLEU (the main job's), paired seeds with rho 0.2 (decided.md's
+  mean), by true difference."""
+  design = sequential.Design(seeds_per_round=5, rounds=8)
+  print(f'\nPower by rounds: one pair, rounds of 5 seeds up to 8, seed sd 0.45, margin 0.5, rho 0.2, {n} experiments')
   rows = []
-  for g in (0.0, 1.0, 2.0, 3.0):
-    row = calibration.rounds_decision_rate(design, g, n, seed=int(10 * g))
+  for d in (0.0, 0.25, 0.5, 1.0):
+    scenario = calibration.Scenario(means=(d, 0.0), seed_sds=(0.45, 0.45), rho=0.2, sentence_rho=0.2)
+    row = calibration.design_rounds(scenario, design, n, seed=int(100 * d)) | {'difference': d}
     rows.append(row)
     looks = ', '.join(f'{x:.0%}' for x in row['decided_by_look'])
-    print(f"  gap {g:g} sd: decided by look 1-4: {looks}; mean seeds {row['mean_seeds']:.1f}", flush=True)
+    print(f"  difference {d:g}: decided by look 1-8: {looks}; mean seeds {row['mean_seeds']:.1f}", flush=True)
   return {'design': design.__dict__, 'rows': rows, 'experiments': n}
 
 

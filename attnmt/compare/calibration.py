@@ -364,3 +364,27 @@ def seed_pairing(names: Sequence[str], bleu: Sequence[Sequence[float]], seeds: S
       }
     )
   return rows
+
+
+def design_rounds(scenario: Scenario, design, experiments: int, paired: bool = True, seed: int = 0) -> dict:
+  """Rounds of `scenario` (its first two variants' contrast, or every contrast): the share of experiments in
+  which every contrast was decided by each look of `design` (sequential.Design), the share with any wrong
+  claim over all looks, and the mean seeds per variant trained until all were decided or the cap."""
+  names = [f'v{i}' for i in range(len(scenario.means))]
+  truth = _truth(names, scenario.means)
+  rng = np.random.default_rng(seed)
+  by_look, wrong, trained = np.zeros(design.rounds), 0, 0
+  for _ in range(experiments):
+    bleu, jack = scenario.experiment(rng, design.schedule[-1])
+    any_wrong = False
+    for look in sequential.looks(design, names, bleu, jack, False, paired):
+      any_wrong |= wrong_claims(look['comparison'], truth, design.delta) > 0
+      if not sequential.open_contrasts(look):
+        by_look[look['look'] - 1 :] += 1
+        break
+    trained += look['seeds']
+    wrong += any_wrong
+  return _share(wrong, experiments) | {
+    'decided_by_look': (by_look / experiments).tolist(),
+    'mean_seeds': trained / experiments,
+  }

@@ -128,9 +128,10 @@ def look_levels(schedule: Sequence[int], kind: str = 'obrien_fleming', alpha: fl
 
 
 def nominal_levels(
-  schedule: Sequence[int], kind: str = 'obrien_fleming', alpha: float = ALPHA, sides: int = 2
+  schedule: Sequence[int], kind: str = 'obrien_fleming', alpha: float = ALPHA, sides: int = 2, contrasts: int = 1
 ) -> list[float]:
-  """The level each look tests at so that the looks together spend `look_levels`, exactly: the group-sequential
+  """The level each look tests one of `contrasts` contrasts at, so that its looks together spend
+  `look_levels` / contrasts (Bonferroni over the family, look by look), exactly: the group-sequential
   boundaries b_r with P(|Z_1| < b_1, ..., |Z_r-1| < b_r-1, |Z_r| >= b_r) = the r-th increment, for the
   looks' joint normal distribution (corr(Z_i, Z_j) = sqrt(K_i / K_j)), by the numerical integration of
   Jennison & Turnbull (2000, ch. 19) that gsDesign implements (gsdesign.h1 / hupdate); returned as nominal
@@ -142,7 +143,7 @@ def nominal_levels(
 
   if sides not in (1, 2):
     raise ValueError(f'a boundary is one- or two-sided, got sides={sides}')
-  spend = look_levels(schedule, kind, alpha)
+  spend = [x / contrasts for x in look_levels(schedule, kind, alpha)]
   normal = NormalDist()
   lower = (lambda b: -b) if sides == 2 else (lambda b: -math.inf)
   levels, grid, continuing, info_prev = [], None, 1.0, None

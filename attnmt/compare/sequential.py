@@ -66,12 +66,10 @@ class Design:
 
   def boundaries(self, contrasts: int) -> tuple[list[float], list[float]]:
     """Per look, the level one of `contrasts` contrasts is tested at: two-sided for a ranking and one-sided for
-    each of the two tests of equivalence, each contrast spending alpha / contrasts over the looks (Bonferroni
+    each of the two tests of equivalence, each contrast spending each look's increment / contrasts (Bonferroni
     over the family), exact over the looks (family.nominal_levels)."""
-    share = self.alpha / max(contrasts, 1)
-    return _nominal(tuple(self.schedule), self.spending, share, 2), _nominal(
-      tuple(self.schedule), self.spending, share, 1
-    )
+    m, k = max(contrasts, 1), tuple(self.schedule)
+    return _nominal(k, self.spending, self.alpha, 2, m), _nominal(k, self.spending, self.alpha, 1, m)
 
   def round_seeds(self, r: int) -> list[int]:
     """The seeds round r (0-based) trains."""
@@ -80,8 +78,8 @@ class Design:
 
 
 @functools.lru_cache(maxsize=None)
-def _nominal(schedule: tuple, spending: str, alpha: float, sides: int) -> list[float]:
-  return family.nominal_levels(schedule, spending, alpha, sides)
+def _nominal(schedule: tuple, spending: str, alpha: float, sides: int, contrasts: int) -> list[float]:
+  return family.nominal_levels(schedule, spending, alpha, sides, contrasts)
 
 
 def declare(root: str, design: Design) -> None:

@@ -174,7 +174,9 @@ def test_the_command_prints_both_checks(tmp_path):
   assert 'Real A/A: 4 seeds' in res.stdout and '| 2 x 2 | 1 | 3 | ' in res.stdout
   record = json.loads((tmp_path / 'sim' / 'calibration.json').read_text())
   assert len(record['family_errors']) == 9 and set(record['power']['decided']) == {'3', '5', '10', '20'}
-  assert [r['gap_sd'] for r in record['rounds_power']['rows']] == [0.0, 1.0, 2.0, 3.0]
+  assert [r['difference'] for r in record['rounds_power']['rows']] == [0.0, 0.25, 0.5, 1.0]
+  assert len(record['design_errors']['family']) == 12 and len(record['sequential']['design']) == 6
+  assert '| 10 | 0.6 | paired | ' in res.stdout and 'Power of one pair (seed sd 0.45' in res.stdout
   assert (tmp_path / 'sim' / 'power.png').stat().st_size > 1000
   bad = subprocess.run(
     cmd[:3] + [f'--translations={path}', '--splits=3x2'], cwd=ROOT, capture_output=True, text=True, timeout=300
