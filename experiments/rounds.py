@@ -140,7 +140,7 @@ def rounds_page(design: sequential.Design, looks: list[dict], minutes: list[floa
     f"{', '.join(map(str, design.schedule))} seeds: {', '.join(f'{x:.4g}' for x in design.levels)}; "
     f'equivalence margin ±{design.delta:g} BLEU; contrasts: {design.contrasts}. '
     + tables.family_text(looks[-1]['comparison'] | {'alpha': design.alpha, 'length_level': 0})
-    + ' over all looks: each contrast spends alpha / contrasts over its looks (Bonferroni over contrasts), at '
+    + " over all looks: each contrast spends each look's increment / contrasts (Bonferroni over contrasts), at "
     "exact group-sequential boundaries over the looks (the looks' joint distribution; a look's level exceeds the "
     'alpha it spends, which a bound over looks would give away), one-sided ones for the tests of equivalence. '
     f'Seeds {design.round_seeds(0)[0]} onward, the same numbers in every variant, so the contrasts are paired by '
