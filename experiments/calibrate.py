@@ -3,9 +3,11 @@ real runs (attnmt/compare/calibration.py; docs/results/calibration.md).
 
 Simulated (--simulate): five variants, four identical and one far below (the main job's shape), at K = 2, 3, 5
 and 10 seeds, with and without sentence-by-sentence differences between the variants, and on a length bucket
-of 45 sentences; a design of rounds (sequential); an equivalence claimed when the true difference is exactly
-delta; and the power curves (the probability of a decision by true difference and K, and by rounds). Every
-table is printed, and with --out written as calibration.json and power.png:
+of 45 sentences; the seed design (identical variants whose seed variances differ up to 225 times, same-numbered
+seeds correlated, families of 1, 3 and 10 contrasts, paired and unpaired, and the power paired against
+unpaired); designs of rounds (sequential, at their exact boundaries); an equivalence claimed when the true
+difference is exactly delta; and the power curves (the probability of a decision by true difference and K,
+and by rounds). Every table is printed, and with --out written as calibration.json and power.png:
 
     python -m experiments.calibrate --simulate --experiments=1000 --out=docs/results/calibration
 
@@ -14,6 +16,11 @@ treated as seeds of one variant, split every way into groups (2 groups of 2, 3 a
 each split compared as that many variants, every pair of them one family:
 
     python -m experiments.calibrate --translations=docs/results/calibration/translations.json.gz
+
+Pairing (--pairing): how much same-numbered seeds of several variants correlate on stored runs (the rounds
+of a design pooled when several files are given):
+
+    python -m experiments.calibrate --pairing=docs/results/main_gpu/translations.json.gz
 """
 
 import json

@@ -1,12 +1,15 @@
-"""How many seeds per variant would decide an undecided contrast: the smallest K at which its simultaneous
-interval would, with 80 % probability, lie above or below 0 or inside (-delta, delta) (attnmt.compare.family).
+"""How many seeds per variant would decide an undecided contrast: the smallest K at which, with 80 %
+probability, its simultaneous interval would lie above or below 0, or its two one-sided tests would put it
+inside (-delta, delta) (attnmt.compare.family).
 
-Planned the way the test will run, not more hopefully: Welch's degrees of freedom at equal seeds lie between
-K - 1 and 2(K - 1) and are K - 1 when one variant's seeds vary far more, so the plan takes K - 1; the estimate
-over the standard error is a t variable shifted by true difference / standard error. The seed sd is itself
-estimated from few seeds: the plan is given at the pooled estimate and at its one-sided 95 % upper bound
-(chi-square), a range rather than one optimistic number. The test set's variance stays in the standard error
-at every K, so a difference smaller than the test set can resolve is out of reach of any number of seeds.
+Planned the way the test will run: K - 1 degrees of freedom (the paired t's, and the unpaired t's at equal
+seeds), the estimate over the standard error a t variable shifted by true difference / standard error. The
+seed sd is the page's (`page_sd`: every variant's seed variance pooled, so a plan does not rest on its own
+two variants' few seeds) and is itself an estimate: the plan is given at it and at its one-sided 95 % upper
+bound (chi-square), a range rather than one optimistic number. It plans an unpaired contrast's variance,
+2 sd^2 / K, for every contrast, which a paired one beats when same-numbered seeds correlate. The test set's
+variance stays in the standard error at every K, so a difference smaller than the test set can resolve is out
+of reach of any number of seeds. The seeds are fresh ones: the look that made the plan has spent its alpha.
 """
 
 from __future__ import annotations
