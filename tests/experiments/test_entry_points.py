@@ -815,7 +815,8 @@ def _report_shows_the_analysis(out, variants):
 
 
 def test_analyze_pools_runs_trained_a_seed_each(tmp_path, data_dir, monkeypatch):
-  """Runs of a train.seeds axis (the main job on a CPU) analysed with --runs --pool_seeds: analysis.md has one row
+  """Runs of a train.seeds axis (the main job on a CPU): the sweep's report.html shows its analysis.md, one row per
+  variant; analysed again with --runs --pool_seeds: analysis.md has one row
   per variant with both seeds, as the same translations pooled by --from_translations --pool_seeds give it; the
   translations file keeps every run apart. Without --pool_seeds every run is a variant of one seed."""
   flags = [
@@ -826,11 +827,14 @@ def test_analyze_pools_runs_trained_a_seed_each(tmp_path, data_dir, monkeypatch)
     '--config.train.eval_every=0',
     '--config.sweep.scores=none,additive(size=16)',
     '--config.sweep.axes=train.seeds=0,1',
-    '--config.sweep.analyze=false',
+    '--config.sweep.beam_size=0',
+    '--config.sweep.num_heatmaps=0',
     '--config.sweep.processes=1',
   ]
   res = run_module('experiments.sweep', *flags)
   assert res.returncode == 0, res.stderr[-3000:]
+  # the sweep's own analysis (as ./launch.sh main writes it): its page shows its analysis.md's pooled variants
+  _report_shows_the_analysis(tmp_path / 'analysis', ['none/bahdanau/global', 'additive/bahdanau/global'])
   runs = ','.join(str(tmp_path / f'{v}-bahdanau-global-seeds={s}') for v in ('none', 'additive') for s in (0, 1))
   common = [f'--runs={runs}', '--beam_size=0', '--num_heatmaps=0', '--report_sentences=0']
   pooled = run_module(
