@@ -61,15 +61,15 @@ def compare_scores(
   two-sided p, adjusted p (below alpha exactly when the interval excludes 0), adjusted equivalence p (below
   alpha exactly when the equivalence interval, coverage 1 - 2 level / m, lies within ±delta: TOST at level / m
   per side), answer ('decision') and verdict, the 'design' it was tested by (pair_tests.pair_test: paired by
-  seed, unpaired, or the sentences alone), and for an undecided contrast 'seeds_to_decide' (planning.plan at
-  the family's level). `observed[v]`: variant v's per-seed BLEU; `seeds[v]`: the seed number of each (the
+  seed, unpaired, or the sentences alone), and for an undecided contrast 'seeds_to_decide' (planning.plan_contrast
+  at the family's level and the page's seed sd, 'seed_sd'). `observed[v]`: variant v's per-seed BLEU; `seeds[v]`: the seed number of each (the
   contrasts of variants with the same seeds are paired; None: every contrast unpaired); `jack[v]`: its K x N
   jackknife over sentences (pair_tests.jackknife), which carries the test set's variance in; without it the
   test covers the seeds only (the test set held fixed) and one seed gets no interval.
   `equivalence_level`: the budget of the tests of equivalence when it differs from `level` (a look of a
   group-sequential design, whose one-sided boundaries differ from its two-sided ones); each one-sided test is
-  at equivalence_level / m. `decided`: {(a, b): contrast} from earlier looks, kept as they are. `plan` False leaves out the seed plans
-  (simulations, which only read the decisions)."""
+  at equivalence_level / m. `decided`: {(a, b): contrast} from earlier looks, kept as they are. `plan` False
+  leaves out the seed plans (simulations, which only read the decisions)."""
   if len(names) != len(observed) or not names or any(len(o) == 0 for o in observed):
     raise ValueError('give every variant a name and at least one per-seed score')
   bad = [n for n, o in zip(names, observed) if not np.isfinite(np.asarray(o, float)).all()]
