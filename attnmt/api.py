@@ -470,6 +470,7 @@ def compare(
   dirs = _sentences(run_dirs, 'run_dirs')
   if which not in ('best', 'latest'):
     raise InputError(f"which={which!r}: pass 'best' or 'latest'")
+  family.checked('delta', delta, 'delta')  # before anything is decoded
   if pool_seeds:
     try:
       inspection.check_pooled_runs(dirs, 'pool_seeds=True')

@@ -101,9 +101,10 @@ def _range_text(kind: str, lo: Bound, hi: Bound) -> str:
   return f'{what} ' + ' and '.join(parts)
 
 
-def check_value(section: str, row: Setting, value) -> None:
-  """Raises ConfigError naming `section.key` and what it accepts when `value` does not fit `row`."""
-  name, kind, lo, hi = f'{section}.{row.key}', row.kind, row.lo, row.hi
+def check_value(section: str, row: Setting, value, name: str = '') -> None:
+  """Raises ConfigError naming `section.key` (or `name`: a flag, an argument) and what it accepts when `value`
+  does not fit `row`."""
+  name, kind, lo, hi = name or f'{section}.{row.key}', row.kind, row.lo, row.hi
   if kind == 'bool':
     if not isinstance(value, bool):
       raise ConfigError(f'{name} must be true or false, got {value!r}')

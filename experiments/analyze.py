@@ -154,8 +154,7 @@ def main(argv):
 
 
 def _analyze():
-  if not FLAGS.delta > 0:
-    raise ValueError(f'--delta ({FLAGS.delta}) must be > 0 BLEU: the margin within which two variants are equivalent')
+  family.checked('delta', FLAGS.delta, '--delta')  # a finite number > 0, as sweep.delta
   sources = (FLAGS.runs, FLAGS.from_translations, FLAGS.from_scores, FLAGS.from_faithfulness, FLAGS.from_explanations)
   if sum(map(bool, sources)) != 1:
     raise ValueError(

@@ -31,6 +31,7 @@ import math
 from statistics import NormalDist
 from typing import Optional, Sequence
 
+from attnmt import schema
 from attnmt.errors import ConfigError
 from attnmt.schema import Setting
 
@@ -61,6 +62,20 @@ SETTINGS = (
   ),
 )
 DEFAULTS = {s.key: s for s in SETTINGS}
+
+
+def checked(key: str, value, name: str):
+  """`value` of the comparison's setting `key` when it is what SETTINGS declares (a finite number in range,
+  a known choice), else one ConfigError naming `name` (the flag or argument it came in) and what it accepts."""
+  schema.check_value('', DEFAULTS[key], value, name)
+  return value
+
+
+def check_alpha(alpha, name: str = 'alpha') -> float:
+  """An error budget: a finite number in (0, 1), else one ConfigError naming `name`."""
+  if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0 < alpha < 1:
+    raise ConfigError(f'{name} must be a number in (0, 1), the chance of any wrong verdict allowed; got {alpha!r}')
+  return float(alpha)
 
 
 def spec_text(spec) -> str:

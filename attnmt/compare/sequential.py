@@ -49,8 +49,8 @@ class Design:
       )
     if self.spending not in family.SPENDING:
       raise ConfigError(f"sweep.spending '{self.spending}' is not one of {', '.join(family.SPENDING)}")
-    if not self.delta > 0:
-      raise ConfigError(f'the equivalence margin delta must be > 0 BLEU, got {self.delta}')
+    family.checked('delta', self.delta, 'sweep.delta')
+    family.check_alpha(self.alpha, 'the design\'s alpha')
     if self.first_seed < 0:
       raise ConfigError(f'sweep.first_seed must be >= 0, got {self.first_seed}')
 

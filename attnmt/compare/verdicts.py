@@ -75,6 +75,9 @@ def compare_scores(
   bad = [n for n, o in zip(names, observed) if not np.isfinite(np.asarray(o, float)).all()]
   if bad:
     raise ValueError(f'{", ".join(bad)}: a per-seed score is not a finite number; fix or drop that seed')
+  if delta != 0:  # 0: no margin declared, no equivalence claimed (the faithfulness page's measures)
+    family.checked('delta', delta, 'delta')
+  alpha = family.check_alpha(alpha)
   if seeds is not None and [len(s) for s in seeds] != [len(o) for o in observed]:
     raise ValueError('give one seed number per per-seed score of every variant (seeds), or none')
   names, spec = list(names), family.spec_text(contrasts)

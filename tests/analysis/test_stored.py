@@ -210,6 +210,8 @@ def test_pair_tests_from_per_seed_scores(tmp_path):
   assert against['additive/bahdanau/global − none/bahdanau/global'][1:5] == expected(additive, none, 2)
   assert 'the declared contrasts none/bahdanau/global (2 contrast(s))' in declared.stdout
   assert 'within ±1 BLEU' in declared.stdout and 'Seeds to decide the' not in declared.stdout  # both decided
+  infinite = run('--delta=inf')  # every pair would be equivalent: refused before any test
+  assert infinite.returncode == 2 and infinite.stderr.strip().splitlines()[-1].startswith('error: --delta must be a ')
   scores.write_text('variant,bleu\na,1\n')
   bad = run()
   assert bad.returncode == 2 and 'columns variant and test_bleu_per_seed' in bad.stderr.strip().splitlines()[-1]

@@ -309,6 +309,14 @@ def test_bad_input():
     C.compare_scores(['a'], [[]])
   with pytest.raises(ValueError, match='b: a per-seed score is not a finite number'):
     C.compare_scores(['a', 'b'], [[1.0, 2.0], [1.0, float('nan')]])
+  # numbers that are not numbers never reach a verdict: one line naming the argument and what it takes
+  for bad in (float('inf'), float('nan'), -1.0, '0.5', True):
+    with pytest.raises(ConfigError, match=r'^delta must be a '):
+      C.compare_scores(['a', 'b'], [[1.0, 2.0], [1.5, 2.5]], delta=bad)
+  for bad in (0.0, 1.0, float('nan'), '0.05'):
+    with pytest.raises(ConfigError, match=r'^alpha must be a number in \(0, 1\)'):
+      C.compare_scores(['a', 'b'], [[1.0, 2.0], [1.5, 2.5]], alpha=bad)
+  assert C.compare_scores(['a', 'b'], [[1.0, 2.0], [1.5, 2.5]], delta=0)['delta'] == 0  # no margin declared
 
 
 def test_mean_sd_never_hides_a_spread():

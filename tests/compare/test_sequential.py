@@ -27,8 +27,9 @@ def test_design_schedule_and_levels():
       sequential.Design(**bad)
   with pytest.raises(ConfigError, match='spending'):
     sequential.Design(5, 2, spending='linear')
-  with pytest.raises(ConfigError, match='delta must be > 0'):
-    sequential.Design(5, 2, delta=0.0)
+  for bad in (0.0, float('inf'), float('nan'), '0.5'):
+    with pytest.raises(ConfigError, match='sweep.delta must be a '):
+      sequential.Design(5, 2, delta=bad)
 
 
 def test_boundaries_are_gsdesigns_published_ones():
