@@ -455,7 +455,6 @@ def analyze_runs(
   baseline: Optional[str] = None,
   contrasts: str = 'all',
   delta: float = verdicts.DELTA,
-  keep_texts: bool = False,
   seeds_as_runs: bool = False,
   corpora: Optional[dict] = None,
   ahead: Optional[dict] = None,
@@ -464,10 +463,11 @@ def analyze_runs(
   """analyze_run for every directory, the significance of their differences (add_significance), the
   figure comparing them (BLEU by source length), and sentences.json: the sentences the HTML report embeds
   (select_sentences, at most `report_sentences` plus the heatmap sentences; embedded_sentences). With
-  `out_dir` None the results are only returned (attnmt.compare): nothing is written; `keep_texts` then returns
-  (results, texts), the texts the translations document is made of (stored.document). `seeds_as_runs`: the runs
-  are seeds of variants trained a seed each (pooled afterwards), and heatmaps are drawn for the first run of each
-  pooled variant only, as a run of several seeds draws them for its first seed. `corpora` (data.prepare_once):
+  `out_dir` None the results are only returned (attnmt.compare): nothing is written. `seeds_as_runs`: the runs
+  are seeds of variants trained a seed each: what is returned, and written as analysis.json, is the analysis of
+  the variants they pool into (pool_runs), each run's own part is written to <out_dir>/<run>/analysis.json, and
+  heatmaps are drawn for the first run of each pooled variant only, as a run of several seeds draws them for its
+  first seed. `corpora` (data.prepare_once):
   corpora the caller prepared already (a sweep's); each data config's corpus is prepared once in any case.
   `ahead`: runs analysed earlier by analyze_ahead with the same arguments, reused (and taken out of it)."""
   results, texts, views = [], [], []
@@ -498,7 +498,7 @@ def analyze_runs(
     if not seeds_as_runs:
       add_significance(results, texts, baseline, contrasts, delta)
     if out_dir is None:
-      return (analysis, texts) if keep_texts else analysis
+      return analysis
     for result in results:
       _write_result(out_dir, result)  # each run's own part (its seeds, attention, heatmaps)
     write_figures(analysis, out_dir, options.get('split', 'test'))
