@@ -85,14 +85,21 @@ def spec_text(spec) -> str:
 
 def contrast_pairs(names: Sequence[str], spec: str = 'all') -> list:
   """(i, j) index pairs of the family, each once: 'all' (or '') every pair; otherwise a comma list whose
-  entries are a variant name (every other variant against it) or 'A~B' (that one pair). In a pair from 'all'
-  the variant listed first comes first. Only names and the spec are read: a family never depends on results."""
+  entries are a variant name (every other variant against it) or 'A~B' (that one pair). A name is a variant's
+  full name or the first parts of exactly one ('none' for 'none/bahdanau/global'). In a pair from 'all' the
+  variant listed first comes first. Only names and the spec are read: a family never depends on results."""
   names = list(names)
   text = spec_text(spec)
   if text == 'all':
     return [(i, j) for i in range(len(names)) for j in range(i + 1, len(names))]
+  entries = [e.strip() for e in text.split(',')]
+  if 'all' in entries:
+    raise ConfigError(
+      f"contrasts '{spec}': 'all' is every pair already and takes no other entry; give 'all' alone, or names "
+      'and pairs written A~B'
+    )
   out = []
-  for entry in (e.strip() for e in text.split(',')):
+  for entry in entries:
     if not entry:
       continue
     if '~' in entry:
@@ -110,12 +117,21 @@ def contrast_pairs(names: Sequence[str], spec: str = 'all') -> list:
 
 
 def _index(names, name, spec) -> int:
-  if name not in names:
+  """The variant `name` names: its full name, or the leading '/'-parts of exactly one variant's."""
+  if name in names:
+    return names.index(name)
+  matches = [i for i, n in enumerate(names) if n.startswith(name + '/')]
+  if len(matches) == 1:
+    return matches[0]
+  if matches:
     raise ConfigError(
-      f"contrasts '{spec}': '{name}' is not a variant compared here ({', '.join(names)}); use 'all', those "
-      'names, or pairs written A~B'
+      f"contrasts '{spec}': '{name}' names {len(matches)} variants ({', '.join(names[i] for i in matches)}); "
+      'give one of those names whole'
     )
-  return names.index(name)
+  raise ConfigError(
+    f"contrasts '{spec}': '{name}' is not a variant compared here ({', '.join(names)}); use 'all', those "
+    'names, or pairs written A~B'
+  )
 
 
 def spent(fraction: float, kind: str = 'obrien_fleming', alpha: float = ALPHA) -> float:

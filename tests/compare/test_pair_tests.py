@@ -156,6 +156,14 @@ def test_contrasts_are_declared_not_chosen():
   # against none and against x: x - none appears once
   assert F.contrast_pairs(names, 'none,x') == [(1, 0), (2, 0), (3, 0), (2, 1), (3, 1)]
   assert F.contrast_pairs(names, 'y~z, x~y') == [(2, 3), (1, 2)]
+  # a name's first parts name the variant when they name one only (the README's --contrasts=none,additive)
+  full = ['none/bahdanau/global', 'additive/bahdanau/global', 'additive/luong/global', 'dot/bahdanau/global']
+  assert F.contrast_pairs(full, 'none') == [(1, 0), (2, 0), (3, 0)]
+  assert F.contrast_pairs(full, 'dot~none') == [(3, 0)]
+  with pytest.raises(ConfigError, match="'additive' names 2 variants"):
+    F.contrast_pairs(full, 'none,additive')
+  with pytest.raises(ConfigError, match="'all' is every pair already"):
+    F.contrast_pairs(full, 'all,none')
   for bad, match in (('w', "'w' is not a variant"), ('x~x', 'with itself'), (',', 'name no pair')):
     with pytest.raises(ConfigError, match=match):
       F.contrast_pairs(names, bad)
