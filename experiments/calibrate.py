@@ -24,6 +24,7 @@ of a design pooled when several files are given):
 """
 
 import json
+import math
 import os
 
 import numpy as np
@@ -49,9 +50,10 @@ flags.DEFINE_list(
   'much their same-numbered seeds correlate.',
 )
 flags.DEFINE_string('out', None, 'With --simulate: write calibration.json and power.png here.')
+PARTS = ('family', 'design', 'rounds', 'equivalence', 'power', 'rounds_power')
 flags.DEFINE_list(
   'parts',
-  ['family', 'design', 'rounds', 'equivalence', 'power', 'rounds_power'],
+  list(PARTS),
   'With --simulate: which checks (a part already in --out/calibration.json is kept when not run again).',
 )
 FLAGS = flags.FLAGS
@@ -70,6 +72,11 @@ def _calibrate():
     raise ValueError('nothing to do: pass --simulate, --translations=FILE, --pairing=FILE, or several')
   if FLAGS.experiments < 1 or FLAGS.sentences < 2:
     raise ValueError('--experiments must be >= 1 and --sentences >= 2')
+  if not (math.isfinite(FLAGS.interaction_sd) and FLAGS.interaction_sd >= 0):
+    raise ValueError(f'--interaction_sd must be a finite number >= 0 (logit units), got {FLAGS.interaction_sd}')
+  unknown = sorted(set(FLAGS.parts) - set(PARTS))
+  if unknown:
+    raise ValueError(f'--parts: unknown {", ".join(unknown)}; choose from {", ".join(PARTS)}')
   if FLAGS.simulate:
     _simulated(FLAGS.experiments, FLAGS.sentences, FLAGS.interaction_sd, FLAGS.out)
   if FLAGS.translations:
@@ -113,8 +120,7 @@ def _groups(text: str) -> tuple[int, int]:
 def _simulated(n: int, sentences: int, interaction: float, out) -> dict:
   record = {'experiments': n, 'sentences': sentences, 'interaction_sd': interaction, 'family': list(FAMILY)}
   if out and os.path.exists(os.path.join(out, 'calibration.json')):
-    with open(os.path.join(out, 'calibration.json')) as f:
-      kept = json.load(f)
+    kept = _read_record(os.path.join(out, 'calibration.json'))
     if {k: kept.get(k) for k in record} == record:
       record = kept  # the parts not run again stay
   parts = set(FLAGS.parts)
@@ -212,6 +218,18 @@ def _rounds(n: int, design, sentences: int, interaction: float) -> dict:
         flush=True,
       )
   return out
+
+
+def _read_record(path: str) -> dict:
+  """An earlier calibration.json, whose parts a run keeps when it does not run them again."""
+  try:
+    with open(path) as f:
+      kept = json.load(f)
+    if not isinstance(kept, dict):
+      raise ValueError('not a JSON object')
+  except (OSError, ValueError) as e:
+    raise ValueError(f'{path} cannot be read ({e}); move it away, or give another --out') from None
+  return kept
 
 
 def _rounds_power(n: int) -> dict:

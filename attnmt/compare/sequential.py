@@ -88,8 +88,16 @@ def declare(root: str, design: Design) -> None:
   path = os.path.join(root, DESIGN_FILE)
   wanted = dataclasses.asdict(design)
   if os.path.exists(path):
-    with open(path) as f:
-      held = json.load(f)
+    try:
+      with open(path) as f:
+        held = json.load(f)
+      if not isinstance(held, dict):
+        raise ValueError('not a JSON object')
+    except (OSError, ValueError) as e:
+      raise ConfigError(
+        f'{path} cannot be read as a design ({e}); it is what the rounds under {root} were declared with: '
+        'restore it, or use a new --workdir'
+      ) from None
     held = {'first_seed': 0} | held  # a design declared before first_seed existed started at seed 0
     changed = sorted(k for k in set(held) | set(wanted) if held.get(k) != wanted.get(k))
     if changed:
@@ -98,6 +106,12 @@ def declare(root: str, design: Design) -> None:
         'may not change once rounds have trained: run the same settings again, or use a new --workdir'
       )
     return
+  trained = sorted(d for d in (os.listdir(root) if os.path.isdir(root) else []) if d.startswith('round-'))
+  if trained:
+    raise ConfigError(
+      f'{root} holds rounds ({", ".join(trained)}) but no {DESIGN_FILE}: the design they were trained under is '
+      'unknown, and a new one would be declared after seeing them; restore the file, or use a new --workdir'
+    )
   os.makedirs(root, exist_ok=True)
   tmp = f'{path}.tmp-{os.getpid()}'
   with open(tmp, 'w') as f:

@@ -185,6 +185,17 @@ def test_the_command_prints_both_checks(tmp_path):
   doc['variants'][1]['variant'] = 'dot'  # two variants: their seeds are not one variant's
   with gzip.open(path, 'wt') as f:
     json.dump(doc, f)
+  for flag, message in (
+    ('--parts=famly', 'error: --parts: unknown famly; choose from family, design,'),
+    ('--interaction_sd=nan', 'error: --interaction_sd must be a finite number >= 0'),
+  ):
+    refused = subprocess.run(cmd[:4] + [flag], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert refused.returncode == 2 and refused.stderr.strip().startswith(message), refused.stderr
+  (tmp_path / 'sim' / 'calibration.json').write_text('{"experiments": 3,')
+  damaged = subprocess.run(
+    cmd[:4] + [f'--out={tmp_path / "sim"}'], cwd=ROOT, capture_output=True, text=True, timeout=300
+  )
+  assert damaged.returncode == 2 and 'calibration.json cannot be read' in damaged.stderr.strip().splitlines()[-1]
   two = subprocess.run(cmd[:3] + [f'--translations={path}'], cwd=ROOT, capture_output=True, text=True, timeout=300)
   assert two.returncode == 2 and two.stderr.strip().startswith(f'error: {path} holds 2 variants (additive, dot)')
 

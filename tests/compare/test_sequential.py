@@ -62,6 +62,18 @@ def test_a_continuation_starts_past_the_seeds_already_seen(tmp_path):
   sequential.declare(str(tmp_path), sequential.Design(3, 2))
 
 
+def test_a_damaged_or_missing_design_is_refused_never_replaced(tmp_path):
+  (tmp_path / 'design.json').write_text('{"rounds": 2, "seeds_per')
+  with pytest.raises(ConfigError, match=r'design.json cannot be read as a design .*restore it, or use a new --workdir'):
+    sequential.declare(str(tmp_path), sequential.Design(3, 2))
+  assert (tmp_path / 'design.json').read_text() == '{"rounds": 2, "seeds_per'  # left as it was
+  (tmp_path / 'design.json').unlink()
+  (tmp_path / 'round-1').mkdir()
+  with pytest.raises(ConfigError, match=r'holds rounds \(round-1\) but no design.json'):
+    sequential.declare(str(tmp_path), sequential.Design(3, 2))
+  assert not (tmp_path / 'design.json').exists()
+
+
 def test_a_design_cannot_change_once_declared(tmp_path):
   d = sequential.Design(seeds_per_round=3, rounds=2)
   sequential.declare(str(tmp_path), d)
