@@ -287,8 +287,8 @@ def pairs_note(results: list[dict], one_seed_note: bool = True) -> str:
     'interval inside the margin); else undecided. p: two-sided, unadjusted; adjusted p (≠ 0) is below 0.05 exactly '
     'when the interval excludes 0, adjusted p (within ±δ) exactly when the equivalence holds. Seeds to decide: '
     "seeds per variant that would decide the contrast with 80 % probability at the family's level, if the true "
-    'difference is the observed one, at the seed sd (of the per-seed differences for a paired contrast) – at its '
-    '95 % upper bound, with K − 1 degrees of freedom'
+    "difference is the observed one, at the page's seed sd (every variant's pooled) – at its 95 % upper bound, with "
+    'K − 1 degrees of freedom; fresh seeds, a new experiment (this look has spent its alpha)'
   )
   if seeds[0] < 2 and one_seed_note:
     text += '. ' + ONE_SEED
