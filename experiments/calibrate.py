@@ -204,7 +204,7 @@ def _rounds(n: int, design, sentences: int, interaction: float) -> dict:
   print(
     f"\nRounds of 5 seeds, up to 4 ({design.spending}, exact boundaries), same family: any wrong claim over all "
     f"looks {seq['share']:.1%} ± {seq['mc_se']:.1%}; every contrast decided by look "
-    + ', '.join(f'{x:.0%}' for x in seq['all_decided_by_look'])
+    + ', '.join(f'{x:.0%}' for x in seq['decided_by_look'])
   )
   out = {'bleu': seq | {'design': design.__dict__}, 'design': []}
   for m, sds in DESIGNS.items():

@@ -8,7 +8,8 @@ each sentence (variants equal on average over sentences but not sentence by sent
 variance). `family_errors` runs `verdicts.compare_scores` on such experiments and counts the experiments
 with any wrong claim over the whole family: a ranking of two identical variants, a ranking in the wrong
 direction, or an equivalence claimed where the true difference is at least delta. `sequential_errors` does the
-same for a design of rounds (attnmt.compare.sequential), `decision_rate` gives power curves.
+same for a design of rounds (attnmt.compare.sequential, through `rounds_errors`), `decision_rate` gives power
+curves.
 
 `Scenario` and `design_errors` check the design the comparison assumes, at the seed level: same-numbered seeds
 correlated across variants (rho; also sentence by sentence), seed variances that differ between the variants
@@ -173,24 +174,36 @@ def sequential_errors(
   seed: int = 0,
 ) -> dict:
   """`family_errors` for a design of rounds (sequential.Design): every look as `sequential.replay` makes it,
-  from seeds drawn all at once (a seed's BLEU and jackknife do not depend on the others). Also the share of
-  experiments decided by each look and the mean seeds per variant trained."""
+  from seeds drawn all at once (a seed's BLEU and jackknife do not depend on the others), paired by seed as a
+  design's looks are (valid, if no more powerful, for the generator's independent seeds); `rounds_errors`'
+  figures."""
   names = [f'v{i}' for i in range(len(offsets))]
   truth = _truth(names, _default_truth(offsets, sentences) if true_bleu is None else true_bleu)
   rng = np.random.default_rng(seed)
-  wrong, stopped_by, trained = 0, np.zeros(design.rounds), 0
+
+  def draw():
+    return experiment(rng, design.schedule[-1], sentences, offsets, interaction_sd)
+
+  return rounds_errors(design, names, truth, draw, experiments)
+
+
+def rounds_errors(design, names, truth: dict, draw, experiments: int, paired: bool = True) -> dict:
+  """Over `experiments` draws of (per-seed scores, jackknife rows) for every seed of `design`: the share with
+  any wrong claim over all its looks, the share in which every contrast was decided by each look, and the
+  mean seeds per variant trained until all were decided or the cap."""
+  by_look, wrong, trained = np.zeros(design.rounds), 0, 0
   for _ in range(experiments):
-    bleu, jack = experiment(rng, design.schedule[-1], sentences, offsets, interaction_sd)
+    bleu, jack = draw()
     any_wrong = False
-    for look in sequential.looks(design, names, bleu, jack, plan=False):
+    for look in sequential.looks(design, names, bleu, jack, False, paired):
       any_wrong |= wrong_claims(look['comparison'], truth, design.delta) > 0
       if not sequential.open_contrasts(look):
-        stopped_by[look['look'] - 1 :] += 1
+        by_look[look['look'] - 1 :] += 1
         break
     trained += look['seeds']
     wrong += any_wrong
   return _share(wrong, experiments) | {
-    'all_decided_by_look': (stopped_by / experiments).tolist(),
+    'decided_by_look': (by_look / experiments).tolist(),
     'mean_seeds': trained / experiments,
   }
 
@@ -209,23 +222,6 @@ def decision_rate(seeds: int, gap_sd: float, experiments: int, level: float, del
     decided += p['decision'] in (family.GREATER, family.EQUIVALENT)
     ranked += p['decision'] == family.GREATER
   return {'seeds': seeds, 'gap_sd': gap_sd, 'decided': decided / experiments, 'ranked': ranked / experiments}
-
-
-def rounds_decision_rate(design, gap_sd: float, experiments: int, seed: int = 0) -> dict:
-  """Power by rounds: the share of two-variant experiments whose contrast is decided by each look of a
-  design (sequential.Design; its delta in BLEU), with a true gap of `gap_sd` seed sds, and the mean seeds
-  per variant trained until it was decided or the cap."""
-  rng = np.random.default_rng(seed)
-  offset = gap_sd * _seed_sd(sentences=400) / bleu_per_logit()
-  by_look, trained = np.zeros(design.rounds), 0
-  for _ in range(experiments):
-    bleu, jack = experiment(rng, design.schedule[-1], 400, (offset, 0.0))
-    for look in sequential.looks(design, ['a', 'b'], bleu, jack, plan=False):
-      if not sequential.open_contrasts(look):
-        by_look[look['look'] - 1 :] += 1
-        break
-    trained += look['seeds']
-  return {'gap_sd': gap_sd, 'decided_by_look': (by_look / experiments).tolist(), 'mean_seeds': trained / experiments}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -367,24 +363,11 @@ def seed_pairing(names: Sequence[str], bleu: Sequence[Sequence[float]], seeds: S
 
 
 def design_rounds(scenario: Scenario, design, experiments: int, paired: bool = True, seed: int = 0) -> dict:
-  """Rounds of `scenario` (its first two variants' contrast, or every contrast): the share of experiments in
-  which every contrast was decided by each look of `design` (sequential.Design), the share with any wrong
-  claim over all looks, and the mean seeds per variant trained until all were decided or the cap."""
+  """`rounds_errors` of `scenario` under `design` (sequential.Design), paired or analysed as if unpaired."""
   names = [f'v{i}' for i in range(len(scenario.means))]
-  truth = _truth(names, scenario.means)
   rng = np.random.default_rng(seed)
-  by_look, wrong, trained = np.zeros(design.rounds), 0, 0
-  for _ in range(experiments):
-    bleu, jack = scenario.experiment(rng, design.schedule[-1])
-    any_wrong = False
-    for look in sequential.looks(design, names, bleu, jack, False, paired):
-      any_wrong |= wrong_claims(look['comparison'], truth, design.delta) > 0
-      if not sequential.open_contrasts(look):
-        by_look[look['look'] - 1 :] += 1
-        break
-    trained += look['seeds']
-    wrong += any_wrong
-  return _share(wrong, experiments) | {
-    'decided_by_look': (by_look / experiments).tolist(),
-    'mean_seeds': trained / experiments,
-  }
+
+  def draw():
+    return scenario.experiment(rng, design.schedule[-1])
+
+  return rounds_errors(design, names, _truth(names, scenario.means), draw, experiments, paired)

@@ -73,7 +73,7 @@ def test_rounds_hold_over_their_looks():
   design = sequential.Design(seeds_per_round=3, rounds=3)
   out = C.sequential_errors(design, 100, FAMILY, sentences=SENTENCES, interaction_sd=0.3, seed=3)
   assert out['share'] <= family.ALPHA + 2 * np.sqrt(0.05 * 0.95 / 100), out
-  assert out['all_decided_by_look'] == sorted(out['all_decided_by_look'])
+  assert out['decided_by_look'] == sorted(out['decided_by_look'])
   assert 3 <= out['mean_seeds'] <= 9
 
 
