@@ -275,19 +275,15 @@ def pair_test(
     where_in_b = {seed: i for i, seed in enumerate(seeds_b)}
     order = [where_in_b[seed] for seed in seeds_a]  # b's score of a's k-th seed
     b = np.asarray(b, float)[order]
+    test, tv = paired_test, test_set_variance(np.asarray(jack_a_KxN) - np.asarray(jack_b_KxN)[order]) if jack else 0.0
+  elif min(len(a), len(b)) >= 2:
+    test, tv = unpaired_test, test_set_variance(jack_a_KxN, jack_b_KxN) if jack else 0.0
+  else:
+    diff = float(np.mean(a) - np.mean(b))
     if not jack:
-      return paired_test(a, b, 0.0, None, level, margin, tost)
-    diff_KxN = np.asarray(jack_a_KxN) - np.asarray(jack_b_KxN)[order]
-    return paired_test(a, b, test_set_variance(diff_KxN), diff_KxN.shape[1], level, margin, tost)
-  if min(len(a), len(b)) >= 2:
-    if not jack:
-      return unpaired_test(a, b, 0.0, None, level, margin, tost)
-    tv = test_set_variance(jack_a_KxN, jack_b_KxN)
-    return unpaired_test(a, b, tv, jack_a_KxN.shape[1], level, margin, tost)
-  diff = float(np.mean(a) - np.mean(b))
-  if not jack:
-    return {'difference': diff, 'interval': None, 'p_value': None, 'df': None, 'se': None, 'test_variance': None}
-  return sentence_test(jack_a_KxN.mean(0), jack_b_KxN.mean(0), diff, level) | {'design': SENTENCES}
+      return {'difference': diff, 'interval': None, 'p_value': None, 'df': None, 'se': None, 'test_variance': None}
+    return sentence_test(jack_a_KxN.mean(0), jack_b_KxN.mean(0), diff, level) | {'design': SENTENCES}
+  return test(a, b, tv, jack_a_KxN.shape[1] if jack else None, level, margin, tost)
 
 
 def variant_summary(values, jack_KxN: np.ndarray, level: float = ALPHA) -> dict:
