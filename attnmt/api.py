@@ -458,10 +458,11 @@ def compare(
   pool_seeds: bool = False,
 ) -> Comparison:
   """Decodes `split` with every seed of every run and compares them as experiments/analyze.py does: a t
-  test over seeds (paired by seed number where the runs share their seeds) with the test set's variance (jackknife over sentences), the family `contrasts` ('all' pairs,
-  variant names each tested against every other, or pairs written A~B) with simultaneous intervals, and three
-  answers: A > B, A ≈ B within ±`delta` BLEU, undecided (attnmt.compare.verdicts), writing nothing. Unlike
-  `load`, this reads each run's corpus (built again from the config if missing).
+  test over seeds (paired by seed number where the runs share their seeds) with the test set's variance
+  (jackknife over sentences), the family `contrasts` ('all' pairs, variant names each tested against every
+  other, or pairs written A~B) with simultaneous intervals, and three answers: A > B, A ≈ B within ±`delta`
+  BLEU, undecided (attnmt.compare.verdicts), writing nothing. Unlike `load`, this reads each run's corpus
+  (built again from the config if missing).
 
   `pool_seeds`: runs trained a seed each (train.seeds as a sweep axis, as the CPU main job trains them:
   runs/main/<variant>-seeds=k) are pooled into one variant per name less its seeds part, as
