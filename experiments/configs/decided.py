@@ -17,12 +17,13 @@ def get_config():
   config = tiny.get_config()
   d, t = config.data, config.train
   d.synthetic_size = 4000  # training sentences
-  d.synthetic_eval_size = 400  # validation and test sentences, each: the test set every look scores
+  d.synthetic_eval_size = 4000  # validation and test sentences, each: the test set every look scores
   t.num_steps = 1500  # about 40 s per variant for 5 vmapped seeds on one CPU core
   t.schedule = 'cosine'
   t.learning_rate = 1e-2
   t.warmup_steps = 50
   t.eval_every = 500
+  t.eval_max_sentences = 400  # validation on a tenth: the test set is what the looks score
   t.checkpoint_every = 500
   s = config.sweep
   s.scores = 'none,additive(size=16),dot,general,concat(size=16)'  # tiny's attention size
