@@ -50,7 +50,7 @@ flags.DEFINE_list(
   'much their same-numbered seeds correlate.',
 )
 flags.DEFINE_string('out', None, 'With --simulate: write calibration.json and power.png here.')
-PARTS = ('family', 'design', 'rounds', 'equivalence', 'power', 'rounds_power')
+PARTS = ('family', 'design', 'rounds', 'equivalence', 'power', 'rounds_power', 'aso')
 flags.DEFINE_list(
   'parts',
   list(PARTS),
@@ -150,6 +150,8 @@ def _simulated(n: int, sentences: int, interaction: float, out) -> dict:
     record['power'] = _power(max(n // 5, 2))
   if 'rounds_power' in parts:
     record['rounds_power'] = _rounds_power(max(n // 5, 2))
+  if 'aso' in parts:
+    record['aso'] = _aso(n)
   if out:
     os.makedirs(out, exist_ok=True)
     with open(os.path.join(out, 'calibration.json'), 'w') as f:
@@ -218,6 +220,43 @@ def _rounds(n: int, design, sentences: int, interaction: float) -> dict:
         flush=True,
       )
   return out
+
+
+# Almost stochastic order beside the t verdicts: (contrasts, seed sds, rho) of identical variants.
+ASO_FAMILIES = (
+  (1, (0.45, 0.45), 0.0),
+  (1, (0.45, 0.45), 0.6),
+  (10, (0.45,) * 5, 0.2),
+  (10, (0.1, 0.3, 0.9, 1.5, 1.5), 0.6),
+)
+
+
+def _aso(n: int) -> dict:
+  """ASO (eps_min < 0.2 at alpha / m, the higher mean first) against the paired t verdicts on the same
+  experiments: any wrong ranking over the family of identical variants, by family, rho and K; and the share of
+  one pair ranked at a true difference of 1 and 2 seed sds (sd 0.45, rho 0.2)."""
+  print('\nASO beside the t verdicts: identical variants, any wrong ranking over the family, ASO | paired t')
+  print('| contrasts | seed sds | rho | K = 5 | K = 10 | K = 20 |')
+  print('|---|---|---|---|---|---|')
+  rows = []
+  for m, sds, rho in ASO_FAMILIES:
+    scenario = calibration.Scenario(means=(0.0,) * len(sds), seed_sds=sds, rho=rho, sentence_rho=rho / 2)
+    cells = [calibration.aso_errors(scenario, k, n, seed=k + m) for k in (5, 10, 20)]
+    rows.append({'contrasts': m, 'seed_sds': list(sds), 'rho': rho, 'by_k': cells})
+    shown = ' | '.join(f"{c['aso']['share']:.1%} \\| {c['t']['share']:.1%}" for c in cells)
+    ratio = f'1:{round((max(sds) / min(sds)) ** 2)}' if max(sds) > min(sds) else 'equal'
+    print(f'| {m} | {ratio} | {rho:g} | {shown} |', flush=True)
+  power = []
+  print('Power of one pair (seed sd 0.45, rho 0.2): share ranked, ASO | paired t')
+  for gap in (1.0, 2.0):
+    scenario = calibration.Scenario(means=(gap * 0.45, 0.0), seed_sds=(0.45, 0.45), rho=0.2, sentence_rho=0.2)
+    for k in (5, 10):
+      got = calibration.aso_errors(scenario, k, n, seed=int(10 * gap) + k)
+      power.append({'gap_sd': gap, 'seeds': k, 'aso': got['aso']['ranked_share'], 't': got['t']['ranked_share']})
+      print(
+        f"  true difference {gap:g} seed sd, K = {k}: {got['aso']['ranked_share']:.0%} | {got['t']['ranked_share']:.0%}"
+      )
+  return {'family': rows, 'power': power, 'experiments': n}
 
 
 def _read_record(path: str) -> dict:

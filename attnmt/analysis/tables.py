@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from attnmt.analysis import stored
-from attnmt.compare import pair_tests
+from attnmt.compare import pair_tests, stochastic_order
 
 ONE_SEED = (
   'One seed per variant: the variants are not ranked (seed-to-seed variation is unmeasured, and it can '
@@ -203,6 +203,7 @@ PAIR_HEADERS = [
   'adjusted p (within ±δ)',
   'verdict',
   'seeds to decide',
+  'ASO ε_min',
 ]
 
 
@@ -242,6 +243,7 @@ def contrast_cells(p: dict) -> list[str]:
     format_p(p.get('p_equivalent_adjusted')),
     p['verdict'] + look,
     _seeds_cell(p),
+    '–' if not p.get('aso') else f"{p['aso']['eps_min']:.2f}",
   ]
 
 
@@ -288,7 +290,13 @@ def pairs_note(results: list[dict], one_seed_note: bool = True) -> str:
     'when the interval excludes 0, adjusted p (within ±δ) exactly when the equivalence holds. Seeds to decide: '
     "seeds per variant that would decide the contrast with 80 % probability at the family's level, if the true "
     "difference is the observed one, at the page's seed sd (every variant's pooled) – at its 95 % upper bound, with "
-    'K − 1 degrees of freedom; fresh seeds, a new experiment (this look has spent its alpha)'
+    'K − 1 degrees of freedom; fresh seeds, a new experiment (this look has spent its alpha). ASO ε_min: almost '
+    'stochastic order of A over B (del Barrio et al. 2018, Dror et al. 2019, as deep-significance computes it; '
+    f'attnmt/compare/stochastic_order.py), the upper bound at {level:.2g} on the share of the squared W2 distance '
+    "between the two seed distributions in which A's scores are below B's; below "
+    f'{stochastic_order.THRESHOLD:g}, A is almost stochastically better. It ignores the pairing, needs '
+    f'{stochastic_order.MIN_SEEDS} seeds per variant (– with fewer) and stands beside the verdicts, outside their '
+    'error budget'
   )
   if seeds[0] < 2 and one_seed_note:
     text += '. ' + ONE_SEED

@@ -31,7 +31,7 @@ from typing import Sequence
 
 import numpy as np
 
-from attnmt.compare import verdicts, family, sequential, pair_tests
+from attnmt.compare import verdicts, family, sequential, pair_tests, stochastic_order
 
 # The generator's defaults: BLEU near 20.7 with a seed sd near 0.8 on 400 sentences (measured over 32 seeds),
 # about the main job's: most of the seed spread is the seed's overall quality, some its sentence noise.
@@ -371,3 +371,38 @@ def design_rounds(scenario: Scenario, design, experiments: int, paired: bool = T
     return scenario.experiment(rng, design.schedule[-1])
 
   return rounds_errors(design, names, _truth(names, scenario.means), draw, experiments, paired)
+
+
+def aso_errors(scenario: Scenario, seeds: int, experiments: int, seed: int = 0) -> dict:
+  """Almost stochastic order (stochastic_order.aso) beside the t verdicts, on the same experiments of
+  `scenario` at K = `seeds`: every pair its higher mean first, ASO at alpha / m as the pages show it. Per test
+  ('aso': eps_min < THRESHOLD; 't': the paired verdict's ranking) the share of experiments with any wrong
+  ranking over the family (of two variants with equal means, or against the true order) and the share of
+  contrasts ranked."""
+  names = [f'v{i}' for i in range(len(scenario.means))]
+  truth = _truth(names, scenario.means)
+  rng = np.random.default_rng(seed)
+  numbers = [list(range(seeds))] * len(names)
+  counts = {'aso': [0, 0], 't': [0, 0]}  # experiments with a wrong ranking, contrasts ranked
+  contrasts = 0
+  for _ in range(experiments):
+    bleu, jack = scenario.experiment(rng, seeds)
+    result = verdicts.compare_scores(names, bleu, None, jack, plan=False, seeds=numbers)
+    wrong = {'aso': False, 't': False}
+    for p in result['pairs']:
+      i, j = names.index(p['a']), names.index(p['b'])
+      d = truth[(p['a'], p['b'])]
+      ranked = {
+        'aso': stochastic_order.aso(bleu[i], bleu[j], p['level'], seed=int(rng.integers(2**31)))['better'],
+        't': p['decision'] == family.GREATER,
+      }
+      for test, got in ranked.items():
+        counts[test][1] += got
+        wrong[test] |= got and (d == 0 or d < 0)
+    contrasts += len(result['pairs'])
+    for test in counts:
+      counts[test][0] += wrong[test]
+  return {
+    'seeds': seeds,
+    **{test: _share(w, experiments) | {'ranked_share': r / max(contrasts, 1)} for test, (w, r) in counts.items()},
+  }

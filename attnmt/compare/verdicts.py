@@ -14,7 +14,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from attnmt.compare import family, pair_tests, planning
+from attnmt.compare import family, pair_tests, planning, stochastic_order
 from attnmt.compare.pair_tests import corpus_bleu, jackknife, seed_summary, sentence_statistics, variant_summary
 
 ALPHA, DELTA = family.ALPHA, family.DELTA
@@ -69,7 +69,8 @@ def compare_scores(
   `equivalence_level`: the budget of the tests of equivalence when it differs from `level` (a look of a
   group-sequential design, whose one-sided boundaries differ from its two-sided ones); each one-sided test is
   at equivalence_level / m. `decided`: {(a, b): contrast} from earlier looks, kept as they are. `plan` False
-  leaves out the seed plans (simulations, which only read the decisions)."""
+  leaves out the seed plans and the almost-stochastic-order comparison beside the verdicts ('aso',
+  stochastic_order.aso_or_none at level / m; simulations, which only read the decisions)."""
   if len(names) != len(observed) or not names or any(len(o) == 0 for o in observed):
     raise ValueError('give every variant a name and at least one per-seed score')
   bad = [n for n, o in zip(names, observed) if not np.isfinite(np.asarray(o, float)).all()]
@@ -103,7 +104,7 @@ def compare_scores(
     if earlier is not None:
       pairs.append(earlier)
       continue
-    pair = _contrast(names, variants, observed, jack, seeds, i, j, (per_contrast, tost), delta, alpha, plan and spread)
+    pair = _contrast(names, variants, observed, jack, seeds, i, j, (per_contrast, tost), delta, alpha, spread, plan)
     pairs.append(pair)
   return {
     'method': _method(pairs, jack is None, len(wanted)),
@@ -134,9 +135,9 @@ def _method(pairs: list[dict], fixed_test_set: bool, m: int) -> str:
   return '; '.join(used) + test_set + f'; simultaneous intervals, Bonferroni over {m} contrast(s)'
 
 
-def _contrast(names, variants, observed, jack, seeds, i, j, levels, delta, alpha, spread) -> dict:
+def _contrast(names, variants, observed, jack, seeds, i, j, levels, delta, alpha, spread, plan) -> dict:
   """One contrast of the family: ranked at levels[0] (two-sided), equivalent by TOST at levels[1] per side;
-  planned, when undecided, at the page's seed sd `spread` (None: no plan)."""
+  with `plan`, planned when undecided at the page's seed sd `spread` (None: no plan) and ASO beside it."""
   per_contrast, tost = levels
   k = [variants[i]['seeds'], variants[j]['seeds']]
   jack_i, jack_j = (None, None) if jack is None else (jack[i], jack[j])
@@ -155,6 +156,7 @@ def _contrast(names, variants, observed, jack, seeds, i, j, levels, delta, alpha
   out['verdict'] = family.verdict(names[i], names[j], diff, interval, delta, k, within)
   out['ranked'] = out['decision'] == family.GREATER
   out['seeds_to_decide'] = None
-  if out['decision'] == family.UNDECIDED and spread:
+  if out['decision'] == family.UNDECIDED and plan and spread:
     out['seeds_to_decide'] = planning.plan_contrast(out, spread, per_contrast, delta)
+  out['aso'] = stochastic_order.aso_or_none(observed[i], observed[j], per_contrast) if plan else None
   return out

@@ -438,7 +438,13 @@ def test_analysis_table_and_verdicts_with_one_seed():
   assert '± 0.00' not in table and 'the variants are not ranked' in table
   pair_row = next(line for line in table.splitlines() if line.startswith(f'| {ADDITIVE} − {NONE} | +'))
   cells = [c.strip() for c in pair_row.strip('|').split('|')]
-  assert cells[4:] == ['< 0.001', '–', f'{ADDITIVE} vs {NONE}: ' + NOT_RANKED, '–']  # no equivalence test, no plan
+  assert cells[4:] == [
+    '< 0.001',
+    '–',
+    f'{ADDITIVE} vs {NONE}: ' + NOT_RANKED,
+    '–',
+    '–',
+  ]  # no equivalence test, no plan, no ASO
   assert 'interval and p from the test sentences alone (one seed: the seeds cannot be tested)' in table
   assert 'The family is every pair of the variants (3 contrast(s))' in table
   assert '(0.04 for the corpus contrasts, 0.01 for the longest-sentence contrasts against the baseline)' in table
