@@ -28,7 +28,8 @@ import ml_collections
 import numpy as np
 
 from attnmt import data, plots
-from attnmt.analysis import explanations, inspection, report, tables
+from attnmt.analysis import inspection, report, tables
+from attnmt.faithfulness import runner
 from attnmt.compare import family
 from attnmt.data import batching, pipeline, sources as corpora
 from attnmt.data.tokenizers import token_labels
@@ -194,16 +195,16 @@ class Run:
     adversarial_steps: int = 500,
     split: str = 'test',
   ) -> dict:
-    """The four papers' tests of attention as explanation (attnmt/analysis/explanations.py: 'moradi',
+    """The four papers' tests of attention as explanation (attnmt/faithfulness/runner.py: 'moradi',
     'serrano_smith', 'jain_wallace', 'wiegreffe_pinter', a comma list or 'all') for every seed, on the first
     `max_sentences` sentences of the run's `split` (whole batches; 0: all), each along the seed's own greedy
     output; Jain & Wallace's adversarial search on the first `adversarial_sentences`. Reads the corpus, as
-    `compare` does. Returns explanations.analyze_run's dict (per-seed lists under 'tests'); a score without
+    `compare` does. Returns runner.analyze_run's dict (per-seed lists under 'tests'); a score without
     attention gets {'not_applicable': why} per test, and an unknown test name one line (ConfigError)."""
     m = self._model
     prepared = inspection.prepare_checked(m.workdir, m.config, m.src_tokenizer, m.tgt_tokenizer)
     run = inspection.LoadedRun(m.workdir, m.config, m.cfg, m.params, m.seeds, m.step, prepared)
-    return explanations.analyze_run(
+    return runner.analyze_run(
       run,
       tests,
       split=split,

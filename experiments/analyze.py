@@ -20,7 +20,7 @@ test_bleu_per_seed, space-separated): the test set is then held fixed.
     python -m experiments.analyze --from_scores=runs/luong/results.csv [--baseline=VARIANT]
 
 Is attention an explanation? The four papers' tests (Moradi et al., Serrano & Smith, Jain & Wallace, Wiegreffe
-& Pinter; attnmt/analysis/explanations.py) per seed, written to explanations.md, .json and .png:
+& Pinter; attnmt/faithfulness/) per seed, written to explanations.md, .json and .png:
 
     python -m experiments.analyze --runs=runs/main/none,runs/main/additive --explanations=all --out=DIR \
         [--explanation_sentences=100] [--adversarial_sentences=8] [--adversarial_steps=500] [--baseline=additive]
@@ -46,9 +46,7 @@ import time
 from absl import app, flags
 
 from attnmt.analysis import (
-  explanations,
   exports,
-  faithfulness,
   html_report,
   inspection,
   report,
@@ -56,6 +54,7 @@ from attnmt.analysis import (
   tables,
 )
 from attnmt.compare import family, verdicts
+from attnmt.faithfulness import counterfactual, page, runner
 from attnmt.model import interventions
 from experiments import common
 
@@ -86,8 +85,8 @@ flags.DEFINE_integer(
 flags.DEFINE_list(
   'explanations',
   [],
-  'Instead of the usual analysis: is attention an explanation? The papers\' tests of attnmt/analysis/explanation.py '
-  f"({', '.join(explanations.TESTS)}, or all) per seed along each seed's own greedy output, written to "
+  'Instead of the usual analysis: is attention an explanation? The papers\' tests of attnmt/faithfulness/ '
+  f"({', '.join(runner.TESTS)}, or all) per seed along each seed's own greedy output, written to "
   'explanations.md, explanations.json and explanations.png; with two runs of one vocabulary, wiegreffe_pinter also '
   'freezes each attending run\'s attention into the others\' decoders; with --baseline (a cell, or the score that '
   'names one cell) the verdicts of every attending cell against it on the declared measures.',
@@ -107,17 +106,17 @@ flags.DEFINE_list(
 )
 flags.DEFINE_integer(
   'explanation_sentences',
-  explanations.MAX_SENTENCES,
+  runner.MAX_SENTENCES,
   'With --explanations: the first this many test sentences (0: all).',
 )
 flags.DEFINE_integer(
   'adversarial_sentences',
-  explanations.ADVERSARIAL_SENTENCES,
+  runner.ADVERSARIAL_SENTENCES,
   "With --explanations: Jain & Wallace's adversarial attention search runs on the first this many sentences.",
 )
 flags.DEFINE_integer(
   'adversarial_steps',
-  explanations.ADVERSARIAL_STEPS,
+  runner.ADVERSARIAL_STEPS,
   "With --explanations: the adversarial search's optimisation steps (theirs: 500).",
 )
 flags.DEFINE_bool(
@@ -277,20 +276,20 @@ def _faithfulness(runs: list[str], names: list[str], out, max_sentences: int):
   start, results, corpora = time.time(), [], {}
   for workdir in runs:
     run = inspection.load_run(workdir, FLAGS.which, corpora)
-    results.append(faithfulness.analyze_run(run, chosen, max_sentences=max_sentences))
+    results.append(counterfactual.analyze_run(run, chosen, max_sentences=max_sentences))
   if FLAGS.pool_seeds:
     report.write_text(os.path.join(out, 'faithfulness_runs.json'), json.dumps(results, indent=1) + '\n')
-    results = faithfulness.pool_seeds(results)
+    results = counterfactual.pool_seeds(results)
   report.write_text(os.path.join(out, 'faithfulness.json'), json.dumps(results, indent=1) + '\n')  # kept first
   table = _faithfulness_page(results, FLAGS.baseline)
   report.write_text(os.path.join(out, 'faithfulness.md'), table)
-  faithfulness.plot(results, os.path.join(out, 'faithfulness.png'))
+  counterfactual.plot(results, os.path.join(out, 'faithfulness.png'))
   print(table)
   print(f'Wrote faithfulness.md, faithfulness.json and faithfulness.png under {out} in {time.time() - start:.0f} s')
 
 
 def _explanations(runs: list[str], names: list[str], out, max_sentences: int):
-  tests = explanations.parse_tests(names)  # a bad name fails before any run is loaded
+  tests = runner.parse_tests(names)  # a bad name fails before any run is loaded
   if max_sentences < 0 or FLAGS.adversarial_sentences < 0 or FLAGS.adversarial_steps < 1:
     raise ValueError(
       f'--explanation_sentences ({max_sentences}) and --adversarial_sentences ({FLAGS.adversarial_sentences}) must '
@@ -303,7 +302,7 @@ def _explanations(runs: list[str], names: list[str], out, max_sentences: int):
   for workdir in runs:
     loaded.append(inspection.load_run(workdir, FLAGS.which, corpora))
     results.append(
-      explanations.analyze_run(
+      runner.analyze_run(
         loaded[-1],
         tests,
         max_sentences=max_sentences,
@@ -315,11 +314,11 @@ def _explanations(runs: list[str], names: list[str], out, max_sentences: int):
   if 'wiegreffe_pinter' in tests and FLAGS.frozen_attention:
     for a in loaded:
       for b in loaded:
-        if a is not b and explanations.attends(a) and explanations.same_vocabulary(a, b):
-          frozen.append(explanations.frozen(a, b, max_sentences=max_sentences))
-  paths = explanations.write(results, out, frozen)  # kept before the verdicts, which may refuse the cells
+        if a is not b and runner.attends(a) and runner.same_vocabulary(a, b):
+          frozen.append(runner.frozen(a, b, max_sentences=max_sentences))
+  paths = page.write(results, out, frozen)  # kept before the verdicts, which may refuse the cells
   if FLAGS.baseline:
-    paths = explanations.write(results, out, frozen, explanations.contrasts(results, FLAGS.baseline, tests))
+    paths = page.write(results, out, frozen, page.contrasts(results, FLAGS.baseline, tests))
   with open(paths[1], encoding='utf-8') as f:
     print(f.read())
   print(f'Wrote explanations.md, explanations.json and explanations.png under {out} in {time.time() - start:.0f} s')
@@ -327,10 +326,10 @@ def _explanations(runs: list[str], names: list[str], out, max_sentences: int):
 
 def _faithfulness_page(results: list, reference) -> str:
   """faithfulness.md: the tables, and with a reference the verdicts of every cell against it (one family over
-  faithfulness.MEASURES x cells)."""
+  counterfactual.MEASURES x cells)."""
   if not reference:
-    return faithfulness.markdown(results) + '\nNo reference cell (--baseline): no verdicts.\n'
-  return faithfulness.markdown(results, faithfulness.contrasts(results, faithfulness.MEASURES, reference))
+    return counterfactual.markdown(results) + '\nNo reference cell (--baseline): no verdicts.\n'
+  return counterfactual.markdown(results, counterfactual.contrasts(results, counterfactual.MEASURES, reference))
 
 
 def _from_explanations(paths: list[str], out, reference):
@@ -347,13 +346,13 @@ def _from_explanations(paths: list[str], out, reference):
       seen[r['variant']] = path
     results += doc['runs']
     frozen += doc.get('frozen') or []
-  tests = [t for t in explanations.TESTS if any(t in r['tests'] for r in results)]
+  tests = [t for t in runner.TESTS if any(t in r['tests'] for r in results)]
   if not out:
     raise ValueError('--from_explanations needs --out (a directory for the merged explanations.json, .md and .png)')
   if os.path.exists(out) and not os.path.isdir(out):
     raise ValueError(f'--out {out} is a file; pass a directory for the analysis (created if missing)')
-  verdicts = explanations.contrasts(results, reference, tests) if reference else None
-  written = explanations.write(results, out, frozen, verdicts)
+  verdicts = page.contrasts(results, reference, tests) if reference else None
+  written = page.write(results, out, frozen, verdicts)
   with open(written[1], encoding='utf-8') as f:
     print(f'From {", ".join(paths)} ({len(results)} run(s); no runs read):\n' + f.read())
   print(f'Wrote explanations.md, explanations.json and explanations.png under {out}')

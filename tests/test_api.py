@@ -16,7 +16,8 @@ import pytest
 
 import attnmt
 from attnmt import api, data
-from attnmt.analysis import faithfulness, inspection
+from attnmt.analysis import inspection
+from attnmt.faithfulness import counterfactual
 from attnmt.errors import CheckpointError, InputError
 from attnmt.model import decoding, interventions
 from attnmt.training import evaluation, trainer
@@ -376,7 +377,7 @@ def test_faithfulness_of_a_run_per_seed_table_and_plot(trained, tmp_path):
   table shows the t interval over the 2 seeds; the plot is a PNG."""
   _, full, _, _ = trained
   chosen = interventions.parse('uniform,permute')
-  result = faithfulness.analyze_run(full, chosen, max_sentences=8)
+  result = counterfactual.analyze_run(full, chosen, max_sentences=8)
   assert result['attends'] and result['sentences'] >= 8 and result['seeds'] == [0, 1]
   for name in ('uniform', 'permute'):
     m = result['interventions'][name]
@@ -385,9 +386,9 @@ def test_faithfulness_of_a_run_per_seed_table_and_plot(trained, tmp_path):
     assert all(0.0 <= x <= 1.0 for k in ('jsd', 'tvd', 'argmax_changed', 'function_kept', 'content_kept') for x in m[k])
   e, a = result['erasure'], result['agreement']
   assert len(e['changed_max']) == 2 and all(-1.0 <= x <= 1.0 for x in a['spearman'])
-  table = faithfulness.markdown([result])
+  table = counterfactual.markdown([result])
   assert "Student's t 95 % interval" in table and '| uniform | ' in table and ' [' in table
-  path = faithfulness.plot([result], str(tmp_path / 'f.png'))
+  path = counterfactual.plot([result], str(tmp_path / 'f.png'))
   assert open(path, 'rb').read(8) == b'\x89PNG\r\n\x1a\n'
 
 
@@ -430,16 +431,16 @@ def test_compare_says_which_runs_translated_other_sentences(trained, tmp_path):
 
 
 def test_explain_runs_the_papers_tests_as_the_analysis_does(trained):
-  """Run.explain: the four papers' tests on the run's test split equal explanations.analyze_run on the run the
+  """Run.explain: the four papers' tests on the run's test split equal runner.analyze_run on the run the
   analysis loads (the same per-seed lists, one per seed), and an unknown test is one line naming the valid ones."""
-  from attnmt.analysis import explanations
+  from attnmt.faithfulness import runner
   from attnmt.errors import ConfigError
 
   workdir, full, _, _ = trained
   run = attnmt.load(workdir)
   small = dict(max_sentences=8, adversarial_sentences=1, adversarial_steps=3)
   got = run.explain('moradi,jain_wallace', **small)
-  want = explanations.analyze_run(full, 'moradi,jain_wallace', **small)
+  want = runner.analyze_run(full, 'moradi,jain_wallace', **small)
   assert got['tests'] == want['tests'] and got['seeds'] == [0, 1]
   assert len(got['tests']['moradi']['shares']['uniform']['tokens']) == 2
   with pytest.raises(ConfigError, match=r'^explanation test\(s\) nonesuch: valid are moradi, serrano_smith'):

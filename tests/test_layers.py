@@ -1,4 +1,4 @@
-"""The package layering holds: attnmt.api -> attnmt.analysis -> attnmt.compare -> attnmt.training -> attnmt.model, attnmt.data
+"""The package layering holds: attnmt.api -> attnmt.faithfulness -> attnmt.analysis -> attnmt.compare -> attnmt.training -> attnmt.model, attnmt.data
 beside them, attnmt.errors, attnmt.schema, attnmt.plots and attnmt.progress under all; no import cycle among
 attnmt's modules. Read from the source with `ast`, every import counted, including those inside functions."""
 
@@ -17,7 +17,8 @@ ALLOWED = {
   'training': {'errors', 'schema', 'plots', 'progress', 'model', 'data'},
   'compare': {'errors', 'schema', 'progress', 'training'},
   'analysis': {'errors', 'schema', 'plots', 'progress', 'model', 'data', 'training', 'compare'},
-  'api': {'errors', 'schema', 'plots', 'progress', 'model', 'data', 'training', 'compare', 'analysis'},  # the API
+  'faithfulness': {'errors', 'schema', 'plots', 'progress', 'model', 'data', 'training', 'compare', 'analysis'},
+  'api': {'errors', 'schema', 'plots', 'progress', 'model', 'data', 'training', 'compare', 'analysis', 'faithfulness'},
   '': {'api'},  # attnmt/__init__.py: re-exports the API, imported on first use
 }
 # The one import against the layers: calling the package attnmt.compare is the API's compare(run_dirs), which

@@ -25,7 +25,7 @@ class Encoder(nn.Module):
   ) -> tuple[jax.Array, rnn.Carry]:
     """Returns the annotations (B x S x H) and the top layer's final carry, each part [fwd ; bwd].
     `src_offset_BxSxE` is added to the source embeddings: at zero, its gradient is the gradient with respect to
-    them (an attribution's gradient x input, attnmt/analysis/faithfulness.py)."""
+    them (an attribution's gradient x input, attnmt/faithfulness/measures.py)."""
     cfg = self.cfg
     dtype = jnp.dtype(cfg.dtype)
     embed_VxE = self.param(

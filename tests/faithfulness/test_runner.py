@@ -1,4 +1,4 @@
-"""The explanation report (attnmt/analysis/explanations.py) and its entry point (experiments/analyze.py
+"""The explanation report (attnmt/faithfulness/runner.py and page.py) and its entry point (experiments/analyze.py
 --explanations) on two tiny trained runs: one of score none, one additive of two seeds."""
 
 import copy
@@ -9,7 +9,8 @@ import sys
 
 import pytest
 
-from attnmt.analysis import explanations, inspection
+from attnmt.analysis import inspection
+from attnmt.faithfulness import page, runner
 from attnmt.errors import ConfigError
 from attnmt.training import trainer
 from experiments.configs import tiny
@@ -46,12 +47,12 @@ def analysed(loaded, tmp_path_factory):
   """Every test on both runs (Moradi with the identity too), the frozen attention of additive into none, and the
   files written from them."""
   results = [
-    explanations.analyze_run(loaded[name], 'all', moradi_interventions='identity,uniform,zero_max', **SMALL)
+    runner.analyze_run(loaded[name], 'all', moradi_interventions='identity,uniform,zero_max', **SMALL)
     for name in ('none', 'additive')
   ]
-  frozen = [explanations.frozen(loaded['additive'], loaded['none'], max_sentences=8)]
+  frozen = [runner.frozen(loaded['additive'], loaded['none'], max_sentences=8)]
   out = tmp_path_factory.mktemp('out')
-  explanations.write(results, str(out), frozen)
+  page.write(results, str(out), frozen)
   return results, frozen, out
 
 
@@ -70,7 +71,7 @@ def test_the_json_holds_one_value_per_seed_of_every_summary_and_the_settings(ana
   assert set(doc) == {'runs', 'frozen', 'verdicts'} and doc['verdicts'] is None
   none, additive = doc['runs']
   assert additive['seeds'] == [0, 1] and additive['attends'] and additive['sentences'] >= 8
-  assert set(additive['tests']) == set(explanations.TESTS)
+  assert set(additive['tests']) == set(runner.TESTS)
   lists = dict(per_seed_lists(additive['tests']))
   assert len(lists) > 20 and all(len(v) == 2 for v in lists.values()), lists
   for path in ('moradi/shares/uniform/tokens', 'serrano_smith/orders/random/never_flipped', 'jain_wallace/tau_loo'):
@@ -97,9 +98,9 @@ def test_a_variant_without_attention_gets_one_line_per_test_and_no_numbers(analy
   tests = {t: dict(got) for t, got in none['tests'].items()}  # the fixture's results stay as they are
   trained = tests['wiegreffe_pinter'].pop('trained_uniform_accuracy')
   assert len(trained) == len(none['seeds']) and all(0 <= x <= 1 for x in trained)
-  assert tests == {t: {'not_applicable': NOT_APPLICABLE} for t in explanations.TESTS}
+  assert tests == {t: {'not_applicable': NOT_APPLICABLE} for t in runner.TESTS}
   md = (out / 'explanations.md').read_text()
-  assert md.count(f'not applicable: {NOT_APPLICABLE}') == len(explanations.TESTS) - 1
+  assert md.count(f'not applicable: {NOT_APPLICABLE}') == len(runner.TESTS) - 1
   assert md.count('(trained with uniform weights)') == 1
 
 
@@ -111,13 +112,13 @@ def test_moradi_identity_preserves_every_step_and_one_seed_has_no_seed_variance(
   assert 'overall shares only' in additive['settings']['moradi']['function_words']
   one_seed = copy.copy(loaded['additive'])
   one_seed.seeds = [0]
-  got = explanations.analyze_run(one_seed, 'wiegreffe_pinter', **SMALL)
-  assert got['tests']['wiegreffe_pinter']['seed_variance'] == {'not_measured': explanations.ONE_SEED}
+  got = runner.analyze_run(one_seed, 'wiegreffe_pinter', **SMALL)
+  assert got['tests']['wiegreffe_pinter']['seed_variance'] == {'not_measured': runner.ONE_SEED}
   assert len(got['tests']['wiegreffe_pinter']['accuracy_own']) == 1
 
 
 def test_moradi_splits_function_and_content_words_when_the_list_has_target_words(loaded):
-  got = explanations.analyze_run(
+  got = runner.analyze_run(
     loaded['additive'], 'moradi', moradi_interventions='identity,uniform,zero_max', function_words={'und'}, **SMALL
   )
   shares = got['tests']['moradi']['shares']
@@ -128,7 +129,7 @@ def test_moradi_splits_function_and_content_words_when_the_list_has_target_words
 def test_the_markdown_names_each_paper_and_the_png_is_written(analysed):
   results, frozen, out = analysed
   md = (out / 'explanations.md').read_text()
-  for citation in explanations.CITATIONS.values():
+  for citation in runner.CITATIONS.values():
     assert f'## {citation}' in md
   assert 'frozen attention' in md and 'No reference cell' in md and '"adversarial_steps": 3' in md
   assert (out / 'explanations.png').read_bytes()[:4] == b'\x89PNG'
@@ -138,18 +139,18 @@ def test_verdicts_are_one_family_over_the_declared_measures(analysed, tmp_path):
   results, frozen, _ = analysed
   other = copy.deepcopy(results[1])
   other['variant'] = other['pool'] = 'other'
-  verdicts = explanations.contrasts([results[0], results[1], other], results[1]['variant'])
-  assert verdicts['family_size'] == len(explanations.measures(explanations.TESTS)) == 4
-  assert {r['measure'] for r in verdicts['rows']} == set(explanations.measures('all'))
-  explanations.write([results[0], results[1], other], str(tmp_path), frozen, verdicts)
+  verdicts = page.contrasts([results[0], results[1], other], results[1]['variant'])
+  assert verdicts['family_size'] == len(page.measures(runner.TESTS)) == 4
+  assert {r['measure'] for r in verdicts['rows']} == set(page.measures('all'))
+  page.write([results[0], results[1], other], str(tmp_path), frozen, verdicts)
   assert 'Verdicts: one family of 4 measures' in (tmp_path / 'explanations.md').read_text()
 
 
 def test_test_names_parse_and_an_unknown_one_lists_the_valid_ones():
-  assert explanations.parse_tests('all') == explanations.TESTS
-  assert explanations.parse_tests('jain_wallace,moradi') == ('moradi', 'jain_wallace')
+  assert runner.parse_tests('all') == runner.TESTS
+  assert runner.parse_tests('jain_wallace,moradi') == ('moradi', 'jain_wallace')
   with pytest.raises(ConfigError, match='valid are moradi, serrano_smith, jain_wallace, wiegreffe_pinter'):
-    explanations.parse_tests('moradi,nonesuch')
+    runner.parse_tests('moradi,nonesuch')
 
 
 def analyze(*args):
@@ -189,11 +190,9 @@ def test_parts_merged_by_from_explanations_give_the_whole_and_a_variant_twice_is
   other['variant'] = other['pool'] = 'other'
   reference = results[1]['variant']
   whole = tmp_path / 'whole'
-  explanations.write(
-    [results[0], results[1], other], str(whole), frozen, explanations.contrasts([*results, other], reference)
-  )
-  explanations.write(results[:2], str(tmp_path / 'a'), frozen)
-  explanations.write([other], str(tmp_path / 'b'))
+  page.write([results[0], results[1], other], str(whole), frozen, page.contrasts([*results, other], reference))
+  page.write(results[:2], str(tmp_path / 'a'), frozen)
+  page.write([other], str(tmp_path / 'b'))
   parts = f"--from_explanations={tmp_path / 'a' / 'explanations.json'},{tmp_path / 'b' / 'explanations.json'}"
   merged = analyze(parts, f'--baseline={reference}', f'--out={tmp_path / "merged"}')
   assert merged.returncode == 0, merged.stderr[-2000:]

@@ -1,4 +1,4 @@
-"""Does the output follow the attention? Measures of a trained model under counterfactual attention
+"""Does the output follow the attention? attnmt's own measures of a trained model under counterfactual attention
 (attnmt/model/interventions.py), erasure and attention-versus-gradient agreement, per seed.
 
 - Teacher-forced, on the reference: the Jensen-Shannon divergence (bits, in [0, 1]) and the total variation
@@ -7,8 +7,9 @@
 - Decoded (greedy): BLEU and chrF of the counterfactual output against the reference and against the model's
   own output, and the share of the own output's function words and content words the counterfactual output
   still produces (Moradi, Kambhatla & Sarkar 2019: clipped counts, words split by
-  attnmt/analysis/data/function_words_es.txt).
-- Erasure (Serrano & Smith 2019): under teacher forcing on the model's own greedy output, the source token
+  attnmt/faithfulness/data/function_words_es.txt).
+- Erasure (attnmt's own leave-one-out, after the erasure idea of Serrano & Smith 2019; their test is
+  attnmt/faithfulness/serrano_smith.py): under teacher forcing on the model's own greedy output, the source token
   with the largest weight at a target position is deleted from the input, and the position's most probable
   token is compared with the one before; the same for a random source token. The source's final EOS is
   never erased; a source of EOS alone is skipped (counted).
@@ -30,7 +31,6 @@ from __future__ import annotations
 
 import collections
 import functools
-import os
 import re
 
 import jax
@@ -40,43 +40,16 @@ import scipy.stats
 
 from attnmt import data, plots, progress
 from attnmt.analysis import stored
+from attnmt.faithfulness import measures, moradi
 from attnmt.compare import verdicts, family, pair_tests
 from attnmt.errors import ConfigError, InputError
 from attnmt.model import scores
 from attnmt.model.config import ModelConfig
 from attnmt.model.interventions import Intervention
-from attnmt.model.seq2seq import BOS, Seq2Seq
+from attnmt.model.seq2seq import Seq2Seq
 from attnmt.training import evaluation
 
-FUNCTION_WORDS_FILE = os.path.join(os.path.dirname(__file__), 'data', 'function_words_es.txt')
 _WORD = re.compile(r'\w+', re.UNICODE)
-
-
-@functools.lru_cache(maxsize=None)
-def function_words(path: str = FUNCTION_WORDS_FILE) -> frozenset:
-  """The function-word list: one lower-case word per line, '#' starts a comment."""
-  with open(path, encoding='utf-8') as f:
-    return frozenset(w for w in (line.split('#')[0].strip().lower() for line in f) if w)
-
-
-def divergence(logits_a: np.ndarray, logits_b: np.ndarray, mask: np.ndarray) -> dict:
-  """Sums over the positions where `mask` holds (any leading shape; last axis the vocabulary) of the
-  Jensen-Shannon divergence in bits, the total variation distance and whether the arg-max differs."""
-  log_p, log_q = jax.nn.log_softmax(logits_a, -1), jax.nn.log_softmax(logits_b, -1)
-  p, q = jnp.exp(log_p), jnp.exp(log_q)
-  m = 0.5 * (p + q)
-  log_m = jnp.log(jnp.maximum(m, 1e-38))
-  kl = lambda x, log_x: jnp.sum(jnp.where(x > 0, x * (log_x - log_m), 0.0), -1)
-  jsd = jnp.clip(0.5 * (kl(p, log_p) + kl(q, log_q)) / jnp.log(2.0), 0.0, 1.0)
-  tvd = 0.5 * jnp.sum(jnp.abs(p - q), -1)
-  changed = jnp.argmax(logits_a, -1) != jnp.argmax(logits_b, -1)
-  mask = jnp.asarray(mask, bool)
-  return {
-    'jsd': jnp.sum(jnp.where(mask, jsd, 0.0)),
-    'tvd': jnp.sum(jnp.where(mask, tvd, 0.0)),
-    'argmax_changed': jnp.sum(mask & changed),
-    'positions': jnp.sum(mask),
-  }
 
 
 @functools.partial(jax.jit, static_argnames=('cfg', 'intervention'))
@@ -86,14 +59,14 @@ def teacher_forced_shift(cfg: ModelConfig, params, batch: dict, intervention: In
   plain = Seq2Seq(cfg).apply(*args)[0]
   counter = Seq2Seq(cfg, intervention).apply(*args)[0]
   mask = jnp.arange(batch['tgt_in'].shape[1])[None, :] < batch['tgt_len'][:, None]
-  return divergence(plain, counter, mask)
+  return measures.divergence(plain, counter, mask)
 
 
 def preserved_words(original: list[str], counterfactual: list[str], words: frozenset | None = None) -> dict:
   """Of the words of each original output, how many the counterfactual output still has (counts clipped:
   a word twice in the original and once in the counterfactual counts once), split into function and
   content words. Returns the summed counts {'function': (kept, total), 'content': (kept, total)}."""
-  words = function_words() if words is None else words
+  words = moradi.function_words() if words is None else words
   kept = {'function': [0, 0], 'content': [0, 0]}
   for a, b in zip(original, counterfactual):
     have = collections.Counter(_WORD.findall(b.lower()))
@@ -104,27 +77,18 @@ def preserved_words(original: list[str], counterfactual: list[str], words: froze
   return {k: tuple(v) for k, v in kept.items()}
 
 
-def erase(src_BxS: np.ndarray, src_len_B: np.ndarray, position_B: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-  """Each row's source with the token at `position_B` deleted (later tokens move left, a pad at the end)."""
-  src, out = np.asarray(src_BxS), np.zeros_like(np.asarray(src_BxS))
-  for b, (n, i) in enumerate(zip(np.asarray(src_len_B), np.asarray(position_B))):
-    row = np.delete(src[b, :n], i)
-    out[b, : n - 1] = row
-  return out, np.asarray(src_len_B) - 1
-
-
 @functools.partial(jax.jit, static_argnames=('cfg',))
 def _forced(cfg, params, src, src_len, tgt_in):
   return Seq2Seq(cfg).apply({'params': params}, src, src_len, tgt_in)
 
 
 def erasure(cfg: ModelConfig, params, src_BxS, src_len_B, tokens_BxT, lengths_B, seed: int = 0) -> dict:
-  """Serrano & Smith's test per target position of the model's own output `tokens_BxT` (lengths_B with EOS):
+  """Leave-one-out erasure per target position of the model's own output `tokens_BxT` (lengths_B with EOS):
   counts of positions whose most probable token changes when the most-attended source token is deleted,
   when a random one is, and the positions tested ('skipped': positions of a source of EOS alone)."""
   src, src_len = np.asarray(src_BxS), np.asarray(src_len_B)
   tokens, lengths = np.asarray(tokens_BxT), np.asarray(lengths_B)
-  tgt_in = np.concatenate([np.full_like(tokens[:, :1], BOS), tokens[:, :-1]], 1)
+  tgt_in = np.asarray(measures.teacher_inputs(tokens))
   logits, weights = (np.asarray(x) for x in _forced(cfg, params, src, src_len, tgt_in))
   before = logits.argmax(-1)
   rng = np.random.default_rng(seed)
@@ -139,7 +103,7 @@ def erasure(cfg: ModelConfig, params, src_BxS, src_len_B, tokens_BxT, lengths_B,
     most = np.where(live, w.argmax(-1), 0)
     rand = np.where(live, (rng.random(len(src)) * np.maximum(erasable, 1)).astype(int), 0)
     for key, pos in (('changed_max', most), ('changed_random', rand)):
-      erased, erased_len = erase(src, np.where(live, src_len, 2), pos)
+      erased, erased_len = measures.erase(src, np.where(live, src_len, 2), pos)
       after = np.asarray(_forced(cfg, params, erased, np.maximum(erased_len, 1), tgt_in)[0])[:, t].argmax(-1)
       counts[key] += int(np.sum(live & (after != before[:, t])))
     counts['positions'] += int(live.sum())
@@ -149,21 +113,16 @@ def erasure(cfg: ModelConfig, params, src_BxS, src_len_B, tokens_BxT, lengths_B,
 @functools.partial(jax.jit, static_argnames=('cfg',))
 def attributions(cfg: ModelConfig, params, src_BxS, src_len_B, tokens_BxT):
   """Gradient x input of the source embeddings for every output token: |sum_e x_ie d log p(y_t) / d x_ie|
-  (B x T x S), and the attention weights (B x T x S), under teacher forcing on `tokens_BxT`."""
-  tgt_in = jnp.concatenate([jnp.full_like(tokens_BxT[:, :1], BOS), tokens_BxT[:, :-1]], 1)
-  embed = params['encoder']['embed'][src_BxS]
+  (B x T x S; measures.gradient_x_input, through the whole step, attention included), and the attention weights
+  (B x T x S), under teacher forcing on `tokens_BxT`."""
+  tgt_in = measures.teacher_inputs(tokens_BxT)
 
   def log_probs(offset):
     logits, weights = Seq2Seq(cfg).apply({'params': params}, src_BxS, src_len_B, tgt_in, src_offset_BxSxE=offset)
     logp = jnp.take_along_axis(jax.nn.log_softmax(logits, -1), tokens_BxT[..., None], -1)[..., 0]
     return logp, weights
 
-  logp_BxT, pullback, weights = jax.vjp(log_probs, jnp.zeros_like(embed), has_aux=True)  # one forward pass
-  # One pullback per output position t, all rows at once (rows are independent): T x B x S x E.
-  eye_TxT = jnp.eye(tokens_BxT.shape[1], dtype=logp_BxT.dtype)
-  grads_TxBxSxE = jax.vmap(lambda row_T: pullback(jnp.broadcast_to(row_T, logp_BxT.shape))[0])(eye_TxT)
-  attribution = jnp.abs(jnp.einsum('tbse,bse->bts', grads_TxBxSxE, embed))
-  return attribution, weights
+  return measures.gradient_x_input(log_probs, params['encoder']['embed'][src_BxS], has_aux=True)
 
 
 def agreement(attribution_BxTxS, weights_BxTxS, src_len_B, lengths_B) -> dict:
@@ -511,7 +470,7 @@ def verdicts_markdown(verdicts: dict) -> str:
 def plot(results: list[dict], path: str) -> str:
   """Per variant and intervention: the Jensen-Shannon divergence of the next-token distributions (left) and
   the share of the model's own content words the counterfactual output keeps (right), mean over seeds with
-  Student's t 95 % intervals (attnmt/analysis/faithfulness.py's results)."""
+  Student's t 95 % intervals (analyze_run's results)."""
   rows = [r for r in results if stored.attends(r)]
   names = sorted({n for r in rows for n in r['interventions']}, key=lambda n: list(rows[0]['interventions']).index(n))
   fig = plots.mpl().figure.Figure(figsize=(11, 0.5 + 0.45 * max(1, len(rows)) * max(1, len(names))))

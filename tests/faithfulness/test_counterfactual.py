@@ -1,4 +1,4 @@
-"""The faithfulness measures (attnmt/analysis/faithfulness.py) against independent references: the divergences
+"""The faithfulness measures (attnmt/faithfulness/counterfactual.py) against independent references: the divergences
 by NumPy, preserved words by hand, erasure by deleting tokens and rerunning the model one sentence at a time,
 gradient x input by finite differences, Spearman by scipy, the seed summary by hand."""
 
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import scipy.stats
 
-from attnmt.analysis import faithfulness
+from attnmt.faithfulness import counterfactual, measures, moradi
 from attnmt.errors import ConfigError, InputError
 from attnmt.model.config import ModelConfig
 from attnmt.model import interventions
@@ -27,7 +27,7 @@ def test_divergence_matches_numpy():
   b[0, 0] = a[0, 0]  # identical: 0 divergence, same arg-max
   mask = np.ones((3, 4), bool)
   mask[2, 3] = False
-  got = {k: float(v) for k, v in faithfulness.divergence(a, b, mask).items()}
+  got = {k: float(v) for k, v in measures.divergence(a, b, mask).items()}
   p, q = np_softmax(a), np_softmax(b)
   m = (p + q) / 2
   jsd = 0.5 * (np.sum(p * np.log2(p / m), -1) + np.sum(q * np.log2(q / m), -1))
@@ -42,14 +42,14 @@ def test_preserved_words_by_hand():
   words = frozenset({'el', 'de', 'y'})
   original = ['El hijo de David y el rey', 'y dijo']
   counter = ['el rey de Judá', 'dijo dijo']
-  got = faithfulness.preserved_words(original, counter, words)
+  got = counterfactual.preserved_words(original, counter, words)
   # function words of the originals: el x2, de, y | y -> kept: el x1, de -> 2 of 5
   # content words: hijo, david, rey | dijo -> kept: rey, dijo -> 2 of 4
   assert got == {'function': (2, 5), 'content': (2, 4)}
 
 
 def test_the_shipped_function_word_list_reads():
-  words = faithfulness.function_words()
+  words = moradi.function_words()
   assert {'el', 'de', 'que', 'y', 'en', 'fue'} <= words and 'dios' not in words and len(words) > 150
 
 
@@ -70,7 +70,7 @@ def test_erasure_equals_deleting_tokens_one_sentence_at_a_time():
   cfg = small()
   params = init_params(cfg, jax.random.key(0))
   src, lengths, tokens, out_len = data()
-  got = faithfulness.erasure(cfg, params, src, lengths, tokens, out_len, seed=0)
+  got = counterfactual.erasure(cfg, params, src, lengths, tokens, out_len, seed=0)
   tgt_in = np.concatenate([np.full((3, 1), BOS), tokens[:, :-1]], 1)
   apply = jax.jit(Seq2Seq(cfg).apply)  # one program per source width, not run operation by operation
   changed = 0
@@ -91,7 +91,7 @@ def test_gradient_times_input_matches_finite_differences_and_spearman_matches_sc
   cfg = small()
   params = init_params(cfg, jax.random.key(1))
   src, lengths, tokens, out_len = data()
-  attribution, weights = faithfulness.attributions(
+  attribution, weights = counterfactual.attributions(
     cfg, params, jnp.asarray(src), jnp.asarray(lengths), jnp.asarray(tokens)
   )
   tgt_in = np.concatenate([np.full((3, 1), BOS), tokens[:, :-1]], 1)
@@ -111,7 +111,7 @@ def test_gradient_times_input_matches_finite_differences_and_spearman_matches_sc
     direction[b, i] = embed[b, i]
     fd = (logp(jnp.asarray(eps * direction), b, t) - logp(jnp.asarray(-eps * direction), b, t)) / (2 * eps)
     np.testing.assert_allclose(float(attribution[b, t, i]), abs(fd), rtol=2e-2, atol=1e-4)
-  got = faithfulness.agreement(attribution, weights, lengths, out_len)
+  got = counterfactual.agreement(attribution, weights, lengths, out_len)
   want = [
     scipy.stats.spearmanr(
       np.asarray(weights)[b, t, : lengths[b]], np.asarray(attribution)[b, t, : lengths[b]]
@@ -130,17 +130,17 @@ def test_teacher_forced_shift_is_zero_for_identity_and_not_for_uniform():
   batch = dict(
     src=jnp.asarray(src), src_len=jnp.asarray(lengths), tgt_in=jnp.asarray(tokens), tgt_len=jnp.asarray(out_len)
   )
-  same = faithfulness.teacher_forced_shift(cfg, params, batch, interventions.build('identity'))
+  same = counterfactual.teacher_forced_shift(cfg, params, batch, interventions.build('identity'))
   assert float(same['jsd']) == 0.0 and int(same['argmax_changed']) == 0 and int(same['positions']) == 12
-  shifted = faithfulness.teacher_forced_shift(cfg, params, batch, interventions.build('first'))
+  shifted = counterfactual.teacher_forced_shift(cfg, params, batch, interventions.build('first'))
   assert 0.0 < float(shifted['jsd']) / 12 < 1.0 and float(shifted['tvd']) > 0
 
 
 def test_table_cells_show_the_mean_and_the_t_interval_over_seeds():
   """One seed: the value alone (no spread from one); three: the mean and Student's t 95 % interval, by hand."""
-  assert faithfulness._cell([0.4], 100.0, 1) == '40.0'
+  assert counterfactual._cell([0.4], 100.0, 1) == '40.0'
   half = scipy.stats.t.ppf(0.975, 2) * 0.2 / np.sqrt(3)
-  assert faithfulness._cell([0.2, 0.4, 0.6], 1.0, 3) == f'0.400 [{0.4 - half:.3f}, {0.4 + half:.3f}]'
+  assert counterfactual._cell([0.2, 0.4, 0.6], 1.0, 3) == f'0.400 [{0.4 - half:.3f}, {0.4 + half:.3f}]'
 
 
 def _run_result(variant, seed, jsd, spearman):
@@ -162,24 +162,24 @@ def test_single_seed_runs_of_a_variant_pool_into_one_result_with_their_seeds():
     _run_result('dot/luong/global/feed/seeds=2', 2, 0.3, 0.5),
   ]
   runs[1] = {'variant': runs[1]['variant'], 'seeds': [0], 'sentences': 8, 'attends': False}
-  dot, none = faithfulness.pool_seeds(runs)
+  dot, none = counterfactual.pool_seeds(runs)
   assert dot['variant'] == 'dot/luong/global/feed' and dot['seeds'] == [0, 2]
   assert dot['interventions'] == {'uniform': {'jsd': [0.1, 0.3], 'bleu': [10.0, 12.0]}}
   assert dot['erasure'] == {'changed_max': [0.5, 0.5]} and dot['agreement'] == {'spearman': [0.3, 0.5]}
   assert none == {'variant': 'none/luong/global/feed', 'seeds': [0], 'sentences': 8, 'attends': False}
   assert runs[0]['interventions']['uniform']['jsd'] == [0.1]  # the inputs are not changed
   with pytest.raises(InputError, match=r'seed\(s\) \[0\] appear in more than one run'):
-    faithfulness.pool_seeds([runs[0], runs[0]])
+    counterfactual.pool_seeds([runs[0], runs[0]])
   other = {**_run_result('dot/luong/global/feed/seeds=1', 1, 0.2, 0.4), 'sentences': 16}
   with pytest.raises(InputError, match='measured on other sentences'):
-    faithfulness.pool_seeds([runs[0], other])
+    counterfactual.pool_seeds([runs[0], other])
 
 
 def _cell_result(variant, jsd, changed_max, attends=True):
   out = {'variant': variant, 'seeds': [0, 1, 2], 'sentences': 8, 'attends': attends}
   if attends:
     out |= {
-      'interventions': {'uniform': {k: [0.1, 0.2, 0.3] for k, *_ in faithfulness.COLUMNS} | {'jsd': jsd}},
+      'interventions': {'uniform': {k: [0.1, 0.2, 0.3] for k, *_ in counterfactual.COLUMNS} | {'jsd': jsd}},
       'erasure': {'changed_max': changed_max, 'changed_random': [0.1, 0.1, 0.2], 'bleu_own_output': [9.0, 9.5, 9.9]},
       'agreement': {'spearman': [0.5, 0.5, 0.5]},
     }
@@ -201,15 +201,15 @@ def test_contrasts_are_one_bonferroni_family_over_measures_times_cells():
   p min(1, 4 p), the interval the t interval at 0.05 / 4 in the shown scale (erasure in %)."""
   results = _cells()
   measures = ('interventions/uniform/jsd', 'erasure/changed_max')
-  got = faithfulness.contrasts(results, measures, 'additive')
+  got = counterfactual.contrasts(results, measures, 'additive')
   assert got['reference'] == 'additive/bahdanau/global' and got['family_size'] == 4 == len(got['rows'])
   assert got['level'] == pytest.approx(0.05 / 4)
   cells = {r['variant']: r for r in results}
   for row in got['rows']:
     assert row['b'] == 'additive/bahdanau/global' and row['a'] != 'none/luong/global/feed'
     scale = 100.0 if row['measure'] == 'erasure/changed_max' else 1.0
-    a = np.array(faithfulness.measure_values(cells[row['a']], row['measure'])) * scale
-    b = np.array(faithfulness.measure_values(cells[row['b']], row['measure'])) * scale
+    a = np.array(counterfactual.measure_values(cells[row['a']], row['measure'])) * scale
+    b = np.array(counterfactual.measure_values(cells[row['b']], row['measure'])) * scale
     want = scipy.stats.ttest_rel(a, b)
     assert row['p_value'] == pytest.approx(want.pvalue, rel=1e-9)
     assert row['p_adjusted'] == pytest.approx(min(1.0, want.pvalue * 4), rel=1e-9)
@@ -232,13 +232,13 @@ def test_contrasts_are_one_bonferroni_family_over_measures_times_cells():
 def test_contrasts_never_say_equivalent_without_a_declared_margin():
   """general's JSD is level with additive's, its interval narrow: with a margin of 0.5 it would be
   'equivalent'; with none declared it is undecided, and no verdict says ≈."""
-  level = faithfulness.contrasts(_cells(), ('interventions/uniform/jsd',), 'additive/bahdanau/global')
+  level = counterfactual.contrasts(_cells(), ('interventions/uniform/jsd',), 'additive/bahdanau/global')
   row = next(r for r in level['rows'] if r['a'] == 'general/luong/global/feed')
   assert -0.5 < row['interval'][0] and row['interval'][1] < 0.5 and level['delta'] == 0.0
   assert row['decision'] == 'undecided' and '≈' not in row['verdict'] and 'equivalent' not in row['verdict']
-  with_margin = faithfulness.contrasts(_cells(), ('interventions/uniform/jsd',), 'additive', delta=0.5)
+  with_margin = counterfactual.contrasts(_cells(), ('interventions/uniform/jsd',), 'additive', delta=0.5)
   assert [r['decision'] for r in with_margin['rows']] == ['greater', 'equivalent']
-  page = faithfulness.markdown(_cells(), level)
+  page = counterfactual.markdown(_cells(), level)
   assert 'one family of 1 measures × 2 cells' in page and 'alpha 0.05 over all of them' in page
   assert '| uniform: JSD (bits) | dot/luong/global/feed − additive/bahdanau/global | +0.200 |' in page
   assert 'equivalent' not in page.split('Verdicts:')[1].split('\n', 1)[1] and '≈' not in page
@@ -246,6 +246,6 @@ def test_contrasts_never_say_equivalent_without_a_declared_margin():
 
 def test_contrasts_name_a_missing_measure_or_reference():
   with pytest.raises(InputError, match="no measure 'interventions/zero_max/jsd'"):
-    faithfulness.contrasts(_cells(), ('interventions/zero_max/jsd',), 'additive')
+    counterfactual.contrasts(_cells(), ('interventions/zero_max/jsd',), 'additive')
   with pytest.raises(ConfigError, match="reference 'concat' is not one of the measured cells"):
-    faithfulness.contrasts(_cells(), faithfulness.MEASURES[:1], 'concat')
+    counterfactual.contrasts(_cells(), counterfactual.MEASURES[:1], 'concat')

@@ -1,4 +1,4 @@
-"""The four papers' tests of attention as explanation (attnmt/analysis/explanation.py) against independent
+"""The four papers' tests of attention as explanation (attnmt/faithfulness/: moradi, serrano_smith, jain_wallace, wiegreffe_pinter, measures) against independent
 references on a tiny model: every counterfactual at one step is recomputed by teacher forcing the whole output
 through the decoder's own scan with a table of weights that differs from the model's at that step only (`_Table`);
 rankings, renormalisation, divergences and first flips by NumPy; gradients by central differences; leave-one-out
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import scipy.stats
 
-from attnmt.analysis import explanation
+from attnmt.faithfulness import jain_wallace, measures, moradi, serrano_smith, wiegreffe_pinter
 from attnmt.errors import ConfigError
 from attnmt.model import decoding, interventions
 from attnmt.model.config import ModelConfig
@@ -102,7 +102,7 @@ def test_moradi_equals_teacher_forcing_with_the_counterfactual_at_that_step_only
   params, tokens, lengths, weights = model
   chosen = [interventions.build(n) for n in ('uniform', 'zero_max', 'permute')]
   function_words = {4, 7}
-  got = explanation.moradi_one_step(CFG, params, SRC, SRC_LEN, tokens, lengths, chosen, function_words)
+  got = moradi.moradi_one_step(CFG, params, SRC, SRC_LEN, tokens, lengths, chosen, function_words)
   keys = chosen[2].sentence_keys(jnp.asarray(SRC))
 
   def counterfactuals(b, t):
@@ -126,19 +126,19 @@ def test_moradi_equals_teacher_forcing_with_the_counterfactual_at_that_step_only
     assert (c['kept'], c['tokens']) == (want[k].sum(), mask.sum())
     assert (c['function_kept'], c['function_tokens']) == ((want[k] & function).sum(), function.sum())
     assert (c['content_kept'], c['content_tokens']) == ((want[k] & ~function & mask).sum(), (mask & ~function).sum())
-  shares = explanation.moradi_shares(got['counts'])
+  shares = moradi.moradi_shares(got['counts'])
   assert shares['any']['tokens'] == pytest.approx(want.any(0).sum() / mask.sum())
   assert not want.all()  # the tiny model's decisions do depend on its attention somewhere
 
 
 def test_moradi_identity_and_a_one_token_source_preserve_every_token(model):
   params, tokens, lengths, _ = model
-  got = explanation.moradi_one_step(CFG, params, SRC, SRC_LEN, tokens, lengths, interventions.build('identity'))
+  got = moradi.moradi_one_step(CFG, params, SRC, SRC_LEN, tokens, lengths, interventions.build('identity'))
   assert got['counts']['identity'] == {'kept': lengths.sum(), 'tokens': lengths.sum()}
-  uniform = explanation.moradi_one_step(CFG, params, SRC, SRC_LEN, tokens, lengths, interventions.build('uniform'))
+  uniform = moradi.moradi_one_step(CFG, params, SRC, SRC_LEN, tokens, lengths, interventions.build('uniform'))
   assert uniform['same']['uniform'][2, : lengths[2]].all()  # a source of EOS alone: its weight is already 1
   with pytest.raises(ConfigError, match='different label'):
-    explanation.moradi_one_step(
+    moradi.moradi_one_step(
       CFG, params, SRC, SRC_LEN, tokens, lengths, [interventions.build('permute'), interventions.build('permute', 1)]
     )
 
@@ -179,7 +179,7 @@ def finite_difference_gradients(params, weights, tokens, lengths, h=1e-2):
 
 def test_serrano_smith_first_flip_equals_removing_weights_one_at_a_time(model):
   params, tokens, lengths, weights = model
-  got = explanation.serrano_smith_flip(CFG, params, SRC, SRC_LEN, tokens, lengths)
+  got = serrano_smith.serrano_smith_flip(CFG, params, SRC, SRC_LEN, tokens, lengths)
   grads = finite_difference_gradients(params, weights, tokens, lengths)
   keys = {
     'attention': lambda b, t: weights[b, t],
@@ -216,18 +216,18 @@ def test_serrano_smith_first_flip_equals_removing_weights_one_at_a_time(model):
   assert ((random['removed'] >= 1) & (random['removed'] <= SRC_LEN[:, None]))[random['flipped']].all()
   assert random['counts']['steps'] == mask.sum() and random['counts']['flipped'] == random['flipped'].sum()
   with pytest.raises(ConfigError, match='valid are'):
-    explanation.serrano_smith_flip(CFG, params, SRC, SRC_LEN, tokens, lengths, orders=('largest',))
+    serrano_smith.serrano_smith_flip(CFG, params, SRC, SRC_LEN, tokens, lengths, orders=('largest',))
 
 
 def test_kendall_tau_by_hand_and_by_scipy():
-  assert explanation.kendall_tau([0.1, 0.5, 0.4], [1, 3, 2])[0] == pytest.approx(1.0)
-  assert explanation.kendall_tau([0.1, 0.5, 0.4], [3, 1, 2])[0] == pytest.approx(-1.0)
+  assert jain_wallace.kendall_tau([0.1, 0.5, 0.4], [1, 3, 2])[0] == pytest.approx(1.0)
+  assert jain_wallace.kendall_tau([0.1, 0.5, 0.4], [3, 1, 2])[0] == pytest.approx(-1.0)
   # pairs (0,1) concordant, (0,2) concordant, (1,2) discordant: (2 - 1) / 3
-  assert explanation.kendall_tau([1, 2, 3], [1, 3, 2])[0] == pytest.approx(1 / 3)
-  assert all(np.isnan(explanation.kendall_tau([0.5, 0.5], [1, 2])))
+  assert jain_wallace.kendall_tau([1, 2, 3], [1, 3, 2])[0] == pytest.approx(1 / 3)
+  assert all(np.isnan(jain_wallace.kendall_tau([0.5, 0.5], [1, 2])))
   rng = np.random.default_rng(0)
   a, b = rng.random((2, 3, 9))
-  got = explanation.kendall_taus(a[:, None], b[:, None], np.array([9, 5, 2]), np.array([1, 1, 0]))
+  got = jain_wallace.kendall_taus(a[:, None], b[:, None], np.array([9, 5, 2]), np.array([1, 1, 0]))
   assert got['tau'][0, 0] == pytest.approx(scipy.stats.kendalltau(a[0, :8], b[0, :8]).statistic)
   assert got['p'][1, 0] == pytest.approx(scipy.stats.kendalltau(a[1, :4], b[1, :4]).pvalue)
   assert np.isnan(got['tau'][2, 0])  # no step
@@ -235,7 +235,7 @@ def test_kendall_tau_by_hand_and_by_scipy():
 
 def test_leave_one_out_equals_deleting_each_token(model):
   params, tokens, lengths, _ = model
-  got = explanation.leave_one_out(CFG, params, SRC, SRC_LEN, tokens, lengths)
+  got = jain_wallace.leave_one_out(CFG, params, SRC, SRC_LEN, tokens, lengths)
   rows, src, src_len = [], [], []
   for b in range(len(SRC)):
     for i in range(SRC_LEN[b] - 1):  # never the final EOS
@@ -257,13 +257,13 @@ def test_leave_one_out_equals_deleting_each_token(model):
   assert np.isnan(got[2]).all() and np.nanmax(got) > 0  # a source of EOS alone has nothing to delete
   ignoring = blind(params)
   ignoring['decoder'] = {**ignoring['decoder'], 'W_bridge': jnp.zeros_like(params['decoder']['W_bridge'])}
-  nothing = explanation.leave_one_out(CFG, ignoring, SRC, SRC_LEN, tokens, lengths)
+  nothing = jain_wallace.leave_one_out(CFG, ignoring, SRC, SRC_LEN, tokens, lengths)
   assert np.nanmax(nothing) < 1e-6  # an output that ignores the source changes with no token
 
 
 def test_gradient_importance_equals_finite_differences_with_the_attention_held(model):
   params, tokens, lengths, weights = model
-  got = np.asarray(explanation.gradient_importance(CFG, params, jnp.asarray(SRC), jnp.asarray(SRC_LEN), tokens))
+  got = np.asarray(jain_wallace.gradient_importance(CFG, params, jnp.asarray(SRC), jnp.asarray(SRC_LEN), tokens))
   embed = np.asarray(params['encoder']['embed'])[SRC]
   h = 1e-2
   offsets, index = [], []
@@ -287,7 +287,7 @@ def test_gradient_importance_equals_finite_differences_with_the_attention_held(m
 def test_adversarial_attention_holds_its_bound_and_moves_freely_when_attention_is_ignored(model):
   params, tokens, lengths, _ = model
   options = dict(epsilon=0.01, steps=60, candidates=2, learning_rate=0.1)
-  got = explanation.adversarial_attention(CFG, params, SRC, SRC_LEN, tokens, lengths, **options)
+  got = jain_wallace.adversarial_attention(CFG, params, SRC, SRC_LEN, tokens, lengths, **options)
   mask = got['mask']
   assert (got['jsd'][2, : lengths[2]] == 0).all() and got['held'][2, : lengths[2]].all()  # one position: nowhere to go
   # Recomputed independently: each held candidate's output stays within epsilon, and its JSD is the reported one.
@@ -303,7 +303,7 @@ def test_adversarial_attention_holds_its_bound_and_moves_freely_when_attention_i
       m = (p + q) / 2
       kl = lambda x: np.sum(np.where(x > 0, x * np.log(np.where(x > 0, x, 1) / np.where(m > 0, m, 1)), 0))
       assert got['jsd'][b, t] == pytest.approx(0.5 * (kl(p) + kl(q)), abs=1e-5)
-  free = explanation.adversarial_attention(CFG, blind(params), SRC, SRC_LEN, tokens, lengths, **options)
+  free = jain_wallace.adversarial_attention(CFG, blind(params), SRC, SRC_LEN, tokens, lengths, **options)
   assert free['held'][mask].all() and np.nanmax(free['tvd']) < 1e-6
   assert np.nanmin(free['jsd'][:2][mask[:2]]) > 0.2  # bounded by ln 2 = 0.69
 
@@ -316,26 +316,26 @@ def test_uniform_baseline_and_frozen_attention_against_teacher_forcing(model):
   tgt_in = np.concatenate([np.full((len(SRC), 1), BOS), tokens[:, :-1]], 1)
   flat = choice(np.asarray(forced_uniform({'params': params}, SRC, SRC_LEN, tgt_in)[0]))
   other = jax.tree.map(lambda x: 3.0 * x, init_params(CFG, jax.random.key(1)))
-  got = explanation.uniform_baseline(CFG, params, SRC, SRC_LEN, tokens, lengths, trained_uniform=(CFG, other))
+  got = wiegreffe_pinter.uniform_baseline(CFG, params, SRC, SRC_LEN, tokens, lengths, trained_uniform=(CFG, other))
   np.testing.assert_array_equal(got['correct']['own'], mask)  # its own greedy output, teacher-forced
   np.testing.assert_array_equal(got['correct']['uniform'], (flat == tokens) & mask)
   other_choice = choice(np.asarray(jax.jit(Seq2Seq(CFG).apply)({'params': other}, SRC, SRC_LEN, tgt_in)[0]))
   np.testing.assert_array_equal(got['correct']['trained_uniform'], (other_choice == tokens) & mask)
   assert got['counts']['tokens'] == mask.sum() and got['counts']['agreement'] == ((flat == tokens) & mask).sum()
-  blind_got = explanation.uniform_baseline(CFG, blind(params), SRC, SRC_LEN, tokens, lengths)
+  blind_got = wiegreffe_pinter.uniform_baseline(CFG, blind(params), SRC, SRC_LEN, tokens, lengths)
   assert blind_got['counts']['agreement'] == mask.sum()  # attention ignored: uniform weights change nothing
 
   # The decoder reading given weights at every step, its state following them: logits equal teacher forcing.
   other_weights = np.asarray(decoding.forced_attention(CFG, other, SRC, SRC_LEN, tokens))
-  logits, _ = explanation._path(CFG, params, SRC, SRC_LEN, tokens, given_BxTxS=other_weights)
+  logits, _ = measures.greedy_path(CFG, params, SRC, SRC_LEN, tokens, given_BxTxS=other_weights)
   np.testing.assert_allclose(logits, table_logits(params, SRC, SRC_LEN, tokens, other_weights), atol=1e-5)
-  logits, _ = explanation._path(CFG, params, SRC, SRC_LEN, tokens, intervention=uniform)
+  logits, _ = measures.greedy_path(CFG, params, SRC, SRC_LEN, tokens, intervention=uniform)
   np.testing.assert_allclose(logits, forced_uniform({'params': params}, SRC, SRC_LEN, tgt_in)[0], atol=1e-5)
 
-  same = explanation.frozen_attention(CFG, params, CFG, params, SRC, SRC_LEN, tokens, lengths)
+  same = wiegreffe_pinter.frozen_attention(CFG, params, CFG, params, SRC, SRC_LEN, tokens, lengths)
   assert same['counts']['agrees'] == mask.sum()
   np.testing.assert_array_equal(same['agrees_uniform'], (flat == tokens) & mask)
-  guided = explanation.frozen_attention(CFG, other, CFG, params, SRC, SRC_LEN, tokens, lengths)
+  guided = wiegreffe_pinter.frozen_attention(CFG, other, CFG, params, SRC, SRC_LEN, tokens, lengths)
   want = choice(np.asarray(table_logits(params, SRC, SRC_LEN, tokens, other_weights))) == tokens
   np.testing.assert_array_equal(guided['agrees'], want & mask)
 
@@ -348,7 +348,7 @@ def test_seed_variance_by_hand():
   weights = np.stack([base, seed1, seed2, seed3])
   logits = np.zeros((4, 2, 1, 2))
   logits[1, 0, 0] = [np.log(3.0), 0.0]  # seed 1 gives (3/4, 1/4) against the base's (1/2, 1/2): TVD 1/4
-  got = explanation.seed_variance(weights, np.array([[True], [True]]), logits)
+  got = wiegreffe_pinter.seed_variance(weights, np.array([[True], [True]]), logits)
   # JSD(1/2 1/2, 0 1) = 1/2 [1/2 ln(1/2 / 1/4) + 1/2 ln(1/2 / 3/4)] + 1/2 ln(1 / 3/4); disjoint point masses: ln 2.
   half_vs_point = 0.5 * (0.5 * np.log(2.0) + 0.5 * np.log(2 / 3)) + 0.5 * np.log(4 / 3)
   assert got['jsd_median'][0, 0] == pytest.approx(0.0, abs=1e-7)  # median of (0, half_vs_point, 0)

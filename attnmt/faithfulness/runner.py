@@ -1,6 +1,6 @@
-"""Is attention an explanation? The four papers' tests of attnmt/analysis/explanation.py run on trained runs,
-per seed, and written as one report: explanations.json (per-seed lists), explanations.md (a table per test) and
-explanations.png.
+"""Is attention an explanation? The four papers' tests (attnmt/faithfulness/moradi.py, serrano_smith.py,
+jain_wallace.py, wiegreffe_pinter.py) run on trained runs, per seed; attnmt/faithfulness/page.py writes them as
+explanations.json, explanations.md and explanations.png.
 
 Every test runs on the first `max_sentences` sentences of a split (whole batches), along each seed's own greedy
 output (EOS included), one decision per decoder step:
@@ -22,21 +22,19 @@ output (EOS included), one decision per decoder step:
 A variant whose score does not attend gets one line per test ('not applicable') and no computation.
 
 Verdicts (`contrasts`): the declared measures of the tests run (`MEASURES`), every attending cell against a
-reference cell, one family (faithfulness.contrasts: the paired t over seeds, Bonferroni over measures x cells).
+reference cell, one family (counterfactual.contrasts: the paired t over seeds, Bonferroni over measures x cells).
 """
 
 from __future__ import annotations
 
 import collections
-import json
-import os
 import time
 
 import jax.numpy as jnp
 import numpy as np
 
-from attnmt import data, plots, progress
-from attnmt.analysis import explanation, faithfulness, report, stored
+from attnmt import data, progress
+from attnmt.faithfulness import counterfactual, jain_wallace, measures, moradi, serrano_smith, wiegreffe_pinter
 from attnmt.errors import ConfigError, InputError
 from attnmt.model import interventions, scores
 from attnmt.model.seq2seq import PAD
@@ -167,12 +165,12 @@ def _chunks(records: list[dict], size: int) -> list[dict]:
 # One run --------------------------------------------------------------------------------------------------------
 
 
-def _nan_none(x):
+def nan_none(x):
   """JSON has no NaN: None in its place, recursively."""
   if isinstance(x, dict):
-    return {k: _nan_none(v) for k, v in x.items()}
+    return {k: nan_none(v) for k, v in x.items()}
   if isinstance(x, (list, tuple)):
-    return [_nan_none(v) for v in x]
+    return [nan_none(v) for v in x]
   if isinstance(x, float) and not np.isfinite(x):
     return None
   return x
@@ -206,7 +204,7 @@ def analyze_run(
   if chunk < 1 or max_sentences < 0 or adversarial_sentences < 0 or adversarial_steps < 1:
     raise ConfigError('chunk and adversarial_steps must be >= 1, max_sentences and adversarial_sentences >= 0')
   cfg, tokenizer = run.cfg, run.prepared.tgt_tokenizer
-  batches = faithfulness._subset(list(data.batches(run.prepared, split, run.config.data)), max_sentences)
+  batches = counterfactual._subset(list(data.batches(run.prepared, split, run.config.data)), max_sentences)
   records = _records(batches, None)
   score = scores.build(cfg)
   out = {
@@ -232,7 +230,7 @@ def analyze_run(
       out['tests']['wiegreffe_pinter']['trained_uniform_accuracy'] = into['accuracy_own']
     return out
   chosen = interventions.parse(moradi_interventions, seed) if 'moradi' in tests else []
-  words = faithfulness.function_words() if function_words is None else frozenset(function_words)
+  words = moradi.function_words() if function_words is None else frozenset(function_words)
   function_ids = function_token_ids(tokenizer, words)
   adversarial_sentences = min(adversarial_sentences, len(records))
   out['settings'] = {
@@ -312,7 +310,7 @@ def analyze_run(
   bar.close()
   out['tests'] = {t: _plain(lists[t]) for t in tests}
   out['seconds'] = {k: round(v, 2) for k, v in seconds.items()}
-  return _nan_none(out)
+  return nan_none(out)
 
 
 def _plain(tree):
@@ -326,14 +324,14 @@ def _device(c: dict, *keys):
 def _moradi(into, cfg, params, chunks, recs, size, seed, chosen, function_ids, orders, bar, *_):
   counts = collections.defaultdict(collections.Counter)
   for c in chunks:
-    got = explanation.moradi_one_step(
+    got = moradi.moradi_one_step(
       cfg, params, *_device(c, 'src', 'src_len', 'tokens'), c['lengths'], chosen, function_ids or None
     )
     for label, n in got['counts'].items():
       counts[label].update(n)
     bar.update(c['real'])
   shares = into.setdefault('shares', {})
-  for label, share in explanation.moradi_shares({k: dict(v) for k, v in counts.items()}).items():
+  for label, share in moradi.moradi_shares({k: dict(v) for k, v in counts.items()}).items():
     for kind, value in share.items():
       shares.setdefault(label, collections.defaultdict(list))[kind].append(value)
   into['steps'].append(int(next(iter(counts.values()))['tokens']))
@@ -342,7 +340,7 @@ def _moradi(into, cfg, params, chunks, recs, size, seed, chosen, function_ids, o
 def _serrano_smith(into, cfg, params, chunks, recs, size, seed, chosen, function_ids, orders, bar, *_):
   sums = {o: collections.Counter() for o in orders}
   for c in chunks:
-    got = explanation.serrano_smith_flip(
+    got = serrano_smith.serrano_smith_flip(
       cfg, params, *_device(c, 'src', 'src_len', 'tokens'), c['lengths'], orders, seed
     )
     for o in orders:
@@ -358,7 +356,7 @@ def _serrano_smith(into, cfg, params, chunks, recs, size, seed, chosen, function
 
 
 def _taus(weights, importance, src_len, lengths):
-  taus = explanation.kendall_taus(weights, importance, src_len, lengths)
+  taus = jain_wallace.kendall_taus(weights, importance, src_len, lengths)
   tau, p = taus['tau'], taus['p']
   defined = np.isfinite(tau)
   return float(tau[defined].sum()), int(defined.sum()), int((p[defined] < 0.05).sum())
@@ -369,9 +367,9 @@ def _jain_wallace(into, cfg, params, chunks, recs, size, seed, chosen, function_
   sums = collections.Counter()
   for c in chunks:
     src, src_len, tokens = _device(c, 'src', 'src_len', 'tokens')
-    weights = np.asarray(explanation._path(cfg, params, src, src_len, tokens)[1])
-    grads = np.asarray(explanation.gradient_importance(cfg, params, src, src_len, tokens))
-    loo = explanation.leave_one_out(cfg, params, c['src'], c['src_len'], c['tokens'], c['lengths'])
+    weights = np.asarray(measures.greedy_path(cfg, params, src, src_len, tokens)[1])
+    grads = np.asarray(jain_wallace.gradient_importance(cfg, params, src, src_len, tokens))
+    loo = jain_wallace.leave_one_out(cfg, params, c['src'], c['src_len'], c['tokens'], c['lengths'])
     for name, importance in (('gradient', grads), ('loo', loo)):
       total, defined, significant = _taus(weights, importance, c['src_len'], c['lengths'])
       sums.update({f'{name}_sum': total, f'{name}_defined': defined, f'{name}_significant': significant})
@@ -387,7 +385,7 @@ def _jain_wallace(into, cfg, params, chunks, recs, size, seed, chosen, function_
   total = collections.Counter()
   if n_adv:
     for c in _chunks(recs[:n_adv], min(size, n_adv)):
-      got = explanation.adversarial_attention(
+      got = jain_wallace.adversarial_attention(
         cfg, params, *_device(c, 'src', 'src_len', 'tokens'), c['lengths'], epsilon, steps, candidates, seed=seed
       )
       mask = got['mask']
@@ -406,7 +404,7 @@ def _jain_wallace(into, cfg, params, chunks, recs, size, seed, chosen, function_
 def _wiegreffe_pinter(into, cfg, params, chunks, recs, size, seed, chosen, function_ids, orders, bar, *_):
   sums = collections.Counter()
   for c in chunks:
-    got = explanation.uniform_baseline(cfg, params, *_device(c, 'src', 'src_len', 'ref'), c['ref_len'])
+    got = wiegreffe_pinter.uniform_baseline(cfg, params, *_device(c, 'src', 'src_len', 'ref'), c['ref_len'])
     sums.update(got['counts'])
     bar.update(c['real'])
   into['accuracy_own'].append(_ratio(sums['own'], sums['tokens']))
@@ -425,11 +423,11 @@ def _seed_variance(run, cfg, base_records, size) -> dict:
   sums = collections.Counter()
   for c in _chunks(base_records, size):
     src, src_len, tokens = _device(c, 'src', 'src_len', 'tokens')
-    paths = [explanation._path(cfg, p, src, src_len, tokens) for p in params]
+    paths = [measures.greedy_path(cfg, p, src, src_len, tokens) for p in params]
     weights = np.stack([np.asarray(w) for _, w in paths])
     logits = np.stack([np.asarray(lg) for lg, _ in paths])
-    mask = explanation._mask(c['tokens'], c['lengths'])
-    got = explanation.seed_variance(weights, mask, logits)
+    mask = measures.step_mask(c['tokens'], c['lengths'])
+    got = wiegreffe_pinter.seed_variance(weights, mask, logits)
     sums.update(jsd=float(np.nansum(got['jsd_median'])), tvd=float(np.nansum(got['tvd_mean'])), steps=int(mask.sum()))
   return {
     'base_seed': run.seeds[0],
@@ -465,7 +463,7 @@ def same_vocabulary(run_a, run_b, split: str = 'test') -> bool:
 
 
 def frozen(run_a, run_b, split: str = 'test', max_sentences: int = MAX_SENTENCES, chunk: int = 8) -> dict:
-  """Wiegreffe & Pinter's frozen-attention diagnostic (explanation.frozen_attention): run B's decoder reads run
+  """Wiegreffe & Pinter's frozen-attention diagnostic (wiegreffe_pinter.frozen_attention): run B's decoder reads run
   A's attention (A's first seed, teacher-forced along B's output) at every step, along each B seed's own greedy
   output; per B seed, the share of steps where B so guided still chooses its own token ('agrees'), and the same
   with uniform weights ('agrees_uniform'). With its own attention B agrees at every step (1 by construction).
@@ -474,7 +472,7 @@ def frozen(run_a, run_b, split: str = 'test', max_sentences: int = MAX_SENTENCES
     raise InputError(f'{run_a.name}: its score has no attention to freeze into another decoder')
   if not same_vocabulary(run_a, run_b, split):
     raise InputError(f'{run_a.name} and {run_b.name} read different vocabularies or sentences: no frozen attention')
-  batches = faithfulness._subset(list(data.batches(run_b.prepared, split, run_b.config.data)), max_sentences)
+  batches = counterfactual._subset(list(data.batches(run_b.prepared, split, run_b.config.data)), max_sentences)
   params_a = evaluation.seed_params(run_a.params, 0)
   out = {
     'a': run_a.name,
@@ -492,238 +490,13 @@ def frozen(run_a, run_b, split: str = 'test', max_sentences: int = MAX_SENTENCES
     out['sentences'] = len(recs)
     sums = collections.Counter()
     for c in _chunks(recs, chunk):
-      got = explanation.frozen_attention(
+      got = wiegreffe_pinter.frozen_attention(
         run_a.cfg, params_a, run_b.cfg, params_b, *_device(c, 'src', 'src_len', 'tokens'), c['lengths']
       )
       sums.update(got['counts'])
     out['agrees'].append(_ratio(sums['agrees'], sums['tokens']))
     out['agrees_uniform'].append(_ratio(sums['agrees_uniform'], sums['tokens']))
-  return _nan_none(out)
+  return nan_none(out)
 
 
 # Verdicts -------------------------------------------------------------------------------------------------------
-
-
-def measures(tests) -> list:
-  """The declared measures (`MEASURES`) of the tests run."""
-  return [m for t in parse_tests(tests) for m in MEASURES[t]]
-
-
-def contrasts(results: list[dict], reference: str, tests=TESTS) -> dict:
-  """One family over the declared measures of `tests` x the attending cells against `reference`
-  (faithfulness.contrasts: the paired t over seeds, the sentences held fixed, Bonferroni)."""
-  return faithfulness.contrasts(results, measures(tests), reference)
-
-
-# Writing ---------------------------------------------------------------------------------------------------------
-
-
-def _values(node, path: str):
-  for key in path.split('/'):
-    if not isinstance(node, dict) or key not in node:
-      return None
-    node = node[key]
-  return node
-
-
-def _cell(values, scale: float = 1.0, digits: int = 3) -> str:
-  """mean ± sd over the seeds with a value (one: the value alone); '—' where none has one."""
-  if values is None:
-    return '—'
-  v = np.array([x for x in values if x is not None and np.isfinite(x)], float) * scale
-  if not v.size:
-    return 'n/a'
-  if v.size == 1:
-    return f'{v[0]:.{digits}f}'
-  return f'{v.mean():.{digits}f} ± {v.std(ddof=1):.{digits}f}'
-
-
-DEFINITIONS = {
-  'moradi': (
-    'At each decoder step of the model\'s own greedy output, the step\'s attention is replaced by a counterfactual '
-    '(at that step only, from the same decoder state); a step is preserved when its most probable token does not '
-    'change. Cells: the preserved share of steps (%); function and content words by the step\'s token.',
-    'Differences from the paper: \'permute\' keeps one order per sentence and may leave the largest weight in '
-    'place (theirs redraws until it moves); the function-word split is by target token (a sentencepiece piece '
-    'that begins a word counts as that word).',
-  ),
-  'serrano_smith': (
-    'At each decoder step, the attention weights are zeroed one at a time in a ranking\'s order (the rest '
-    'renormalised) until the most probable token changes. Cells: the mean fraction of the source positions '
-    'removed at the first flip (over the steps that flip), and the share of steps that never flip (%).',
-    'Differences from the paper: each decoder step is one decision (theirs: a document classifier\'s label); the '
-    'gradient ranking is d p(decision) / d weight, the rest of the step held.',
-  ),
-  'jain_wallace': (
-    'Kendall\'s tau-b at each decoder step between the attention weights and an importance measure (the '
-    'gradient x input of the source embeddings with the attention held, and the output distribution\'s TVD when '
-    'a source token is deleted), and the adversarial search: the largest JSD (nats, <= ln 2) from the model\'s '
-    'attention of an attention at that step whose output distribution stays within epsilon (TVD) of the model\'s.',
-    'Differences from the paper: one decision per decoder step, the output the next-token distribution; the '
-    'adversarial search runs on a sub-sample with fewer optimisation steps (settings below the table); the JSD '
-    'counts 0 where no candidate holds the bound (the model\'s own attention does).',
-  ),
-  'wiegreffe_pinter': (
-    'Token accuracy teacher-forced on the reference with the model\'s own attention and with uniform weights at '
-    'every step (the state follows them), how often the uniform step chooses the own step\'s token, and the seed '
-    'variance: per step of the first seed\'s output, the median JSD (nats) of the other seeds\' attention from '
-    'the first seed\'s, averaged over steps.',
-    'Differences from the paper: the uniform baseline is the same model with uniform weights, not retrained (a '
-    'variant of score none is the retrained one); the frozen-attention diagnostic guides a trained '
-    'encoder-decoder, not a retrained MLP; their adversarially trained model is not run.',
-  ),
-}
-
-
-def _columns(results: list[dict], test: str) -> list[tuple]:
-  """(header, key path under the test, scale, digits) of a test's table, from the attending results."""
-  done = [r['tests'][test] for r in results if test in r.get('tests', {}) and 'not_applicable' not in r['tests'][test]]
-  cols = []
-  if test == 'moradi':
-    labels = list(dict.fromkeys(label for d in done for label in d['shares']))
-    for kind, title in (('tokens', ''), ('function', ' function'), ('content', ' content')):
-      for label in labels:
-        if any(kind in d['shares'].get(label, {}) for d in done):
-          cols.append((f'{label}{title} %', f'shares/{label}/{kind}', 100.0, 1))
-  elif test == 'serrano_smith':
-    for o in dict.fromkeys(o for d in done for o in d['orders']):
-      cols += [
-        (f'{o}: fraction removed', f'orders/{o}/fraction', 1.0, 3),
-        (f'{o}: never flips %', f'orders/{o}/never_flipped', 100.0, 1),
-      ]
-  elif test == 'jain_wallace':
-    cols = [
-      ('τ(attention, gradient)', 'tau_gradient', 1.0, 3),
-      ('τ(attention, leave-one-out)', 'tau_loo', 1.0, 3),
-      ('gradient: p < 0.05 %', 'significant_gradient', 100.0, 1),
-      ('leave-one-out: p < 0.05 %', 'significant_loo', 100.0, 1),
-      ('adversarial JSD', 'adversarial/jsd', 1.0, 4),
-      ('adversarial JSD where held', 'adversarial/jsd_held', 1.0, 4),
-      ('held within ε %', 'adversarial/held', 100.0, 1),
-    ]
-  else:
-    cols = [
-      ('accuracy, own attention %', 'accuracy_own', 100.0, 1),
-      ('accuracy, uniform %', 'accuracy_uniform', 100.0, 1),
-      ('uniform chooses own token %', 'agreement', 100.0, 1),
-    ]
-  return cols
-
-
-def markdown(results: list[dict], frozen_results=(), verdicts: dict | None = None) -> str:
-  """explanations.md: one table per test (rows the variants, cells mean ± sd over seeds), each headed by its paper,
-  its definition and the differences from the paper; the frozen-attention table; the verdicts where given."""
-  tests = list(dict.fromkeys(t for r in results for t in r.get('tests', {})))
-  sentences = sorted({r['sentences'] for r in results})
-  lines = [
-    '# Is attention an explanation?',
-    '',
-    f"Sentences: {'/'.join(map(str, sentences))} (the first of the split); cells are the mean ± sd over seeds (one "
-    'seed: the value alone; n/a: not defined for any seed).',
-  ]
-  for test in tests:
-    definition, differences = DEFINITIONS[test]
-    cols = _columns(results, test)
-    lines += ['', f'## {CITATIONS[test]}', '', definition, '', differences, '']
-    extra = ['seed JSD (median vs first seed)', 'seed output TVD'] if test == 'wiegreffe_pinter' else []
-    headers = [h for h, _, _, _ in cols] + extra
-    lines += ['| variant | seeds | ' + ' | '.join(headers) + ' |', '|---|---|' + '---|' * len(headers)]
-    for r in results:
-      got = r.get('tests', {}).get(test)
-      if got is None:
-        continue
-      if 'not_applicable' in got:
-        trained = got.get('trained_uniform_accuracy')  # Wiegreffe & Pinter's baseline: trained with uniform weights
-        first = (
-          f'{_cell(trained, 100.0, 1)} (trained with uniform weights)'
-          if trained
-          else f"not applicable: {got['not_applicable']}"
-        )
-        lines.append(f"| {r['variant']} | {len(r['seeds'])} | {first} |" + ' |' * (len(headers) - 1))
-        continue
-      cells = [_cell(_values(got, path), scale, digits) for _, path, scale, digits in cols]
-      if extra:
-        sv = got['seed_variance']
-        if 'not_measured' in sv:
-          cells += [sv['not_measured'], '—']
-        else:
-          cells += [_cell([sv['jsd_median']], 1.0, 4), _cell([sv['output_tvd']], 1.0, 4)]
-      lines.append(f"| {r['variant']} | {len(r['seeds'])} | " + ' | '.join(cells) + ' |')
-    settings = [r['settings'][test] for r in results if test in r.get('settings', {})]
-    if settings:
-      lines += ['', 'Settings: ' + json.dumps(settings[0], ensure_ascii=False)]
-  if frozen_results:
-    lines += [
-      '',
-      f"## {CITATIONS['wiegreffe_pinter']}: frozen attention",
-      '',
-      'Run B\'s decoder reads run A\'s attention (A\'s first seed) at every step along each B seed\'s own greedy '
-      'output; cells: the share of steps where B still chooses its own token (%), with A\'s attention and with '
-      'uniform weights (with its own attention: 100 by construction).',
-      '',
-      '| A (attention given) | B (decoder) | B seeds | A\'s attention % | uniform % |',
-      '|---|---|---|---|---|',
-    ]
-    for f in frozen_results:
-      lines.append(
-        f"| {f['a']} | {f['b']} | {len(f['seeds'])} | {_cell(f['agrees'], 100.0, 1)} | "
-        f"{_cell(f['agrees_uniform'], 100.0, 1)} |"
-      )
-  if verdicts is not None:
-    lines += ['', faithfulness.verdicts_markdown(verdicts).rstrip('\n')]
-  else:
-    lines += ['', 'No reference cell: no verdicts (the per-seed lists are in explanations.json).']
-  return '\n'.join(lines) + '\n'
-
-
-def plot(results: list[dict], path: str) -> str:
-  """Per attending variant: Moradi's preserved share per counterfactual (top) and Jain & Wallace's adversarial JSD
-  (bottom), mean over seeds with the sd over seeds; a panel whose test was not run says so."""
-  rows = [r for r in results if stored.attends(r)]
-  panels = (
-    ('moradi', 'Moradi et al.: steps whose token survives the counterfactual (%)', 100.0),
-    ('jain_wallace', 'Jain & Wallace: adversarial JSD from the attention within epsilon (nats)', 1.0),
-  )
-  bars = []
-  for test, title, scale in panels:
-    labels, means, errs = [], [], []
-    for r in rows:
-      got = r.get('tests', {}).get(test)
-      if not got or 'not_applicable' in got:
-        continue
-      picked = (
-        {k: v['tokens'] for k, v in got['shares'].items()} if test == 'moradi' else {'': got['adversarial']['jsd']}
-      )
-      for name, values in picked.items():
-        v = np.array([x for x in values if x is not None], float) * scale
-        labels.append(f"{r['variant']} · {name}" if name else r['variant'])
-        means.append(float(v.mean()) if v.size else float('nan'))
-        errs.append(float(v.std(ddof=1)) if v.size > 1 else 0.0)
-    bars.append((title, labels, means, errs))
-  heights = [max(1, len(b[1])) for b in bars]
-  fig = plots.mpl().figure.Figure(figsize=(10, 1.5 + 0.3 * sum(heights)))
-  for ax, (title, labels, means, errs) in zip(fig.subplots(2, 1, gridspec_kw={'height_ratios': heights}), bars):
-    ax.set_title(title, fontsize=9)
-    if not labels:
-      ax.text(0.5, 0.5, 'not measured', ha='center', va='center', transform=ax.transAxes)
-      ax.set_axis_off()
-      continue
-    y = np.arange(len(labels))
-    ax.barh(y, means, xerr=errs, capsize=3, color='0.6')
-    ax.set_yticks(y, labels, fontsize=7)
-    ax.invert_yaxis()
-  fig.suptitle('Is attention an explanation? Mean over seeds, bars: sd over seeds', fontsize=10)
-  fig.tight_layout()
-  return plots.save(fig, path)
-
-
-def write(results: list[dict], out_dir: str, frozen_results=(), verdicts: dict | None = None) -> list[str]:
-  """explanations.json ({'runs': results, 'frozen': ..., 'verdicts': ...}), explanations.md and explanations.png
-  under `out_dir`; returns their paths."""
-  os.makedirs(out_dir, exist_ok=True)
-  doc = {'runs': results, 'frozen': list(frozen_results), 'verdicts': verdicts}
-  paths = [os.path.join(out_dir, f'explanations.{ext}') for ext in ('json', 'md', 'png')]
-  report.write_text(paths[0], json.dumps(_nan_none(doc), indent=1, ensure_ascii=False) + '\n')
-  report.write_text(paths[1], markdown(results, frozen_results, verdicts))
-  plot(results, paths[2])
-  return paths

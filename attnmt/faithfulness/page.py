@@ -1,0 +1,241 @@
+"""The four papers' tests as a page: explanations.md (a table per test, each column defined), explanations.json
+(per-seed lists), explanations.png, and the verdicts of the declared measures (`contrasts`), from the results
+attnmt/faithfulness/runner.py computes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+
+from attnmt import plots
+from attnmt.analysis import report, stored
+from attnmt.faithfulness import counterfactual
+from attnmt.faithfulness.runner import CITATIONS, MEASURES, TESTS, nan_none, parse_tests
+
+
+def measures(tests) -> list:
+  """The declared measures (`MEASURES`) of the tests run."""
+  return [m for t in parse_tests(tests) for m in MEASURES[t]]
+
+
+def contrasts(results: list[dict], reference: str, tests=TESTS) -> dict:
+  """One family over the declared measures of `tests` x the attending cells against `reference`
+  (counterfactual.contrasts: the paired t over seeds, the sentences held fixed, Bonferroni)."""
+  return counterfactual.contrasts(results, measures(tests), reference)
+
+
+# Writing ---------------------------------------------------------------------------------------------------------
+
+
+def _values(node, path: str):
+  for key in path.split('/'):
+    if not isinstance(node, dict) or key not in node:
+      return None
+    node = node[key]
+  return node
+
+
+def _cell(values, scale: float = 1.0, digits: int = 3) -> str:
+  """mean ± sd over the seeds with a value (one: the value alone); '—' where none has one."""
+  if values is None:
+    return '—'
+  v = np.array([x for x in values if x is not None and np.isfinite(x)], float) * scale
+  if not v.size:
+    return 'n/a'
+  if v.size == 1:
+    return f'{v[0]:.{digits}f}'
+  return f'{v.mean():.{digits}f} ± {v.std(ddof=1):.{digits}f}'
+
+
+DEFINITIONS = {
+  'moradi': (
+    'At each decoder step of the model\'s own greedy output, the step\'s attention is replaced by a counterfactual '
+    '(at that step only, from the same decoder state); a step is preserved when its most probable token does not '
+    'change. Cells: the preserved share of steps (%); function and content words by the step\'s token.',
+    'Differences from the paper: \'permute\' keeps one order per sentence and may leave the largest weight in '
+    'place (theirs redraws until it moves); the function-word split is by target token (a sentencepiece piece '
+    'that begins a word counts as that word).',
+  ),
+  'serrano_smith': (
+    'At each decoder step, the attention weights are zeroed one at a time in a ranking\'s order (the rest '
+    'renormalised) until the most probable token changes. Cells: the mean fraction of the source positions '
+    'removed at the first flip (over the steps that flip), and the share of steps that never flip (%).',
+    'Differences from the paper: each decoder step is one decision (theirs: a document classifier\'s label); the '
+    'gradient ranking is d p(decision) / d weight, the rest of the step held.',
+  ),
+  'jain_wallace': (
+    'Kendall\'s tau-b at each decoder step between the attention weights and an importance measure (the '
+    'gradient x input of the source embeddings with the attention held, and the output distribution\'s TVD when '
+    'a source token is deleted), and the adversarial search: the largest JSD (nats, <= ln 2) from the model\'s '
+    'attention of an attention at that step whose output distribution stays within epsilon (TVD) of the model\'s.',
+    'Differences from the paper: one decision per decoder step, the output the next-token distribution; the '
+    'adversarial search runs on a sub-sample with fewer optimisation steps (settings below the table); the JSD '
+    'counts 0 where no candidate holds the bound (the model\'s own attention does).',
+  ),
+  'wiegreffe_pinter': (
+    'Token accuracy teacher-forced on the reference with the model\'s own attention and with uniform weights at '
+    'every step (the state follows them), how often the uniform step chooses the own step\'s token, and the seed '
+    'variance: per step of the first seed\'s output, the median JSD (nats) of the other seeds\' attention from '
+    'the first seed\'s, averaged over steps.',
+    'Differences from the paper: the uniform baseline is the same model with uniform weights, not retrained (a '
+    'variant of score none is the retrained one); the frozen-attention diagnostic guides a trained '
+    'encoder-decoder, not a retrained MLP; their adversarially trained model is not run.',
+  ),
+}
+
+
+def _columns(results: list[dict], test: str) -> list[tuple]:
+  """(header, key path under the test, scale, digits) of a test's table, from the attending results."""
+  done = [r['tests'][test] for r in results if test in r.get('tests', {}) and 'not_applicable' not in r['tests'][test]]
+  cols = []
+  if test == 'moradi':
+    labels = list(dict.fromkeys(label for d in done for label in d['shares']))
+    for kind, title in (('tokens', ''), ('function', ' function'), ('content', ' content')):
+      for label in labels:
+        if any(kind in d['shares'].get(label, {}) for d in done):
+          cols.append((f'{label}{title} %', f'shares/{label}/{kind}', 100.0, 1))
+  elif test == 'serrano_smith':
+    for o in dict.fromkeys(o for d in done for o in d['orders']):
+      cols += [
+        (f'{o}: fraction removed', f'orders/{o}/fraction', 1.0, 3),
+        (f'{o}: never flips %', f'orders/{o}/never_flipped', 100.0, 1),
+      ]
+  elif test == 'jain_wallace':
+    cols = [
+      ('τ(attention, gradient)', 'tau_gradient', 1.0, 3),
+      ('τ(attention, leave-one-out)', 'tau_loo', 1.0, 3),
+      ('gradient: p < 0.05 %', 'significant_gradient', 100.0, 1),
+      ('leave-one-out: p < 0.05 %', 'significant_loo', 100.0, 1),
+      ('adversarial JSD', 'adversarial/jsd', 1.0, 4),
+      ('adversarial JSD where held', 'adversarial/jsd_held', 1.0, 4),
+      ('held within ε %', 'adversarial/held', 100.0, 1),
+    ]
+  else:
+    cols = [
+      ('accuracy, own attention %', 'accuracy_own', 100.0, 1),
+      ('accuracy, uniform %', 'accuracy_uniform', 100.0, 1),
+      ('uniform chooses own token %', 'agreement', 100.0, 1),
+    ]
+  return cols
+
+
+def markdown(results: list[dict], frozen_results=(), verdicts: dict | None = None) -> str:
+  """explanations.md: one table per test (rows the variants, cells mean ± sd over seeds), each headed by its paper,
+  its definition and the differences from the paper; the frozen-attention table; the verdicts where given."""
+  tests = list(dict.fromkeys(t for r in results for t in r.get('tests', {})))
+  sentences = sorted({r['sentences'] for r in results})
+  lines = [
+    '# Is attention an explanation?',
+    '',
+    f"Sentences: {'/'.join(map(str, sentences))} (the first of the split); cells are the mean ± sd over seeds (one "
+    'seed: the value alone; n/a: not defined for any seed).',
+  ]
+  for test in tests:
+    definition, differences = DEFINITIONS[test]
+    cols = _columns(results, test)
+    lines += ['', f'## {CITATIONS[test]}', '', definition, '', differences, '']
+    extra = ['seed JSD (median vs first seed)', 'seed output TVD'] if test == 'wiegreffe_pinter' else []
+    headers = [h for h, _, _, _ in cols] + extra
+    lines += ['| variant | seeds | ' + ' | '.join(headers) + ' |', '|---|---|' + '---|' * len(headers)]
+    for r in results:
+      got = r.get('tests', {}).get(test)
+      if got is None:
+        continue
+      if 'not_applicable' in got:
+        trained = got.get('trained_uniform_accuracy')  # Wiegreffe & Pinter's baseline: trained with uniform weights
+        first = (
+          f'{_cell(trained, 100.0, 1)} (trained with uniform weights)'
+          if trained
+          else f"not applicable: {got['not_applicable']}"
+        )
+        lines.append(f"| {r['variant']} | {len(r['seeds'])} | {first} |" + ' |' * (len(headers) - 1))
+        continue
+      cells = [_cell(_values(got, path), scale, digits) for _, path, scale, digits in cols]
+      if extra:
+        sv = got['seed_variance']
+        if 'not_measured' in sv:
+          cells += [sv['not_measured'], '—']
+        else:
+          cells += [_cell([sv['jsd_median']], 1.0, 4), _cell([sv['output_tvd']], 1.0, 4)]
+      lines.append(f"| {r['variant']} | {len(r['seeds'])} | " + ' | '.join(cells) + ' |')
+    settings = [r['settings'][test] for r in results if test in r.get('settings', {})]
+    if settings:
+      lines += ['', 'Settings: ' + json.dumps(settings[0], ensure_ascii=False)]
+  if frozen_results:
+    lines += [
+      '',
+      f"## {CITATIONS['wiegreffe_pinter']}: frozen attention",
+      '',
+      'Run B\'s decoder reads run A\'s attention (A\'s first seed) at every step along each B seed\'s own greedy '
+      'output; cells: the share of steps where B still chooses its own token (%), with A\'s attention and with '
+      'uniform weights (with its own attention: 100 by construction).',
+      '',
+      '| A (attention given) | B (decoder) | B seeds | A\'s attention % | uniform % |',
+      '|---|---|---|---|---|',
+    ]
+    for f in frozen_results:
+      lines.append(
+        f"| {f['a']} | {f['b']} | {len(f['seeds'])} | {_cell(f['agrees'], 100.0, 1)} | "
+        f"{_cell(f['agrees_uniform'], 100.0, 1)} |"
+      )
+  if verdicts is not None:
+    lines += ['', counterfactual.verdicts_markdown(verdicts).rstrip('\n')]
+  else:
+    lines += ['', 'No reference cell: no verdicts (the per-seed lists are in explanations.json).']
+  return '\n'.join(lines) + '\n'
+
+
+def plot(results: list[dict], path: str) -> str:
+  """Per attending variant: Moradi's preserved share per counterfactual (top) and Jain & Wallace's adversarial JSD
+  (bottom), mean over seeds with the sd over seeds; a panel whose test was not run says so."""
+  rows = [r for r in results if stored.attends(r)]
+  panels = (
+    ('moradi', 'Moradi et al.: steps whose token survives the counterfactual (%)', 100.0),
+    ('jain_wallace', 'Jain & Wallace: adversarial JSD from the attention within epsilon (nats)', 1.0),
+  )
+  bars = []
+  for test, title, scale in panels:
+    labels, means, errs = [], [], []
+    for r in rows:
+      got = r.get('tests', {}).get(test)
+      if not got or 'not_applicable' in got:
+        continue
+      picked = (
+        {k: v['tokens'] for k, v in got['shares'].items()} if test == 'moradi' else {'': got['adversarial']['jsd']}
+      )
+      for name, values in picked.items():
+        v = np.array([x for x in values if x is not None], float) * scale
+        labels.append(f"{r['variant']} · {name}" if name else r['variant'])
+        means.append(float(v.mean()) if v.size else float('nan'))
+        errs.append(float(v.std(ddof=1)) if v.size > 1 else 0.0)
+    bars.append((title, labels, means, errs))
+  heights = [max(1, len(b[1])) for b in bars]
+  fig = plots.mpl().figure.Figure(figsize=(10, 1.5 + 0.3 * sum(heights)))
+  for ax, (title, labels, means, errs) in zip(fig.subplots(2, 1, gridspec_kw={'height_ratios': heights}), bars):
+    ax.set_title(title, fontsize=9)
+    if not labels:
+      ax.text(0.5, 0.5, 'not measured', ha='center', va='center', transform=ax.transAxes)
+      ax.set_axis_off()
+      continue
+    y = np.arange(len(labels))
+    ax.barh(y, means, xerr=errs, capsize=3, color='0.6')
+    ax.set_yticks(y, labels, fontsize=7)
+    ax.invert_yaxis()
+  fig.suptitle('Is attention an explanation? Mean over seeds, bars: sd over seeds', fontsize=10)
+  fig.tight_layout()
+  return plots.save(fig, path)
+
+
+def write(results: list[dict], out_dir: str, frozen_results=(), verdicts: dict | None = None) -> list[str]:
+  """explanations.json ({'runs': results, 'frozen': ..., 'verdicts': ...}), explanations.md and explanations.png
+  under `out_dir`; returns their paths."""
+  os.makedirs(out_dir, exist_ok=True)
+  doc = {'runs': results, 'frozen': list(frozen_results), 'verdicts': verdicts}
+  paths = [os.path.join(out_dir, f'explanations.{ext}') for ext in ('json', 'md', 'png')]
+  report.write_text(paths[0], json.dumps(nan_none(doc), indent=1, ensure_ascii=False) + '\n')
+  report.write_text(paths[1], markdown(results, frozen_results, verdicts))
+  plot(results, paths[2])
+  return paths
