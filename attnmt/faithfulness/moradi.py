@@ -7,6 +7,7 @@ Conventions: attnmt/faithfulness/measures.py.
 from __future__ import annotations
 
 import os
+import unicodedata
 
 import functools
 from collections.abc import Iterable, Sequence
@@ -18,7 +19,7 @@ import numpy as np
 from attnmt.errors import ConfigError
 from attnmt.model.config import ModelConfig
 from attnmt.model.interventions import Intervention
-from attnmt.model.seq2seq import PAD
+from attnmt.model.seq2seq import EOS, PAD
 
 from attnmt.faithfulness.measures import (
   most_probable,
@@ -31,6 +32,10 @@ from attnmt.faithfulness.measures import (
 )
 
 
+# Their list (function_words.txt in sfu-natlang/attention_explanation, read by onmt/utils/misc.py's
+# is_function_word) is English: '</s>', punctuation and the clitics of Moses-escaped English ('&apos;s'), then
+# English function words. attnmt translates into Spanish, so the words are this Spanish list (the closed classes);
+# end of sentence and punctuation are function tokens as in theirs (`function_token_ids`).
 FUNCTION_WORDS_FILE = os.path.join(os.path.dirname(__file__), 'data', 'function_words_es.txt')
 
 
@@ -39,6 +44,26 @@ def function_words(path: str = FUNCTION_WORDS_FILE) -> frozenset:
   """The function-word list: one lower-case word per line, '#' starts a comment."""
   with open(path, encoding='utf-8') as f:
     return frozenset(w for w in (line.split('#')[0].strip().lower() for line in f) if w)
+
+
+def function_token_ids(tokenizer, words: frozenset, marks: bool = True) -> frozenset:
+  """The target token ids Moradi et al.'s code counts as function tokens: the end-of-sentence token, every
+  punctuation token (all its characters Unicode punctuation, after a sentencepiece word-boundary mark), and every
+  token whose word is in `words` (a word tokenizer's word; a sentencepiece word-initial piece such as '▁de', which
+  may also begin a longer word). Their `is_function_word` looks a whole vocabulary entry up in their list, so a
+  piece that continues a word (no '▁') is a content token unless it is punctuation. `marks` False: the listed
+  words' tokens alone (none: the list does not cover the target language)."""
+  pieces = getattr(tokenizer, 'kind', 'word') != 'word'
+  ids = {EOS} if marks else set()
+  for i in range(tokenizer.vocab_size):
+    piece = tokenizer.id_to_piece(i)
+    initial = not pieces or piece.startswith('▁')
+    word = piece[1:] if pieces and initial else piece
+    if word and all(unicodedata.category(c).startswith('P') for c in word):
+      ids.update([i] if marks else [])
+    elif initial and word.lower() in words:
+      ids.add(i)
+  return frozenset(ids)
 
 
 @functools.partial(jax.jit, static_argnames=('cfg', 'chosen'))

@@ -88,21 +88,6 @@ def attends(run) -> bool:
   return bool(scores.build(run.cfg).attends)
 
 
-def function_token_ids(tokenizer, words: frozenset) -> frozenset:
-  """The target token ids that are words of `words`: a word tokenizer's words, a sentencepiece tokenizer's
-  word-initial pieces ('▁de'; such a piece may also begin a longer word)."""
-  ids = set()
-  for i in range(tokenizer.vocab_size):
-    piece = tokenizer.id_to_piece(i)
-    if getattr(tokenizer, 'kind', 'word') != 'word':
-      if not piece.startswith('▁'):
-        continue
-      piece = piece[1:]
-    if piece.lower() in words:
-      ids.add(i)
-  return frozenset(ids)
-
-
 # Sentences in chunks -------------------------------------------------------------------------------------------
 
 
@@ -231,7 +216,8 @@ def analyze_run(
     return out
   chosen = interventions.parse(moradi_interventions, seed) if 'moradi' in tests else []
   words = moradi.function_words() if function_words is None else frozenset(function_words)
-  function_ids = function_token_ids(tokenizer, words)
+  listed = moradi.function_token_ids(tokenizer, words, marks=False)  # none: the list misses this target language
+  function_ids = moradi.function_token_ids(tokenizer, words) if listed else frozenset()
   adversarial_sentences = min(adversarial_sentences, len(records))
   out['settings'] = {
     'split': split,
@@ -244,9 +230,11 @@ def analyze_run(
     out['settings']['moradi'] = {
       'interventions': [iv.label for iv in chosen],
       'function_words': (
-        f'{len(words)} words, {len(function_ids)} target tokens among them'
+        f'{len(words)} words, {len(listed)} target tokens among them; with end of sentence and '
+        f'{len(function_ids) - len(listed) - 1} punctuation tokens, {len(function_ids)} function tokens (Moradi et '
+        "al.'s classes)"
         if function_ids
-        else 'no target token is a word of the function-word list: overall shares only'
+        else 'the function-word list has no word of this target language: overall shares only'
       ),
     }
   if 'serrano_smith' in tests:

@@ -356,3 +356,25 @@ def test_seed_variance_by_hand():
   assert half_vs_point < np.log(2.0)
   np.testing.assert_allclose(got['max_attention'], [[0.5], [1.0]])
   np.testing.assert_allclose(got['tvd_mean'], [[0.25 / 3], [0.0]], atol=1e-7)
+
+
+class _Pieces:
+  """A tokenizer's vocabulary as id_to_piece reads it."""
+
+  def __init__(self, pieces, kind):
+    self.pieces, self.kind, self.vocab_size = pieces, kind, len(pieces)
+
+  def id_to_piece(self, i):
+    return self.pieces[i]
+
+
+def test_moradi_function_tokens_are_their_classes():
+  # Their function_words.txt: '</s>', punctuation and clitics, then words; a whole vocabulary entry is looked up.
+  spm = ['<pad>', '<s>', '</s>', '<unk>', '▁de', '▁casa', 's', '▁,', '.', '▁la', 'la', '▁De', '¿', '▁']
+  words = frozenset({'de', 'la'})
+  got = moradi.function_token_ids(_Pieces(spm, 'sentencepiece'), words)
+  assert got == {2, 4, 7, 8, 9, 11, 12}  # EOS, ▁de, ▁, (punctuation), ., ▁la, ▁De, ¿; not la (a continuation)
+  assert moradi.function_token_ids(_Pieces(spm, 'sentencepiece'), words, marks=False) == {4, 9, 11}
+  plain = ['<pad>', '<s>', '</s>', '<unk>', 'de', 'casa', '!', 'La', '--']
+  assert moradi.function_token_ids(_Pieces(plain, 'word'), words) == {2, 4, 6, 7, 8}
+  assert moradi.function_token_ids(_Pieces(plain, 'word'), frozenset({'und'}), marks=False) == frozenset()
