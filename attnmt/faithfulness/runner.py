@@ -42,7 +42,7 @@ from attnmt.training import evaluation
 
 TESTS = ('moradi', 'serrano_smith', 'jain_wallace', 'wiegreffe_pinter')
 MORADI_INTERVENTIONS = 'uniform,permute,zero_max'
-ORDERS = ('attention', 'random', 'gradient')
+ORDERS = serrano_smith.ORDERS  # attention, random, gradient, gradient x attention: all four of their rankings
 EPSILON = 0.01  # Jain & Wallace's margin (TVD of the output distributions)
 ADVERSARIAL_SENTENCES = 8
 ADVERSARIAL_STEPS = 500  # theirs; at 100 the search started from uniform logits rarely reached the bound on the
