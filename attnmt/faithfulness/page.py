@@ -62,7 +62,8 @@ DEFINITIONS = {
   'serrano_smith': (
     'At each decoder step, the attention weights are zeroed one at a time in a ranking\'s order (the rest '
     'renormalised) until the most probable token changes. Cells: the mean fraction of the source positions '
-    'removed at the first flip (over the steps that flip), and the share of steps that never flip (%).',
+    'removed at the first flip (over the steps that flip), the share of steps that never flip (%), for random '
+    'pooled over its 5 draws as their avg_random pools them, and the share of steps at which no order flips.',
     'Differences from the paper: each decoder step is one decision (theirs: a document classifier\'s label); the '
     'gradient ranking is d p(decision) / d weight, the rest of the step held.',
   ),
@@ -103,6 +104,8 @@ def _columns(results: list[dict], test: str) -> list[tuple]:
         (f'{o}: fraction removed', f'orders/{o}/fraction', 1.0, 3),
         (f'{o}: never flips %', f'orders/{o}/never_flipped', 100.0, 1),
       ]
+    if all('no_order_flips' in d for d in done):
+      cols.append(('no order flips %', 'no_order_flips', 100.0, 1))
   elif test == 'jain_wallace':
     cols = [
       ('τ(attention, gradient)', 'tau_gradient', 1.0, 3),

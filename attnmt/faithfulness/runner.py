@@ -327,13 +327,16 @@ def _moradi(into, cfg, params, chunks, recs, size, seed, chosen, function_ids, o
 
 def _serrano_smith(into, cfg, params, chunks, recs, size, seed, chosen, function_ids, orders, bar, *_):
   sums = {o: collections.Counter() for o in orders}
+  none = collections.Counter()
   for c in chunks:
     got = serrano_smith.serrano_smith_flip(
       cfg, params, *_device(c, 'src', 'src_len', 'tokens'), c['lengths'], orders, seed
     )
     for o in orders:
       sums[o].update(got[o]['counts'])
+    none.update(got['no_order_flips'])
     bar.update(c['real'])
+  into['no_order_flips'].append(_ratio(none['steps'], none['of']))
   per_order = into.setdefault('orders', {})
   for o in orders:
     s = sums[o]

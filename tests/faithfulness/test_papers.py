@@ -211,10 +211,17 @@ def test_serrano_smith_first_flip_equals_removing_weights_one_at_a_time(model):
           assert got[name]['mass'][b, t] == pytest.approx(want_mass, abs=1e-6)
         else:
           assert np.isnan(got[name]['fraction'][b, t])
-  random = got['random']
+  random = got['random']  # their 5 draws, each a shuffle: D x B x T
   mask = np.arange(T)[None] < lengths[:, None]
+  assert random['flipped'].shape == (serrano_smith.RANDOM_DRAWS, *mask.shape)
   assert ((random['removed'] >= 1) & (random['removed'] <= SRC_LEN[:, None]))[random['flipped']].all()
-  assert random['counts']['steps'] == mask.sum() and random['counts']['flipped'] == random['flipped'].sum()
+  assert random['counts']['steps'] == 5 * mask.sum() and random['counts']['flipped'] == random['flipped'].sum()
+  assert random['counts']['fraction_sum'] == pytest.approx(np.nansum(random['fraction']))
+  flips = np.stack([got[o]['flipped'] for o in ('attention', 'gradient', 'gradient_x_attention')])
+  nothing = mask & ~flips.any(0) & ~random['flipped'].any(0)
+  assert got['no_order_flips'] == {'steps': int(nothing.sum()), 'of': int(mask.sum())}
+  one = serrano_smith.serrano_smith_flip(CFG, params, SRC, SRC_LEN, tokens, lengths, ('random',), random_draws=1)
+  assert one['random']['flipped'].shape == (1, *mask.shape)  # a draw is itself a D x B x T slice
   with pytest.raises(ConfigError, match='valid are'):
     serrano_smith.serrano_smith_flip(CFG, params, SRC, SRC_LEN, tokens, lengths, orders=('largest',))
 

@@ -76,6 +76,11 @@ def test_the_json_holds_one_value_per_seed_of_every_summary_and_the_settings(ana
   assert len(lists) > 20 and all(len(v) == 2 for v in lists.values()), lists
   for path in ('moradi/shares/uniform/tokens', 'serrano_smith/orders/random/never_flipped', 'jain_wallace/tau_loo'):
     assert all(0 <= abs(x) <= 1 for x in lists[path]), (path, lists[path])
+  orders = additive['tests']['serrano_smith']['orders']
+  assert set(orders) == set(runner.ORDERS)  # all four of their rankings
+  never = [min(orders[o]['never_flipped'][k] for o in orders) for k in range(2)]
+  assert all(0 <= x <= n for x, n in zip(lists['serrano_smith/no_order_flips'], never))  # no order: at most any one
+  assert 'no order flips %' in (out / 'explanations.md').read_text()
   adversarial = additive['settings']['jain_wallace']
   assert (adversarial['adversarial_sentences'], adversarial['adversarial_steps'], adversarial['epsilon']) == (
     2,
