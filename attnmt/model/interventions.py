@@ -18,6 +18,14 @@ moves weight outside the window: that is the intervention, not a mistake.
     shift        the distribution moved one position right, circularly within the valid positions
     first, last  all weight on the first, or the last valid position (the source's EOS)
     random       a draw from a symmetric Dirichlet(concentration) at every step
+    only_max     all weight on the largest weight's position
+    keep_max_uniform_others   the largest weight kept, the rest shared equally by the other positions
+    permute_moved             a new order at every step, redrawn until the largest weight moves (redraws)
+
+The last three, `last` (LastEncoderState), `uniform`, `zero_max` (ZeroOutMax) and `permute_moved` (RandomPermute)
+are Moradi, Kambhatla & Sarkar's counterfactuals (2019; sfu-natlang/attention_explanation,
+onmt/modules/global_attention.py). Their ZeroOut zeroes the attentional state h~_t, not the weights, and is not
+an intervention here.
 
 Where nothing is left to renormalise (zero_max on a one-token source, or every other weight exactly 0), the
 weight is spread uniformly over the valid positions not zeroed; on a one-token source it stays where it is.
@@ -216,6 +224,54 @@ class Last(Intervention):
 
   def counterfactual(self, w_S, valid_S, length, t, key):
     return (jnp.arange(w_S.shape[0]) == jnp.maximum(length, 1) - 1).astype(jnp.float32)
+
+
+@register
+class OnlyMax(Intervention):
+  """All weight on the largest weight's position (Moradi et al.'s OnlyMax: the other scores set to -inf)."""
+
+  name = 'only_max'
+
+  def counterfactual(self, w_S, valid_S, length, t, key):
+    return (jnp.arange(w_S.shape[0]) == jnp.argmax(jnp.where(valid_S, w_S, -jnp.inf))).astype(jnp.float32)
+
+
+@register
+class KeepMaxUniformOthers(Intervention):
+  """The largest weight kept, the rest of the mass shared equally by the other valid positions (Moradi et al.'s
+  KeepMaxUniformOthers: (1 - max) / (length - 1) each); a one-token source keeps its weight."""
+
+  name = 'keep_max_uniform_others'
+
+  def counterfactual(self, w_S, valid_S, length, t, key):
+    top = jnp.argmax(jnp.where(valid_S, w_S, -jnp.inf))
+    is_top = jnp.arange(w_S.shape[0]) == top
+    others = (1.0 - w_S[top]) / jnp.maximum(length - 1, 1).astype(jnp.float32)
+    return jnp.where(is_top, jnp.where(length > 1, w_S[top], 1.0), jnp.where(valid_S, others, 0.0))
+
+
+@register
+class PermuteMoved(Intervention):
+  """Moradi et al.'s RandomPermute: at every step a new random order of the valid weights, drawn again (up to
+  `redraws` times, theirs 10) until the largest weight has moved; the last draw is kept if none moved it (their
+  code prints a warning then), and a one-token source keeps its weight."""
+
+  name = 'permute_moved'
+  random = True
+  settings = (Setting('redraws', 10, 'draws until the largest weight moves (theirs: 10)', lo=1),)
+
+  def counterfactual(self, w_S, valid_S, length, t, key):
+    top = jnp.argmax(jnp.where(valid_S, w_S, -jnp.inf))
+    positions = jnp.arange(w_S.shape[0])
+
+    def draw(r):
+      u = jax.vmap(jax.random.uniform)(_per_position(jax.random.fold_in(jax.random.fold_in(key, t), r), positions))
+      permuted = jnp.where(valid_S, w_S[jnp.argsort(jnp.where(valid_S, u, jnp.inf))], 0.0)
+      return permuted, jnp.argmax(jnp.where(valid_S, permuted, -jnp.inf)) != top
+
+    draws_RxS, moved_R = jax.vmap(draw)(jnp.arange(self.redraws))
+    first = jnp.where(jnp.any(moved_R), jnp.argmax(moved_R), self.redraws - 1)
+    return draws_RxS[first]
 
 
 @register

@@ -38,6 +38,12 @@ def np_reference(name, w, n, k=2):
     out[n - 1] = 1.0
   elif name == 'shift':
     out[:n] = np.roll(w[:n], 1)
+  elif name == 'only_max':
+    out[np.argmax(w[:n])] = 1.0
+  elif name == 'keep_max_uniform_others':
+    top = np.argmax(w[:n])
+    out[:n] = (1.0 - w[top]) / max(n - 1, 1)
+    out[top] = w[top] if n > 1 else 1.0
   elif name in ('zero_max', 'zero_top_k'):
     kk = 1 if name == 'zero_max' else k
     kk = min(kk, n - 1)
@@ -53,7 +59,9 @@ def np_reference(name, w, n, k=2):
   return out
 
 
-@pytest.mark.parametrize('name', ['uniform', 'first', 'last', 'shift', 'zero_max', 'zero_top_k'])
+@pytest.mark.parametrize(
+  'name', ['uniform', 'first', 'last', 'shift', 'zero_max', 'zero_top_k', 'only_max', 'keep_max_uniform_others']
+)
 def test_deterministic_interventions_match_numpy(name):
   iv = interventions.build('zero_top_k(k=2)' if name == 'zero_top_k' else name)
   got = np.asarray(iv.apply(jnp.asarray(W), jnp.asarray(LENGTH), jnp.int32(3)))
@@ -85,6 +93,25 @@ def test_permute_is_a_permutation_of_the_valid_weights_and_random_a_distribution
     np.testing.assert_allclose(a[row].sum(), 1.0, rtol=1e-6)
     assert np.all(a[row, :n] > 0) and np.all(a[row, n:] == 0.0)
   assert not np.allclose(a[3], b[3])  # a new draw at every target position
+
+
+def test_permute_moved_redraws_at_every_step_until_the_largest_weight_moves():
+  iv = interventions.build('permute_moved', seed=2)
+  keys = iv.sentence_keys(jnp.arange(24).reshape(4, 6) + 4)
+  steps = [np.asarray(iv.apply(jnp.asarray(W), jnp.asarray(LENGTH), jnp.int32(t), keys)) for t in range(4)]
+  for got in steps:
+    for row, n in enumerate(LENGTH):
+      np.testing.assert_array_equal(np.sort(got[row, :n]), np.sort(W[row, :n]))
+      assert np.all(got[row, n:] == 0.0)
+      if n > 1:  # 10 draws: the largest weight stays only with probability (1/n)^10
+        assert np.argmax(got[row, :n]) != np.argmax(W[row, :n]), (row, got[row])
+  assert not np.array_equal(steps[0][3], steps[1][3])  # a new order at every target position
+  one = interventions.build('permute_moved(redraws=1)', seed=2)
+  assert one.label == 'permute_moved(redraws=1)'
+  moved = [
+    np.argmax(np.asarray(one.apply(jnp.asarray(W), jnp.asarray(LENGTH), jnp.int32(t), keys))[1]) for t in range(40)
+  ]
+  assert 0 < sum(m != 0 for m in moved) < 40  # one draw: two positions swap or not, about half the steps
 
 
 def test_a_sentence_gets_the_same_counterfactual_in_any_batch_and_padding():
