@@ -36,6 +36,8 @@ from attnmt.faithfulness.measures import (
 # is_function_word) is English: '</s>', punctuation and the clitics of Moses-escaped English ('&apos;s'), then
 # English function words. attnmt translates into Spanish, so the words are this Spanish list (the closed classes);
 # end of sentence and punctuation are function tokens as in theirs (`function_token_ids`).
+# The counterfactuals their code pools for the abstract's figures ('uniform_or_zero_out_max' in translator.py).
+ANY_OF = ('uniform', 'zero_max', 'permute_moved', 'permute')
 FUNCTION_WORDS_FILE = os.path.join(os.path.dirname(__file__), 'data', 'function_words_es.txt')
 
 
@@ -99,12 +101,14 @@ def moradi_one_step(
   original step's most probable token (the model's own output along its greedy path), split into function words
   (`function_words`: a set of target token ids; their list is a word list) and content words (the rest).
 
-  `intervention`: one counterfactual or several (attnmt/model/interventions.py; the paper's Uniform, ZeroOutMax and
-  RandomPermute are 'uniform', 'zero_max' and 'permute'); with several, 'any' counts a token preserved by at least
-  one of them, as their code counts for the abstract's figures (68 % of function words and 21 % of content words
-  preserved, German-English).
-  Differences: the paper's RandomPermute draws a new order at every step and redraws (up to 10 times) until the
-  largest weight moves; 'permute' here keeps one order per sentence and may leave the largest weight in place.
+  `intervention`: one counterfactual or several (attnmt/model/interventions.py: their Uniform, ZeroOutMax,
+  RandomPermute, LastEncoderState, OnlyMax and KeepMaxUniformOthers are 'uniform', 'zero_max', 'permute_moved'
+  (a new order at every step, redrawn up to 10 times until the largest weight moves, as their code), 'last',
+  'only_max' and 'keep_max_uniform_others'; 'permute' keeps one order per sentence). With several, 'any' counts a
+  token preserved by at least one of ANY_OF (uniform, zero_max and a permute) among them, as their code's
+  'uniform_or_zero_out_max' branch counts for the abstract's figures (68 % of function words and 21 % of content
+  words preserved, German-English); by all of them where none of ANY_OF is chosen. Their ZeroOut (the attentional
+  state zeroed) is not an intervention here.
 
   Returns {'mask': B x T, 'original': B x T most probable tokens, 'same': {label: B x T}, 'counts': {label:
   {'kept', 'tokens'[, 'function_kept', 'function_tokens', 'content_kept', 'content_tokens']}}}: sums over the
@@ -117,7 +121,8 @@ def moradi_one_step(
   mask = step_mask(tokens_BxT, tgt_len_B)
   same = {label: same_IxBxT[i] & mask for i, label in enumerate(labels)}
   if len(chosen) > 1:
-    same['any'] = same_IxBxT.any(0) & mask
+    pooled = [i for i, iv in enumerate(chosen) if iv.name in ANY_OF] or list(range(len(chosen)))
+    same['any'] = same_IxBxT[pooled].any(0) & mask
   function = None if function_words is None else np.isin(best_BxT, np.fromiter(function_words, np.int64))
   counts = {}
   for label, s in same.items():

@@ -6,7 +6,8 @@ Every test runs on the first `max_sentences` sentences of a split (whole batches
 output (EOS included), one decision per decoder step:
 
 - moradi: the share of steps whose most probable token survives a counterfactual attention at that step only
-  (uniform, permute, zero_max and 'any' of them), overall and, where the target vocabulary has words of the
+  (their Uniform, RandomPermute, ZeroOutMax, LastEncoderState, OnlyMax, KeepMaxUniformOthers, and 'any' of the first
+  three, as their code pools them), overall and, where the target vocabulary has words of the
   function-word list, for function and content words apart.
 - serrano_smith: per ranking (attention, random, gradient), the mean fraction of the source positions removed
   when the decision first flips (over the steps that flip) and the share of steps that never flip.
@@ -41,7 +42,7 @@ from attnmt.model.seq2seq import PAD
 from attnmt.training import evaluation
 
 TESTS = ('moradi', 'serrano_smith', 'jain_wallace', 'wiegreffe_pinter')
-MORADI_INTERVENTIONS = 'uniform,permute,zero_max'
+MORADI_INTERVENTIONS = 'uniform,permute_moved,zero_max,last,only_max,keep_max_uniform_others'  # their six of seven
 ORDERS = serrano_smith.ORDERS  # attention, random, gradient, gradient x attention: all four of their rankings
 EPSILON = 0.01  # Jain & Wallace's margin (TVD of the output distributions)
 ADVERSARIAL_SENTENCES = 8

@@ -129,6 +129,11 @@ def test_moradi_equals_teacher_forcing_with_the_counterfactual_at_that_step_only
   shares = moradi.moradi_shares(got['counts'])
   assert shares['any']['tokens'] == pytest.approx(want.any(0).sum() / mask.sum())
   assert not want.all()  # the tiny model's decisions do depend on its attention somewhere
+  more = chosen + [interventions.build('only_max'), interventions.build('last')]
+  wider = moradi.moradi_one_step(CFG, params, SRC, SRC_LEN, tokens, lengths, more, function_words)
+  np.testing.assert_array_equal(wider['same']['any'], want.any(0))  # their 'any': uniform, zero_max, permute only
+  alone = moradi.moradi_one_step(CFG, params, SRC, SRC_LEN, tokens, lengths, more[3:], function_words)
+  np.testing.assert_array_equal(alone['same']['any'], alone['same']['only_max'] | alone['same']['last'])
 
 
 def test_moradi_identity_and_a_one_token_source_preserve_every_token(model):
