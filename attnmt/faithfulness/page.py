@@ -55,9 +55,12 @@ DEFINITIONS = {
     'At each decoder step of the model\'s own greedy output, the step\'s attention is replaced by a counterfactual '
     '(at that step only, from the same decoder state); a step is preserved when its most probable token does not '
     'change. Cells: the preserved share of steps (%); function and content words by the step\'s token.',
-    'Differences from the paper: \'permute\' keeps one order per sentence and may leave the largest weight in '
-    'place (theirs redraws until it moves); the function-word split is by target token (a sentencepiece piece '
-    'that begins a word counts as that word).',
+    'Their counterfactuals: uniform, permute_moved (RandomPermute: a new order per step, redrawn until the largest '
+    'weight moves), zero_max (ZeroOutMax), last (LastEncoderState), only_max, keep_max_uniform_others; \'any\' '
+    'pools uniform, zero_max and the permute as their code does. Function tokens as their list classes them: end '
+    'of sentence, punctuation and the list\'s words (a sentencepiece piece that begins a word counts as that word, '
+    'a continuation piece as content). Differences from the paper: their ZeroOut (the attentional state zeroed) is '
+    'not run; the word list is Spanish where theirs is English.',
   ),
   'serrano_smith': (
     'At each decoder step, the attention weights are zeroed one at a time in a ranking\'s order (the rest '
