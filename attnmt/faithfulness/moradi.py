@@ -48,24 +48,24 @@ def function_words(path: str = FUNCTION_WORDS_FILE) -> frozenset:
     return frozenset(w for w in (line.split('#')[0].strip().lower() for line in f) if w)
 
 
-def function_token_ids(tokenizer, words: frozenset, marks: bool = True) -> frozenset:
-  """The target token ids Moradi et al.'s code counts as function tokens: the end-of-sentence token, every
-  punctuation token (all its characters Unicode punctuation, after a sentencepiece word-boundary mark), and every
-  token whose word is in `words` (a word tokenizer's word; a sentencepiece word-initial piece such as '▁de', which
-  may also begin a longer word). Their `is_function_word` looks a whole vocabulary entry up in their list, so a
-  piece that continues a word (no '▁') is a content token unless it is punctuation. `marks` False: the listed
-  words' tokens alone (none: the list does not cover the target language)."""
+def function_token_ids(tokenizer, words: frozenset) -> tuple[frozenset, frozenset]:
+  """The target token ids Moradi et al.'s code counts as function tokens, as two sets: the tokens whose word is in
+  `words` (a word tokenizer's word; a sentencepiece word-initial piece such as '▁de', which may also begin a longer
+  word; none: the list does not cover the target language) and the marks, the end-of-sentence token and every
+  punctuation token (all its characters Unicode punctuation, after a sentencepiece word-boundary mark). Their
+  `is_function_word` looks a whole vocabulary entry up in their list, so a piece that continues a word (no '▁') is
+  a content token unless it is punctuation."""
   pieces = getattr(tokenizer, 'kind', 'word') != 'word'
-  ids = {EOS} if marks else set()
+  listed, marks = set(), {EOS}
   for i in range(tokenizer.vocab_size):
     piece = tokenizer.id_to_piece(i)
     initial = not pieces or piece.startswith('▁')
     word = piece[1:] if pieces and initial else piece
     if word and all(unicodedata.category(c).startswith('P') for c in word):
-      ids.update([i] if marks else [])
+      marks.add(i)
     elif initial and word.lower() in words:
-      ids.add(i)
-  return frozenset(ids)
+      listed.add(i)
+  return frozenset(listed), frozenset(marks)
 
 
 @functools.partial(jax.jit, static_argnames=('cfg', 'chosen'))

@@ -38,7 +38,7 @@ from attnmt import data, progress
 from attnmt.faithfulness import counterfactual, jain_wallace, measures, moradi, serrano_smith, wiegreffe_pinter
 from attnmt.errors import ConfigError, InputError
 from attnmt.model import interventions, scores
-from attnmt.model.seq2seq import PAD
+from attnmt.model.seq2seq import EOS, PAD
 from attnmt.training import evaluation
 
 TESTS = ('moradi', 'serrano_smith', 'jain_wallace', 'wiegreffe_pinter')
@@ -217,8 +217,8 @@ def analyze_run(
     return out
   chosen = interventions.parse(moradi_interventions, seed) if 'moradi' in tests else []
   words = moradi.function_words() if function_words is None else frozenset(function_words)
-  listed = moradi.function_token_ids(tokenizer, words, marks=False)  # none: the list misses this target language
-  function_ids = moradi.function_token_ids(tokenizer, words) if listed else frozenset()
+  listed, marks = moradi.function_token_ids(tokenizer, words)
+  function_ids = listed | marks if listed else frozenset()  # no listed word: the list misses this target language
   adversarial_sentences = min(adversarial_sentences, len(records))
   out['settings'] = {
     'split': split,
@@ -232,7 +232,7 @@ def analyze_run(
       'interventions': [iv.label for iv in chosen],
       'function_words': (
         f'{len(words)} words, {len(listed)} target tokens among them; with end of sentence and '
-        f'{len(function_ids) - len(listed) - 1} punctuation tokens, {len(function_ids)} function tokens (Moradi et '
+        f'{len(marks - {EOS})} punctuation tokens, {len(function_ids)} function tokens (Moradi et '
         "al.'s classes)"
         if function_ids
         else 'the function-word list has no word of this target language: overall shares only'

@@ -122,17 +122,12 @@ def serrano_smith_flip(
     mass = np.stack([np.asarray(m) for _, _, m in draws])
     fraction = np.where(flipped, removed / length_Bx1, np.nan)
     any_flip |= flipped.any(0)
-    one = name != 'random'
-    result[name] = {
-      'flipped': flipped[0] if one else flipped,
-      'removed': removed[0] if one else removed,
-      'fraction': fraction[0] if one else fraction,
-      'mass': np.where(flipped, mass, np.nan)[0] if one else np.where(flipped, mass, np.nan),
-      'counts': {  # over every draw: 'steps' is steps x draws for random, as their avg_random pools the draws
-        'flipped': int(flipped.sum()),
-        'steps': int(mask.sum()) * len(draws),
-        'fraction_sum': float(np.nansum(fraction)),
-      },
+    arrays = {'flipped': flipped, 'removed': removed, 'fraction': fraction, 'mass': np.where(flipped, mass, np.nan)}
+    result[name] = {k: v if name == 'random' else v[0] for k, v in arrays.items()}  # one draw: B x T
+    result[name]['counts'] = {  # over every draw: 'steps' is steps x draws for random, as their avg_random pools
+      'flipped': int(flipped.sum()),
+      'steps': int(mask.sum()) * len(draws),
+      'fraction_sum': float(np.nansum(fraction)),
     }
   result['no_order_flips'] = {'steps': int((mask & ~any_flip).sum()), 'of': int(mask.sum())}
   return result
