@@ -16,9 +16,9 @@ import optax
 import scipy.stats
 
 from attnmt.model.config import ModelConfig
-from attnmt.model.seq2seq import PAD
 
 from attnmt.faithfulness.measures import (
+  erase,
   gradient_x_input,
   jsd,
   tvd,
@@ -75,8 +75,8 @@ def leave_one_out(cfg: ModelConfig, params, src_BxS, src_len_B, tokens_BxT, tgt_
     rows = i < src_len - 1
     if not rows.any():
       continue
-    erased = np.concatenate([np.delete(src, i, axis=1), np.full_like(src[:, :1], PAD)], 1)
-    erased_len = np.where(rows, src_len - 1, src_len)
+    erased, erased_len = erase(src, src_len, np.where(rows, i, 0))  # the other rows' output is not read
+    erased_len = np.where(rows, erased_len, src_len)
     change = np.asarray(tvd(base, _probs(cfg, params, erased, erased_len, tokens_BxT)))
     out[rows, :, i] = change[rows]
   out[~step_mask(tokens_BxT, tgt_len_B)] = np.nan
