@@ -398,7 +398,7 @@ def aso_errors(scenario: Scenario, seeds: int, experiments: int, seed: int = 0) 
       }
       for test, got in ranked.items():
         counts[test][1] += got
-        wrong[test] |= got and (d == 0 or d < 0)
+        wrong[test] |= got and d <= 0  # a ranking of equal variants or against the true order
     contrasts += len(result['pairs'])
     for test in counts:
       counts[test][0] += wrong[test]
