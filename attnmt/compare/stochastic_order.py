@@ -69,6 +69,8 @@ def aso(
   a, b = np.asarray(a, float), np.asarray(b, float)
   if a.ndim != 1 or b.ndim != 1 or not len(a) or not len(b):
     raise ValueError('ASO needs one non-empty list of per-seed scores for each variant')
+  if not (np.isfinite(a).all() and np.isfinite(b).all()):
+    raise ValueError('ASO: a per-seed score is not a finite number; fix or drop that seed')
   if not 0 < level < 1:
     raise ValueError(f'the ASO level must lie in (0, 1), got {level}')
   rng = np.random.default_rng(seed)

@@ -69,6 +69,8 @@ def test_deep_significance_readme_example():
 def test_bad_input_and_too_few_seeds():
   with pytest.raises(ValueError, match='non-empty'):
     S.aso([], [1.0, 2.0])
+  with pytest.raises(ValueError, match='not a finite number'):
+    S.aso([1.0, float('nan')], [1.0, 3.0])
   with pytest.raises(ValueError, match='level'):
     S.aso([1.0, 2.0], [1.0, 3.0], level=1.5)
   assert S.aso_or_none([1.0, 2.0, 3.0, 4.0], [1.0, 2.0, 3.0, 4.0, 5.0], 0.05) is None  # 4 < MIN_SEEDS
