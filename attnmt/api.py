@@ -190,9 +190,9 @@ class Run:
   def explain(
     self,
     tests='all',
-    max_sentences: int = 100,
-    adversarial_sentences: int = 8,
-    adversarial_steps: int = 500,
+    max_sentences: int = runner.MAX_SENTENCES,
+    adversarial_sentences: int = runner.ADVERSARIAL_SENTENCES,
+    adversarial_steps: int = runner.ADVERSARIAL_STEPS,
     split: str = 'test',
   ) -> dict:
     """The four papers' tests of attention as explanation (attnmt/faithfulness/runner.py: 'moradi',

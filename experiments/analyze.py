@@ -23,7 +23,7 @@ Is attention an explanation? The four papers' tests (Moradi et al., Serrano & Sm
 & Pinter; attnmt/faithfulness/) per seed, written to explanations.md, .json and .png:
 
     python -m experiments.analyze --runs=runs/main/none,runs/main/additive --explanations=all --out=DIR \
-        [--explanation_sentences=100] [--adversarial_sentences=8] [--adversarial_steps=500] [--baseline=additive]
+        [--explanation_sentences=100] [--adversarial_sentences=32] [--adversarial_steps=500] [--baseline=additive]
 
 The explanations' tables and verdicts again from one or more stored explanations.json (runs analysed in parts,
 e.g. one process per core, merged; no runs read):

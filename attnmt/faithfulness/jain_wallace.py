@@ -15,6 +15,7 @@ import numpy as np
 import optax
 import scipy.stats
 
+from attnmt.errors import ConfigError
 from attnmt.model.config import ModelConfig
 
 from attnmt.faithfulness.measures import (
@@ -28,6 +29,7 @@ from attnmt.faithfulness.measures import (
   decode_step,
   given_step,
   greedy_path,
+  most_probable,
 )
 
 
@@ -111,8 +113,76 @@ def gradient_importance(cfg: ModelConfig, params, src_BxS, src_len_B, tokens_BxT
   return gradient_x_input(probs, embed_BxSxE)
 
 
+PERMUTATIONS = 100  # their permute_attn(num_perm=100)
+
+
+@functools.partial(jax.jit, static_argnames=('cfg', 'permutations', 'keep'))
+def _permuted(cfg: ModelConfig, params, src_BxS, src_len_B, tokens_BxT, key, permutations: int, keep: bool):
+  memory, state = encode(cfg, params, src_BxS, src_len_B)
+  positions_S = jnp.arange(src_BxS.shape[1])
+  words_BxS = positions_S[None, :] < (src_len_B - 1)[:, None]  # every position but the final EOS (and padding)
+
+  def body(st, xs):
+    token_B, t = xs
+    new, logits_BxV, w_BxS = decode_step(cfg, params, memory, st, token_B)
+    p_BxV = jax.nn.softmax(logits_BxV, -1)
+    u_PxBxS = jax.random.uniform(jax.random.fold_in(key, t), (permutations,) + w_BxS.shape)
+    order_PxBxS = jnp.argsort(jnp.where(words_BxS[None], u_PxBxS, 2.0 + positions_S), axis=-1)  # EOS, pads stay
+    permuted_PxBxS = jnp.take_along_axis(jnp.broadcast_to(w_BxS, order_PxBxS.shape), order_PxBxS, -1)
+    logits_PxBxV = jax.vmap(lambda w: given_step(cfg, params, memory, st, token_B, w)[1])(permuted_PxBxS)
+    difference_PxB = tvd(jax.nn.softmax(logits_PxBxV, -1), p_BxV[None])
+    flipped_PxB = most_probable(logits_PxBxV) != most_probable(logits_BxV)[None]
+    max_B = jnp.max(jnp.where(words_BxS, w_BxS, 0.0), -1)
+    kept = (permuted_PxBxS,) if keep else ()
+    return new, (jnp.median(difference_PxB, 0), jnp.mean(flipped_PxB, 0), max_B, *kept)
+
+  xs = (teacher_inputs(tokens_BxT).T, jnp.arange(tokens_BxT.shape[1]))
+  _, out = jax.lax.scan(body, state, xs)
+  return tuple(x.T for x in out[:3]) + tuple(jnp.transpose(x, (1, 2, 0, 3)) for x in out[3:])
+
+
+def permutation_test(
+  cfg: ModelConfig,
+  params,
+  src_BxS,
+  src_len_B,
+  tokens_BxT,
+  tgt_len_B,
+  permutations: int = PERMUTATIONS,
+  seed: int = 0,
+  keep: bool = False,
+) -> dict:
+  """Jain & Wallace 2019, "Attention is not Explanation" (Sec. 4.2.1, "Attention permutation"; their
+  model/Binary_Classification.py permute_attn and Trainers/PlottingBC.py plot_permutations): at every step
+  t < tgt_len, at that step only, the attention weights are permuted at random `permutations` times (their 100;
+  the weights of the words move, the final EOS keeps its own, as their generate_permutation keeps the start and
+  end markers) and the output difference of each permutation from the model's output is taken; the step's
+  figure is the median over the permutations, against the largest weight over the words (their calc_max_attn).
+  Differences: their output difference is |y_perm - y| of one sigmoid output (mean over outputs); here it is the
+  TVD of the next-token distributions (for two classes the same number). Also reported: the share of the
+  permutations whose decision (most probable token) differs. Steps whose source has fewer than two words have
+  nothing to permute and are left out of the mask. Returns {'mask': B x T, 'median_difference', 'flipped_share',
+  'max_attention': B x T (NaN where masked)} and, with `keep`, 'permuted': the permuted weights, P x B x T x S. Cost per sentence and target position: `permutations` decoder steps."""
+  if int(permutations) < 1:
+    raise ConfigError(f'Jain & Wallace permutations={permutations}: give at least 1 (theirs: 100)')
+  got = _permuted(cfg, params, src_BxS, src_len_B, tokens_BxT, jax.random.key(seed), int(permutations), keep)
+  median_BxT, flipped_BxT, max_BxT = (np.asarray(x) for x in got[:3])
+  mask = step_mask(tokens_BxT, tgt_len_B) & (np.asarray(src_len_B) - 1 >= 2)[:, None]
+  out = {
+    'mask': mask,
+    'median_difference': np.where(mask, median_BxT, np.nan),
+    'flipped_share': np.where(mask, flipped_BxT, np.nan),
+    'max_attention': np.where(mask, max_BxT, np.nan),
+  }
+  if keep:
+    out['permuted'] = np.asarray(got[3])
+  return out
+
+
 @functools.partial(jax.jit, static_argnames=('cfg', 'steps', 'candidates'))
-def _adversary(cfg, params, src_BxS, src_len_B, tokens_BxT, key, epsilon, steps, candidates, learning_rate, penalty):
+def _adversary(
+  cfg, params, src_BxS, src_len_B, tokens_BxT, key, epsilon, select, steps, candidates, learning_rate, penalty
+):
   memory, state = encode(cfg, params, src_BxS, src_len_B)
   valid_BxS = jnp.arange(src_BxS.shape[1])[None, :] < src_len_B[:, None]
   optimizer = optax.amsgrad(learning_rate)
@@ -146,25 +216,33 @@ def _adversary(cfg, params, src_BxS, src_len_B, tokens_BxT, key, epsilon, steps,
 
     (z, _), _ = jax.lax.scan(update, (z0, optimizer.init(z0)), None, length=steps)
     a_KxBxS = attention(z)
-    apart_KxB = jsd(a_KxBxS, w_BxS[None])
     distance_KxB = tvd(outputs(a_KxBxS), p_BxV[None])
-    within_KxB = distance_KxB <= epsilon
-    pick_B = jnp.argmax(jnp.where(within_KxB, apart_KxB, -jnp.inf), 0)
-    held_B = jnp.any(within_KxB, 0)
+    words_BxS = jnp.arange(src_BxS.shape[1])[None, :] < (src_len_B - 1)[:, None]
+    picks = []
+    for bound, apart_KxB in (  # theirs: within `select`, the JSD over the words; attnmt's: within epsilon, all
+      (select, jsd(jnp.where(words_BxS[None], a_KxBxS, 0.0), jnp.where(words_BxS, w_BxS, 0.0)[None])),
+      (epsilon, jsd(a_KxBxS, w_BxS[None])),
+    ):
+      within_KxB = distance_KxB <= bound
+      pick_B = jnp.argmax(jnp.where(within_KxB, apart_KxB, -jnp.inf), 0)
+      held_B = jnp.any(within_KxB, 0)
 
-    def chosen(x_KxB_):
-      return jnp.take_along_axis(x_KxB_, pick_B.reshape((1, -1) + (1,) * (x_KxB_.ndim - 2)), 0)[0]
+      def chosen(x_KxB_, pick_B=pick_B):
+        return jnp.take_along_axis(x_KxB_, pick_B.reshape((1, -1) + (1,) * (x_KxB_.ndim - 2)), 0)[0]
 
-    return new, (
-      jnp.where(held_B, chosen(apart_KxB), 0.0),
-      held_B,
-      jnp.where(held_B, chosen(distance_KxB), 0.0),
-      jnp.where(held_B[:, None], chosen(a_KxBxS), w_BxS),
-    )
+      picks.append(
+        (
+          jnp.where(held_B, chosen(apart_KxB), 0.0),
+          held_B,
+          jnp.where(held_B, chosen(distance_KxB), 0.0),
+          jnp.where(held_B[:, None], chosen(a_KxBxS), w_BxS),
+        )
+      )
+    return new, picks
 
   xs = (teacher_inputs(tokens_BxT).T, jnp.arange(tokens_BxT.shape[1]))
-  _, (jsd_TxB, held_TxB, tvd_TxB, weights_TxBxS) = jax.lax.scan(body, state, xs)
-  return jsd_TxB.T, held_TxB.T, tvd_TxB.T, jnp.swapaxes(weights_TxBxS, 0, 1)
+  _, picks = jax.lax.scan(body, state, xs)
+  return [(j.T, h.T, d.T, jnp.swapaxes(w, 0, 1)) for j, h, d, w in picks]
 
 
 def adversarial_attention(
@@ -180,45 +258,52 @@ def adversarial_attention(
   learning_rate: float = 0.01,
   penalty: float = 500.0,
   seed: int = 0,
+  select: float = 0.05,
 ) -> dict:
-  """Jain & Wallace 2019, "Attention is not Explanation" (Sec. 4.2.2, "Adversarial attention"): at every step
+  """Jain & Wallace 2019, "Attention is not Explanation" (Sec. 4.2.2, "Adversarial attention"; their
+  model/Binary_Classification.py adversarial_multi and Trainers/PlottingBC.py plot_multi_adversarial): at every step
   t < tgt_len, at that step only, attention distributions a' as far as possible from the model's a (JSD) whose
-  output distribution stays within `epsilon` of the model's, TVD(p(a'), p(a)) <= epsilon. As in their code,
-  `candidates` (5) distributions are optimised together in logit space, each started at uniform logits plus
-  Gaussian noise of sd 3, by Adam (AMSGrad, learning rate 0.01) for `steps` (500) steps on the relaxed objective
+  output distribution stays close to the model's. As in their code, `candidates` (5) distributions are optimised
+  together in logit space, each started at uniform logits plus Gaussian noise of sd 3, by Adam (AMSGrad, learning
+  rate 0.01) for `steps` (500) steps on the relaxed objective
 
       - sum_k JSD(a'_k, a) + penalty * sum_k max(0, TVD(p(a'_k), p(a)) - epsilon) - mean_{k,l} JSD(a'_k, a'_l)
 
-  (penalty 500; the last term spreads the candidates apart), and the reported one is the farthest candidate that
-  holds the constraint. epsilon = 0.01 is the margin their code penalises (for its figures their code keeps the
-  candidates within 0.05). Differences: their output is one
-  classifier's label distribution; here it is the next-token distribution over the target vocabulary.
+  (penalty 500, epsilon 0.01; the last term spreads the candidates apart). The reported candidate is chosen as
+  their plot_multi_adversarial chooses it: among the candidates and the model's own attention, the one farthest
+  (JSD over the words: every position but the final EOS, the slices not renormalised, as their jsd(attn[1:L-1],
+  ...)) whose output difference is at most `select` (their 5e-2). Beside it ('strict'), the choice within `epsilon`
+  with the JSD over every position. Differences: their output is one sigmoid, its difference |y' - y|; here it is
+  the next-token distribution and the difference its TVD (for two classes the same number).
 
-  Returns {'mask': B x T, 'jsd': the attained JSD (nats; 0 where no candidate holds the constraint, the model's
-  own attention then being the only one known to), 'held': whether some candidate holds it, 'tvd': the chosen
-  candidate's output TVD, 'weights': B x T x S, the chosen candidate (the model's weights where none holds)}.
-  Cost per sentence and target position: `steps` x `candidates` decoder steps, forward and backward."""
-  jsd_BxT, held_BxT, tvd_BxT, weights_BxTxS = (
-    np.asarray(x)
-    for x in _adversary(
-      cfg,
-      params,
-      src_BxS,
-      src_len_B,
-      tokens_BxT,
-      jax.random.key(seed),
-      jnp.float32(epsilon),
-      int(steps),
-      int(candidates),
-      jnp.float32(learning_rate),
-      jnp.float32(penalty),
-    )
+  Returns {'mask': B x T, 'jsd': the attained JSD (nats; 0 where no candidate holds the bound, the model's own
+  attention then being the farthest that does), 'held': whether some candidate holds it, 'tvd': the chosen
+  candidate's output TVD, 'weights': B x T x S, the chosen candidate (the model's weights where none holds),
+  'strict': the same four for the `epsilon` choice}. Cost per sentence and target position: `steps` x `candidates`
+  decoder steps, forward and backward."""
+  picks = _adversary(
+    cfg,
+    params,
+    src_BxS,
+    src_len_B,
+    tokens_BxT,
+    jax.random.key(seed),
+    jnp.float32(epsilon),
+    jnp.float32(select),
+    int(steps),
+    int(candidates),
+    jnp.float32(learning_rate),
+    jnp.float32(penalty),
   )
   mask = step_mask(tokens_BxT, tgt_len_B)
-  return {
-    'mask': mask,
-    'jsd': np.where(mask, jsd_BxT, np.nan),
-    'held': held_BxT & mask,
-    'tvd': np.where(mask, tvd_BxT, np.nan),
-    'weights': weights_BxTxS,
-  }
+
+  def arrays(pick):
+    jsd_BxT, held_BxT, tvd_BxT, weights_BxTxS = (np.asarray(x) for x in pick)
+    return {
+      'jsd': np.where(mask, jsd_BxT, np.nan),
+      'held': held_BxT & mask,
+      'tvd': np.where(mask, tvd_BxT, np.nan),
+      'weights': weights_BxTxS,
+    }
+
+  return {'mask': mask, **arrays(picks[0]), 'strict': arrays(picks[1])}

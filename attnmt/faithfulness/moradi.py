@@ -77,7 +77,7 @@ def _moradi(cfg: ModelConfig, params, src_BxS, src_len_B, tokens_BxT, chosen: tu
     new, logits_BxV, _ = decode_step(cfg, params, memory, st, token_B)
     best_B = most_probable(logits_BxV)
     same = [most_probable(decode_step(cfg, params, m, st, token_B, iv)[1]) == best_B for iv, m in zip(chosen, memories)]
-    return new, (best_B, jnp.stack(same))
+    return new, (best_B, jnp.stack(same) if same else jnp.zeros((0,) + best_B.shape, bool))
 
   _, (best_TxB, same_TxIxB) = jax.lax.scan(body, state, teacher_inputs(tokens_BxT).T)
   return best_TxB.T, jnp.transpose(same_TxIxB, (1, 2, 0))
@@ -92,6 +92,7 @@ def moradi_one_step(
   tgt_len_B,
   intervention: Intervention | Sequence[Intervention],
   function_words: Iterable[int] | None = None,
+  zero_out: bool = False,
 ) -> dict:
   """Moradi, Kambhatla & Sarkar 2019, "Interrogating the Explanatory Power of Attention in Neural Machine
   Translation": does the model produce the same token when, at that step only, its attention is replaced
@@ -107,15 +108,18 @@ def moradi_one_step(
   'only_max' and 'keep_max_uniform_others'; 'permute' keeps one order per sentence). With several, 'any' counts a
   token preserved by at least one of ANY_OF (uniform, zero_max and a permute) among them, as their code's
   'uniform_or_zero_out_max' branch counts for the abstract's figures (68 % of function words and 21 % of content
-  words preserved, German-English); by all of them where none of ANY_OF is chosen. Their ZeroOut (the attentional
-  state zeroed) is not an intervention here.
+  words preserved, German-English); by all of them where none of ANY_OF is chosen. `zero_out` adds their ZeroOut
+  (global_attention.py: `attn_h = torch.zeros(...)`, the attentional vector the generator reads zeroed at that
+  step): the output layer's hidden vector (Luong's h~_t; the Bahdanau form's pre-projection vector, the analogue)
+  is 0, so the step's logits are the output bias b_out and the token is preserved where it is the bias's most
+  probable token; label 'zero_out', not pooled in 'any'.
 
   Returns {'mask': B x T, 'original': B x T most probable tokens, 'same': {label: B x T}, 'counts': {label:
   {'kept', 'tokens'[, 'function_kept', 'function_tokens', 'content_kept', 'content_tokens']}}}: sums over the
   batch. Cost per sentence: (1 + number of interventions) decoder steps per target position."""
   chosen = tuple(intervention) if isinstance(intervention, (tuple, list)) else (intervention,)
   labels = [iv.label for iv in chosen]
-  if len(set(labels)) < len(labels) or 'any' in labels:
+  if len(set(labels)) < len(labels) or {'any', 'zero_out'} & set(labels):
     raise ConfigError(f'interventions {labels}: give each a different label (one per name and options)')
   best_BxT, same_IxBxT = (np.asarray(x) for x in _moradi(cfg, params, src_BxS, src_len_B, tokens_BxT, chosen))
   mask = step_mask(tokens_BxT, tgt_len_B)
@@ -123,6 +127,8 @@ def moradi_one_step(
   if len(chosen) > 1:
     pooled = [i for i, iv in enumerate(chosen) if iv.name in ANY_OF] or list(range(len(chosen)))
     same['any'] = same_IxBxT[pooled].any(0) & mask
+  if zero_out:
+    same['zero_out'] = (best_BxT == int(most_probable(params['decoder']['b_out']))) & mask
   function = None if function_words is None else np.isin(best_BxT, np.fromiter(function_words, np.int64))
   counts = {}
   for label, s in same.items():

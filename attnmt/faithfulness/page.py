@@ -13,7 +13,7 @@ import numpy as np
 from attnmt import plots
 from attnmt.analysis import report, stored
 from attnmt.faithfulness import counterfactual
-from attnmt.faithfulness.runner import CITATIONS, MEASURES, TESTS, nan_none, parse_tests
+from attnmt.faithfulness.runner import CITATIONS, MAX_ATTENTION_BINS, MEASURES, TESTS, bin_label, nan_none, parse_tests
 
 
 def measures(tests) -> list:
@@ -42,6 +42,8 @@ def _cell(values, scale: float = 1.0, digits: int = 3) -> str:
   """mean ± sd over the seeds with a value (one: the value alone); '—' where none has one."""
   if values is None:
     return '—'
+  if not isinstance(values, list):
+    values = [values]
   v = np.array([x for x in values if x is not None and np.isfinite(x)], float) * scale
   if not v.size:
     return 'n/a'
@@ -56,81 +58,192 @@ DEFINITIONS = {
     '(at that step only, from the same decoder state); a step is preserved when its most probable token does not '
     'change. Cells: the preserved share of steps (%); function and content words by the step\'s token.',
     'Their counterfactuals: uniform, permute_moved (RandomPermute: a new order per step, redrawn until the largest '
-    'weight moves), zero_max (ZeroOutMax), last (LastEncoderState), only_max, keep_max_uniform_others; \'any\' '
+    'weight moves), zero_max (ZeroOutMax), last (LastEncoderState), only_max, keep_max_uniform_others and zero_out '
+    '(ZeroOut: the output layer\'s hidden vector zeroed, so the token is the output bias\'s choice); \'any\' '
     'pools uniform, zero_max and the permute as their code does. Function tokens as their list classes them: end '
     'of sentence, punctuation and the list\'s words (a sentencepiece piece that begins a word counts as that word, '
-    'a continuation piece as content). Differences from the paper: their ZeroOut (the attentional state zeroed) is '
-    'not run; the word list is Spanish where theirs is English.',
+    'a continuation piece as content). Differences from the paper: the word list is Spanish where theirs is English '
+    '(a target language the list does not cover gets overall shares only).',
   ),
   'serrano_smith': (
     'At each decoder step, the attention weights are zeroed one at a time in a ranking\'s order (the rest '
     'renormalised) until the most probable token changes. Cells: the mean fraction of the source positions '
     'removed at the first flip (over the steps that flip), the share of steps that never flip (%), for random '
-    'pooled over its 5 draws as their avg_random pools them, and the share of steps at which no order flips.',
-    'Differences from the paper: each decoder step is one decision (theirs: a document classifier\'s label); the '
-    'gradient ranking is d p(decision) / d weight, the rest of the step held.',
+    'pooled over its 5 draws as their avg_random pools them, and the share of steps at which no order flips; the '
+    'single-weight test (the ranking\'s top weight zeroed against one other drawn at random: the mean difference of '
+    'the output JSDs, top minus other, the share of steps where the top\'s is larger, and the 2 x 2 shares of '
+    'decision flips); attention against each gradient ranking step by step (over the steps where either flips, '
+    'which needs fewer removals).',
+    'As theirs, steps whose source has one position are left out. Differences from the paper: each decoder step is '
+    'one decision (theirs: a document classifier\'s label); the gradient ranking is d p(decision) / d weight, the '
+    'rest of the step held; their avg_random keeps the instances where their from-bottom order flips, an order not '
+    'run here.',
   ),
   'jain_wallace': (
     'Kendall\'s tau-b at each decoder step between the attention weights and an importance measure (the '
     'gradient x input of the source embeddings with the attention held, and the output distribution\'s TVD when '
-    'a source token is deleted), and the adversarial search: the largest JSD (nats, <= ln 2) from the model\'s '
-    'attention of an attention at that step whose output distribution stays within epsilon (TVD) of the model\'s.',
-    'Differences from the paper: one decision per decoder step, the output the next-token distribution; the '
-    'adversarial search runs on a sub-sample with fewer optimisation steps (settings below the table); the JSD '
-    'counts 0 where no candidate holds the bound (the model\'s own attention does).',
+    'a source token is deleted); the permutation test (the words\' weights permuted 100 times at that step: the '
+    'median output TVD, overall and by the step\'s largest weight, and the share of permutations that change the '
+    'token); the adversarial search: the largest JSD (nats, <= ln 2) from the model\'s attention of an attention '
+    'at that step whose output stays within a bound of the model\'s (theirs: TVD <= 0.05, the JSD over the words; '
+    'strict: TVD <= epsilon, every position).',
+    'Differences from the paper: one decision per decoder step, the output the next-token distribution and its '
+    'difference the TVD (their one sigmoid\'s |dy| for two classes); the adversarial search runs on the first '
+    'sentences only (settings below the table); its JSD counts 0 where no candidate holds the bound (the model\'s '
+    'own attention does).',
   ),
   'wiegreffe_pinter': (
     'Token accuracy teacher-forced on the reference with the model\'s own attention and with uniform weights at '
     'every step (the state follows them), how often the uniform step chooses the own step\'s token, and the seed '
     'variance: per step of the first seed\'s output, the median JSD (nats) of the other seeds\' attention from '
-    'the first seed\'s, averaged over steps.',
-    'Differences from the paper: the uniform baseline is the same model with uniform weights, not retrained (a '
+    'the first seed\'s, averaged over steps and by the first seed\'s largest weight.',
+    'Differences from the paper: the uniform rows here are the same model with uniform weights, not retrained (a '
     'variant of score none is the retrained one); the frozen-attention diagnostic guides a trained '
-    'encoder-decoder, not a retrained MLP; their adversarially trained model is not run.',
+    'encoder-decoder, not a retrained MLP.',
   ),
 }
 
 
-def _columns(results: list[dict], test: str) -> list[tuple]:
-  """(header, key path under the test, scale, digits) of a test's table, from the attending results."""
+def _bins(prefix: str, digits: int = 4) -> list[tuple]:
+  return [
+    (f'max weight {bin_label(i)}', f'{prefix}/{bin_label(i)}/mean', 1.0, digits)
+    for i in range(len(MAX_ATTENTION_BINS) - 1)
+  ]
+
+
+def _tables(results: list[dict], test: str) -> list[tuple[str, list[tuple]]]:
+  """(title, columns) of a test's tables, each column (header, key path under the test, scale, digits), from the
+  attending results."""
   done = [r['tests'][test] for r in results if test in r.get('tests', {}) and 'not_applicable' not in r['tests'][test]]
-  cols = []
   if test == 'moradi':
     labels = list(dict.fromkeys(label for d in done for label in d['shares']))
-    for kind, title in (('tokens', ''), ('function', ' function'), ('content', ' content')):
-      for label in labels:
-        if any(kind in d['shares'].get(label, {}) for d in done):
-          cols.append((f'{label}{title} %', f'shares/{label}/{kind}', 100.0, 1))
-  elif test == 'serrano_smith':
-    for o in dict.fromkeys(o for d in done for o in d['orders']):
-      cols += [
+    cols = [
+      (f'{label}{title} %', f'shares/{label}/{kind}', 100.0, 1)
+      for kind, title in (('tokens', ''), ('function', ' function'), ('content', ' content'))
+      for label in labels
+      if any(kind in d['shares'].get(label, {}) for d in done)
+    ]
+    return [('', cols)]
+  if test == 'serrano_smith':
+    orders = list(dict.fromkeys(o for d in done for o in d['orders']))
+    flips = [
+      c
+      for o in orders
+      for c in (
         (f'{o}: fraction removed', f'orders/{o}/fraction', 1.0, 3),
         (f'{o}: never flips %', f'orders/{o}/never_flipped', 100.0, 1),
-      ]
-    if all('no_order_flips' in d for d in done):
-      cols.append(('no order flips %', 'no_order_flips', 100.0, 1))
-  elif test == 'jain_wallace':
-    cols = [
-      ('τ(attention, gradient)', 'tau_gradient', 1.0, 3),
-      ('τ(attention, leave-one-out)', 'tau_loo', 1.0, 3),
-      ('gradient: p < 0.05 %', 'significant_gradient', 100.0, 1),
-      ('leave-one-out: p < 0.05 %', 'significant_loo', 100.0, 1),
-      ('adversarial JSD', 'adversarial/jsd', 1.0, 4),
-      ('adversarial JSD where held', 'adversarial/jsd_held', 1.0, 4),
-      ('held within ε %', 'adversarial/held', 100.0, 1),
+      )
+    ] + [('no order flips %', 'no_order_flips', 100.0, 1)]
+    single = [
+      c
+      for o in orders
+      if o != 'random'
+      for c in (
+        (f'{o}: JSD top - other', f'orders/{o}/single/jsd_diff', 1.0, 4),
+        (f'{o}: top larger %', f'orders/{o}/single/jsd_top_larger', 100.0, 1),
+        (f'{o}: only top flips %', f'orders/{o}/single/flips_only_top', 100.0, 1),
+        (f'{o}: only other flips %', f'orders/{o}/single/flips_only_other', 100.0, 1),
+        (f'{o}: both flip %', f'orders/{o}/single/flips_both', 100.0, 1),
+      )
     ]
-  else:
-    cols = [
-      ('accuracy, own attention %', 'accuracy_own', 100.0, 1),
-      ('accuracy, uniform %', 'accuracy_uniform', 100.0, 1),
-      ('uniform chooses own token %', 'agreement', 100.0, 1),
+    names = list(dict.fromkeys(n for d in done for n in d.get('paired', {})))
+    paired = [
+      c
+      for n in names
+      for c in (
+        (f'{n}: attention sooner %', f'paired/{n}/a_sooner', 100.0, 1),
+        (f'{n}: {n.split("_vs_")[1]} sooner %', f'paired/{n}/b_sooner', 100.0, 1),
+        (f'{n}: same %', f'paired/{n}/same', 100.0, 1),
+      )
     ]
-  return cols
+    return [
+      ('Weights removed until the decision flips', flips),
+      ('Single weight: the top weight zeroed against a random other', single),
+      ('Step by step: which ranking flips sooner', paired),
+    ]
+  if test == 'jain_wallace':
+    return [
+      (
+        'Rank correlation',
+        [
+          ('τ(attention, gradient)', 'tau_gradient', 1.0, 3),
+          ('τ(attention, leave-one-out)', 'tau_loo', 1.0, 3),
+          ('gradient: p < 0.05 %', 'significant_gradient', 100.0, 1),
+          ('leave-one-out: p < 0.05 %', 'significant_loo', 100.0, 1),
+        ],
+      ),
+      (
+        'Permuted attention: median output TVD',
+        [
+          ('all steps', 'permutation/median_difference', 1.0, 4),
+          ('token changes %', 'permutation/flipped', 100.0, 1),
+          *_bins('permutation/by_max_attention'),
+        ],
+      ),
+      (
+        'Adversarial attention',
+        [
+          ('JSD (theirs: TVD <= 0.05, words)', 'adversarial/jsd', 1.0, 4),
+          ('JSD where held', 'adversarial/jsd_held', 1.0, 4),
+          ('held %', 'adversarial/held', 100.0, 1),
+          ('strict JSD (TVD <= ε, all)', 'adversarial/strict_jsd', 1.0, 4),
+          ('strict held %', 'adversarial/strict_held', 100.0, 1),
+          ('steps', 'adversarial/steps', 1.0, 0),
+        ],
+      ),
+    ]
+  return [
+    (
+      'Uniform weights',
+      [
+        ('accuracy, own attention %', 'accuracy_own', 100.0, 1),
+        ('accuracy, uniform %', 'accuracy_uniform', 100.0, 1),
+        ('uniform chooses own token %', 'agreement', 100.0, 1),
+      ],
+    ),
+    (
+      'Seed variance: median JSD of the other seeds\' attention',
+      [
+        ('seeds', 'seed_variance/seeds', 1.0, 0),
+        ('all steps', 'seed_variance/jsd_median', 1.0, 4),
+        ('output TVD', 'seed_variance/output_tvd', 1.0, 4),
+        *_bins('seed_variance/by_max_attention'),
+      ],
+    ),
+  ]
+
+
+def _rows(results: list[dict], test: str, cols: list[tuple], first: bool = True) -> list[str]:
+  """A table's lines; a variant the test does not apply to has its one line in the test's first table only."""
+  headers = [h for h, _, _, _ in cols]
+  lines = ['| variant | seeds | ' + ' | '.join(headers) + ' |', '|---|---|' + '---|' * len(headers)]
+  for r in results:
+    got = r.get('tests', {}).get(test)
+    if got is None:
+      continue
+    if 'not_applicable' in got:
+      if not first:
+        continue
+      trained = got.get('trained_uniform_accuracy')  # Wiegreffe & Pinter's baseline: trained with uniform weights
+      first = (
+        f'{_cell(trained, 100.0, 1)} (trained with uniform weights)'
+        if trained
+        else f"not applicable: {got['not_applicable']}"
+      )
+      lines.append(f"| {r['variant']} | {len(r['seeds'])} | {first} |" + ' |' * (len(headers) - 1))
+      continue
+    unmeasured = got.get('seed_variance', {}).get('not_measured')
+    cells = [
+      unmeasured if unmeasured and path.startswith('seed_variance/') else _cell(_values(got, path), scale, digits)
+      for _, path, scale, digits in cols
+    ]
+    lines.append(f"| {r['variant']} | {len(r['seeds'])} | " + ' | '.join(cells) + ' |')
+  return lines
 
 
 def markdown(results: list[dict], frozen_results=(), verdicts: dict | None = None) -> str:
-  """explanations.md: one table per test (rows the variants, cells mean ± sd over seeds), each headed by its paper,
-  its definition and the differences from the paper; the frozen-attention table; the verdicts where given."""
+  """explanations.md: per test, its paper, its definition and the differences from the paper, then its tables (rows
+  the variants, cells mean ± sd over seeds); the frozen-attention table; the verdicts where given."""
   tests = list(dict.fromkeys(t for r in results for t in r.get('tests', {})))
   sentences = sorted({r['sentences'] for r in results})
   lines = [
@@ -141,32 +254,10 @@ def markdown(results: list[dict], frozen_results=(), verdicts: dict | None = Non
   ]
   for test in tests:
     definition, differences = DEFINITIONS[test]
-    cols = _columns(results, test)
-    lines += ['', f'## {CITATIONS[test]}', '', definition, '', differences, '']
-    extra = ['seed JSD (median vs first seed)', 'seed output TVD'] if test == 'wiegreffe_pinter' else []
-    headers = [h for h, _, _, _ in cols] + extra
-    lines += ['| variant | seeds | ' + ' | '.join(headers) + ' |', '|---|---|' + '---|' * len(headers)]
-    for r in results:
-      got = r.get('tests', {}).get(test)
-      if got is None:
-        continue
-      if 'not_applicable' in got:
-        trained = got.get('trained_uniform_accuracy')  # Wiegreffe & Pinter's baseline: trained with uniform weights
-        first = (
-          f'{_cell(trained, 100.0, 1)} (trained with uniform weights)'
-          if trained
-          else f"not applicable: {got['not_applicable']}"
-        )
-        lines.append(f"| {r['variant']} | {len(r['seeds'])} | {first} |" + ' |' * (len(headers) - 1))
-        continue
-      cells = [_cell(_values(got, path), scale, digits) for _, path, scale, digits in cols]
-      if extra:
-        sv = got['seed_variance']
-        if 'not_measured' in sv:
-          cells += [sv['not_measured'], '—']
-        else:
-          cells += [_cell([sv['jsd_median']], 1.0, 4), _cell([sv['output_tvd']], 1.0, 4)]
-      lines.append(f"| {r['variant']} | {len(r['seeds'])} | " + ' | '.join(cells) + ' |')
+    lines += ['', f'## {CITATIONS[test]}', '', definition, '', differences]
+    tables = [(title, cols) for title, cols in _tables(results, test) if cols]
+    for k, (title, cols) in enumerate(tables):
+      lines += ['', *([f'### {title}', ''] if title else []), *_rows(results, test, cols, k == 0)]
     settings = [r['settings'][test] for r in results if test in r.get('settings', {})]
     if settings:
       lines += ['', 'Settings: ' + json.dumps(settings[0], ensure_ascii=False)]

@@ -6,19 +6,24 @@ Every test runs on the first `max_sentences` sentences of a split (whole batches
 output (EOS included), one decision per decoder step:
 
 - moradi: the share of steps whose most probable token survives a counterfactual attention at that step only
-  (their Uniform, RandomPermute, ZeroOutMax, LastEncoderState, OnlyMax, KeepMaxUniformOthers, and 'any' of the first
-  three, as their code pools them), overall and, where the target vocabulary has words of the
+  (their Uniform, RandomPermute, ZeroOutMax, LastEncoderState, OnlyMax, KeepMaxUniformOthers and ZeroOut, and 'any'
+  of the first three, as their code pools them), overall and, where the target vocabulary has words of the
   function-word list, for function and content words apart.
-- serrano_smith: per ranking (attention, random, gradient), the mean fraction of the source positions removed
-  when the decision first flips (over the steps that flip) and the share of steps that never flip.
+- serrano_smith: per ranking (attention, random, gradient, gradient x attention), the mean fraction of the source
+  positions removed when the decision first flips (over the steps that flip) and the share of steps that never
+  flip; per ranking but random, the single-weight test (the top weight zeroed against a random other: the mean JSD
+  difference, the share where the top's is larger, the 2 x 2 shares of decision flips); attention against each
+  gradient ranking step by step (which flips sooner); the share of steps at which no order flips.
 - jain_wallace: the mean Kendall tau between attention and gradient importance and between attention and
-  leave-one-out importance, the share of steps where each is significant (p < 0.05), and the adversarial
-  attention search on a sub-sample (`adversarial_sentences`, `adversarial_steps`): the mean JSD attained within
-  epsilon (0 where no candidate holds the bound) and the share of steps where a candidate holds it.
+  leave-one-out importance, the share of steps where each is significant (p < 0.05); the permutation test (the
+  median output TVD over 100 permutations, overall and by the step's largest weight, and the share of permutations
+  that change the decision); the adversarial attention search on the first `adversarial_sentences`: the mean JSD
+  attained (0 where no candidate holds the bound) and the share of steps where a candidate holds it, chosen as
+  theirs within 0.05 over the words and ('strict_') within epsilon over every position.
 - wiegreffe_pinter: token accuracy teacher-forced on the reference with the model's own attention and with uniform
   weights at every step, and (two or more seeds) the seed variance of attention: at each step of the base seed's
-  output, the median over the other seeds of their attention's JSD from the base seed's, averaged over steps.
-  `frozen` runs the frozen-attention diagnostic between two runs of one vocabulary.
+  output, the median over the other seeds of their attention's JSD from the base seed's, averaged over steps and by
+  the base seed's largest weight. `frozen` runs the frozen-attention diagnostic between two runs of one vocabulary.
 
 A variant whose score does not attend gets one line per test ('not applicable') and no computation.
 
@@ -42,10 +47,10 @@ from attnmt.model.seq2seq import EOS, PAD
 from attnmt.training import evaluation
 
 TESTS = ('moradi', 'serrano_smith', 'jain_wallace', 'wiegreffe_pinter')
-MORADI_INTERVENTIONS = 'uniform,permute_moved,zero_max,last,only_max,keep_max_uniform_others'  # their six of seven
+MORADI_INTERVENTIONS = 'uniform,permute_moved,zero_max,last,only_max,keep_max_uniform_others'  # with zero_out: their 7
 ORDERS = serrano_smith.ORDERS  # attention, random, gradient, gradient x attention: all four of their rankings
 EPSILON = 0.01  # Jain & Wallace's margin (TVD of the output distributions)
-ADVERSARIAL_SENTENCES = 8
+ADVERSARIAL_SENTENCES = 32  # about 300 decoder steps per seed: every cell has hundreds
 ADVERSARIAL_STEPS = 500  # theirs; at 100 the search started from uniform logits rarely reached the bound on the
 # Bible models (held at 1-8 % of steps against 50-68 % at 500: docs/results/faithfulness.md)
 ADVERSARIAL_CANDIDATES = 5
@@ -229,7 +234,7 @@ def analyze_run(
   }
   if 'moradi' in tests:
     out['settings']['moradi'] = {
-      'interventions': [iv.label for iv in chosen],
+      'interventions': [iv.label for iv in chosen] + ['zero_out'],
       'function_words': (
         f'{len(words)} words, {len(listed)} target tokens among them; with end of sentence and '
         f'{len(marks - {EOS})} punctuation tokens, {len(function_ids)} function tokens (Moradi et '
@@ -239,10 +244,16 @@ def analyze_run(
       ),
     }
   if 'serrano_smith' in tests:
-    out['settings']['serrano_smith'] = {'orders': list(orders)}
+    out['settings']['serrano_smith'] = {
+      'orders': list(orders),
+      'random_draws': serrano_smith.RANDOM_DRAWS,
+      'steps': 'sources of 2 or more positions (their ATTN_SEQ_LEN > 1); the rest counted in filtered',
+    }
   if 'jain_wallace' in tests:
     out['settings']['jain_wallace'] = {
       'kendall': 'tau-b over the source positions but the final EOS; significant: p < 0.05',
+      'permutations': jain_wallace.PERMUTATIONS,
+      'select': 0.05,
       'adversarial_sentences': adversarial_sentences,
       'adversarial_steps': adversarial_steps,
       'adversarial_candidates': adversarial_candidates,
@@ -314,7 +325,7 @@ def _moradi(into, cfg, params, chunks, recs, size, seed, chosen, function_ids, o
   counts = collections.defaultdict(collections.Counter)
   for c in chunks:
     got = moradi.moradi_one_step(
-      cfg, params, *_device(c, 'src', 'src_len', 'tokens'), c['lengths'], chosen, function_ids or None
+      cfg, params, *_device(c, 'src', 'src_len', 'tokens'), c['lengths'], chosen, function_ids or None, zero_out=True
     )
     for label, n in got['counts'].items():
       counts[label].update(n)
@@ -328,23 +339,44 @@ def _moradi(into, cfg, params, chunks, recs, size, seed, chosen, function_ids, o
 
 def _serrano_smith(into, cfg, params, chunks, recs, size, seed, chosen, function_ids, orders, bar, *_):
   sums = {o: collections.Counter() for o in orders}
-  none = collections.Counter()
+  single = {o: collections.Counter() for o in orders if o != 'random'}
+  paired, none, filtered = collections.defaultdict(collections.Counter), collections.Counter(), 0
   for c in chunks:
     got = serrano_smith.serrano_smith_flip(
       cfg, params, *_device(c, 'src', 'src_len', 'tokens'), c['lengths'], orders, seed
     )
     for o in orders:
       sums[o].update(got[o]['counts'])
+      if o in single:
+        single[o].update(got[o]['single']['counts'])
+    for name, counts in got['paired'].items():
+      paired[name].update(counts)
     none.update(got['no_order_flips'])
+    filtered += got['filtered']
     bar.update(c['real'])
   into['no_order_flips'].append(_ratio(none['steps'], none['of']))
+  into['filtered'].append(filtered)
   per_order = into.setdefault('orders', {})
   for o in orders:
     s = sums[o]
     d = per_order.setdefault(o, collections.defaultdict(list))
     d['fraction'].append(_ratio(s['fraction_sum'], s['flipped']))
     d['never_flipped'].append(_ratio(s['steps'] - s['flipped'], s['steps']))
-  into['steps'].append(int(sums[orders[0]]['steps']))
+    if o in single:
+      w = single[o]
+      for key, value in (
+        ('jsd_diff', _ratio(w['jsd_diff_sum'], w['steps'])),
+        ('jsd_top_larger', _ratio(w['jsd_top_larger'], w['steps'])),
+        ('weight_diff', _ratio(w['weight_diff_sum'], w['steps'])),
+        *((f'flips_{k}', _ratio(w[k], w['steps'])) for k in ('both', 'only_top', 'only_other', 'neither')),
+      ):
+        d.setdefault('single', collections.defaultdict(list))[key].append(value)
+  for name, p in paired.items():
+    d = into.setdefault('paired', {}).setdefault(name, collections.defaultdict(list))
+    for key in ('a_sooner', 'b_sooner', 'same'):
+      d[key].append(_ratio(p[key], p['of']))
+    d['of'].append(int(p['of']))
+  into['steps'].append(int(sums[orders[0]]['steps']) // (serrano_smith.RANDOM_DRAWS if orders[0] == 'random' else 1))
 
 
 def _taus(weights, importance, src_len, lengths):
@@ -354,9 +386,36 @@ def _taus(weights, importance, src_len, lengths):
   return float(tau[defined].sum()), int(defined.sum()), int((p[defined] < 0.05).sum())
 
 
+MAX_ATTENTION_BINS = (0.0, 0.25, 0.5, 0.75, 1.0)  # the x axis of Jain & Wallace's and Wiegreffe & Pinter's violins
+
+
+def bin_label(i: int) -> str:
+  lo, hi = MAX_ATTENTION_BINS[i], MAX_ATTENTION_BINS[i + 1]
+  return f'{lo:.2f}-{hi:.2f}'
+
+
+def _by_max_attention(values, max_attention, mask) -> dict:
+  """Sums and counts of `values` over the steps of `mask`, by the bin of the step's largest weight."""
+  out = collections.Counter()
+  bins = np.clip(np.searchsorted(MAX_ATTENTION_BINS, np.nan_to_num(max_attention), 'right') - 1, 0, 3)
+  for i in range(len(MAX_ATTENTION_BINS) - 1):
+    at = mask & (bins == i) & np.isfinite(values)
+    out[f'{bin_label(i)}/sum'] += float(np.sum(np.where(at, values, 0.0)))
+    out[f'{bin_label(i)}/steps'] += int(at.sum())
+  return out
+
+
+def _binned_means(sums: collections.Counter, into: dict) -> None:
+  for i in range(len(MAX_ATTENTION_BINS) - 1):
+    label = bin_label(i)
+    d = into.setdefault(label, collections.defaultdict(list))
+    d['mean'].append(_ratio(sums[f'{label}/sum'], sums[f'{label}/steps']))
+    d['steps'].append(int(sums[f'{label}/steps']))
+
+
 def _jain_wallace(into, cfg, params, chunks, recs, size, seed, chosen, function_ids, orders, bar, *adversarial):
   n_adv, steps, candidates, epsilon = adversarial
-  sums = collections.Counter()
+  sums, permuted, by_max = collections.Counter(), collections.Counter(), collections.Counter()
   for c in chunks:
     src, src_len, tokens = _device(c, 'src', 'src_len', 'tokens')
     weights = np.asarray(measures.greedy_path(cfg, params, src, src_len, tokens)[1])
@@ -366,6 +425,14 @@ def _jain_wallace(into, cfg, params, chunks, recs, size, seed, chosen, function_
       total, defined, significant = _taus(weights, importance, c['src_len'], c['lengths'])
       sums.update({f'{name}_sum': total, f'{name}_defined': defined, f'{name}_significant': significant})
     sums['steps'] += int(c['lengths'].sum())
+    got = jain_wallace.permutation_test(cfg, params, src, src_len, tokens, c['lengths'], seed=seed)
+    mask = got['mask']
+    permuted.update(
+      difference=float(np.nansum(got['median_difference'])),
+      flipped=float(np.nansum(got['flipped_share'])),
+      steps=int(mask.sum()),
+    )
+    by_max.update(_by_max_attention(got['median_difference'], got['max_attention'], mask))
     bar.update(c['real'])
   into['tau_gradient'].append(_ratio(sums['gradient_sum'], sums['gradient_defined']))
   into['tau_loo'].append(_ratio(sums['loo_sum'], sums['loo_defined']))
@@ -373,6 +440,11 @@ def _jain_wallace(into, cfg, params, chunks, recs, size, seed, chosen, function_
   into['significant_loo'].append(_ratio(sums['loo_significant'], sums['loo_defined']))
   into['undefined'].append(_ratio(sums['steps'] - sums['gradient_defined'], sums['steps']))
   into['steps'].append(sums['steps'])
+  perm = into.setdefault('permutation', collections.defaultdict(list))
+  perm['median_difference'].append(_ratio(permuted['difference'], permuted['steps']))
+  perm['flipped'].append(_ratio(permuted['flipped'], permuted['steps']))
+  perm['steps'].append(int(permuted['steps']))
+  _binned_means(by_max, perm.setdefault('by_max_attention', {}))
   adv = into.setdefault('adversarial', collections.defaultdict(list))
   total = collections.Counter()
   if n_adv:
@@ -381,15 +453,19 @@ def _jain_wallace(into, cfg, params, chunks, recs, size, seed, chosen, function_
         cfg, params, *_device(c, 'src', 'src_len', 'tokens'), c['lengths'], epsilon, steps, candidates, seed=seed
       )
       mask = got['mask']
-      total.update(
-        jsd=float(np.nansum(np.where(mask, got['jsd'], 0.0))),
-        held=int(got['held'].sum()),
-        jsd_held=float(np.sum(np.where(got['held'], got['jsd'], 0.0))),
-        steps=int(mask.sum()),
-      )
-  adv['jsd'].append(_ratio(total['jsd'], total['steps']))
-  adv['jsd_held'].append(_ratio(total['jsd_held'], total['held']))
-  adv['held'].append(_ratio(total['held'], total['steps']))
+      for prefix, pick in (('', got), ('strict_', got['strict'])):
+        total.update(
+          {
+            f'{prefix}jsd': float(np.nansum(np.where(mask, pick['jsd'], 0.0))),
+            f'{prefix}held': int(pick['held'].sum()),
+            f'{prefix}jsd_held': float(np.sum(np.where(pick['held'], pick['jsd'], 0.0))),
+          }
+        )
+      total['steps'] += int(mask.sum())
+  for prefix in ('', 'strict_'):
+    adv[f'{prefix}jsd'].append(_ratio(total[f'{prefix}jsd'], total['steps']))
+    adv[f'{prefix}jsd_held'].append(_ratio(total[f'{prefix}jsd_held'], total[f'{prefix}held']))
+    adv[f'{prefix}held'].append(_ratio(total[f'{prefix}held'], total['steps']))
   adv['steps'].append(int(total['steps']))
 
 
@@ -412,7 +488,7 @@ def _seed_variance(run, cfg, base_records, size) -> dict:
   if len(run.seeds) < 2:
     return {'not_measured': ONE_SEED}
   params = [evaluation.seed_params(run.params, i) for i in range(len(run.seeds))]
-  sums = collections.Counter()
+  sums, by_max = collections.Counter(), collections.Counter()
   for c in _chunks(base_records, size):
     src, src_len, tokens = _device(c, 'src', 'src_len', 'tokens')
     paths = [measures.greedy_path(cfg, p, src, src_len, tokens) for p in params]
@@ -421,12 +497,22 @@ def _seed_variance(run, cfg, base_records, size) -> dict:
     mask = measures.step_mask(c['tokens'], c['lengths'])
     got = wiegreffe_pinter.seed_variance(weights, mask, logits)
     sums.update(jsd=float(np.nansum(got['jsd_median'])), tvd=float(np.nansum(got['tvd_mean'])), steps=int(mask.sum()))
-  return {
+    by_max.update(_by_max_attention(got['jsd_median'], got['max_attention'], mask))
+  out = {
     'base_seed': run.seeds[0],
+    'seeds': len(run.seeds),
     'jsd_median': _ratio(sums['jsd'], sums['steps']),
     'output_tvd': _ratio(sums['tvd'], sums['steps']),
     'steps': int(sums['steps']),
+    'by_max_attention': {
+      bin_label(i): {
+        'mean': _ratio(by_max[f'{bin_label(i)}/sum'], by_max[f'{bin_label(i)}/steps']),
+        'steps': int(by_max[f'{bin_label(i)}/steps']),
+      }
+      for i in range(len(MAX_ATTENTION_BINS) - 1)
+    },
   }
+  return out
 
 
 _TESTS = {

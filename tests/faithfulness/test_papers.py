@@ -136,6 +136,25 @@ def test_moradi_equals_teacher_forcing_with_the_counterfactual_at_that_step_only
   np.testing.assert_array_equal(alone['same']['any'], alone['same']['only_max'] | alone['same']['last'])
 
 
+def test_moradi_zero_out_preserves_a_token_only_where_the_output_bias_chooses_it(model):
+  params, tokens, lengths, _ = model
+  bias = np.zeros(CFG.target_vocab_size, np.float32)
+  bias[[BOS, PAD, tokens[0, 0]]] = [9.0, 9.0, 1.0]  # PAD and BOS are never decisions
+  biased = {**params, 'decoder': {**params['decoder'], 'b_out': jnp.asarray(bias)}}
+  out = decoding.greedy(CFG, biased, SRC, SRC_LEN, T)
+  own, own_len = np.asarray(out.tokens), np.asarray(out.lengths)
+  got = moradi.moradi_one_step(CFG, biased, SRC, SRC_LEN, own, own_len, [interventions.build('uniform')], zero_out=True)
+  own_mask = np.arange(T)[None] < own_len[:, None]
+  np.testing.assert_array_equal(got['same']['zero_out'], (own == tokens[0, 0]) & own_mask)
+  assert 'zero_out' not in moradi.moradi_one_step(CFG, params, SRC, SRC_LEN, tokens, lengths, [])['same']
+  # W_c zeroed: h~_t = tanh(0) = 0 at every step, so the model's own output is the bias's choice and ZeroOut keeps it
+  flat = {**biased, 'decoder': {**biased['decoder'], 'W_c': jnp.zeros_like(params['decoder']['W_c'])}}
+  out = decoding.greedy(CFG, flat, SRC, SRC_LEN, T)
+  flat_tokens, flat_len = np.asarray(out.tokens), np.asarray(out.lengths)
+  kept = moradi.moradi_one_step(CFG, flat, SRC, SRC_LEN, flat_tokens, flat_len, [], zero_out=True)
+  assert kept['counts']['zero_out']['kept'] == kept['counts']['zero_out']['tokens'] == flat_len.sum() > 0
+
+
 def test_moradi_identity_and_a_one_token_source_preserve_every_token(model):
   params, tokens, lengths, _ = model
   got = moradi.moradi_one_step(CFG, params, SRC, SRC_LEN, tokens, lengths, interventions.build('identity'))
@@ -207,7 +226,7 @@ def test_serrano_smith_first_flip_equals_removing_weights_one_at_a_time(model):
         first[b, t] = k + 1
     for b in range(len(SRC)):
       for t in range(T):
-        removed = first.get((b, t), 0) if t < lengths[b] else 0
+        removed = first.get((b, t), 0) if t < lengths[b] and SRC_LEN[b] > 1 else 0  # their ATTN_SEQ_LEN > 1
         assert got[name]['removed'][b, t] == removed, (name, b, t)
         assert got[name]['flipped'][b, t] == (removed > 0)
         if removed:
@@ -217,7 +236,8 @@ def test_serrano_smith_first_flip_equals_removing_weights_one_at_a_time(model):
         else:
           assert np.isnan(got[name]['fraction'][b, t])
   random = got['random']  # their 5 draws, each a shuffle: D x B x T
-  mask = np.arange(T)[None] < lengths[:, None]
+  mask = (np.arange(T)[None] < lengths[:, None]) & (SRC_LEN[:, None] > 1)
+  assert got['filtered'] == lengths[SRC_LEN == 1].sum() > 0
   assert random['flipped'].shape == (serrano_smith.RANDOM_DRAWS, *mask.shape)
   assert ((random['removed'] >= 1) & (random['removed'] <= SRC_LEN[:, None]))[random['flipped']].all()
   assert random['counts']['steps'] == 5 * mask.sum() and random['counts']['flipped'] == random['flipped'].sum()
@@ -296,6 +316,88 @@ def test_gradient_importance_equals_finite_differences_with_the_attention_held(m
   assert np.abs(got[1, :, 3:]).max() == 0 and got.max() > 1e-3  # padding has no embedding of its own
 
 
+def test_serrano_smith_single_weight_equals_zeroing_the_top_and_the_drawn_weight(model):
+  params, tokens, lengths, weights = model
+  got = serrano_smith.serrano_smith_flip(CFG, params, SRC, SRC_LEN, tokens, lengths, ('attention',), seed=3)
+  single, mask = got['attention']['single'], got['mask']
+  drawn = single['position_other']
+  top = weights.argmax(-1)
+  assert ((drawn != top) & (drawn >= 0) & (drawn < SRC_LEN[:, None]))[mask].all() and (drawn[~mask] == -1).all()
+
+  def zeroed(b, t):
+    rows = []
+    for i in (top[b, t], max(drawn[b, t], 0)):
+      w = weights[b, t].astype(np.float64).copy()
+      w[i] = 0.0
+      rows.append(w / w.sum() if w.sum() > 0 else w)
+    return rows
+
+  batch, rows = one_step_rows(weights, tokens, lengths, zeroed)
+  before = softmax(np.asarray(table_logits(params, SRC, SRC_LEN, tokens, weights), np.float64))
+  after_logits = np.asarray(table_logits(params, *batch), np.float64)
+  after = softmax(after_logits)
+  counts = dict.fromkeys(('both', 'only_top', 'only_other', 'neither'), 0)
+  flips = {}
+  for r, (b, t, k) in enumerate(rows):
+    if not mask[b, t]:
+      continue
+    p, q = before[b, t], after[r, t]
+    m = (p + q) / 2
+    js = 0.5 * (np.sum(p * np.log(p / m)) + np.sum(q * np.log(q / m)))
+    name = ('top', 'other')[k]
+    assert single[f'jsd_{name}'][b, t] == pytest.approx(js, abs=1e-5)
+    assert single[f'weight_{name}'][b, t] == pytest.approx(weights[b, t, (top[b, t], drawn[b, t])[k]], abs=1e-6)
+    flips[b, t, name] = choice(after_logits[r, t]) != tokens[b, t]
+    assert single[f'flip_{name}'][b, t] == flips[b, t, name]
+  for b, t in zip(*np.nonzero(mask)):
+    key = {(True, True): 'both', (True, False): 'only_top', (False, True): 'only_other', (False, False): 'neither'}
+    counts[key[flips[b, t, 'top'], flips[b, t, 'other']]] += 1
+  c = single['counts']
+  assert {k: c[k] for k in counts} == counts and c['steps'] == mask.sum() == sum(counts.values())
+  assert c['jsd_diff_sum'] == pytest.approx(np.nansum(single['jsd_top'] - single['jsd_other']), abs=1e-6)
+  assert c['jsd_top_larger'] == int(np.sum((single['jsd_top'] > single['jsd_other'])[mask]))
+
+
+def test_serrano_smith_paired_comparison_counts_by_hand():
+  # removed at the first flip (0: never): a sooner, b sooner, same, a only, b only, neither, a sooner, masked
+  a = np.array([[1, 3, 2, 2, 0, 0, 1, 1]])
+  b = np.array([[2, 1, 2, 0, 4, 0, 3, 5]])
+  mask = np.array([[True] * 7 + [False]])
+  got = serrano_smith.paired(a, b, mask)
+  assert got == {'a_sooner': 3, 'b_sooner': 2, 'same': 1, 'of': 6, 'neither': 1}
+  assert serrano_smith.paired(b, a, mask) == {**got, 'a_sooner': 2, 'b_sooner': 3}
+
+
+def test_permutation_test_equals_each_permutation_teacher_forced_at_that_step(model):
+  params, tokens, lengths, weights = model
+  got = jain_wallace.permutation_test(CFG, params, SRC, SRC_LEN, tokens, lengths, permutations=7, seed=2, keep=True)
+  mask, permuted = got['mask'], got['permuted']
+  assert permuted.shape == (7, *weights.shape)
+  np.testing.assert_array_equal(mask, (np.arange(T)[None] < lengths[:, None]) & (SRC_LEN[:, None] >= 3))
+  batch, rows = one_step_rows(weights, tokens, lengths, lambda b, t: list(permuted[:, b, t]))
+  before = softmax(np.asarray(table_logits(params, SRC, SRC_LEN, tokens, weights), np.float64))
+  logits = np.asarray(table_logits(params, *batch), np.float64)
+  differences, flips = {}, {}
+  for r, (b, t, k) in enumerate(rows):
+    n = SRC_LEN[b]
+    w, v = weights[b, t], permuted[k, b, t]
+    assert v[n - 1] == w[n - 1] and (v[n:] == w[n:]).all()  # the final EOS keeps its weight
+    np.testing.assert_allclose(np.sort(v[: n - 1]), np.sort(w[: n - 1]), rtol=0, atol=0)  # the words' permuted
+    differences.setdefault((b, t), []).append(0.5 * np.abs(softmax(logits[r, t]) - before[b, t]).sum())
+    flips.setdefault((b, t), []).append(choice(logits[r, t]) != tokens[b, t])
+  for b, t in zip(*np.nonzero(mask)):
+    assert got['median_difference'][b, t] == pytest.approx(np.median(differences[b, t]), abs=1e-6)
+    assert got['flipped_share'][b, t] == pytest.approx(np.mean(flips[b, t]))
+    assert got['max_attention'][b, t] == pytest.approx(weights[b, t, : SRC_LEN[b] - 1].max())
+  assert np.nanmax(got['median_difference']) > 0 and np.isnan(got['median_difference'][~mask]).all()
+  moved = np.array([not np.array_equal(permuted[k, 0, 0], weights[0, 0]) for k in range(7)])
+  assert moved.any()  # the draws differ from the identity
+  free = jain_wallace.permutation_test(CFG, blind(params), SRC, SRC_LEN, tokens, lengths, permutations=5)
+  assert np.nanmax(free['median_difference']) < 1e-6 and np.nanmax(free['flipped_share']) == 0
+  with pytest.raises(ConfigError, match='permutations=0'):
+    jain_wallace.permutation_test(CFG, params, SRC, SRC_LEN, tokens, lengths, permutations=0)
+
+
 def test_adversarial_attention_holds_its_bound_and_moves_freely_when_attention_is_ignored(model):
   params, tokens, lengths, _ = model
   options = dict(epsilon=0.01, steps=60, candidates=2, learning_rate=0.1)
@@ -304,17 +406,26 @@ def test_adversarial_attention_holds_its_bound_and_moves_freely_when_attention_i
   assert (got['jsd'][2, : lengths[2]] == 0).all() and got['held'][2, : lengths[2]].all()  # one position: nowhere to go
   # Recomputed independently: each held candidate's output stays within epsilon, and its JSD is the reported one.
   weights = np.asarray(decoding.forced_attention(CFG, params, SRC, SRC_LEN, tokens))
-  batch, rows = one_step_rows(weights, tokens, lengths, lambda b, t: [got['weights'][b, t]])
   before = softmax(np.asarray(table_logits(params, SRC, SRC_LEN, tokens, weights), np.float64))
+  strict = got['strict']
+  batch, rows = one_step_rows(weights, tokens, lengths, lambda b, t: [got['weights'][b, t], strict['weights'][b, t]])
   after = softmax(np.asarray(table_logits(params, *batch), np.float64))
-  for r, (b, t, _) in enumerate(rows):
+
+  def js(p, q):
+    m = (p + q) / 2
+    kl = lambda x: np.sum(np.where(x > 0, x * np.log(np.where(x > 0, x, 1) / np.where(m > 0, m, 1)), 0))
+    return 0.5 * (kl(p) + kl(q))
+
+  for r, (b, t, k) in enumerate(rows):
     distance = 0.5 * np.abs(after[r, t] - before[b, t]).sum()
-    if got['held'][b, t]:
-      assert distance <= 0.01 + 1e-5 and distance == pytest.approx(got['tvd'][b, t], abs=1e-5)
-      p, q = weights[b, t].astype(np.float64), got['weights'][b, t].astype(np.float64)
-      m = (p + q) / 2
-      kl = lambda x: np.sum(np.where(x > 0, x * np.log(np.where(x > 0, x, 1) / np.where(m > 0, m, 1)), 0))
-      assert got['jsd'][b, t] == pytest.approx(0.5 * (kl(p) + kl(q)), abs=1e-5)
+    pick, bound = ((got, 0.05), (strict, 0.01))[k]
+    if pick['held'][b, t]:
+      assert distance <= bound + 1e-5 and distance == pytest.approx(pick['tvd'][b, t], abs=1e-5)
+      p, q = weights[b, t].astype(np.float64), pick['weights'][b, t].astype(np.float64)
+      words = np.arange(len(p)) < SRC_LEN[b] - 1  # theirs: the JSD of the words' slices, not renormalised
+      want = js(np.where(words, p, 0), np.where(words, q, 0)) if k == 0 else js(p, q)
+      assert pick['jsd'][b, t] == pytest.approx(want, abs=1e-5)
+  assert (got['held'] >= strict['held']).all()  # within 0.01 is within 0.05
   free = jain_wallace.adversarial_attention(CFG, blind(params), SRC, SRC_LEN, tokens, lengths, **options)
   assert free['held'][mask].all() and np.nanmax(free['tvd']) < 1e-6
   assert np.nanmin(free['jsd'][:2][mask[:2]]) > 0.2  # bounded by ln 2 = 0.69
