@@ -1,6 +1,7 @@
 """Luong et al. (2015) Table 4 reproduced at the main job's size: the scores `location`, `dot`, `general`
 and `concat` with the global window, `dot` and `general` with the local-m and local-p windows, all with
-Luong query timing and input feeding, plus Bahdanau's `additive` (bahdanau timing, global) as the reference.
+Luong query timing and input feeding, plus Bahdanau's `additive` (bahdanau timing, global) as the reference and
+`none` with Luong's decoder (uniform weights, trained so: Wiegreffe & Pinter's baseline for this form).
 Three seeds per variant (trained together in one vmapped program), each variant for the main job's budget.
 
     ./launch.sh sweep --config=experiments/configs/luong.py --workdir=runs/luong
@@ -11,7 +12,7 @@ machines, --config.sweep.shard=i/n or =auto, then --config.sweep.report_only=tru
 
 Each variant trains its 3 seeds in one vmapped program at about 1.7 steps/s on one core of the 2-core CPU
 machines (measured, the other core busy with the other shard): about 25 minutes with its evaluations, so
-the 9 variants take about 2 hours of both cores. docs/results/luong.md trained each seed as its own run
+the 10 variants take about 2 hours 15 minutes of both cores. docs/results/luong.md trained each seed as its own run
 instead (--config.sweep.axes="train.seeds=0,1,2"; the tables pool them).
 """
 
@@ -28,6 +29,7 @@ def get_config():
   s.cases = '|'.join(
     (
       'model.score=location,dot,general,concat(size=64)',  # Table 4, global
+      'model.score=none',  # Wiegreffe & Pinter's baseline for this decoder form: trained with uniform weights
       'model.score=dot,general;model.window=local_m,local_p(predictor_size=64)',  # Table 4, local-m and local-p
       f'model.score=additive(size=64);model.query_timing={config.model.query_timing}',  # the reference: Bahdanau 2015
     )

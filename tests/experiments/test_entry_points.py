@@ -438,6 +438,7 @@ def test_sweep_cases_are_a_union_of_grids_and_the_luong_grid_is_table_4():
     'dot/luong/global',
     'general/luong/global',
     'concat/luong/global',
+    'none/luong/global',
     'dot/luong/local_m',
     'dot/luong/local_p',
     'general/luong/local_m',
