@@ -54,7 +54,7 @@ from attnmt.analysis import (
   tables,
 )
 from attnmt.compare import family, verdicts
-from attnmt.faithfulness import counterfactual, page, runner
+from attnmt.faithfulness import contrasts, counterfactual, figures, page, runner
 from attnmt.model import interventions
 from experiments import common
 
@@ -283,7 +283,7 @@ def _faithfulness(runs: list[str], names: list[str], out, max_sentences: int):
   report.write_text(os.path.join(out, 'faithfulness.json'), json.dumps(results, indent=1) + '\n')  # kept first
   table = _faithfulness_page(results, FLAGS.baseline)
   report.write_text(os.path.join(out, 'faithfulness.md'), table)
-  counterfactual.plot(results, os.path.join(out, 'faithfulness.png'))
+  figures.counterfactual_plot(results, os.path.join(out, 'faithfulness.png'))
   print(table)
   print(f'Wrote faithfulness.md, faithfulness.json and faithfulness.png under {out} in {time.time() - start:.0f} s')
 
@@ -326,10 +326,10 @@ def _explanations(runs: list[str], names: list[str], out, max_sentences: int):
 
 def _faithfulness_page(results: list, reference) -> str:
   """faithfulness.md: the tables, and with a reference the verdicts of every cell against it (one family over
-  counterfactual.MEASURES x cells)."""
+  contrasts.MEASURES x cells)."""
   if not reference:
-    return counterfactual.markdown(results) + '\nNo reference cell (--baseline): no verdicts.\n'
-  return counterfactual.markdown(results, counterfactual.contrasts(results, counterfactual.MEASURES, reference))
+    return page.counterfactual_markdown(results) + '\nNo reference cell (--baseline): no verdicts.\n'
+  return page.counterfactual_markdown(results, contrasts.contrasts(results, contrasts.MEASURES, reference))
 
 
 def _from_explanations(paths: list[str], out, reference):

@@ -17,7 +17,7 @@ import pytest
 import attnmt
 from attnmt import api, data
 from attnmt.analysis import inspection
-from attnmt.faithfulness import counterfactual
+from attnmt.faithfulness import counterfactual, figures, page
 from attnmt.errors import CheckpointError, InputError
 from attnmt.model import decoding, interventions
 from attnmt.training import evaluation, trainer
@@ -386,9 +386,9 @@ def test_faithfulness_of_a_run_per_seed_table_and_plot(trained, tmp_path):
     assert all(0.0 <= x <= 1.0 for k in ('jsd', 'tvd', 'argmax_changed', 'function_kept', 'content_kept') for x in m[k])
   e, a = result['erasure'], result['agreement']
   assert len(e['changed_max']) == 2 and all(-1.0 <= x <= 1.0 for x in a['spearman'])
-  table = counterfactual.markdown([result])
+  table = page.counterfactual_markdown([result])
   assert "Student's t 95 % interval" in table and '| uniform | ' in table and ' [' in table
-  path = counterfactual.plot([result], str(tmp_path / 'f.png'))
+  path = figures.counterfactual_plot([result], str(tmp_path / 'f.png'))
   assert open(path, 'rb').read(8) == b'\x89PNG\r\n\x1a\n'
 
 

@@ -1,6 +1,7 @@
-"""The four papers' tests as a page: explanations.md (a table per test, each column defined), explanations.json
-(per-seed lists), explanations.png, and the verdicts of the declared measures (`contrasts`), from the results
-attnmt/faithfulness/runner.py computes.
+"""The faithfulness pages. The four papers' tests: explanations.md (tables per test, each column defined),
+explanations.json (per-seed lists), explanations.png, and the verdicts of the declared measures (`contrasts`), from
+the results attnmt/faithfulness/runner.py computes. attnmt's own counterfactual measures
+(attnmt/faithfulness/counterfactual.py): `counterfactual_markdown`. Their plots: attnmt/faithfulness/figures.py.
 """
 
 from __future__ import annotations
@@ -10,9 +11,10 @@ import os
 
 import numpy as np
 
-from attnmt import plots
-from attnmt.analysis import report, stored
-from attnmt.faithfulness import counterfactual
+from attnmt.analysis import report
+from attnmt.compare import pair_tests
+from attnmt.faithfulness import figures
+from attnmt.faithfulness.contrasts import COLUMNS, contrasts as family_contrasts, verdicts_markdown
 from attnmt.faithfulness.runner import CITATIONS, MAX_ATTENTION_BINS, MEASURES, TESTS, bin_label, nan_none, parse_tests
 
 
@@ -23,8 +25,8 @@ def measures(tests) -> list:
 
 def contrasts(results: list[dict], reference: str, tests=TESTS) -> dict:
   """One family over the declared measures of `tests` x the attending cells against `reference`
-  (counterfactual.contrasts: the paired t over seeds, the sentences held fixed, Bonferroni)."""
-  return counterfactual.contrasts(results, measures(tests), reference)
+  (contrasts.contrasts: the paired t over seeds, the sentences held fixed, Bonferroni)."""
+  return family_contrasts(results, measures(tests), reference)
 
 
 # Writing ---------------------------------------------------------------------------------------------------------
@@ -279,51 +281,55 @@ def markdown(results: list[dict], frozen_results=(), verdicts: dict | None = Non
         f"{_cell(f['agrees_uniform'], 100.0, 1)} |"
       )
   if verdicts is not None:
-    lines += ['', counterfactual.verdicts_markdown(verdicts).rstrip('\n')]
+    lines += ['', verdicts_markdown(verdicts).rstrip('\n')]
   else:
     lines += ['', 'No reference cell: no verdicts (the per-seed lists are in explanations.json).']
   return '\n'.join(lines) + '\n'
 
 
-def plot(results: list[dict], path: str) -> str:
-  """Per attending variant: Moradi's preserved share per counterfactual (top) and Jain & Wallace's adversarial JSD
-  (bottom), mean over seeds with the sd over seeds; a panel whose test was not run says so."""
-  rows = [r for r in results if stored.attends(r)]
-  panels = (
-    ('moradi', 'Moradi et al.: steps whose token survives the counterfactual (%)', 100.0),
-    ('jain_wallace', 'Jain & Wallace: adversarial JSD from the attention within epsilon (nats)', 1.0),
-  )
-  bars = []
-  for test, title, scale in panels:
-    labels, means, errs = [], [], []
-    for r in rows:
-      got = r.get('tests', {}).get(test)
-      if not got or 'not_applicable' in got:
-        continue
-      picked = (
-        {k: v['tokens'] for k, v in got['shares'].items()} if test == 'moradi' else {'': got['adversarial']['jsd']}
-      )
-      for name, values in picked.items():
-        v = np.array([x for x in values if x is not None], float) * scale
-        labels.append(f"{r['variant']} · {name}" if name else r['variant'])
-        means.append(float(v.mean()) if v.size else float('nan'))
-        errs.append(float(v.std(ddof=1)) if v.size > 1 else 0.0)
-    bars.append((title, labels, means, errs))
-  heights = [max(1, len(b[1])) for b in bars]
-  fig = plots.mpl().figure.Figure(figsize=(10, 1.5 + 0.3 * sum(heights)))
-  for ax, (title, labels, means, errs) in zip(fig.subplots(2, 1, gridspec_kw={'height_ratios': heights}), bars):
-    ax.set_title(title, fontsize=9)
-    if not labels:
-      ax.text(0.5, 0.5, 'not measured', ha='center', va='center', transform=ax.transAxes)
-      ax.set_axis_off()
+# The counterfactual page (attnmt/faithfulness/counterfactual.py's measures) ------------------------------------
+
+
+def _interval(values: list, scale: float, digits: int) -> str:
+  s = pair_tests.seed_summary([v * scale for v in values])
+  if s['ci'] is None:
+    return f"{s['mean']:.{digits}f}"
+  return f"{s['mean']:.{digits}f} [{s['ci'][0]:.{digits}f}, {s['ci'][1]:.{digits}f}]"
+
+
+def counterfactual_markdown(results: list[dict], verdicts: dict | None = None) -> str:
+  """The tables of `analyze_run` results: mean over seeds with Student's t 95 % interval (one seed: the value
+  alone, said above the table), and with `verdicts` (from `contrasts`) the table of the page's verdicts."""
+  seeds = sorted({len(r['seeds']) for r in results})
+  lines = [
+    f"Seeds per variant: {', '.join(map(str, seeds))}; cells are the mean over seeds and Student's t 95 % interval"
+    + (' (one seed: the value alone, no interval)' if 1 in seeds else '')
+    + f"; sentences: {', '.join(sorted({str(r['sentences']) for r in results}))}.",
+    '',
+    '| variant | intervention | ' + ' | '.join(h for _, h, _, _ in COLUMNS) + ' |',
+    '|---|---|' + '---|' * len(COLUMNS),
+  ]
+  for r in results:
+    if not r['attends']:
+      lines.append(f"| {r['variant']} | (its score does not attend: no counterfactual) |" + ' |' * len(COLUMNS))
       continue
-    y = np.arange(len(labels))
-    ax.barh(y, means, xerr=errs, capsize=3, color='0.6')
-    ax.set_yticks(y, labels, fontsize=7)
-    ax.invert_yaxis()
-  fig.suptitle('Is attention an explanation? Mean over seeds, bars: sd over seeds', fontsize=10)
-  fig.tight_layout()
-  return plots.save(fig, path)
+    for name, m in r['interventions'].items():
+      lines.append(f"| {r['variant']} | {name} | " + ' | '.join(_interval(m[k], s, d) for k, _, s, d in COLUMNS) + ' |')
+  lines += [
+    '',
+    '| variant | own BLEU | erasure: most attended, output changed % | random token % | attention-gradient Spearman |',
+    '|---|---|---|---|---|',
+  ]
+  for r in results:
+    if r['attends']:
+      e, a = r['erasure'], r['agreement']
+      lines.append(
+        f"| {r['variant']} | {_interval(e['bleu_own_output'], 1, 2)} | {_interval(e['changed_max'], 100, 1)} | "
+        f"{_interval(e['changed_random'], 100, 1)} | {_interval(a['spearman'], 1, 3)} |"
+      )
+  if verdicts is not None:
+    lines += ['', verdicts_markdown(verdicts).rstrip('\n')]
+  return '\n'.join(lines) + '\n'
 
 
 def write(results: list[dict], out_dir: str, frozen_results=(), verdicts: dict | None = None) -> list[str]:
@@ -334,5 +340,5 @@ def write(results: list[dict], out_dir: str, frozen_results=(), verdicts: dict |
   paths = [os.path.join(out_dir, f'explanations.{ext}') for ext in ('json', 'md', 'png')]
   report.write_text(paths[0], json.dumps(nan_none(doc), indent=1, ensure_ascii=False) + '\n')
   report.write_text(paths[1], markdown(results, frozen_results, verdicts))
-  plot(results, paths[2])
+  figures.explanations_plot(results, paths[2])
   return paths

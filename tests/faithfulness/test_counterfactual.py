@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import scipy.stats
 
-from attnmt.faithfulness import counterfactual, measures, moradi
+from attnmt.faithfulness import contrasts, counterfactual, measures, moradi, page
 from attnmt.errors import ConfigError, InputError
 from attnmt.model.config import ModelConfig
 from attnmt.model import interventions
@@ -138,9 +138,9 @@ def test_teacher_forced_shift_is_zero_for_identity_and_not_for_uniform():
 
 def test_table_cells_show_the_mean_and_the_t_interval_over_seeds():
   """One seed: the value alone (no spread from one); three: the mean and Student's t 95 % interval, by hand."""
-  assert counterfactual._cell([0.4], 100.0, 1) == '40.0'
+  assert page._interval([0.4], 100.0, 1) == '40.0'
   half = scipy.stats.t.ppf(0.975, 2) * 0.2 / np.sqrt(3)
-  assert counterfactual._cell([0.2, 0.4, 0.6], 1.0, 3) == f'0.400 [{0.4 - half:.3f}, {0.4 + half:.3f}]'
+  assert page._interval([0.2, 0.4, 0.6], 1.0, 3) == f'0.400 [{0.4 - half:.3f}, {0.4 + half:.3f}]'
 
 
 def _run_result(variant, seed, jsd, spearman):
@@ -179,7 +179,7 @@ def _cell_result(variant, jsd, changed_max, attends=True):
   out = {'variant': variant, 'seeds': [0, 1, 2], 'sentences': 8, 'attends': attends}
   if attends:
     out |= {
-      'interventions': {'uniform': {k: [0.1, 0.2, 0.3] for k, *_ in counterfactual.COLUMNS} | {'jsd': jsd}},
+      'interventions': {'uniform': {k: [0.1, 0.2, 0.3] for k, *_ in contrasts.COLUMNS} | {'jsd': jsd}},
       'erasure': {'changed_max': changed_max, 'changed_random': [0.1, 0.1, 0.2], 'bleu_own_output': [9.0, 9.5, 9.9]},
       'agreement': {'spearman': [0.5, 0.5, 0.5]},
     }
@@ -201,15 +201,15 @@ def test_contrasts_are_one_bonferroni_family_over_measures_times_cells():
   p min(1, 4 p), the interval the t interval at 0.05 / 4 in the shown scale (erasure in %)."""
   results = _cells()
   measures = ('interventions/uniform/jsd', 'erasure/changed_max')
-  got = counterfactual.contrasts(results, measures, 'additive')
+  got = contrasts.contrasts(results, measures, 'additive')
   assert got['reference'] == 'additive/bahdanau/global' and got['family_size'] == 4 == len(got['rows'])
   assert got['level'] == pytest.approx(0.05 / 4)
   cells = {r['variant']: r for r in results}
   for row in got['rows']:
     assert row['b'] == 'additive/bahdanau/global' and row['a'] != 'none/luong/global/feed'
     scale = 100.0 if row['measure'] == 'erasure/changed_max' else 1.0
-    a = np.array(counterfactual.measure_values(cells[row['a']], row['measure'])) * scale
-    b = np.array(counterfactual.measure_values(cells[row['b']], row['measure'])) * scale
+    a = np.array(contrasts.measure_values(cells[row['a']], row['measure'])) * scale
+    b = np.array(contrasts.measure_values(cells[row['b']], row['measure'])) * scale
     want = scipy.stats.ttest_rel(a, b)
     assert row['p_value'] == pytest.approx(want.pvalue, rel=1e-9)
     assert row['p_adjusted'] == pytest.approx(min(1.0, want.pvalue * 4), rel=1e-9)
@@ -232,20 +232,20 @@ def test_contrasts_are_one_bonferroni_family_over_measures_times_cells():
 def test_contrasts_never_say_equivalent_without_a_declared_margin():
   """general's JSD is level with additive's, its interval narrow: with a margin of 0.5 it would be
   'equivalent'; with none declared it is undecided, and no verdict says ≈."""
-  level = counterfactual.contrasts(_cells(), ('interventions/uniform/jsd',), 'additive/bahdanau/global')
+  level = contrasts.contrasts(_cells(), ('interventions/uniform/jsd',), 'additive/bahdanau/global')
   row = next(r for r in level['rows'] if r['a'] == 'general/luong/global/feed')
   assert -0.5 < row['interval'][0] and row['interval'][1] < 0.5 and level['delta'] == 0.0
   assert row['decision'] == 'undecided' and '≈' not in row['verdict'] and 'equivalent' not in row['verdict']
-  with_margin = counterfactual.contrasts(_cells(), ('interventions/uniform/jsd',), 'additive', delta=0.5)
+  with_margin = contrasts.contrasts(_cells(), ('interventions/uniform/jsd',), 'additive', delta=0.5)
   assert [r['decision'] for r in with_margin['rows']] == ['greater', 'equivalent']
-  page = counterfactual.markdown(_cells(), level)
-  assert 'one family of 1 measures × 2 cells' in page and 'alpha 0.05 over all of them' in page
-  assert '| uniform: JSD (bits) | dot/luong/global/feed − additive/bahdanau/global | +0.200 |' in page
-  assert 'equivalent' not in page.split('Verdicts:')[1].split('\n', 1)[1] and '≈' not in page
+  written = page.counterfactual_markdown(_cells(), level)
+  assert 'one family of 1 measures × 2 cells' in written and 'alpha 0.05 over all of them' in written
+  assert '| uniform: JSD (bits) | dot/luong/global/feed − additive/bahdanau/global | +0.200 |' in written
+  assert 'equivalent' not in written.split('Verdicts:')[1].split('\n', 1)[1] and '≈' not in written
 
 
 def test_contrasts_name_a_missing_measure_or_reference():
   with pytest.raises(InputError, match="no measure 'interventions/zero_max/jsd'"):
-    counterfactual.contrasts(_cells(), ('interventions/zero_max/jsd',), 'additive')
+    contrasts.contrasts(_cells(), ('interventions/zero_max/jsd',), 'additive')
   with pytest.raises(ConfigError, match="reference 'concat' is not one of the measured cells"):
-    counterfactual.contrasts(_cells(), counterfactual.MEASURES[:1], 'concat')
+    contrasts.contrasts(_cells(), contrasts.MEASURES[:1], 'concat')

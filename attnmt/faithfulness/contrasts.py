@@ -1,0 +1,155 @@
+"""The verdicts of both faithfulness pages: declared measures (key paths into a result's per-seed lists), each cell
+against a reference cell, all in ONE family (attnmt.compare.family): the paired t over same-numbered seeds (K - 1
+df) with the test set held fixed (every cell is measured on the same sentences), simultaneous Bonferroni intervals
+over measures x cells, alpha 0.05 over the whole family. The measures' units differ, so no equivalence margin is
+declared: a contrast is ranked or undecided.
+"""
+
+from __future__ import annotations
+
+from attnmt.analysis import stored
+from attnmt.compare import family, verdicts
+from attnmt.errors import ConfigError, InputError
+
+# The columns of the counterfactual page (attnmt/faithfulness/counterfactual.py's per-intervention measures):
+# (key, label, scale shown, digits).
+COLUMNS = (
+  ('jsd', 'JSD (bits)', 1.0, 3),
+  ('tvd', 'TVD', 1.0, 3),
+  ('argmax_changed', 'argmax changed %', 100.0, 1),
+  ('bleu', 'BLEU', 1.0, 2),
+  ('bleu_own', 'BLEU vs own', 1.0, 2),
+  ('chrf_own', 'chrF vs own', 1.0, 1),
+  ('function_kept', 'function words kept %', 100.0, 1),
+  ('content_kept', 'content words kept %', 100.0, 1),
+)
+
+
+# The measures the page ranks, declared before the data: key paths into a result's per-seed lists.
+MEASURES = ('interventions/uniform/jsd', 'interventions/zero_max/argmax_changed', 'erasure/changed_max')
+_OTHER_MEASURES = {
+  'erasure/changed_max': ('erasure: most attended, output changed %', 100.0, 1),
+  'erasure/changed_random': ('erasure: random token, output changed %', 100.0, 1),
+  'erasure/bleu_own_output': ('own BLEU', 1.0, 2),
+  'agreement/spearman': ('attention-gradient Spearman', 1.0, 3),
+}
+
+
+def measure_format(path: str) -> tuple[str, float, int]:
+  """A measure's label, the scale its values are shown in (shares as %) and the digits shown."""
+  part = path.split('/')
+  if len(part) == 3 and part[0] == 'interventions':
+    for key, label, scale, digits in COLUMNS:
+      if key == part[2]:
+        return f'{part[1]}: {label}', scale, digits
+  return _OTHER_MEASURES.get(path, (path, 1.0, 3))
+
+
+def measure_values(result: dict, path: str) -> list:
+  """A result's per-seed list at `path` ('interventions/uniform/jsd', 'erasure/changed_max', ...)."""
+  node = result
+  for key in path.split('/'):
+    if not isinstance(node, dict) or key not in node:
+      raise InputError(
+        f"{result['variant']}: no measure '{path}' (no '{key}'); measures are key paths into the results, "
+        "e.g. 'interventions/uniform/jsd', 'interventions/zero_max/argmax_changed', 'erasure/changed_max'"
+      )
+    node = node[key]
+  if not isinstance(node, list) or len(node) != len(result['seeds']):
+    raise InputError(f"{result['variant']}: '{path}' is not a list of one value per seed")
+  return node
+
+
+def reference_name(names: list[str], reference: str) -> str:
+  """The cell `reference` names: a variant's full name, or the score its name starts with when one cell alone
+  has it ('additive' for 'additive/bahdanau/global')."""
+  if reference in names:
+    return reference
+  found = [n for n in names if n.split('/')[0] == reference]
+  if len(found) != 1:
+    raise ConfigError(
+      f"reference '{reference}' is not {'one' if not found else 'exactly one'} of the measured cells "
+      f"({', '.join(names)}); give a cell's full name"
+    )
+  return found[0]
+
+
+def contrasts(
+  results: list[dict], measures=MEASURES, reference: str = 'additive', alpha: float = family.ALPHA, delta=None
+) -> dict:
+  """The page's verdicts: for each declared measure (a key path, `measure_values`), every cell whose score
+  attends against `reference`, all measures x cells in one family with family-wise error <= alpha. Each
+  measure is one verdicts.compare_scores call spending alpha / number of measures (Bonferroni: each contrast
+  tested at alpha / m, its interval the simultaneous one, adjusted p = min(1, p m)), by the paired t over the
+  cells' same-numbered seeds (K - 1 df; unpaired, min(K) - 1 df, where their seeds differ) with the test set held fixed: every cell is measured on the same sentences, so they add no variance to a
+  difference between cells. No equivalence margin is declared (the measures' units differ): `delta` None is 0,
+  so a contrast is 'greater' (its interval excludes 0, the sign says which way) or 'undecided', never
+  'equivalent'. Returns {'reference', 'measures', 'alpha', 'family_size', 'level', 'method', 'rows'}, a row
+  per contrast: compare_scores' pair (a the cell, b the reference, difference a - b in the shown scale) with
+  'measure' and 'label'."""
+  cells = [r for r in results if stored.attends(r)]
+  names = [r['variant'] for r in cells]
+  if len(names) < 2:
+    raise InputError(f'verdicts need a reference and at least one other cell whose score attends; got {names}')
+  ref = reference_name(names, reference)
+  measures = list(measures)
+  if not measures or len(set(measures)) != len(measures):
+    raise ConfigError(f'declare each measure of the family once, at least one; got {measures}')
+  delta = 0.0 if delta is None else float(delta)
+  level = alpha / len(measures)
+  rows = []
+  for path in measures:
+    label, scale, _ = measure_format(path)
+    observed = [[v * scale for v in measure_values(r, path)] for r in cells]
+    seeds = [r['seeds'] for r in cells]  # same-numbered seeds pair (pair_tests.pair_test)
+    compared = verdicts.compare_scores(
+      names, observed, ref, contrasts=ref, delta=delta, alpha=alpha, level=level, seeds=seeds
+    )
+    rows += [{'measure': path, 'label': label, **pair} for pair in compared['pairs']]
+  sentences = sorted({r['sentences'] for r in cells})
+  return {
+    'reference': ref,
+    'measures': measures,
+    'cells': len(names) - 1,
+    'alpha': alpha,
+    'delta': delta,
+    'family_size': len(rows),
+    'level': alpha / len(rows),
+    'method': (
+      f"the paired t over same-numbered seeds (K - 1 df; unpaired where the seeds differ), two-sided, the test set held fixed (every cell measured on the same "
+      f"{'/'.join(map(str, sentences))} sentences); one family of {len(measures)} measure(s) x {len(names) - 1} "
+      f'cell(s) against {ref} = {len(rows)} contrasts, simultaneous Bonferroni intervals (each at level '
+      f'{alpha:g} / {len(rows)}), family-wise error <= {alpha:g} over all of them'
+    ),
+    'rows': rows,
+  }
+
+
+def _p(p) -> str:
+  if p is None:
+    return '—'
+  return '< 0.0001' if p < 1e-4 else f'{p:.4f}'
+
+
+def verdicts_markdown(verdicts: dict) -> str:
+  """The verdicts of `contrasts` as a table, after one sentence stating the family."""
+  v = verdicts
+  lines = [
+    f"Verdicts: one family of {len(v['measures'])} measures × {v['cells']} cells against `{v['reference']}` = "
+    f"{v['family_size']} contrasts, alpha {v['alpha']:g} over all of them: the paired t over same-numbered seeds (K − 1 df) with the test "
+    "set held fixed (the sentences are the same for every cell), two-sided, Bonferroni (adjusted p = min(1, "
+    f"{v['family_size']} p)), simultaneous intervals (each of coverage 1 − {v['alpha']:g}/{v['family_size']}), "
+    'so a contrast is ranked exactly when its interval excludes 0; no equivalence margin is declared (the '
+    "measures' units differ): each contrast is ranked or undecided.",
+    '',
+    '| measure | cell − reference | difference | simultaneous interval | p | adjusted p | verdict |',
+    '|---|---|---|---|---|---|---|',
+  ]
+  for r in v['rows']:
+    _, _, digits = measure_format(r['measure'])
+    interval = '—' if r['interval'] is None else f"[{r['interval'][0]:+.{digits}f}, {r['interval'][1]:+.{digits}f}]"
+    lines.append(
+      f"| {r['label']} | {r['a']} − {r['b']} | {r['difference']:+.{digits}f} | {interval} | {_p(r['p_value'])} | "
+      f"{_p(r['p_adjusted'])} | {r['verdict']} |"
+    )
+  return '\n'.join(lines) + '\n'
