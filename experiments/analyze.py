@@ -119,6 +119,17 @@ flags.DEFINE_integer(
   runner.ADVERSARIAL_STEPS,
   "With --explanations: the adversarial search's optimisation steps (theirs: 500).",
 )
+flags.DEFINE_integer(
+  'trained_steps',
+  runner.TRAINED_STEPS,
+  "With --explanations: Wiegreffe & Pinter's trained tests (the non-contextual diagnostic and the adversary) train "
+  'this many steps each from the first seed (0: left out).',
+)
+flags.DEFINE_integer(
+  'train_sentences',
+  runner.TRAIN_SENTENCES,
+  "With --explanations: Wiegreffe & Pinter's trained tests train on the first this many training sentences.",
+)
 flags.DEFINE_bool(
   'pool_seeds',
   False,
@@ -290,10 +301,14 @@ def _faithfulness(runs: list[str], names: list[str], out, max_sentences: int):
 
 def _explanations(runs: list[str], names: list[str], out, max_sentences: int):
   tests = runner.parse_tests(names)  # a bad name fails before any run is loaded
-  if max_sentences < 0 or FLAGS.adversarial_sentences < 0 or FLAGS.adversarial_steps < 1:
+  if (
+    min(max_sentences, FLAGS.adversarial_sentences, FLAGS.trained_steps) < 0
+    or min(FLAGS.adversarial_steps, FLAGS.train_sentences) < 1
+  ):
     raise ValueError(
-      f'--explanation_sentences ({max_sentences}) and --adversarial_sentences ({FLAGS.adversarial_sentences}) must '
-      f'be >= 0, --adversarial_steps ({FLAGS.adversarial_steps}) >= 1'
+      f'--explanation_sentences ({max_sentences}), --adversarial_sentences ({FLAGS.adversarial_sentences}) and '
+      f'--trained_steps ({FLAGS.trained_steps}) must be >= 0, --adversarial_steps ({FLAGS.adversarial_steps}) and '
+      f'--train_sentences ({FLAGS.train_sentences}) >= 1'
     )
   out = out or os.path.join(os.path.dirname(os.path.abspath(runs[0])), 'analysis')
   if os.path.exists(out) and not os.path.isdir(out):
@@ -308,6 +323,8 @@ def _explanations(runs: list[str], names: list[str], out, max_sentences: int):
         max_sentences=max_sentences,
         adversarial_sentences=FLAGS.adversarial_sentences,
         adversarial_steps=FLAGS.adversarial_steps,
+        trained_steps=FLAGS.trained_steps,
+        train_sentences=FLAGS.train_sentences,
       )
     )
   frozen = []

@@ -438,7 +438,7 @@ def test_explain_runs_the_papers_tests_as_the_analysis_does(trained):
 
   workdir, full, _, _ = trained
   run = attnmt.load(workdir)
-  small = dict(max_sentences=8, adversarial_sentences=1, adversarial_steps=3)
+  small = dict(max_sentences=8, adversarial_sentences=1, adversarial_steps=3, trained_steps=2, train_sentences=16)
   got = run.explain('moradi,jain_wallace', **small)
   want = runner.analyze_run(full, 'moradi,jain_wallace', **small)
   assert got['tests'] == want['tests'] and got['seeds'] == [0, 1]

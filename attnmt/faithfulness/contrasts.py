@@ -1,11 +1,14 @@
 """The verdicts of both faithfulness pages: declared measures (key paths into a result's per-seed lists), each cell
 against a reference cell, all in ONE family (attnmt.compare.family): the paired t over same-numbered seeds (K - 1
-df) with the test set held fixed (every cell is measured on the same sentences), simultaneous Bonferroni intervals
-over measures x cells, alpha 0.05 over the whole family. The measures' units differ, so no equivalence margin is
+df), with the test sentences' variance in where the measure is kept per sentence (the jackknife over them, as
+attnmt.compare adds it to BLEU) and the test set held fixed otherwise, simultaneous Bonferroni intervals over
+measures x cells, alpha 0.05 over the whole family. The measures' units differ, so no equivalence margin is
 declared: a contrast is ranked or undecided.
 """
 
 from __future__ import annotations
+
+import numpy as np
 
 from attnmt.analysis import stored
 from attnmt.compare import family, verdicts
@@ -74,6 +77,33 @@ def reference_name(names: list[str], reference: str) -> str:
   return found[0]
 
 
+def jackknife_rows(result: dict, path: str):
+  """K x N: a per-sentence measure of each seed with each sentence left out in turn (the delete-one jackknife of a
+  ratio: (sum - sum_i) / (count - count_i)), from the per-sentence sums and counts the runner keeps for the
+  declared measures ('tests/<test>/per_sentence/<key>'); None where the result keeps none for `path` (the measure
+  is not per sentence, or was computed before they were kept) or a leave-one-out count is 0."""
+  part = path.split('/', 2)
+  if len(part) < 3 or part[0] != 'tests':
+    return None
+  kept = result.get('tests', {}).get(part[1], {}).get('per_sentence', {}).get(part[2])
+  if kept is None:
+    return None
+  sums, counts = np.asarray(kept['sum'], float), np.asarray(kept['count'], float)
+  if sums.ndim != 2 or sums.shape[1] < 2 or sums.shape != counts.shape or sums.shape[0] != len(result['seeds']):
+    raise InputError(f"{result['variant']}: the per-sentence sums of '{path}' are not one row of sentences per seed")
+  left = counts.sum(1, keepdims=True) - counts
+  if (left <= 0).any():
+    return None
+  return (sums.sum(1, keepdims=True) - sums) / left
+
+
+def _jack(cells: list[dict], path: str, scale: float):
+  rows = [jackknife_rows(r, path) for r in cells]
+  if any(j is None for j in rows) or len({j.shape[1] for j in rows}) != 1:
+    return None
+  return [j * scale for j in rows]
+
+
 def contrasts(
   results: list[dict], measures=MEASURES, reference: str = 'additive', alpha: float = family.ALPHA, delta=None
 ) -> dict:
@@ -81,12 +111,15 @@ def contrasts(
   attends against `reference`, all measures x cells in one family with family-wise error <= alpha. Each
   measure is one verdicts.compare_scores call spending alpha / number of measures (Bonferroni: each contrast
   tested at alpha / m, its interval the simultaneous one, adjusted p = min(1, p m)), by the paired t over the
-  cells' same-numbered seeds (K - 1 df; unpaired, min(K) - 1 df, where their seeds differ) with the test set held fixed: every cell is measured on the same sentences, so they add no variance to a
-  difference between cells. No equivalence margin is declared (the measures' units differ): `delta` None is 0,
-  so a contrast is 'greater' (its interval excludes 0, the sign says which way) or 'undecided', never
-  'equivalent'. Returns {'reference', 'measures', 'alpha', 'family_size', 'level', 'method', 'rows'}, a row
-  per contrast: compare_scores' pair (a the cell, b the reference, difference a - b in the shown scale) with
-  'measure' and 'label'."""
+  cells' same-numbered seeds (K - 1 df; unpaired, min(K) - 1 df, where their seeds differ). Where every cell
+  keeps the measure per sentence (`jackknife_rows`), the test sentences' variance is in, as attnmt.compare adds
+  it to BLEU (pair_tests.test_set_variance of the jackknife rows; df capped at N - 1): the verdict then claims
+  another test set of this kind too. Otherwise the test set is held fixed (every cell is measured on the same
+  sentences, so they add no variance to a difference between cells). No equivalence margin is declared (the
+  measures' units differ): `delta` None is 0, so a contrast is 'greater' (its interval excludes 0, the sign says
+  which way) or 'undecided', never 'equivalent'. Returns {'reference', 'measures', 'alpha', 'family_size',
+  'level', 'method', 'rows'}, a row per contrast: compare_scores' pair (a the cell, b the reference, difference
+  a - b in the shown scale) with 'measure', 'label' and 'sentences' (whether the sentences' variance is in)."""
   cells = [r for r in results if stored.attends(r)]
   names = [r['variant'] for r in cells]
   if len(names) < 2:
@@ -97,27 +130,43 @@ def contrasts(
     raise ConfigError(f'declare each measure of the family once, at least one; got {measures}')
   delta = 0.0 if delta is None else float(delta)
   level = alpha / len(measures)
-  rows = []
+  rows, over_sentences = [], []
   for path in measures:
     label, scale, _ = measure_format(path)
     observed = [[v * scale for v in measure_values(r, path)] for r in cells]
     seeds = [r['seeds'] for r in cells]  # same-numbered seeds pair (pair_tests.pair_test)
+    jack = _jack(cells, path, scale)
     compared = verdicts.compare_scores(
-      names, observed, ref, contrasts=ref, delta=delta, alpha=alpha, level=level, seeds=seeds
+      names, observed, ref, jack=jack, contrasts=ref, delta=delta, alpha=alpha, level=level, seeds=seeds
     )
-    rows += [{'measure': path, 'label': label, **pair} for pair in compared['pairs']]
+    rows += [{'measure': path, 'label': label, 'sentences': jack is not None, **pair} for pair in compared['pairs']]
+    if jack is not None:
+      over_sentences.append(path)
   sentences = sorted({r['sentences'] for r in cells})
+  held = [m for m in measures if m not in over_sentences]
+  test_set = (
+    (
+      f'the test sentences\' variance in by the jackknife over them for {len(over_sentences)} measure(s)'
+      if over_sentences
+      else ''
+    )
+    + ('; ' if over_sentences and held else '')
+    + (
+      f'the test set held fixed for {len(held)} measure(s) (every cell measured on the same sentences)' if held else ''
+    )
+  )
   return {
     'reference': ref,
     'measures': measures,
+    'over_sentences': over_sentences,
     'cells': len(names) - 1,
     'alpha': alpha,
     'delta': delta,
     'family_size': len(rows),
     'level': alpha / len(rows),
     'method': (
-      f"the paired t over same-numbered seeds (K - 1 df; unpaired where the seeds differ), two-sided, the test set held fixed (every cell measured on the same "
-      f"{'/'.join(map(str, sentences))} sentences); one family of {len(measures)} measure(s) x {len(names) - 1} "
+      f"the paired t over same-numbered seeds (K - 1 df; unpaired where the seeds differ), two-sided, {test_set} "
+      f"({'/'.join(map(str, sentences))} sentences); one family of {len(measures)} measure(s) x {len(names) - 1} "
       f'cell(s) against {ref} = {len(rows)} contrasts, simultaneous Bonferroni intervals (each at level '
       f'{alpha:g} / {len(rows)}), family-wise error <= {alpha:g} over all of them'
     ),
@@ -131,13 +180,24 @@ def _p(p) -> str:
   return '< 0.0001' if p < 1e-4 else f'{p:.4f}'
 
 
+def _test_set(v: dict) -> str:
+  over = set(v.get('over_sentences', ()))
+  if not over:
+    return 'the test set held fixed (the sentences are the same for every cell)'
+  held = [m for m in v['measures'] if m not in over]
+  return "with the test sentences' variance in (the delete-one jackknife over them, df at most N − 1)" + (
+    f"; the test set held fixed for {', '.join(held)}" if held else ''
+  )
+
+
 def verdicts_markdown(verdicts: dict) -> str:
   """The verdicts of `contrasts` as a table, after one sentence stating the family."""
   v = verdicts
   lines = [
     f"Verdicts: one family of {len(v['measures'])} measures × {v['cells']} cells against `{v['reference']}` = "
-    f"{v['family_size']} contrasts, alpha {v['alpha']:g} over all of them: the paired t over same-numbered seeds (K − 1 df) with the test "
-    "set held fixed (the sentences are the same for every cell), two-sided, Bonferroni (adjusted p = min(1, "
+    f"{v['family_size']} contrasts, alpha {v['alpha']:g} over all of them: the paired t over same-numbered seeds (K − 1 df), "
+    + _test_set(v)
+    + ", two-sided, Bonferroni (adjusted p = min(1, "
     f"{v['family_size']} p)), simultaneous intervals (each of coverage 1 − {v['alpha']:g}/{v['family_size']}), "
     'so a contrast is ranked exactly when its interval excludes 0; no equivalence margin is declared (the '
     "measures' units differ): each contrast is ranked or undecided.",

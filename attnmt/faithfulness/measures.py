@@ -1,6 +1,6 @@
 """The measures every test of attnmt/faithfulness shares, each written once: stepping the decoder along a given
 output as greedy search does (`greedy_path`, `decode_step`, `given_step`: a step whose context reads given
-weights), the decision of a step (`most_probable`), the divergences (`jsd`, `tvd`; `divergence` sums them over
+weights), the decision of a step (`most_probable`), the divergences (`jsd`, `kl`, `tvd`; `divergence` sums them over
 positions), zeroing weights and renormalising the rest (`zero_and_renormalise`), deleting a source token
 (`erase`) and the gradient x input of the source embeddings at every output position (`gradient_x_input`).
 
@@ -56,6 +56,16 @@ def jsd(p: jax.Array, q: jax.Array, axis: int = -1) -> jax.Array:
     return jnp.sum(jnp.where(x > 0, x * (jnp.log(jnp.where(x > 0, x, 1.0)) - log_m), 0.0), axis=axis)
 
   return jnp.maximum(0.5 * (kl(p) + kl(q)), 0.0)
+
+
+KL_FLOOR = 1e-10  # Wiegreffe & Pinter's modelUtils.kld adds 1e-10 inside the logs
+
+
+def kl(p: jax.Array, q: jax.Array, axis: int = -1) -> jax.Array:
+  """KL(p || q) in nats, 0 log 0 = 0 (torch's kl_div drops the terms where p is 0, as here); q floored at KL_FLOOR,
+  so a q of 0 (sparse normalisers) costs a large finite amount, not infinity. Safe to differentiate."""
+  log_p = jnp.log(jnp.where(p > 0, p, 1.0))
+  return jnp.sum(jnp.where(p > 0, p * (log_p - jnp.log(jnp.maximum(q, KL_FLOOR))), 0.0), axis=axis)
 
 
 def tvd(p: jax.Array, q: jax.Array, axis: int = -1) -> jax.Array:

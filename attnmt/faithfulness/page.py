@@ -25,7 +25,7 @@ def measures(tests) -> list:
 
 def contrasts(results: list[dict], reference: str, tests=TESTS) -> dict:
   """One family over the declared measures of `tests` x the attending cells against `reference`
-  (contrasts.contrasts: the paired t over seeds, the sentences held fixed, Bonferroni)."""
+  (contrasts.contrasts: the paired t over seeds, the test sentences' variance in by the jackknife, Bonferroni)."""
   return family_contrasts(results, measures(tests), reference)
 
 
@@ -98,10 +98,15 @@ DEFINITIONS = {
     'Token accuracy teacher-forced on the reference with the model\'s own attention and with uniform weights at '
     'every step (the state follows them), how often the uniform step chooses the own step\'s token, and the seed '
     'variance: per step of the first seed\'s output, the median JSD (nats) of the other seeds\' attention from '
-    'the first seed\'s, averaged over steps and by the first seed\'s largest weight.',
+    'the first seed\'s, averaged over steps and by the first seed\'s largest weight. From the first seed: the '
+    'non-contextual diagnostic (a model of source embeddings, an MLP per token and no recurrence, trained with the '
+    'model\'s attention frozen in, with uniform weights and with its own learned attention; token accuracy on '
+    'the reference) and the adversary (the same architecture trained to match the model\'s outputs, TVD, while '
+    'moving its attention away, minus lambda x KL: how far the attention moved, JSD, for how much output change).',
     'Differences from the paper: the uniform rows here are the same model with uniform weights, not retrained (a '
-    'variant of score none is the retrained one); the frozen-attention diagnostic guides a trained '
-    'encoder-decoder, not a retrained MLP.',
+    'variant of score none is the retrained one); one decision per decoder step; the diagnostic also reads the '
+    'previous target token; objectives and figures are means over steps (theirs: sums); the lambdas are attnmt\'s '
+    '(their code fixes none); a fixed number of steps, no epoch selection (wiegreffe_pinter.py says each).',
   ),
 }
 
@@ -243,6 +248,31 @@ def _rows(results: list[dict], test: str, cols: list[tuple], first: bool = True)
   return lines
 
 
+def _adversary_rows(results: list[dict]) -> list[str]:
+  """Wiegreffe & Pinter's adversary, one row per variant and lambda (the first seed's)."""
+  rows = [
+    (r, a, got['adversary'])
+    for r in results
+    if 'adversary' in (got := r.get('tests', {}).get('wiegreffe_pinter', {}))
+    for a in got['adversary']['adversaries']
+  ]
+  if not rows:
+    return []
+  lines = [
+    '',
+    '### Adversarially trained attention (first seed)',
+    '',
+    '| variant | λ | attention JSD from the model\'s | output TVD | accuracy % | the model\'s accuracy % |',
+    '|---|---|---|---|---|---|',
+  ]
+  for r, a, adv in rows:
+    lines.append(
+      f"| {r['variant']} | {a['lambda']:g} | {_cell(a['jsd'], 1.0, 4)} | {_cell(a['tvd'], 1.0, 4)} | "
+      f"{_cell(a['accuracy'], 100.0, 1)} | {_cell(adv['base_accuracy'], 100.0, 1)} |"
+    )
+  return lines
+
+
 def markdown(results: list[dict], frozen_results=(), verdicts: dict | None = None) -> str:
   """explanations.md: per test, its paper, its definition and the differences from the paper, then its tables (rows
   the variants, cells mean ± sd over seeds); the frozen-attention table; the verdicts where given."""
@@ -260,6 +290,8 @@ def markdown(results: list[dict], frozen_results=(), verdicts: dict | None = Non
     tables = [(title, cols) for title, cols in _tables(results, test) if cols]
     for k, (title, cols) in enumerate(tables):
       lines += ['', *([f'### {title}', ''] if title else []), *_rows(results, test, cols, k == 0)]
+    if test == 'wiegreffe_pinter':
+      lines += _adversary_rows(results)
     settings = [r['settings'][test] for r in results if test in r.get('settings', {})]
     if settings:
       lines += ['', 'Settings: ' + json.dumps(settings[0], ensure_ascii=False)]

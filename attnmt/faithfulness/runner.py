@@ -54,6 +54,8 @@ ADVERSARIAL_SENTENCES = 32  # about 300 decoder steps per seed: every cell has h
 ADVERSARIAL_STEPS = 500  # theirs; at 100 the search started from uniform logits rarely reached the bound on the
 # Bible models (held at 1-8 % of steps against 50-68 % at 500: docs/results/faithfulness.md)
 ADVERSARIAL_CANDIDATES = 5
+TRAINED_STEPS = 1000  # Wiegreffe & Pinter's trained tests (diagnostic and adversary): optimisation steps each
+TRAIN_SENTENCES = 1000  # ... on the first this many training sentences (unshuffled)
 MAX_SENTENCES = 100
 ONE_SEED = 'one seed: not measured'
 
@@ -185,15 +187,26 @@ def analyze_run(
   moradi_interventions: str = MORADI_INTERVENTIONS,
   orders=ORDERS,
   function_words: frozenset | None = None,
+  trained_steps: int = TRAINED_STEPS,
+  train_sentences: int = TRAIN_SENTENCES,
 ) -> dict:
   """The selected tests (`parse_tests`) of the module docstring for one run (an inspection.LoadedRun), per seed, on
   the first `max_sentences` sentences of `split` (whole batches; 0: all), `chunk` sentences at a time (the
   gradients are B x T x S x E). `function_words`: the words of the Moradi split (None: faithfulness's shipped
-  list). Returns {'variant', 'pool', 'seeds', 'sentences', 'attends', 'split', 'settings', 'tests': {test: {...
+  list). Wiegreffe & Pinter's trained tests (the non-contextual diagnostic and the adversarially trained model,
+  `_trained`) run `trained_steps` optimisation steps on the first `train_sentences` training sentences, from the
+  first seed; trained_steps 0 leaves them out. Returns {'variant', 'pool', 'seeds', 'sentences', 'attends', 'split', 'settings', 'tests': {test: {...
   per-seed lists ...} or {'not_applicable': why}}, 'seconds': {test: seconds}} (NaN as None)."""
   tests = parse_tests(tests)
-  if chunk < 1 or max_sentences < 0 or adversarial_sentences < 0 or adversarial_steps < 1:
-    raise ConfigError('chunk and adversarial_steps must be >= 1, max_sentences and adversarial_sentences >= 0')
+  if (
+    chunk < 1
+    or min(max_sentences, adversarial_sentences, trained_steps) < 0
+    or min(adversarial_steps, train_sentences) < 1
+  ):
+    raise ConfigError(
+      'chunk, adversarial_steps and train_sentences must be >= 1, max_sentences, adversarial_sentences and '
+      'trained_steps >= 0'
+    )
   cfg, tokenizer = run.cfg, run.prepared.tgt_tokenizer
   batches = counterfactual._subset(list(data.batches(run.prepared, split, run.config.data)), max_sentences)
   records = _records(batches, None)
@@ -265,6 +278,7 @@ def analyze_run(
     out['settings']['wiegreffe_pinter'] = {
       'accuracy': 'teacher-forced on the reference',
       'seed_variance': 'base seed: the first; every seed teacher-forced on the base seed\'s own output',
+      'trained': {'steps': trained_steps, 'train_sentences': train_sentences, 'seed': 'the first'},
     }
   lists = {t: collections.defaultdict(list) for t in tests}
   seconds = collections.Counter()
@@ -306,6 +320,8 @@ def analyze_run(
   if 'wiegreffe_pinter' in tests:
     start = time.time()
     lists['wiegreffe_pinter']['seed_variance'] = _seed_variance(run, cfg, base_records, chunk)
+    if trained_steps:
+      lists['wiegreffe_pinter'].update(_trained(run, records, trained_steps, train_sentences, seed))
     seconds['wiegreffe_pinter'] += time.time() - start
   bar.close()
   out['tests'] = {t: _plain(lists[t]) for t in tests}
@@ -321,26 +337,38 @@ def _device(c: dict, *keys):
   return [jnp.asarray(c[k]) for k in keys]
 
 
+def _per_sentence(into: dict, key: str, parts: list[tuple]) -> None:
+  """One seed's per-sentence sums and counts of the declared measure `key` (its key path under the test), from
+  `parts`: (sum per row, count per row, real rows) per chunk; contrasts.jackknife_rows reads them back."""
+  d = into.setdefault('per_sentence', {}).setdefault(key, {'sum': [], 'count': []})
+  d['sum'].append([float(x) for s, _, real in parts for x in np.asarray(s)[:real]])
+  d['count'].append([int(x) for _, n, real in parts for x in np.asarray(n)[:real]])
+
+
 def _moradi(into, cfg, params, chunks, recs, size, seed, chosen, function_ids, orders, bar, *_):
-  counts = collections.defaultdict(collections.Counter)
+  counts, rows = collections.defaultdict(collections.Counter), []
   for c in chunks:
     got = moradi.moradi_one_step(
       cfg, params, *_device(c, 'src', 'src_len', 'tokens'), c['lengths'], chosen, function_ids or None, zero_out=True
     )
     for label, n in got['counts'].items():
       counts[label].update(n)
+    if 'uniform' in got['same']:
+      rows.append((got['same']['uniform'].sum(1), got['mask'].sum(1), c['real']))
     bar.update(c['real'])
   shares = into.setdefault('shares', {})
   for label, share in moradi.moradi_shares({k: dict(v) for k, v in counts.items()}).items():
     for kind, value in share.items():
       shares.setdefault(label, collections.defaultdict(list))[kind].append(value)
   into['steps'].append(int(next(iter(counts.values()))['tokens']))
+  if rows:
+    _per_sentence(into, 'shares/uniform/tokens', rows)
 
 
 def _serrano_smith(into, cfg, params, chunks, recs, size, seed, chosen, function_ids, orders, bar, *_):
   sums = {o: collections.Counter() for o in orders}
   single = {o: collections.Counter() for o in orders if o != 'random'}
-  paired, none, filtered = collections.defaultdict(collections.Counter), collections.Counter(), 0
+  paired, none, filtered, rows = collections.defaultdict(collections.Counter), collections.Counter(), 0, []
   for c in chunks:
     got = serrano_smith.serrano_smith_flip(
       cfg, params, *_device(c, 'src', 'src_len', 'tokens'), c['lengths'], orders, seed
@@ -353,6 +381,9 @@ def _serrano_smith(into, cfg, params, chunks, recs, size, seed, chosen, function
       paired[name].update(counts)
     none.update(got['no_order_flips'])
     filtered += got['filtered']
+    if 'attention' in orders:
+      att = got['attention']
+      rows.append((np.nansum(att['fraction'], 1), att['flipped'].sum(1), c['real']))
     bar.update(c['real'])
   into['no_order_flips'].append(_ratio(none['steps'], none['of']))
   into['filtered'].append(filtered)
@@ -377,6 +408,8 @@ def _serrano_smith(into, cfg, params, chunks, recs, size, seed, chosen, function
       d[key].append(_ratio(p[key], p['of']))
     d['of'].append(int(p['of']))
   into['steps'].append(int(sums[orders[0]]['steps']) // (serrano_smith.RANDOM_DRAWS if orders[0] == 'random' else 1))
+  if rows:
+    _per_sentence(into, 'orders/attention/fraction', rows)
 
 
 def _taus(weights, importance, src_len, lengths):
@@ -446,7 +479,7 @@ def _jain_wallace(into, cfg, params, chunks, recs, size, seed, chosen, function_
   perm['steps'].append(int(permuted['steps']))
   _binned_means(by_max, perm.setdefault('by_max_attention', {}))
   adv = into.setdefault('adversarial', collections.defaultdict(list))
-  total = collections.Counter()
+  total, rows = collections.Counter(), []
   if n_adv:
     for c in _chunks(recs[:n_adv], min(size, n_adv)):
       got = jain_wallace.adversarial_attention(
@@ -462,23 +495,28 @@ def _jain_wallace(into, cfg, params, chunks, recs, size, seed, chosen, function_
           }
         )
       total['steps'] += int(mask.sum())
+      rows.append((np.where(mask, got['jsd'], 0.0).sum(1), mask.sum(1), c['real']))
   for prefix in ('', 'strict_'):
     adv[f'{prefix}jsd'].append(_ratio(total[f'{prefix}jsd'], total['steps']))
     adv[f'{prefix}jsd_held'].append(_ratio(total[f'{prefix}jsd_held'], total[f'{prefix}held']))
     adv[f'{prefix}held'].append(_ratio(total[f'{prefix}held'], total['steps']))
   adv['steps'].append(int(total['steps']))
+  if rows:
+    _per_sentence(into, 'adversarial/jsd', rows)
 
 
 def _wiegreffe_pinter(into, cfg, params, chunks, recs, size, seed, chosen, function_ids, orders, bar, *_):
-  sums = collections.Counter()
+  sums, rows = collections.Counter(), []
   for c in chunks:
     got = wiegreffe_pinter.uniform_baseline(cfg, params, *_device(c, 'src', 'src_len', 'ref'), c['ref_len'])
     sums.update(got['counts'])
+    rows.append((got['correct']['uniform'].sum(1), got['mask'].sum(1), c['real']))
     bar.update(c['real'])
   into['accuracy_own'].append(_ratio(sums['own'], sums['tokens']))
   into['accuracy_uniform'].append(_ratio(sums['uniform'], sums['tokens']))
   into['agreement'].append(_ratio(sums['agreement'], sums['tokens']))
   into['steps'].append(int(sums['tokens']))
+  _per_sentence(into, 'accuracy_uniform', rows)
 
 
 def _seed_variance(run, cfg, base_records, size) -> dict:
@@ -513,6 +551,25 @@ def _seed_variance(run, cfg, base_records, size) -> dict:
     },
   }
   return out
+
+
+def _trained(run, test_records: list[dict], steps: int, train_sentences: int, seed: int) -> dict:
+  """Wiegreffe & Pinter's two trained tests from the run's first seed, teacher-forced on the references: the
+  non-contextual diagnostic (wiegreffe_pinter.noncontextual_diagnostic) and the adversarially trained model
+  (wiegreffe_pinter.adversarial_training), trained on the first `train_sentences` training sentences (in the
+  corpus's order) and scored on the test records (the diagnostic's own draws from `seed`)."""
+  batches, rows = [], 0
+  for b in data.batches(run.prepared, 'train', run.config.data, num_epochs=1, shuffle=False):
+    if rows >= train_sentences:
+      break
+    batches.append(b)
+    rows += int(np.sum(np.asarray(b['index']) >= 0))
+  train, test = _chunks(_records(batches, None)[:train_sentences], 32), _chunks(test_records, 32)
+  params = evaluation.seed_params(run.params, 0)
+  diagnostic = wiegreffe_pinter.noncontextual_diagnostic(run.cfg, params, train, test, steps=steps, seed=seed)
+  # their adversary starts from the base model's own initial draw (both trained with seed 10): the first seed's
+  adversary = wiegreffe_pinter.adversarial_training(run.cfg, params, train, test, steps=steps, seed=run.seeds[0])
+  return {'diagnostic': diagnostic, 'adversary': adversary}
 
 
 _TESTS = {

@@ -17,7 +17,7 @@ from experiments.configs import tiny
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 ENV = dict(os.environ, JAX_PLATFORMS='cpu', PYTHONPATH=ROOT)
-SMALL = dict(max_sentences=8, adversarial_sentences=2, adversarial_steps=3)
+SMALL = dict(max_sentences=8, adversarial_sentences=2, adversarial_steps=3, trained_steps=2, train_sentences=16)
 NOT_APPLICABLE = 'score none has no attention'
 
 
@@ -72,8 +72,17 @@ def test_the_json_holds_one_value_per_seed_of_every_summary_and_the_settings(ana
   none, additive = doc['runs']
   assert additive['seeds'] == [0, 1] and additive['attends'] and additive['sentences'] >= 8
   assert set(additive['tests']) == set(runner.TESTS)
-  lists = dict(per_seed_lists(additive['tests']))
+  first_seed = {k: additive['tests']['wiegreffe_pinter'].pop(k) for k in ('diagnostic', 'adversary')}
+  lists = dict(per_seed_lists(additive['tests']))  # every list but the two trained tests' holds one value per seed
   assert len(lists) > 20 and all(len(v) == 2 for v in lists.values()), lists
+  accuracy = first_seed['diagnostic']['accuracy']
+  assert set(accuracy) == {'frozen', 'uniform', 'learned'} and all(0 <= x <= 1 for x in accuracy.values())
+  assert [a['lambda'] for a in first_seed['adversary']['adversaries']] == [0.001, 0.01, 0.1, 1.0]
+  assert all(0 <= a['jsd'] <= 0.6932 and 0 <= a['tvd'] <= 1 for a in first_seed['adversary']['adversaries'])
+  kept = additive['tests']['moradi']['per_sentence']['shares/uniform/tokens']
+  assert (
+    len(kept['sum'][0]) == additive['sentences'] and sum(kept['count'][0]) == additive['tests']['moradi']['steps'][0]
+  )
   for path in ('moradi/shares/uniform/tokens', 'serrano_smith/orders/random/never_flipped', 'jain_wallace/tau_loo'):
     assert all(0 <= abs(x) <= 1 for x in lists[path]), (path, lists[path])
   orders = additive['tests']['serrano_smith']['orders']
@@ -221,7 +230,17 @@ def test_parts_merged_by_from_explanations_give_the_whole_and_a_variant_twice_is
 def test_nofrozen_attention_writes_no_pairs(runs, tmp_path):
   given = f"--runs={runs['none']},{runs['additive']}"
   done = analyze(
-    given, '--explanations=wiegreffe_pinter', '--explanation_sentences=8', '--nofrozen_attention', f'--out={tmp_path}'
+    given,
+    '--explanations=wiegreffe_pinter',
+    '--explanation_sentences=8',
+    '--trained_steps=2',
+    '--train_sentences=16',
+    '--nofrozen_attention',
+    f'--out={tmp_path}',
   )
   assert done.returncode == 0, done.stderr[-2000:]
-  assert json.loads((tmp_path / 'explanations.json').read_text())['frozen'] == []
+  doc = json.loads((tmp_path / 'explanations.json').read_text())
+  assert doc['frozen'] == []
+  trained = doc['runs'][1]['tests']['wiegreffe_pinter']  # the CLI runs the trained tests with its flags
+  assert trained['diagnostic']['settings']['steps'] == 2 and len(trained['adversary']['adversaries']) == 4
+  assert 'Adversarially trained attention' in (tmp_path / 'explanations.md').read_text()
