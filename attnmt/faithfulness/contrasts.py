@@ -35,6 +35,11 @@ _OTHER_MEASURES = {
   'erasure/changed_random': ('erasure: random token, output changed %', 100.0, 1),
   'erasure/bleu_own_output': ('own BLEU', 1.0, 2),
   'agreement/spearman': ('attention-gradient Spearman', 1.0, 3),
+  # the four papers' declared measures (attnmt/faithfulness/runner.py MEASURES)
+  'tests/moradi/shares/uniform/tokens': ('Moradi: uniform keeps the token %', 100.0, 1),
+  'tests/serrano_smith/orders/attention/fraction': ('Serrano & Smith: fraction removed, attention order', 1.0, 3),
+  'tests/jain_wallace/adversarial/jsd': ('Jain & Wallace: adversarial JSD', 1.0, 4),
+  'tests/wiegreffe_pinter/accuracy_uniform': ('Wiegreffe & Pinter: accuracy, uniform weights %', 100.0, 1),
 }
 
 

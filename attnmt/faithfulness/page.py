@@ -15,7 +15,8 @@ from attnmt.analysis import report
 from attnmt.compare import pair_tests
 from attnmt.faithfulness import figures
 from attnmt.faithfulness.contrasts import COLUMNS, contrasts as family_contrasts, verdicts_markdown
-from attnmt.faithfulness.runner import CITATIONS, MAX_ATTENTION_BINS, MEASURES, TESTS, bin_label, nan_none, parse_tests
+from attnmt.faithfulness.runner import CITATIONS, MEASURES, TESTS, nan_none, parse_tests
+from attnmt.faithfulness.summaries import MAX_ATTENTION_BINS, bin_label
 
 
 def measures(tests) -> list:
@@ -211,7 +212,6 @@ def _tables(results: list[dict], test: str) -> list[tuple[str, list[tuple]]]:
     (
       'Seed variance: median JSD of the other seeds\' attention',
       [
-        ('seeds', 'seed_variance/seeds', 1.0, 0),
         ('all steps', 'seed_variance/jsd_median', 1.0, 4),
         ('output TVD', 'seed_variance/output_tvd', 1.0, 4),
         *_bins('seed_variance/by_max_attention'),

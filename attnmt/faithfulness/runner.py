@@ -36,14 +36,14 @@ from __future__ import annotations
 import collections
 import time
 
-import jax.numpy as jnp
 import numpy as np
 
 from attnmt import data, progress
-from attnmt.faithfulness import counterfactual, jain_wallace, measures, moradi, serrano_smith, wiegreffe_pinter
+from attnmt.faithfulness import chunks as chunking
+from attnmt.faithfulness import counterfactual, jain_wallace, moradi, serrano_smith, summaries, wiegreffe_pinter
 from attnmt.errors import ConfigError, InputError
 from attnmt.model import interventions, scores
-from attnmt.model.seq2seq import EOS, PAD
+from attnmt.model.seq2seq import EOS
 from attnmt.training import evaluation
 
 TESTS = ('moradi', 'serrano_smith', 'jain_wallace', 'wiegreffe_pinter')
@@ -57,7 +57,7 @@ ADVERSARIAL_CANDIDATES = 5
 TRAINED_STEPS = 1000  # Wiegreffe & Pinter's trained tests (diagnostic and adversary): optimisation steps each
 TRAIN_SENTENCES = 1000  # ... on the first this many training sentences (unshuffled)
 MAX_SENTENCES = 100
-ONE_SEED = 'one seed: not measured'
+ONE_SEED = summaries.ONE_SEED
 
 # The measures the verdicts rank, per test, declared before the data: key paths into a result.
 MEASURES = {
@@ -96,65 +96,6 @@ def attends(run) -> bool:
   return bool(scores.build(run.cfg).attends)
 
 
-# Sentences in chunks -------------------------------------------------------------------------------------------
-
-
-def _width(n: int) -> int:
-  """Token widths rounded up to a multiple of 8: fewer shapes, fewer compilations."""
-  return max(8, -(-int(n) // 8) * 8)
-
-
-def _records(batches: list[dict], own: dict | None) -> list[dict]:
-  """One record per real sentence, in batch order: its source row (the batch's width), the model's own output
-  (with EOS, where `own` is given) and the reference (with EOS)."""
-  out = []
-  for b in batches:
-    for r in np.flatnonzero(np.asarray(b['index']) >= 0):
-      ref_len = int(b['tgt_len'][r])
-      rec = {
-        'src': np.asarray(b['src'])[r],
-        'src_len': int(b['src_len'][r]),
-        'ref': np.asarray(b['tgt_out'])[r, :ref_len],
-      }
-      if own is not None:
-        rec['tokens'] = np.asarray(own[int(b['index'][r])].ids, np.int32)
-      out.append(rec)
-  return out
-
-
-def _chunks(records: list[dict], size: int) -> list[dict]:
-  """Records in chunks of `size` rows (consecutive records of one source width; short chunks padded with copies
-  of their first row of target length 0, which every test masks), token widths rounded up (`_width`)."""
-  groups, current = [], []
-  for rec in records:
-    if current and (len(current) == size or len(rec['src']) != len(current[0]['src'])):
-      groups.append(current)
-      current = []
-    current.append(rec)
-  if current:
-    groups.append(current)
-  chunks = []
-  for group in groups:
-    rows = group + [group[0]] * (size - len(group))
-    real = np.arange(size) < len(group)
-    chunk = {
-      'real': len(group),
-      'src': np.stack([r['src'] for r in rows]).astype(np.int32),
-      'src_len': np.array([r['src_len'] for r in rows], np.int32),
-    }
-    for key, length in (('ref', 'ref_len'), ('tokens', 'lengths')):
-      if key not in group[0]:
-        continue
-      width = _width(max(len(r[key]) for r in group))
-      arr = np.full((size, width), PAD, np.int32)
-      for k, r in enumerate(rows):
-        arr[k, : len(r[key])] = r[key]
-      chunk[key] = arr
-      chunk[length] = np.where(real, [max(1, len(r[key])) for r in rows], 0).astype(np.int32)
-    chunks.append(chunk)
-  return chunks
-
-
 # One run --------------------------------------------------------------------------------------------------------
 
 
@@ -167,10 +108,6 @@ def nan_none(x):
   if isinstance(x, float) and not np.isfinite(x):
     return None
   return x
-
-
-def _ratio(a, b) -> float:
-  return float(a) / b if b else float('nan')
 
 
 def analyze_run(
@@ -209,7 +146,7 @@ def analyze_run(
     )
   cfg, tokenizer = run.cfg, run.prepared.tgt_tokenizer
   batches = counterfactual._subset(list(data.batches(run.prepared, split, run.config.data)), max_sentences)
-  records = _records(batches, None)
+  records = chunking.records(batches, None)
   score = scores.build(cfg)
   out = {
     'variant': run.name,
@@ -225,10 +162,10 @@ def analyze_run(
   if not score.attends:
     out['tests'] = {t: {'not_applicable': f'score {score.name} has no attention'} for t in tests}
     if 'wiegreffe_pinter' in tests:  # a model trained with uniform weights: Wiegreffe & Pinter's own baseline
-      into, chunks = collections.defaultdict(list), _chunks(records, chunk)
+      into, chunks = collections.defaultdict(list), chunking.chunks(records, chunk)
       bar = progress.bar(len(run.seeds) * len(records), f'{run.name} explanations', 'sentence')
       for seed_i in range(len(run.seeds)):
-        _wiegreffe_pinter(
+        summaries.SUMMARIES['wiegreffe_pinter'](
           into, cfg, evaluation.seed_params(run.params, seed_i), chunks, records, chunk, seed, [], (), (), bar
         )
       out['tests']['wiegreffe_pinter']['trained_uniform_accuracy'] = into['accuracy_own']
@@ -291,15 +228,15 @@ def analyze_run(
       start = time.time()
       own = {t.index: t for t in evaluation.translate(cfg, params, batches, tokenizer)}
       seconds['greedy'] += time.time() - start
-      recs = _records(batches, own)
+      recs = chunking.records(batches, own)
       if seed_i == 0:
         base_records = recs
     else:
       recs = records
-    chunks = _chunks(recs, chunk)
+    chunks = chunking.chunks(recs, chunk)
     for test in tests:
       start = time.time()
-      _TESTS[test](
+      summaries.SUMMARIES[test](
         lists[test],
         cfg,
         params,
@@ -319,265 +256,14 @@ def analyze_run(
       seconds[test] += time.time() - start
   if 'wiegreffe_pinter' in tests:
     start = time.time()
-    lists['wiegreffe_pinter']['seed_variance'] = _seed_variance(run, cfg, base_records, chunk)
+    lists['wiegreffe_pinter']['seed_variance'] = summaries.seed_variance(run, cfg, base_records, chunk)
     if trained_steps:
-      lists['wiegreffe_pinter'].update(_trained(run, records, trained_steps, train_sentences, seed))
+      lists['wiegreffe_pinter'].update(summaries.trained(run, records, trained_steps, train_sentences, seed))
     seconds['wiegreffe_pinter'] += time.time() - start
   bar.close()
-  out['tests'] = {t: _plain(lists[t]) for t in tests}
+  out['tests'] = {t: summaries.plain(lists[t]) for t in tests}
   out['seconds'] = {k: round(v, 2) for k, v in seconds.items()}
   return nan_none(out)
-
-
-def _plain(tree):
-  return {k: _plain(v) if isinstance(v, dict) else v for k, v in tree.items()}
-
-
-def _device(c: dict, *keys):
-  return [jnp.asarray(c[k]) for k in keys]
-
-
-def _per_sentence(into: dict, key: str, parts: list[tuple]) -> None:
-  """One seed's per-sentence sums and counts of the declared measure `key` (its key path under the test), from
-  `parts`: (sum per row, count per row, real rows) per chunk; contrasts.jackknife_rows reads them back."""
-  d = into.setdefault('per_sentence', {}).setdefault(key, {'sum': [], 'count': []})
-  d['sum'].append([float(x) for s, _, real in parts for x in np.asarray(s)[:real]])
-  d['count'].append([int(x) for _, n, real in parts for x in np.asarray(n)[:real]])
-
-
-def _moradi(into, cfg, params, chunks, recs, size, seed, chosen, function_ids, orders, bar, *_):
-  counts, rows = collections.defaultdict(collections.Counter), []
-  for c in chunks:
-    got = moradi.moradi_one_step(
-      cfg, params, *_device(c, 'src', 'src_len', 'tokens'), c['lengths'], chosen, function_ids or None, zero_out=True
-    )
-    for label, n in got['counts'].items():
-      counts[label].update(n)
-    if 'uniform' in got['same']:
-      rows.append((got['same']['uniform'].sum(1), got['mask'].sum(1), c['real']))
-    bar.update(c['real'])
-  shares = into.setdefault('shares', {})
-  for label, share in moradi.moradi_shares({k: dict(v) for k, v in counts.items()}).items():
-    for kind, value in share.items():
-      shares.setdefault(label, collections.defaultdict(list))[kind].append(value)
-  into['steps'].append(int(next(iter(counts.values()))['tokens']))
-  if rows:
-    _per_sentence(into, 'shares/uniform/tokens', rows)
-
-
-def _serrano_smith(into, cfg, params, chunks, recs, size, seed, chosen, function_ids, orders, bar, *_):
-  sums = {o: collections.Counter() for o in orders}
-  single = {o: collections.Counter() for o in orders if o != 'random'}
-  paired, none, filtered, rows = collections.defaultdict(collections.Counter), collections.Counter(), 0, []
-  for c in chunks:
-    got = serrano_smith.serrano_smith_flip(
-      cfg, params, *_device(c, 'src', 'src_len', 'tokens'), c['lengths'], orders, seed
-    )
-    for o in orders:
-      sums[o].update(got[o]['counts'])
-      if o in single:
-        single[o].update(got[o]['single']['counts'])
-    for name, counts in got['paired'].items():
-      paired[name].update(counts)
-    none.update(got['no_order_flips'])
-    filtered += got['filtered']
-    if 'attention' in orders:
-      att = got['attention']
-      rows.append((np.nansum(att['fraction'], 1), att['flipped'].sum(1), c['real']))
-    bar.update(c['real'])
-  into['no_order_flips'].append(_ratio(none['steps'], none['of']))
-  into['filtered'].append(filtered)
-  per_order = into.setdefault('orders', {})
-  for o in orders:
-    s = sums[o]
-    d = per_order.setdefault(o, collections.defaultdict(list))
-    d['fraction'].append(_ratio(s['fraction_sum'], s['flipped']))
-    d['never_flipped'].append(_ratio(s['steps'] - s['flipped'], s['steps']))
-    if o in single:
-      w = single[o]
-      for key, value in (
-        ('jsd_diff', _ratio(w['jsd_diff_sum'], w['steps'])),
-        ('jsd_top_larger', _ratio(w['jsd_top_larger'], w['steps'])),
-        ('weight_diff', _ratio(w['weight_diff_sum'], w['steps'])),
-        *((f'flips_{k}', _ratio(w[k], w['steps'])) for k in ('both', 'only_top', 'only_other', 'neither')),
-      ):
-        d.setdefault('single', collections.defaultdict(list))[key].append(value)
-  for name, p in paired.items():
-    d = into.setdefault('paired', {}).setdefault(name, collections.defaultdict(list))
-    for key in ('a_sooner', 'b_sooner', 'same'):
-      d[key].append(_ratio(p[key], p['of']))
-    d['of'].append(int(p['of']))
-  into['steps'].append(int(sums[orders[0]]['steps']) // (serrano_smith.RANDOM_DRAWS if orders[0] == 'random' else 1))
-  if rows:
-    _per_sentence(into, 'orders/attention/fraction', rows)
-
-
-def _taus(weights, importance, src_len, lengths):
-  taus = jain_wallace.kendall_taus(weights, importance, src_len, lengths)
-  tau, p = taus['tau'], taus['p']
-  defined = np.isfinite(tau)
-  return float(tau[defined].sum()), int(defined.sum()), int((p[defined] < 0.05).sum())
-
-
-MAX_ATTENTION_BINS = (0.0, 0.25, 0.5, 0.75, 1.0)  # the x axis of Jain & Wallace's and Wiegreffe & Pinter's violins
-
-
-def bin_label(i: int) -> str:
-  lo, hi = MAX_ATTENTION_BINS[i], MAX_ATTENTION_BINS[i + 1]
-  return f'{lo:.2f}-{hi:.2f}'
-
-
-def _by_max_attention(values, max_attention, mask) -> dict:
-  """Sums and counts of `values` over the steps of `mask`, by the bin of the step's largest weight."""
-  out = collections.Counter()
-  bins = np.clip(np.searchsorted(MAX_ATTENTION_BINS, np.nan_to_num(max_attention), 'right') - 1, 0, 3)
-  for i in range(len(MAX_ATTENTION_BINS) - 1):
-    at = mask & (bins == i) & np.isfinite(values)
-    out[f'{bin_label(i)}/sum'] += float(np.sum(np.where(at, values, 0.0)))
-    out[f'{bin_label(i)}/steps'] += int(at.sum())
-  return out
-
-
-def _binned_means(sums: collections.Counter, into: dict) -> None:
-  for i in range(len(MAX_ATTENTION_BINS) - 1):
-    label = bin_label(i)
-    d = into.setdefault(label, collections.defaultdict(list))
-    d['mean'].append(_ratio(sums[f'{label}/sum'], sums[f'{label}/steps']))
-    d['steps'].append(int(sums[f'{label}/steps']))
-
-
-def _jain_wallace(into, cfg, params, chunks, recs, size, seed, chosen, function_ids, orders, bar, *adversarial):
-  n_adv, steps, candidates, epsilon = adversarial
-  sums, permuted, by_max = collections.Counter(), collections.Counter(), collections.Counter()
-  for c in chunks:
-    src, src_len, tokens = _device(c, 'src', 'src_len', 'tokens')
-    weights = np.asarray(measures.greedy_path(cfg, params, src, src_len, tokens)[1])
-    grads = np.asarray(jain_wallace.gradient_importance(cfg, params, src, src_len, tokens))
-    loo = jain_wallace.leave_one_out(cfg, params, c['src'], c['src_len'], c['tokens'], c['lengths'])
-    for name, importance in (('gradient', grads), ('loo', loo)):
-      total, defined, significant = _taus(weights, importance, c['src_len'], c['lengths'])
-      sums.update({f'{name}_sum': total, f'{name}_defined': defined, f'{name}_significant': significant})
-    sums['steps'] += int(c['lengths'].sum())
-    got = jain_wallace.permutation_test(cfg, params, src, src_len, tokens, c['lengths'], seed=seed)
-    mask = got['mask']
-    permuted.update(
-      difference=float(np.nansum(got['median_difference'])),
-      flipped=float(np.nansum(got['flipped_share'])),
-      steps=int(mask.sum()),
-    )
-    by_max.update(_by_max_attention(got['median_difference'], got['max_attention'], mask))
-    bar.update(c['real'])
-  into['tau_gradient'].append(_ratio(sums['gradient_sum'], sums['gradient_defined']))
-  into['tau_loo'].append(_ratio(sums['loo_sum'], sums['loo_defined']))
-  into['significant_gradient'].append(_ratio(sums['gradient_significant'], sums['gradient_defined']))
-  into['significant_loo'].append(_ratio(sums['loo_significant'], sums['loo_defined']))
-  into['undefined'].append(_ratio(sums['steps'] - sums['gradient_defined'], sums['steps']))
-  into['steps'].append(sums['steps'])
-  perm = into.setdefault('permutation', collections.defaultdict(list))
-  perm['median_difference'].append(_ratio(permuted['difference'], permuted['steps']))
-  perm['flipped'].append(_ratio(permuted['flipped'], permuted['steps']))
-  perm['steps'].append(int(permuted['steps']))
-  _binned_means(by_max, perm.setdefault('by_max_attention', {}))
-  adv = into.setdefault('adversarial', collections.defaultdict(list))
-  total, rows = collections.Counter(), []
-  if n_adv:
-    for c in _chunks(recs[:n_adv], min(size, n_adv)):
-      got = jain_wallace.adversarial_attention(
-        cfg, params, *_device(c, 'src', 'src_len', 'tokens'), c['lengths'], epsilon, steps, candidates, seed=seed
-      )
-      mask = got['mask']
-      for prefix, pick in (('', got), ('strict_', got['strict'])):
-        total.update(
-          {
-            f'{prefix}jsd': float(np.nansum(np.where(mask, pick['jsd'], 0.0))),
-            f'{prefix}held': int(pick['held'].sum()),
-            f'{prefix}jsd_held': float(np.sum(np.where(pick['held'], pick['jsd'], 0.0))),
-          }
-        )
-      total['steps'] += int(mask.sum())
-      rows.append((np.where(mask, got['jsd'], 0.0).sum(1), mask.sum(1), c['real']))
-  for prefix in ('', 'strict_'):
-    adv[f'{prefix}jsd'].append(_ratio(total[f'{prefix}jsd'], total['steps']))
-    adv[f'{prefix}jsd_held'].append(_ratio(total[f'{prefix}jsd_held'], total[f'{prefix}held']))
-    adv[f'{prefix}held'].append(_ratio(total[f'{prefix}held'], total['steps']))
-  adv['steps'].append(int(total['steps']))
-  if rows:
-    _per_sentence(into, 'adversarial/jsd', rows)
-
-
-def _wiegreffe_pinter(into, cfg, params, chunks, recs, size, seed, chosen, function_ids, orders, bar, *_):
-  sums, rows = collections.Counter(), []
-  for c in chunks:
-    got = wiegreffe_pinter.uniform_baseline(cfg, params, *_device(c, 'src', 'src_len', 'ref'), c['ref_len'])
-    sums.update(got['counts'])
-    rows.append((got['correct']['uniform'].sum(1), got['mask'].sum(1), c['real']))
-    bar.update(c['real'])
-  into['accuracy_own'].append(_ratio(sums['own'], sums['tokens']))
-  into['accuracy_uniform'].append(_ratio(sums['uniform'], sums['tokens']))
-  into['agreement'].append(_ratio(sums['agreement'], sums['tokens']))
-  into['steps'].append(int(sums['tokens']))
-  _per_sentence(into, 'accuracy_uniform', rows)
-
-
-def _seed_variance(run, cfg, base_records, size) -> dict:
-  """Wiegreffe & Pinter's seed variance for the run: the first seed's own output, every seed teacher-forced along
-  it; the mean over steps of the median JSD of the other seeds' attention from the first seed's, and of the mean
-  TVD of their output distributions."""
-  if len(run.seeds) < 2:
-    return {'not_measured': ONE_SEED}
-  params = [evaluation.seed_params(run.params, i) for i in range(len(run.seeds))]
-  sums, by_max = collections.Counter(), collections.Counter()
-  for c in _chunks(base_records, size):
-    src, src_len, tokens = _device(c, 'src', 'src_len', 'tokens')
-    paths = [measures.greedy_path(cfg, p, src, src_len, tokens) for p in params]
-    weights = np.stack([np.asarray(w) for _, w in paths])
-    logits = np.stack([np.asarray(lg) for lg, _ in paths])
-    mask = measures.step_mask(c['tokens'], c['lengths'])
-    got = wiegreffe_pinter.seed_variance(weights, mask, logits)
-    sums.update(jsd=float(np.nansum(got['jsd_median'])), tvd=float(np.nansum(got['tvd_mean'])), steps=int(mask.sum()))
-    by_max.update(_by_max_attention(got['jsd_median'], got['max_attention'], mask))
-  out = {
-    'base_seed': run.seeds[0],
-    'seeds': len(run.seeds),
-    'jsd_median': _ratio(sums['jsd'], sums['steps']),
-    'output_tvd': _ratio(sums['tvd'], sums['steps']),
-    'steps': int(sums['steps']),
-    'by_max_attention': {
-      bin_label(i): {
-        'mean': _ratio(by_max[f'{bin_label(i)}/sum'], by_max[f'{bin_label(i)}/steps']),
-        'steps': int(by_max[f'{bin_label(i)}/steps']),
-      }
-      for i in range(len(MAX_ATTENTION_BINS) - 1)
-    },
-  }
-  return out
-
-
-def _trained(run, test_records: list[dict], steps: int, train_sentences: int, seed: int) -> dict:
-  """Wiegreffe & Pinter's two trained tests from the run's first seed, teacher-forced on the references: the
-  non-contextual diagnostic (wiegreffe_pinter.noncontextual_diagnostic) and the adversarially trained model
-  (wiegreffe_pinter.adversarial_training), trained on the first `train_sentences` training sentences (in the
-  corpus's order) and scored on the test records (the diagnostic's own draws from `seed`)."""
-  batches, rows = [], 0
-  for b in data.batches(run.prepared, 'train', run.config.data, num_epochs=1, shuffle=False):
-    if rows >= train_sentences:
-      break
-    batches.append(b)
-    rows += int(np.sum(np.asarray(b['index']) >= 0))
-  train, test = _chunks(_records(batches, None)[:train_sentences], 32), _chunks(test_records, 32)
-  params = evaluation.seed_params(run.params, 0)
-  diagnostic = wiegreffe_pinter.noncontextual_diagnostic(run.cfg, params, train, test, steps=steps, seed=seed)
-  # their adversary starts from the base model's own initial draw (both trained with seed 10): the first seed's
-  adversary = wiegreffe_pinter.adversarial_training(run.cfg, params, train, test, steps=steps, seed=run.seeds[0])
-  return {'diagnostic': diagnostic, 'adversary': adversary}
-
-
-_TESTS = {
-  'moradi': _moradi,
-  'serrano_smith': _serrano_smith,
-  'jain_wallace': _jain_wallace,
-  'wiegreffe_pinter': _wiegreffe_pinter,
-}
 
 
 # Two runs: Wiegreffe & Pinter's frozen attention ----------------------------------------------------------------
@@ -621,16 +307,16 @@ def frozen(run_a, run_b, split: str = 'test', max_sentences: int = MAX_SENTENCES
   for seed_i in range(len(run_b.seeds)):
     params_b = evaluation.seed_params(run_b.params, seed_i)
     own = {t.index: t for t in evaluation.translate(run_b.cfg, params_b, batches, run_b.prepared.tgt_tokenizer)}
-    recs = _records(batches, own)
+    recs = chunking.records(batches, own)
     out['sentences'] = len(recs)
     sums = collections.Counter()
-    for c in _chunks(recs, chunk):
+    for c in chunking.chunks(recs, chunk):
       got = wiegreffe_pinter.frozen_attention(
-        run_a.cfg, params_a, run_b.cfg, params_b, *_device(c, 'src', 'src_len', 'tokens'), c['lengths']
+        run_a.cfg, params_a, run_b.cfg, params_b, *chunking.device(c, 'src', 'src_len', 'tokens'), c['lengths']
       )
       sums.update(got['counts'])
-    out['agrees'].append(_ratio(sums['agrees'], sums['tokens']))
-    out['agrees_uniform'].append(_ratio(sums['agrees_uniform'], sums['tokens']))
+    out['agrees'].append(summaries.ratio(sums['agrees'], sums['tokens']))
+    out['agrees_uniform'].append(summaries.ratio(sums['agrees_uniform'], sums['tokens']))
   return nan_none(out)
 
 

@@ -143,7 +143,9 @@ def _check(name: str, train_chunks, test_chunks, steps, learning_rate) -> None:
       raise ConfigError(f'{name}: {label} is empty; pass a list of chunks (dicts of {", ".join(_CHUNK_KEYS)})')
     missing = sorted({k for c in chunks for k in _CHUNK_KEYS if k not in c})
     if missing:
-      raise ConfigError(f'{name}: a chunk of {label} lacks {missing}; build chunks as runner._chunks does')
+      raise ConfigError(
+        f'{name}: a chunk of {label} lacks {missing}; build chunks as attnmt/faithfulness/chunks.py does'
+      )
     if not any(int(np.sum(c['ref_len'])) > 0 for c in chunks):
       raise ConfigError(f'{name}: {label} has no decoder step (every ref_len is 0); pass chunks with references')
   if isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or steps < 1:

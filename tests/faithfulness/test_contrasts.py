@@ -48,15 +48,16 @@ def _jack(r):
     np.asarray(r['tests']['moradi']['per_sentence']['shares/uniform/tokens']['sum'], float),
     np.asarray(r['tests']['moradi']['per_sentence']['shares/uniform/tokens']['count'], float),
   )
-  return (s.sum(1, keepdims=True) - s) / (c.sum(1, keepdims=True) - c)  # shares: the scale the verdicts read
+  return 100 * (s.sum(1, keepdims=True) - s) / (c.sum(1, keepdims=True) - c)  # shares shown in %
 
 
 def test_a_per_sentence_measure_carries_the_test_sentences_variance_into_the_verdict():
   got = contrasts.contrasts([A, B], (PATH,), 'additive')
   row = got['rows'][0]
   assert row['sentences'] and got['over_sentences'] == [PATH] and 'jackknife' in got['method']
-  a = np.array(A['tests']['moradi']['shares']['uniform']['tokens'])
-  b = np.array(B['tests']['moradi']['shares']['uniform']['tokens'])
+  assert row['label'] == 'Moradi: uniform keeps the token %'
+  a = 100 * np.array(A['tests']['moradi']['shares']['uniform']['tokens'])
+  b = 100 * np.array(B['tests']['moradi']['shares']['uniform']['tokens'])
   d_k = a - b
   jd = _jack(A) - _jack(B)  # K x N leave-one-out differences
   n, k = jd.shape[1], jd.shape[0]

@@ -30,7 +30,7 @@ WIDTH = 5  # four tokens and EOS
 
 
 def copy_chunks(n_chunks: int, size: int = 8, padding: int = 0, seed: int = 0) -> list[dict]:
-  """Chunks of a copy task (reference = source: four tokens of 4..7, then EOS), as runner._chunks builds them; the
+  """Chunks of a copy task (reference = source: four tokens of 4..7, then EOS), as attnmt/faithfulness/chunks.py builds them; the
   last `padding` rows of the last chunk are padding (ref_len 0, copies of the first row)."""
   rng = np.random.default_rng(seed)
   chunks = []
