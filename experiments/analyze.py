@@ -173,6 +173,8 @@ def _analyze():
     )
   if FLAGS.runs:
     _check_runs_once(FLAGS.runs)
+  if FLAGS['explanations'].present and not FLAGS.explanations:
+    raise ValueError(f"--explanations names no test: give some of {', '.join(runner.TESTS)}, or all")
   if FLAGS.explanations and (FLAGS.interventions or FLAGS.pool_seeds or not FLAGS.runs):
     raise ValueError(
       '--explanations takes --runs (run directories), without --interventions or --pool_seeds: give one analysis'
@@ -352,8 +354,13 @@ def _faithfulness_page(results: list, reference) -> str:
 def _from_explanations(paths: list[str], out, reference):
   results, frozen, seen = [], [], {}
   for path in paths:
-    with open(path, encoding='utf-8') as f:
-      doc = json.load(f)
+    try:
+      with open(path, encoding='utf-8') as f:
+        doc = json.load(f)
+    except (OSError, ValueError) as e:
+      raise ValueError(
+        f'{path}: not a readable explanations.json ({e}); give one written by analyze --explanations'
+      ) from None
     runs = doc.get('runs') if isinstance(doc, dict) else None
     if not isinstance(runs, list) or not all(isinstance(r, dict) and {'variant', 'tests'} <= set(r) for r in runs):
       raise ValueError(f'{path} has no list of runs; give an explanations.json written by analyze --explanations')
@@ -363,6 +370,7 @@ def _from_explanations(paths: list[str], out, reference):
       seen[r['variant']] = path
     results += doc['runs']
     frozen += doc.get('frozen') or []
+  contrasts.same_test_set(results)  # parts of one analysis: the same sentences, or no merge
   tests = [t for t in runner.TESTS if any(t in r['tests'] for r in results)]
   if not out:
     raise ValueError('--from_explanations needs --out (a directory for the merged explanations.json, .md and .png)')

@@ -4,6 +4,8 @@ source row, the model's own output, the reference) and chunks of records of one 
 
 from __future__ import annotations
 
+import hashlib
+
 import jax.numpy as jnp
 import numpy as np
 
@@ -68,3 +70,13 @@ def chunks(records: list[dict], size: int) -> list[dict]:
 def device(c: dict, *keys):
   """A chunk's arrays `keys` on the device."""
   return [jnp.asarray(c[k]) for k in keys]
+
+
+def fingerprint(records: list[dict]) -> str:
+  """A short hash of the sentences measured (each source's and reference's token ids, in order): two results
+  compare only when it is the same (attnmt/faithfulness/contrasts.py)."""
+  h = hashlib.sha256()
+  for r in records:
+    h.update(np.asarray(r['src'][: r['src_len']], np.int32).tobytes() + b'|')
+    h.update(np.asarray(r['ref'], np.int32).tobytes() + b'\n')
+  return h.hexdigest()[:16]

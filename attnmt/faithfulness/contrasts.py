@@ -82,6 +82,24 @@ def reference_name(names: list[str], reference: str) -> str:
   return found[0]
 
 
+def same_test_set(results: list[dict]) -> None:
+  """Refuses results measured on different sentences (their split, count and, where kept, the fingerprint of
+  the sentences: attnmt/faithfulness/chunks.py), naming the ones that differ: a verdict compares cells on the
+  same sentences or not at all."""
+  by = {}
+  for r in results:
+    by.setdefault((r.get('split'), r.get('sentences'), r.get('test_set')), []).append(r['variant'])
+  if len(by) > 1:
+    groups = '; '.join(
+      f"{', '.join(v)}: {n} sentences" + (f' of {split}' if split else '') + (f' ({fp})' if fp else '')
+      for (split, n, fp), v in by.items()
+    )
+    raise InputError(
+      f'the results were measured on different test sentences ({groups}); measure every cell on the same split '
+      'and sentences before comparing or merging them'
+    )
+
+
 def jackknife_rows(result: dict, path: str):
   """K x N: a per-sentence measure of each seed with each sentence left out in turn (the delete-one jackknife of a
   ratio: (sum - sum_i) / (count - count_i)), from the per-sentence sums and counts the runner keeps for the
@@ -129,6 +147,7 @@ def contrasts(
   names = [r['variant'] for r in cells]
   if len(names) < 2:
     raise InputError(f'verdicts need a reference and at least one other cell whose score attends; got {names}')
+  same_test_set(cells)
   ref = reference_name(names, reference)
   measures = list(measures)
   if not measures or len(set(measures)) != len(measures):

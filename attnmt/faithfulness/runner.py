@@ -80,15 +80,24 @@ CITATIONS = {
 def parse_tests(names) -> tuple:
   """The tests named ('moradi,jain_wallace', a list of names, or 'all'), in TESTS' order; an unknown name gets one
   line listing the valid ones."""
-  parts = [p.strip() for p in (names.split(',') if isinstance(names, str) else names) if p.strip()]
-  if 'all' in parts:
-    return TESTS
-  unknown = [p for p in parts if p not in TESTS]
+  if isinstance(names, str):
+    names = names.split(',')
+  elif not isinstance(names, (list, tuple)) or not all(isinstance(n, str) for n in names):
+    raise ConfigError(f"explanation tests {names!r}: give names as 'moradi,jain_wallace', a list of names, or 'all'")
+  parts = [p.strip() for p in names if p.strip()]
+  unknown = [p for p in parts if p not in TESTS and p != 'all']
   if unknown or not parts:
     raise ConfigError(
       f"explanation test(s) {', '.join(unknown) or '(none named)'}: valid are {', '.join(TESTS)}, or all"
     )
-  return tuple(t for t in TESTS if t in parts)
+  return TESTS if 'all' in parts else tuple(t for t in TESTS if t in parts)
+
+
+def _counted(**values) -> None:
+  """Refuses a count that is not an integer (ConfigError, one line): analyze_run's sizes and steps."""
+  for name, value in values.items():
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+      raise ConfigError(f'{name}={value!r}: give a whole number')
 
 
 def attends(run) -> bool:
@@ -135,15 +144,24 @@ def analyze_run(
   first seed; trained_steps 0 leaves them out. Returns {'variant', 'pool', 'seeds', 'sentences', 'attends', 'split', 'settings', 'tests': {test: {...
   per-seed lists ...} or {'not_applicable': why}}, 'seconds': {test: seconds}} (NaN as None)."""
   tests = parse_tests(tests)
-  if (
-    chunk < 1
-    or min(max_sentences, adversarial_sentences, trained_steps) < 0
-    or min(adversarial_steps, train_sentences) < 1
-  ):
-    raise ConfigError(
-      'chunk, adversarial_steps and train_sentences must be >= 1, max_sentences, adversarial_sentences and '
-      'trained_steps >= 0'
-    )
+  _counted(
+    max_sentences=max_sentences,
+    chunk=chunk,
+    seed=seed,
+    adversarial_sentences=adversarial_sentences,
+    adversarial_steps=adversarial_steps,
+    adversarial_candidates=adversarial_candidates,
+    trained_steps=trained_steps,
+    train_sentences=train_sentences,
+  )
+  if not (isinstance(epsilon, (int, float)) and 0 < epsilon < 1):
+    raise ConfigError(f'epsilon={epsilon!r}: give a TVD bound between 0 and 1 (theirs: 0.01)')
+  if split not in run.prepared.tokenized:
+    raise ConfigError(f"split {split!r}: valid are {', '.join(run.prepared.tokenized)}")
+  if min(chunk, adversarial_steps, adversarial_candidates, train_sentences) < 1:
+    raise ConfigError('chunk, adversarial_steps, adversarial_candidates and train_sentences must be >= 1')
+  if min(max_sentences, adversarial_sentences, trained_steps) < 0:
+    raise ConfigError('max_sentences, adversarial_sentences and trained_steps must be >= 0')
   cfg, tokenizer = run.cfg, run.prepared.tgt_tokenizer
   batches = counterfactual._subset(list(data.batches(run.prepared, split, run.config.data)), max_sentences)
   records = chunking.records(batches, None)
@@ -153,6 +171,7 @@ def analyze_run(
     'pool': run.pool,
     'seeds': list(run.seeds),
     'sentences': len(records),
+    'test_set': chunking.fingerprint(records),
     'attends': bool(score.attends),
     'split': split,
     'settings': {},

@@ -11,7 +11,7 @@ import pytest
 
 from attnmt.analysis import inspection
 from attnmt.faithfulness import page, runner
-from attnmt.errors import ConfigError
+from attnmt.errors import ConfigError, InputError
 from attnmt.training import trainer
 from experiments.configs import tiny
 
@@ -244,3 +244,53 @@ def test_nofrozen_attention_writes_no_pairs(runs, tmp_path):
   trained = doc['runs'][1]['tests']['wiegreffe_pinter']  # the CLI runs the trained tests with its flags
   assert trained['diagnostic']['settings']['steps'] == 2 and len(trained['adversary']['adversaries']) == 4
   assert 'Adversarially trained attention' in (tmp_path / 'explanations.md').read_text()
+
+
+def test_bad_names_counts_and_splits_are_one_line_before_any_work(loaded):
+  for names in ('all,moradj', '', ' , ', [], 5, ['moradi', 3]):
+    with pytest.raises(ConfigError, match='explanation test'):
+      runner.parse_tests(names)
+  assert runner.parse_tests('all,moradi') == runner.TESTS
+  run = loaded['additive']
+  for bad, match in (
+    (dict(max_sentences='8'), "max_sentences='8': give a whole number"),
+    (dict(adversarial_steps=2.5), 'adversarial_steps=2.5: give a whole number'),
+    (dict(trained_steps=True), 'trained_steps=True: give a whole number'),
+    (dict(epsilon=float('nan')), 'epsilon=nan: give a TVD bound between 0 and 1'),
+    (dict(epsilon='0.01'), "epsilon='0.01': give a TVD bound"),
+    (dict(split='dev'), "split 'dev': valid are"),
+    (dict(adversarial_candidates=0), 'adversarial_candidates'),
+  ):
+    with pytest.raises(ConfigError, match=match):
+      runner.analyze_run(run, 'moradi', **bad)
+
+
+def test_parts_measured_on_other_sentences_are_refused_not_merged(analysed, tmp_path):
+  results, _, _ = analysed
+  other = copy.deepcopy(results[1])
+  other['variant'] = 'other'
+  other['test_set'] = '0' * 16  # the same count of sentences, other sentences
+  with pytest.raises(InputError, match='measured on different test sentences'):
+    page.contrasts([results[1], other], results[1]['variant'])
+  page.write(results[:2], str(tmp_path / 'a'))
+  page.write([other], str(tmp_path / 'b'))
+  merged = analyze(
+    f"--from_explanations={tmp_path / 'a' / 'explanations.json'},{tmp_path / 'b' / 'explanations.json'}",
+    f'--out={tmp_path / "never"}',
+  )
+  assert merged.returncode == 2 and not (tmp_path / 'never').exists()
+  (line,) = [line for line in merged.stderr.splitlines() if line.startswith('error')]
+  assert 'measured on different test sentences' in line and 'other: ' in line and '0000000000000000' in line
+  (tmp_path / 'c.json').write_text('{"runs": [')
+  damaged = analyze(f"--from_explanations={tmp_path / 'c.json'}", f'--out={tmp_path / "never"}')
+  assert damaged.returncode == 2 and not (tmp_path / 'never').exists()
+  (line,) = [line for line in damaged.stderr.splitlines() if line.startswith('error')]
+  assert line.startswith(f"error: {tmp_path / 'c.json'}: not a readable explanations.json")
+
+
+def test_an_empty_explanations_flag_is_refused_not_the_usual_analysis(runs, tmp_path):
+  done = analyze(f"--runs={runs['additive']}", '--explanations=', f'--out={tmp_path / "never"}')
+  assert done.returncode == 2 and not (tmp_path / 'never').exists()
+  assert [line for line in done.stderr.splitlines() if line.startswith('error')] == [
+    'error: --explanations names no test: give some of moradi, serrano_smith, jain_wallace, wiegreffe_pinter, or all'
+  ]
