@@ -194,14 +194,15 @@ class Run:
     adversarial_sentences: int = runner.ADVERSARIAL_SENTENCES,
     adversarial_steps: int = runner.ADVERSARIAL_STEPS,
     split: str = 'test',
-    trained_steps: int = runner.TRAINED_STEPS,
+    trained_steps: Optional[int] = runner.TRAINED_STEPS,
     train_sentences: int = runner.TRAIN_SENTENCES,
   ) -> dict:
     """The four papers' tests of attention as explanation (attnmt/faithfulness/runner.py: 'moradi',
     'serrano_smith', 'jain_wallace', 'wiegreffe_pinter', a comma list or 'all') for every seed, on the first
     `max_sentences` sentences of the run's `split` (whole batches; 0: all), each along the seed's own greedy
     output; Jain & Wallace's adversarial search on the first `adversarial_sentences`; Wiegreffe & Pinter's trained
-    tests `trained_steps` steps on the first `train_sentences` training sentences (0 steps: left out). Reads the corpus, as
+    tests `trained_steps` steps (None: the run's own train.num_steps; 0: left out) on the first `train_sentences`
+    training sentences. Reads the corpus, as
     `compare` does. Returns runner.analyze_run's dict (per-seed lists under 'tests'); a score without
     attention gets {'not_applicable': why} per test, and an unknown test name one line (ConfigError)."""
     m = self._model

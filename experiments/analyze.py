@@ -123,7 +123,7 @@ flags.DEFINE_integer(
   'trained_steps',
   runner.TRAINED_STEPS,
   "With --explanations: Wiegreffe & Pinter's trained tests (the non-contextual diagnostic and the adversary) train "
-  'this many steps each from the first seed (0: left out).',
+  "this many steps each from the first seed (default: the run's own train.num_steps; 0: left out).",
 )
 flags.DEFINE_integer(
   'train_sentences',
@@ -304,7 +304,7 @@ def _faithfulness(runs: list[str], names: list[str], out, max_sentences: int):
 def _explanations(runs: list[str], names: list[str], out, max_sentences: int):
   tests = runner.parse_tests(names)  # a bad name fails before any run is loaded
   if (
-    min(max_sentences, FLAGS.adversarial_sentences, FLAGS.trained_steps) < 0
+    min(max_sentences, FLAGS.adversarial_sentences, FLAGS.trained_steps or 0) < 0
     or min(FLAGS.adversarial_steps, FLAGS.train_sentences) < 1
   ):
     raise ValueError(

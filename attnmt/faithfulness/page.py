@@ -217,6 +217,15 @@ def _tables(results: list[dict], test: str) -> list[tuple[str, list[tuple]]]:
         *_bins('seed_variance/by_max_attention'),
       ],
     ),
+    (
+      'Non-contextual diagnostic (first seed): token accuracy',
+      [
+        ("the model's attention frozen in %", 'diagnostic/accuracy/frozen', 100.0, 1),
+        ('uniform %', 'diagnostic/accuracy/uniform', 100.0, 1),
+        ('its own learned attention %', 'diagnostic/accuracy/learned', 100.0, 1),
+        ('steps', 'diagnostic/tokens', 1.0, 0),
+      ],
+    ),
   ]
 
 

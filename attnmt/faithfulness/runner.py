@@ -54,8 +54,8 @@ ADVERSARIAL_SENTENCES = 32  # about 300 decoder steps per seed: every cell has h
 ADVERSARIAL_STEPS = 500  # theirs; at 100 the search started from uniform logits rarely reached the bound on the
 # Bible models (held at 1-8 % of steps against 50-68 % at 500: docs/results/faithfulness.md)
 ADVERSARIAL_CANDIDATES = 5
-TRAINED_STEPS = 1000  # Wiegreffe & Pinter's trained tests (diagnostic and adversary): optimisation steps each
-TRAIN_SENTENCES = 1000  # ... on the first this many training sentences (unshuffled)
+TRAINED_STEPS = None  # Wiegreffe & Pinter's trained tests: None, as many steps as the run trained (train.num_steps)
+TRAIN_SENTENCES = 4000  # ... on the first this many training sentences (unshuffled)
 MAX_SENTENCES = 100
 ONE_SEED = summaries.ONE_SEED
 
@@ -133,17 +133,19 @@ def analyze_run(
   moradi_interventions: str = MORADI_INTERVENTIONS,
   orders=ORDERS,
   function_words: frozenset | None = None,
-  trained_steps: int = TRAINED_STEPS,
+  trained_steps: int | None = TRAINED_STEPS,
   train_sentences: int = TRAIN_SENTENCES,
 ) -> dict:
   """The selected tests (`parse_tests`) of the module docstring for one run (an inspection.LoadedRun), per seed, on
   the first `max_sentences` sentences of `split` (whole batches; 0: all), `chunk` sentences at a time (the
   gradients are B x T x S x E). `function_words`: the words of the Moradi split (None: faithfulness's shipped
   list). Wiegreffe & Pinter's trained tests (the non-contextual diagnostic and the adversarially trained model,
-  `_trained`) run `trained_steps` optimisation steps on the first `train_sentences` training sentences, from the
-  first seed; trained_steps 0 leaves them out. Returns {'variant', 'pool', 'seeds', 'sentences', 'attends', 'split', 'settings', 'tests': {test: {...
+  summaries.trained) run `trained_steps` optimisation steps (None: the run's own train.num_steps; 0 leaves them
+  out) on the first `train_sentences` training sentences, from the first seed, the adversary at the run's own
+  learning rate (their code trains it to convergence: a fresh model needs the base's own budget to come close). Returns {'variant', 'pool', 'seeds', 'sentences', 'attends', 'split', 'settings', 'tests': {test: {...
   per-seed lists ...} or {'not_applicable': why}}, 'seconds': {test: seconds}} (NaN as None)."""
   tests = parse_tests(tests)
+  trained_steps = int(run.config.train.num_steps) if trained_steps is None else trained_steps
   _counted(
     max_sentences=max_sentences,
     chunk=chunk,

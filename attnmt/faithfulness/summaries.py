@@ -274,7 +274,10 @@ def trained(run, test_records: list[dict], steps: int, train_sentences: int, see
   params = evaluation.seed_params(run.params, 0)
   diagnostic = wiegreffe_pinter.noncontextual_diagnostic(run.cfg, params, train, test, steps=steps, seed=seed)
   # their adversary starts from the base model's own initial draw (both trained with seed 10): the first seed's
-  adversary = wiegreffe_pinter.adversarial_training(run.cfg, params, train, test, steps=steps, seed=run.seeds[0])
+  rate = float(run.config.train.learning_rate)
+  adversary = wiegreffe_pinter.adversarial_training(
+    run.cfg, params, train, test, steps=steps, learning_rate=rate, seed=run.seeds[0]
+  )
   return {'diagnostic': diagnostic, 'adversary': adversary}
 
 

@@ -77,7 +77,7 @@ def test_the_json_holds_one_value_per_seed_of_every_summary_and_the_settings(ana
   assert len(lists) > 20 and all(len(v) == 2 for v in lists.values()), lists
   accuracy = first_seed['diagnostic']['accuracy']
   assert set(accuracy) == {'frozen', 'uniform', 'learned'} and all(0 <= x <= 1 for x in accuracy.values())
-  assert [a['lambda'] for a in first_seed['adversary']['adversaries']] == [0.001, 0.01, 0.1, 1.0]
+  assert [a['lambda'] for a in first_seed['adversary']['adversaries']] == [0.0, 0.001, 0.01, 0.1, 1.0]
   assert all(0 <= a['jsd'] <= 0.6932 and 0 <= a['tvd'] <= 1 for a in first_seed['adversary']['adversaries'])
   kept = additive['tests']['moradi']['per_sentence']['shares/uniform/tokens']
   assert (
@@ -242,8 +242,9 @@ def test_nofrozen_attention_writes_no_pairs(runs, tmp_path):
   doc = json.loads((tmp_path / 'explanations.json').read_text())
   assert doc['frozen'] == []
   trained = doc['runs'][1]['tests']['wiegreffe_pinter']  # the CLI runs the trained tests with its flags
-  assert trained['diagnostic']['settings']['steps'] == 2 and len(trained['adversary']['adversaries']) == 4
-  assert 'Adversarially trained attention' in (tmp_path / 'explanations.md').read_text()
+  assert trained['diagnostic']['settings']['steps'] == 2 and len(trained['adversary']['adversaries']) == 5
+  written = (tmp_path / 'explanations.md').read_text()
+  assert 'Adversarially trained attention' in written and 'Non-contextual diagnostic' in written
 
 
 def test_bad_names_counts_and_splits_are_one_line_before_any_work(loaded):

@@ -146,8 +146,7 @@ def test_objective_on_the_models_equals_numpy_from_their_teacher_forced_outputs(
   logits_a, weights_a = forced(adversary, chunk)
   mask = np.arange(WIDTH)[None] < chunk['ref_len'][:, None]
   for lam in (0.0, 0.3):
-    extra = (jnp.asarray(softmax(logits_b), jnp.float32), jnp.asarray(weights_b, jnp.float32), jnp.float32(lam))
-    got = float(wp._AdversaryLoss(CFG)(adversary, batch, extra))
+    got = float(wp._AdversaryLoss(CFG)(adversary, batch, (base, jnp.float32(lam))))  # the base's outputs inside
     want = (np_tvd(softmax(logits_a), softmax(logits_b)) - lam * np_kl(weights_a, weights_b))[mask].mean()
     assert got == pytest.approx(want, rel=1e-4, abs=1e-6)
 
