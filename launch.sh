@@ -52,7 +52,7 @@ have_browser() {
 install_debian_packages() {
   local need_sword=0 need_tcmalloc=0 need_browser=0 sudo=""
   have_sword_modules || need_sword=1
-  [ -n "$(tcmalloc_library)" ] || [ "${ATTNMT_TCMALLOC:-1}" = 0 ] || need_tcmalloc=1
+  [ -n "$(tcmalloc_library)" ] || ! tcmalloc_wanted || need_tcmalloc=1
   [ "${1:-}" != browser ] || have_browser || need_browser=1
   [ "${1:-}" != browser ] || [ $need_browser = 1 ] || export ATTNMT_REQUIRE_BROWSER=1
   [ $need_sword = 1 ] || [ $need_tcmalloc = 1 ] || [ $need_browser = 1 ] || return 0
@@ -88,9 +88,17 @@ install_debian_packages() {
 
 # Python runs with tcmalloc when it is installed (ATTNMT_TCMALLOC=0: the system malloc). XLA frees and
 # reallocates its temporary buffers at every step; tcmalloc reuses them where glibc maps fresh pages.
+tcmalloc_wanted() {  # ATTNMT_TCMALLOC: 1/true/yes/on (the default) or 0/false/no/off; anything else is refused
+  case "$(printf '%s' "${ATTNMT_TCMALLOC:-1}" | tr '[:upper:]' '[:lower:]')" in
+    1 | true | yes | on) return 0 ;;
+    0 | false | no | off) return 1 ;;
+    *) die "ATTNMT_TCMALLOC=$ATTNMT_TCMALLOC: give 1 (tcmalloc, the default) or 0 (the system malloc)" ;;
+  esac
+}
+
 use_tcmalloc() {
   local lib
-  [ "${ATTNMT_TCMALLOC:-1}" != 0 ] || return 0
+  tcmalloc_wanted || return 0
   lib=$(tcmalloc_library)
   [ -n "$lib" ] || return 0
   case ":${LD_PRELOAD:-}:" in *":$lib:"*) return 0 ;; esac

@@ -26,6 +26,35 @@ echo "$found"
   assert os.path.basename(res.stdout.strip()) == expected
 
 
+def test_attnmt_tcmalloc_takes_on_and_off_words_and_refuses_anything_else_in_one_line():
+  """ATTNMT_TCMALLOC: 1/true/yes/on keep tcmalloc (the default, unset or empty), 0/false/no/off the system
+  malloc (in any case: `false` used to keep it preloaded), anything else one line and exit status 1."""
+  script = r'''
+source <(sed -n '/^die()/p;/^tcmalloc_wanted()/,/^}/p' launch.sh)
+ATTNMT_TCMALLOC="$1" tcmalloc_wanted && echo on || echo off
+'''
+
+  def wanted(value):
+    return subprocess.run(['bash', '-c', script, 'x', value], cwd=ROOT, capture_output=True, text=True, timeout=60)
+
+  for value, state in (
+    ('', 'on'),
+    ('1', 'on'),
+    ('TRUE', 'on'),
+    ('on', 'on'),
+    ('0', 'off'),
+    ('false', 'off'),
+    ('No', 'off'),
+  ):
+    got = wanted(value)
+    assert (got.returncode, got.stdout.strip()) == (0, state), (value, got.stdout, got.stderr)
+  bad = wanted('maybe')
+  assert bad.returncode == 1 and bad.stdout == ''
+  assert (
+    bad.stderr.strip() == 'launch.sh: ATTNMT_TCMALLOC=maybe: give 1 (tcmalloc, the default) or 0 (the system malloc)'
+  )
+
+
 def test_setup_installs_the_test_tools_only_for_setup_and_test(tmp_path):
   """The online set-up installs attnmt alone for the commands that run it (main, train, ...) and with its test
   tools ([dev]) for `setup` and `test`; it reinstalls only when pyproject.toml changed or the tools are missing,
