@@ -18,7 +18,11 @@ def explanations_plot(results: list[dict], path: str) -> str:
   rows = [r for r in results if stored.attends(r)]
   panels = (
     ('moradi', 'Moradi et al.: steps whose token survives the counterfactual (%)', 100.0),
-    ('jain_wallace', 'Jain & Wallace: adversarial JSD from the attention within epsilon (nats)', 1.0),
+    (
+      'jain_wallace',
+      'Jain & Wallace: adversarial JSD from the attention, output within 0.05 TVD (nats, over the words)',
+      1.0,
+    ),
   )
   bars = []
   for test, title, scale in panels:
