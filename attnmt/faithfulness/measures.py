@@ -47,17 +47,6 @@ def most_probable(logits_xV: jax.Array) -> jax.Array:
   return jnp.argmax(jnp.where((vocab_V != PAD) & (vocab_V != BOS), logits_xV, -jnp.inf), axis=-1)
 
 
-def jsd(p: jax.Array, q: jax.Array, axis: int = -1) -> jax.Array:
-  """Jensen-Shannon divergence in nats (in [0, ln 2]), 0 log 0 = 0; safe to differentiate where p or q is 0."""
-  m = 0.5 * (p + q)
-  log_m = jnp.log(jnp.where(m > 0, m, 1.0))
-
-  def kl(x):
-    return jnp.sum(jnp.where(x > 0, x * (jnp.log(jnp.where(x > 0, x, 1.0)) - log_m), 0.0), axis=axis)
-
-  return jnp.maximum(0.5 * (kl(p) + kl(q)), 0.0)
-
-
 KL_FLOOR = 1e-10  # Wiegreffe & Pinter's modelUtils.kld adds 1e-10 inside the logs
 
 
@@ -66,6 +55,14 @@ def kl(p: jax.Array, q: jax.Array, axis: int = -1) -> jax.Array:
   so a q of 0 (sparse normalisers) costs a large finite amount, not infinity. Safe to differentiate."""
   log_p = jnp.log(jnp.where(p > 0, p, 1.0))
   return jnp.sum(jnp.where(p > 0, p * (log_p - jnp.log(jnp.maximum(q, KL_FLOOR))), 0.0), axis=axis)
+
+
+def jsd(p: jax.Array, q: jax.Array, axis: int = -1) -> jax.Array:
+  """Jensen-Shannon divergence in nats (in [0, ln 2]): (KL(p || m) + KL(q || m)) / 2 with m = (p + q) / 2, which is
+  positive wherever p or q is (KL_FLOOR touches only terms below 1e-10); 0 log 0 = 0; safe to differentiate where p
+  or q is 0."""
+  m = 0.5 * (p + q)
+  return jnp.maximum(0.5 * (kl(p, m, axis) + kl(q, m, axis)), 0.0)
 
 
 def tvd(p: jax.Array, q: jax.Array, axis: int = -1) -> jax.Array:
