@@ -143,10 +143,11 @@ def attends(cfg: ModelConfig) -> bool:
   return scores.build(cfg).attends
 
 
-def _subset(batches: list[dict], max_sentences: int) -> list[dict]:
-  """The first whole batches holding at least `max_sentences` sentences (0: every batch)."""
+def _subset(batches, max_sentences: int) -> list[dict]:
+  """The first whole batches holding at least `max_sentences` sentences (0: every batch), from a list or an
+  iterator (read only as far as needed)."""
   if not max_sentences:
-    return batches
+    return list(batches)
   kept, rows = [], 0
   for b in batches:
     if rows >= max_sentences:

@@ -13,6 +13,7 @@ import numpy as np
 
 from attnmt import data
 from attnmt.faithfulness import chunks as chunking
+from attnmt.faithfulness import counterfactual
 from attnmt.faithfulness import jain_wallace, measures, moradi, serrano_smith, wiegreffe_pinter
 from attnmt.training import evaluation
 
@@ -261,12 +262,8 @@ def trained(run, test_records: list[dict], steps: int, train_sentences: int, see
   non-contextual diagnostic (wiegreffe_pinter.noncontextual_diagnostic) and the adversarially trained model
   (wiegreffe_pinter.adversarial_training), trained on the first `train_sentences` training sentences (in the
   corpus's order) and scored on the test records (the diagnostic's own draws from `seed`)."""
-  batches, rows = [], 0
-  for b in data.batches(run.prepared, 'train', run.config.data, num_epochs=1, shuffle=False):
-    if rows >= train_sentences:
-      break
-    batches.append(b)
-    rows += int(np.sum(np.asarray(b['index']) >= 0))
+  epoch = data.batches(run.prepared, 'train', run.config.data, num_epochs=1, shuffle=False)
+  batches = counterfactual._subset(epoch, train_sentences)  # read lazily: the first whole batches only
   train, test = (
     chunking.chunks(chunking.records(batches, None)[:train_sentences], 32),
     chunking.chunks(test_records, 32),
