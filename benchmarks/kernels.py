@@ -32,6 +32,7 @@ import collections
 import dataclasses
 import glob
 import json
+import sys
 import tempfile
 from importlib import metadata
 from pathlib import Path
@@ -43,6 +44,7 @@ from absl import app, flags
 
 from attnmt.model import attention, attention_kernels, deferred_scan, kernels, rnn, scores
 from benchmarks import cases
+from attnmt import errors
 from benchmarks.timing import compile_timed, median_seconds
 from tools import profile_step
 
@@ -318,12 +320,31 @@ def define_flags():
   flags.DEFINE_bool('profile', True, 'count the kernels of each call in a profiler trace (a GPU)')
 
 
+def _fail(message: str):
+  print(f'error: {message}', file=sys.stderr)
+  sys.exit(2)
+
+
+def check_flags(f) -> None:
+  """Every flag, before the backend starts or anything is compiled or timed: one line on stderr and exit status 2
+  for cases it does not know, counts below 1 and an --out that cannot be written."""
+  unknown = [c for c in f.cases if c not in CASES]
+  if unknown or not f.cases:
+    what = f'unknown case{"s" * (len(unknown) > 1)} {", ".join(unknown)}' if unknown else 'names no case'
+    _fail(f'--cases={",".join(f.cases)}: {what}; the cases are {", ".join(CASES)}')
+  if f.repeats < 1:
+    _fail(f'--repeats={f.repeats}: no timed call to take a median of; pass a whole number from 1 up, e.g. --repeats=20')
+  if f.steps is not None and f.steps < 1:
+    _fail(f'--steps={f.steps}: a scan of no step; pass a whole number from 1 up, or leave it out for the sizes\' own')
+  problem = errors.out_problem(f.out, 'kernels.json')
+  if problem:
+    _fail(problem)
+
+
 def main(argv):
   del argv
   f = flags.FLAGS
-  unknown = [c for c in f.cases if c not in CASES]
-  if unknown or not f.cases:
-    raise app.UsageError(f'--cases={",".join(f.cases)}: the cases are {", ".join(CASES)}')
+  check_flags(f)
   dry = f.dry or jax.default_backend() != 'gpu'
   if dry and not f.dry:
     print(f'no GPU ({jax.default_backend()}): the dry run, tiny and interpreted; its times mean nothing')

@@ -42,6 +42,8 @@ from pathlib import Path
 import numpy as np
 from absl import app, flags
 
+from attnmt import errors
+
 ROOT = Path(__file__).resolve().parent.parent
 SIZES = {'main': 'main_ablation', 'tiny': 'tiny'}  # --size -> experiments/configs/<name>.py
 WHAT = ('train', 'greedy')
@@ -310,7 +312,14 @@ def main(argv):
   cpu = processor()
   if f.isa == 'avx2' and not cpu['avx2']:
     _fail(f'--isa=avx2 on a processor without AVX2 ({cpu["model"]}); use --isa=native')
-  cpus = sorted(os.sched_getaffinity(0))[: f.cores or None]
+  allowed = sorted(os.sched_getaffinity(0))
+  if f.cores > len(allowed):
+    _fail(f'--cores={f.cores}: this process may run on {len(allowed)} CPUs; pass 1 to {len(allowed)} (0: all of them)')
+  cpus = allowed[: f.cores or None]
+  out = Path(f.out or ROOT / 'benchmarks' / 'results' / f'peer_{socket.gethostname()}_{f.size}.json')
+  problem = errors.out_problem(f.out or str(out), f'peer_{f.size}.json')
+  if problem:  # before the timing, which a failed write would lose
+    _fail(problem)
   load, busy = os.getloadavg(), measure_busy(cpus)
   if (load[0] if busy is None else busy * len(cpus)) > 0.5:
     what = f'load average {load[0]:.1f}' if busy is None else f'the cores {100 * busy:.0f} % busy before the run'
@@ -346,7 +355,6 @@ def main(argv):
   print('parameters: ' + ', '.join(f'{k} {v:,}' for k, v in result['parameters'].items()))
   for key in (k for k in result if k.endswith('_same_function')):
     print(f'{key}: {result[key]}')
-  out = Path(f.out or ROOT / 'benchmarks' / 'results' / f'peer_{socket.gethostname()}_{f.size}.json')
   out.parent.mkdir(parents=True, exist_ok=True)
   out.write_text(json.dumps(result, indent=1))
   print(f'wrote {out}')

@@ -30,11 +30,13 @@ import jax
 from absl import app, flags
 from ml_collections import config_flags
 
-from attnmt import data
+from attnmt import data, errors
+from attnmt.data import batching, catalogue, sources
+from attnmt.errors import ConfigError
 from attnmt.model.config import ModelConfig
+from attnmt.training import seeds as seed_axis, settings, shapes as train_shapes
 from benchmarks import cases
-from attnmt.data import batching
-from attnmt.training import seeds as seed_axis, shapes as train_shapes
+from experiments import common
 
 
 def _define_flags():
@@ -103,9 +105,43 @@ def step_seconds(config, shape: tuple[int, int], calls: int) -> float:
   return statistics.median(times)
 
 
+def check_flags(f) -> None:
+  """Every flag and setting, before the data are prepared or a step compiled: a ConfigError (one line, exit status
+  2 under run_guarded) for counts out of range, an --out that cannot be written, and a config training would refuse
+  (its values, the model's component names, the dataset's name)."""
+  if f.seeds < 1:
+    raise ConfigError(f'--seeds={f.seeds}: no seed to read batches for; pass a whole number from 1 up, e.g. --seeds=5')
+  if f.steps < 0:
+    raise ConfigError(
+      f'--steps={f.steps}: a negative count of steps; pass a whole number from 1 up, or 0 for train.num_steps'
+    )
+  if f.time_calls < 0:
+    raise ConfigError(
+      f'--time_calls={f.time_calls}: a negative count of calls; pass a whole number from 1 up to time the step, or 0 '
+      'not to'
+    )
+  problem = errors.out_problem(f.out, 'shapes.json') if f.out else None
+  if problem:
+    raise ConfigError(problem)
+  config = f.config
+  settings.validate(config)
+  d = config.data
+  ModelConfig.from_dict(
+    {**config.model.to_dict(), 'source_vocab_size': d.vocab_size, 'target_vocab_size': d.vocab_size}
+  )
+  if d.name not in sources.OWN_DATASETS and not catalogue.is_catalogue_name(d.name):
+    raise sources.unknown_name_error(d.name)
+
+
 def main(argv):
   del argv
+  common.run_guarded(report)
+
+
+def report():
+  """The shapes, their times with --time_calls, and the train_shapes table, after check_flags."""
   f = flags.FLAGS
+  check_flags(f)
   steps = f.steps or f.config.train.num_steps
   found = shapes(f.config, f.seeds, steps)
   print(f'{len(found)} batch shape(s) in {steps} steps of {f.seeds} seed(s): each compiles the training step')
@@ -138,4 +174,4 @@ def main(argv):
 
 if __name__ == '__main__':
   _define_flags()
-  app.run(main)
+  app.run(main, flags_parser=common.parse_flags)

@@ -10,7 +10,10 @@ About 8 minutes on 2 CPU cores for all 24 variants (468 s; compiling dominates);
 """
 
 import functools
+import os
 import sys
+import zipfile
+
 import numpy as np
 import jax
 import jax.numpy as jnp
@@ -20,6 +23,7 @@ from attnmt.model.config import COMPONENTS, ModelConfig
 from attnmt.model.seq2seq import Seq2Seq, init_params
 from attnmt.model import decoding
 from attnmt.training import train_step
+from attnmt import errors
 
 SMALL = dict(
   dropout=0.0,
@@ -120,16 +124,64 @@ def run(v):
   }
 
 
+USAGE = 'python tools/equal_outputs.py save|compare FILE.npz [--first=N]'
+
+
+def _fail(message: str):
+  print(f'error: {message}', file=sys.stderr)
+  sys.exit(2)
+
+
+def parse_arguments(argv) -> tuple[str, str, int]:
+  """(mode, path, first) of the command line, each checked before any variant runs: one line on stderr and exit
+  status 2 for a wrong mode or count, an unknown option, --first outside 1..len(VARIANTS), a save that np.savez
+  would write under another name or cannot write, and a compare whose file does not load as .npz."""
+  positional = [a for a in argv[1:] if not a.startswith('-')]
+  options = [a for a in argv[1:] if a.startswith('-')]
+  if len(positional) != 2 or positional[0] not in ('save', 'compare'):
+    _fail(f'expected save or compare and one FILE.npz, got {" ".join(argv[1:]) or "nothing"}; usage: {USAGE}')
+  mode, path = positional
+  first = len(VARIANTS)
+  for option in options:
+    name, sep, value = option.partition('=')
+    if name != '--first' or not sep:
+      _fail(f'unknown option {option}; the one option is --first=N (the first N variants); usage: {USAGE}')
+    if not (value.strip().isdigit() and 1 <= int(value) <= len(VARIANTS)):
+      _fail(f'{option}: {value!r} is not a variant count; pass a whole number from 1 to {len(VARIANTS)}')
+    first = int(value)
+  if mode == 'save':
+    check_writable(path)
+  else:
+    try:
+      ref = np.load(path)
+    except OSError as e:
+      _fail(f'compare {path}: cannot read it ({e.strerror or e}); pass the .npz file a save wrote')
+    except (ValueError, EOFError, zipfile.BadZipFile):  # numpy takes what is neither .npy nor .npz for a pickle
+      _fail(f'compare {path}: not an .npz file; pass the .npz file a save wrote')
+    if not isinstance(ref, np.lib.npyio.NpzFile):
+      _fail(f'compare {path}: one array (.npy), not the .npz of a save; pass the .npz file a save wrote')
+    ref.close()
+  return mode, path, first
+
+
+def check_writable(path: str) -> None:
+  """Refuses, in one line, a save whose FILE np.savez would not write as named (a name without .npz gets one) or
+  could not write at all (errors.out_problem): the variants take minutes."""
+  if not path.endswith('.npz'):
+    _fail(f'save {path}: np.savez would write {path}.npz instead; name a file ending in .npz')
+  problem = errors.out_problem(path, 'before.npz', label='save ')
+  if problem:
+    _fail(problem)
+
+
 def main(argv):
-  if len(argv) < 3 or argv[1] not in ('save', 'compare'):
-    raise SystemExit('usage: python tools/equal_outputs.py save|compare FILE.npz [--first=N]')
-  mode, path = argv[1], argv[2]
-  first = next((int(a.split('=', 1)[1]) for a in argv[3:] if a.startswith('--first=')), len(VARIANTS))
+  mode, path, first = parse_arguments(argv)
   results = {}
   for i, v in enumerate(VARIANTS[:first]):
     for k, x in run(v).items():
       results[f'{i}|{k}'] = x
   if mode == 'save':
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     np.savez(path, **results)
     print(f'saved {len(results)} arrays of {first} variants to {path}')
     return 0
