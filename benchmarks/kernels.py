@@ -18,7 +18,7 @@ are inputs, made outside the scan as the decoder makes them. Source lengths are 
 Per case (cell-score) and version: compile time; the median wall time per scan step over --repeats calls after a
 warm-up, forward only and forward + backward (`jax.grad` of a fixed random projection of the outputs: states,
 contexts, weights; with the products formed after the scan); readable / fused (above 1: the kernels are faster).
-On a GPU, the kernels a call launches (a profiler trace, tools/profile_step.py), in all and per step in the loops.
+On a GPU, the kernels a call launches (a profiler trace, benchmarks/traces.py), in all and per step in the loops.
 The largest absolute difference of every output and gradient at the default matmul precision (on a GPU TF32 on both
 sides: XLA's products and the Triton dots) and at 'highest', beside the readable side's largest magnitude. A version
 that fails (e.g. Triton refuses a kernel) is recorded with its error and the run goes on; the JSON is rewritten as
@@ -43,10 +43,9 @@ import numpy as np
 from absl import app, flags
 
 from attnmt.model import attention, attention_kernels, deferred_scan, kernels, rnn, scores
-from benchmarks import cases
+from benchmarks import cases, traces
 from attnmt import errors
 from benchmarks.timing import compile_timed, median_seconds
-from tools import profile_step
 
 CASES = ('lstm-additive', 'gru-dot', 'lstm-dot', 'gru-additive')  # cell-score
 
@@ -189,8 +188,8 @@ def launches(compiled, call_args: tuple, steps: int, wall_s: float) -> dict | No
       jax.block_until_ready(compiled(*call_args))
     (trace,) = glob.glob(f'{tmp}/**/*.xplane.pb', recursive=True)
     data = jax.profiler.ProfileData.from_file(trace)
-    summary = profile_step.device_kernels(data, 1, wall_s)
-    counts = collections.Counter(ev.name for ev in profile_step.device_events(data))
+    summary = traces.device_kernels(data, 1, wall_s)
+    counts = collections.Counter(ev.name for ev in traces.device_events(data))
   if summary is None:
     return None
   return {

@@ -18,7 +18,7 @@ matmul peak. Busy time counts the thread that runs each op; work a library produ
 worker tasks is not in it, so for the large products busy is about the wall time, not twice it,
 and an Eigen product running alone may be missing from its part (the step time still includes it).
 
-On an accelerator the trace also has the device's own timeline: `device_kernels` counts the kernels a
+On an accelerator the trace also has the device's own timeline: `benchmarks.traces.device_kernels` counts the kernels a
 step launches and the time the device is busy running them (their union over streams), by kind of
 kernel (matrix products, copies and fills, the rest), against the step's wall time. A step whose
 device is idle most of its wall time is bound by launching kernels, not by running them (jax issue
@@ -45,7 +45,7 @@ from absl import app, flags
 
 from attnmt.model import forms
 from attnmt.model.config import ModelConfig
-from benchmarks import cases, flops
+from benchmarks import cases, flops, traces
 from benchmarks.timing import matmul_peak
 from tools import variants as variants_lib
 
@@ -154,19 +154,6 @@ def instructions(module_proto: bytes) -> dict[str, tuple[str, str]]:
   return out
 
 
-def _merged_length(intervals: list[tuple[int, int]]) -> int:
-  """Total length of the union of half-open [start, end) intervals."""
-  total, end = 0, None
-  for s, e in sorted(intervals):
-    if end is None or s > end:
-      total += e - s
-      end = e
-    elif e > end:
-      total += e - end
-      end = e
-  return total
-
-
 def _parts_of_trace(trace_dir: str, module: str, ops: dict[str, tuple[str, str]], steps: int):
   """Wall and busy seconds per part, top ops per part and the step time, from one trace."""
   data = jax.profiler.ProfileData.from_file(glob.glob(f'{trace_dir}/**/*.xplane.pb', recursive=True)[0])
@@ -184,62 +171,9 @@ def _parts_of_trace(trace_dir: str, module: str, ops: dict[str, tuple[str, str]]
         intervals[part].append((ev.start_ns, ev.start_ns + ev.duration_ns))
         busy[part] += ev.duration_ns
         by_op[part][ev.name] += ev.duration_ns
-  wall = {p: _merged_length(intervals[p]) / steps / 1e9 for p in PARTS}
+  wall = {p: traces.merged_length(intervals[p]) / steps / 1e9 for p in PARTS}
   step_s = sum(sorted(step_span)[:steps]) / max(1, min(steps, len(step_span))) / 1e9
   return wall, {p: busy[p] / steps / 1e9 for p in PARTS}, by_op, step_s
-
-
-# Kernel names by kind, matched in order against the lower-cased name. cuBLAS/CUTLASS products carry
-# gemm/xmma/cutlass in their names, and XLA's own product kernels are `gemm_fusion...` or `...dot...`
-# fusions; copies and fills are the runtime's memcpy/memset or XLA's copy/dynamic-update-slice kernels.
-KERNEL_KINDS = (
-  ('matrix products', ('gemm', 'xmma', 'cutlass', 'cublas', 'dot', 'matmul')),
-  ('copies and fills', ('memcpy', 'memset', 'copy', 'dynamic_update_slice', 'dynamic-update-slice', 'broadcast')),
-)
-
-
-def kernel_kind(name: str) -> str:
-  """'matrix products', 'copies and fills' or 'other kernels', from a device kernel's name."""
-  low = name.lower()
-  return next((kind for kind, marks in KERNEL_KINDS if any(m in low for m in marks)), 'other kernels')
-
-
-def device_events(data):
-  """The kernels of a `jax.profiler.ProfileData` trace, as events of the device's planes ('/device:...').
-
-  A device plane's lines are its streams; lines named for XLA's ops or modules repeat the kernels' time in
-  another grouping and would count it twice. A CPU backend's trace has none (its ops run on host threads)."""
-  for plane in data.planes:
-    if plane.name.startswith('/device:'):
-      for line in plane.lines:
-        if 'stream' in line.name.lower():
-          yield from line.events
-
-
-def device_kernels(data, steps: int, step_wall_s: float) -> dict | None:
-  """Per step: kernels launched, the device's busy time (the union of kernel intervals over all its
-  streams) in total and by kind, its idle share of the step's wall time, and the 8 costliest kernel
-  names. `data` is a `jax.profiler.ProfileData`; the device's planes are named '/device:...'. None when
-  the trace has no device plane (the CPU backend runs its ops on host threads)."""
-  intervals, by_kind, by_name, count = [], collections.defaultdict(list), collections.Counter(), 0
-  for ev in device_events(data):
-    span = (ev.start_ns, ev.start_ns + ev.duration_ns)
-    intervals.append(span)
-    by_kind[kernel_kind(ev.name)].append(span)
-    by_name[ev.name] += ev.duration_ns
-    count += 1
-  if not count:
-    return None
-  busy_s = _merged_length(intervals) / steps / 1e9
-  return {
-    'kernels_per_step': count / steps,
-    'busy_s': busy_s,
-    'step_wall_s': step_wall_s,
-    'idle_fraction': max(0.0, 1 - busy_s / step_wall_s),
-    'mean_kernel_us': 1e6 * sum(by_name.values()) / 1e9 / count,
-    'by_kind_s': {k: _merged_length(v) / steps / 1e9 for k, v in sorted(by_kind.items())},
-    'top_kernels_s': {k: v / steps / 1e9 for k, v in by_name.most_common(8)},
-  }
 
 
 class _Program:
@@ -279,7 +213,7 @@ class _Program:
       parts = _parts_of_trace(tmp, self.module, self.ops, steps)
       kernels = None
       if step_wall_s is not None:
-        kernels = device_kernels(jax.profiler.ProfileData.from_file(trace), steps, step_wall_s)
+        kernels = traces.device_kernels(jax.profiler.ProfileData.from_file(trace), steps, step_wall_s)
       return (*parts, kernels)
 
 

@@ -15,7 +15,7 @@ import jax
 import pytest
 
 from benchmarks import kernels as bench_kernels
-from tools import profile_step
+from benchmarks import traces
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -89,6 +89,6 @@ def test_kernels_per_step_count_what_runs_in_the_loops():
     lines=[NS(name='Stream #13(Compute)', events=stream), NS(name='XLA Ops', events=[ev('loop_add_fusion', 0)] * 4)],
   )
   host = NS(name='/host:CPU', lines=[NS(name='python', events=[ev('loop_add_fusion', 0)] * 4)])
-  names = collections.Counter(e.name for e in profile_step.device_events(NS(planes=[host, device])))
+  names = collections.Counter(e.name for e in traces.device_events(NS(planes=[host, device])))
   assert names == {'loop_add_fusion': 4, 'memset': 1}
   assert bench_kernels.in_loops_per_step(names, steps=4) == 1.0

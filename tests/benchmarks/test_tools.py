@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from attnmt.model.config import ModelConfig
-from benchmarks import cases, flops
+from benchmarks import cases, flops, traces
 from tools import ab_step, profile_step, variants
 
 TINY = ModelConfig(
@@ -197,11 +197,11 @@ def test_the_vocabulary_products_of_a_compiled_step_fall_in_the_vocab_part():
 
 
 def test_kernels_are_sorted_into_kinds_by_name():
-  assert profile_step.kernel_kind('sm90_xmma_gemm_f32f32_tf32f32_f32_tn_n') == 'matrix products'
-  assert profile_step.kernel_kind('gemm_fusion_dot_17') == 'matrix products'
-  assert profile_step.kernel_kind('[memcpy] DtoD') == 'copies and fills'
-  assert profile_step.kernel_kind('input_dynamic_update_slice_fusion_2') == 'copies and fills'
-  assert profile_step.kernel_kind('loop_tanh_fusion_4') == 'other kernels'
+  assert traces.kernel_kind('sm90_xmma_gemm_f32f32_tf32f32_f32_tn_n') == 'matrix products'
+  assert traces.kernel_kind('gemm_fusion_dot_17') == 'matrix products'
+  assert traces.kernel_kind('[memcpy] DtoD') == 'copies and fills'
+  assert traces.kernel_kind('input_dynamic_update_slice_fusion_2') == 'copies and fills'
+  assert traces.kernel_kind('loop_tanh_fusion_4') == 'other kernels'
 
 
 def test_device_kernels_by_hand():
@@ -222,14 +222,14 @@ def test_device_kernels_by_hand():
   )
   host = NS(name='/host:CPU', lines=[NS(name='python', events=[ev('step', 0, 100)])])
   data = NS(planes=[host, device])
-  k = profile_step.device_kernels(data, steps=2, step_wall_s=20e-9)
+  k = traces.device_kernels(data, steps=2, step_wall_s=20e-9)
   assert k['kernels_per_step'] == 1.5  # 3 kernels over 2 steps
   assert k['busy_s'] == pytest.approx(7e-9 / 2)  # union [0, 6) + [10, 11) = 7 ns, per step
   assert k['idle_fraction'] == pytest.approx(1 - 3.5 / 20)
   assert k['mean_kernel_us'] == pytest.approx(1e6 * 9e-9 / 3)  # 4 + 1 + 4 ns over 3 kernels
   assert k['by_kind_s'] == pytest.approx({'copies and fills': 2e-9, 'matrix products': 2e-9, 'other kernels': 0.5e-9})
   assert list(k['top_kernels_s'])[0] in ('gemm_fusion_dot', '[memcpy] DtoD')
-  assert profile_step.device_kernels(NS(planes=[host]), steps=2, step_wall_s=1.0) is None
+  assert traces.device_kernels(NS(planes=[host]), steps=2, step_wall_s=1.0) is None
 
 
 def test_unrolled_scans_compute_the_same_step_with_another_program():
