@@ -13,7 +13,7 @@
 #   compile       one variant of the main job (5 seeds, 400 steps, no analysis) from an empty compilation cache,
 #                 with every training width its own shape (data.train_shapes=0) and with one (=1): the wall time
 #                 and the time to the first step, the host's compilation against the device's work (JSON in the log);
-#   kernels       the fused Pallas kernels (attnmt/model/kernels.py) against the readable step, in one decoder
+#   kernels       the fused Pallas kernels (attnmt/model/kernels/) against the readable step, in one decoder
 #                 recurrence at the main job's and the bench config's sizes (benchmarks/kernels.py, 60 s each):
 #                 time per step, kernels per step, and whether they equal it, the first check of the Triton
 #                 kernels on a GPU (JSON in the log);

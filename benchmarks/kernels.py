@@ -1,4 +1,4 @@
-r"""The fused Pallas kernels (attnmt/model/kernels.py, attention_kernels.py) against the readable path in one decoder
+r"""The fused Pallas kernels (attnmt/model/kernels/) against the readable path in one decoder
 recurrence, a `lax.scan` over T steps of attention, then the cell: whether the kernels (called by the model with
 model.kernels=pallas on a GPU) pay off.
 
@@ -9,7 +9,7 @@ Both versions run Bahdanau's step (the previous state s is the query, the contex
 `deferred_scan.deferred_weight_scan`, as `Decoder.__call__` runs its scan:
 - readable: the decoder's code inline: `attention.attention_weights` (the score by name, global window, softmax),
   `attention.context`, the context's part of layer 0's input product c W_ih, `rnn.cell_update` with s W_hh;
-- fused: `attention_kernels.attend` (dot) or `additive_attend` (W s outside), c W_ih, `kernels.lstm_step` or
+- fused: `kernels.attend` (dot) or `additive_attend` (W s outside), c W_ih, `kernels.lstm_step` or
   `gru_step`; W_hh and the values held constant in the scan, their gradients formed after it from taps
   (Σ_t s_{t-1}ᵀ dz_t, Σ_t a_tᵀ dc_t; kernels.py's docstring).
 The keys (U h + b; for dot an array of their own, as `general`'s h W) and the embedding's part of the input product
@@ -42,7 +42,7 @@ import jax.numpy as jnp
 import numpy as np
 from absl import app, flags
 
-from attnmt.model import attention, attention_kernels, deferred_scan, kernels, rnn, scores
+from attnmt.model import attention, deferred_scan, kernels, rnn, scores
 from benchmarks import cases, traces
 from attnmt import errors
 from benchmarks.timing import compile_timed, median_seconds
@@ -133,9 +133,9 @@ def fused_scan(cell: str, score: str, interpret: bool, args: dict, length_B: jax
     values = jax.lax.stop_gradient(a['annotations'])
     if score == 'additive':
       q_BxA, v_A = s_BxD @ a['attention']['W'], a['attention']['v']
-      ctx_BxV, weights_BxS = attention_kernels.additive_attend(q_BxA, a['keys'], v_A, values, mask, interpret=interpret)
+      ctx_BxV, weights_BxS = kernels.additive_attend(q_BxA, a['keys'], v_A, values, mask, interpret=interpret)
     else:
-      ctx_BxV, weights_BxS = attention_kernels.attend(s_BxD, a['keys'], values, mask, interpret=interpret)
+      ctx_BxV, weights_BxS = kernels.attend(s_BxD, a['keys'], values, mask, interpret=interpret)
     if tap_BxV is not None:
       ctx_BxV = deferred_scan.tap(ctx_BxV, tap_BxV)
     x_BxG = emb_proj_BxG + a['b'] + ctx_BxV @ a['W_ih']

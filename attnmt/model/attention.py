@@ -13,7 +13,7 @@ import jax
 import jax.numpy as jnp
 import flax.linen as nn
 
-from attnmt.model import attention_kernels, deferred_scan, kernels, normalizers, scores, windows
+from attnmt.model import normalizers, scores, windows
 from attnmt.model.config import ModelConfig
 from attnmt.model.registry import check_output
 
@@ -129,49 +129,6 @@ def attention_step(
   if coverage:
     new['coverage'] = state['coverage'] + weights_BxS
   return weights_BxS, new
-
-
-def fused_step(
-  cfg: ModelConfig,
-  p: Params,
-  query_BxQ: jax.Array,
-  keys_BxSxK: jax.Array,
-  annotations_BxSxH: jax.Array,
-  length_B: jax.Array,
-  state: dict,
-  fused: kernels.Fused,
-) -> tuple[jax.Array, jax.Array, dict]:
-  """`attention_step` and `context` as one kernel, `fused.attention` (attention_kernels.attend, or
-  additive_attend for the additive family), for a score, window and normaliser that `kernels.fused_parts`
-  fuses: the context (B x H), the weights (B x S, float32) and the attention's next state.
-
-  The score's query half (W q, or q itself; `scaled_dot`'s q / sqrt(Q)) and coverage's term C_i w_cov, added to
-  the keys, are formed here as `attention_step` forms them. The kernel gets the annotations held constant; their
-  gradient comes from the product `context` of the held weights by the annotations, whose value nobody reads (XLA
-  drops it) and whose cotangent is the context's (`deferred_scan.tap`): inside the decoder's scan that product
-  is deferred like the readable path's, Σ_t a_tᵀ dc_t after the backward scan.
-  """
-  score = scores.build(cfg)
-  if score.uses_coverage:
-    keys_BxSxK = keys_BxSxK + state['coverage'][..., None].astype(keys_BxSxK.dtype) * p['w_cov'].astype(
-      keys_BxSxK.dtype
-    )
-  half_BxK = score.query(p, query_BxQ)
-  if type(score) is scores.ScaledDot:  # its scores q . h_i / sqrt(Q), the scaling moved to the query
-    half_BxK = half_BxK * jax.lax.rsqrt(jnp.float32(half_BxK.shape[-1])).astype(half_BxK.dtype)
-  mask_BxS = jnp.arange(keys_BxSxK.shape[1])[None, :] < length_B[:, None]
-  values = jax.lax.stop_gradient(annotations_BxSxH)
-  if fused.attention == 'additive_attend':
-    ctx_BxH, weights_BxS = attention_kernels.additive_attend(
-      half_BxK, keys_BxSxK, score.scoring_vector(p), values, mask_BxS, interpret=fused.interpret
-    )
-  else:
-    ctx_BxH, weights_BxS = attention_kernels.attend(half_BxK, keys_BxSxK, values, mask_BxS, interpret=fused.interpret)
-  ctx_BxH = deferred_scan.tap(ctx_BxH, context(jax.lax.stop_gradient(weights_BxS), annotations_BxSxH))
-  new = dict(state)
-  if score.uses_coverage:
-    new['coverage'] = state['coverage'] + weights_BxS
-  return ctx_BxH, weights_BxS, new
 
 
 def check_user_code(cfg: ModelConfig) -> None:

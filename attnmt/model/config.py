@@ -79,7 +79,7 @@ class ModelConfig:
     'xla',
     "how the recurrences run: 'xla', the readable path; 'pallas', on a GPU the RNN cell steps and the decoder's "
     'attention (built-in dot, general, scaled_dot, additive, concat, normed_additive with the global window and '
-    'softmax) as fused Pallas kernels (attnmt/model/kernels.py), the same model up to rounding; what is not fused, '
+    'softmax) as fused Pallas kernels (attnmt/model/kernels/), the same model up to rounding; what is not fused, '
     'and anything off a GPU, runs the readable path, said in one line when the model is built',
     choices=('xla', 'pallas'),
     resumable=True,

@@ -27,7 +27,7 @@ import jax
 import jax.numpy as jnp
 import flax.linen as nn
 
-from attnmt.model import attention, deferred_scan, forms, fused_loss, interventions, kernels, normalizers, rnn
+from attnmt.model import attention, deferred_scan, forms, fused_loss, interventions, normalizers, rnn
 from attnmt.model.config import ModelConfig
 from attnmt.model.registry import check_output
 
@@ -56,11 +56,13 @@ _embed_init = nn.initializers.variance_scaling(1.0, 'fan_in', 'normal', out_axis
 class Decoder(nn.Module):
   cfg: ModelConfig
   intervention: interventions.Intervention | None = None  # counterfactual weights for the context (analysis)
+  # The fused kernels' steps in place of the readable cell update and attention (model.kernels='pallas'): a
+  # kernels.FastPath, which Seq2Seq passes (attnmt/model/kernels/wiring.py); None: the readable path
+  fast: Any = None
 
   def setup(self):
     cfg, d, h, e = self.cfg, self.cfg.decoder_hidden_size, self.cfg.annotation_size, self.cfg.embed_size
     self.form = forms.build(cfg)
-    kernels.notice(cfg, self.intervention)  # model.kernels 'pallas': what runs fused, said once
 
     def declare(name, shape, init=nn.initializers.lecun_normal()):
       return self.param(name, init, shape)
@@ -130,11 +132,12 @@ class Decoder(nn.Module):
     `emb_proj_BxG` is E y_{t-1} W_ih[:E] (`_embed_projection`); layer 0's input product is
     [E y_{t-1} ; x] W_ih + b = emb_proj + x W_ih[E:] + b, for the form's x (c_t, h~_{t-1} or none).
     `decoding`: greedy or beam search; `noise_BxS`: standard normal draws for a normaliser's training
-    noise (None otherwise). With model.kernels 'pallas' the cells and the attention run the kernels that
-    `kernels.fused_parts` names (rnn.fused_cell_update, attention.fused_step).
+    noise (None otherwise). With `fast` (model.kernels 'pallas') its cell and attention steps run in place of
+    the readable ones.
     """
     cfg = self.cfg
-    fused = kernels.fused_parts(cfg, self.intervention)
+    cell_step = self.fast and self.fast.cell
+    attend_step = self.fast and self.fast.attend
 
     def layers(carries, x):
       new = []
@@ -145,17 +148,17 @@ class Decoder(nn.Module):
             x_BxG = x_BxG + x @ lp['W_ih'][cfg.embed_size :]
         else:
           x_BxG = (x if drop_masks is None else x * drop_masks[i - 1]) @ lp['W_ih'] + lp['b']
-        if fused.cells:
-          new.append(rnn.fused_cell_update(cfg.cell, lp, carry, x_BxG, None, fused.interpret))
+        if cell_step:
+          new.append(cell_step(cfg.cell, lp, carry, x_BxG, None))
         else:
           new.append(rnn.cell_update(cfg.cell, lp, carry, x_BxG, carry[0] @ lp['W_hh']))
         x = new[-1][0]
       return tuple(new), x
 
     def attend(query_BxD):
-      if fused.attention:
-        return attention.fused_step(
-          cfg, p['attention'], query_BxD, memory.keys, memory.annotations, memory.length, state.attention, fused
+      if attend_step:
+        return attend_step(
+          cfg, p['attention'], query_BxD, memory.keys, memory.annotations, memory.length, state.attention
         )
       weights_BxS, attention_state = attention.attention_step(
         cfg, p['attention'], query_BxD, memory.keys, memory.length, state.t, state.attention, decoding, noise_BxS

@@ -20,8 +20,8 @@ read in any other way (such reads are differentiated as usual). The result equal
 plain scan up to float summation order (tests/model/test_deferred_scan.py); `reference_scan` is that
 plain scan.
 
-A fused kernel that holds a weight constant (model.kernels 'pallas': rnn.fused_cell_update,
-attention.fused_step) states the product it stands for as an ordinary one, stop_gradient(x) @ W, whose value
+A fused kernel that holds a weight constant (model.kernels 'pallas': kernels.wiring.cell_step,
+kernels.wiring.attention_step) states the product it stands for as an ordinary one, stop_gradient(x) @ W, whose value
 nothing reads (XLA drops it) and whose cotangent is the kernel's (its `tap` argument, or `tap` below). Such a
 product is deferred like any other; its left operand is recorded as x itself (shared with x's other products),
 and no gradient for it is formed, as none flows through the stop_gradient.
@@ -176,7 +176,7 @@ def tap(y: jax.Array, z: jax.Array) -> jax.Array:
   """Returns y, with z's tangent added to y's: the cotangent of z is then the cotangent of y.
 
   Unlike `y + z`, the forward pass never reads z, so the zeros fed as z are never materialised, and a
-  product fed as z (attention.fused_step's) is never computed.
+  product fed as z (kernels.wiring.attention_step's) is never computed.
   """
   del z
   return y

@@ -8,16 +8,21 @@ Letters: B batch, S source positions, E embedding size, H annotation size.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import jax
 import jax.numpy as jnp
 import flax.linen as nn
 
-from attnmt.model import kernels, rnn
+from attnmt.model import rnn
 from attnmt.model.config import ModelConfig
 
 
 class Encoder(nn.Module):
   cfg: ModelConfig
+  # (cell, p, carry, x W_ih + b, valid_B) -> carry in place of rnn.cell_update: the fused kernels' step, which
+  # Seq2Seq passes with model.kernels='pallas' (attnmt/model/kernels/wiring.py); None: the readable path
+  cell_step: Callable | None = None
 
   @nn.compact
   def __call__(
@@ -39,7 +44,6 @@ class Encoder(nn.Module):
       x_BxSxI = x_BxSxI + src_offset_BxSxE.astype(dtype)
     x_BxSxI = nn.Dropout(cfg.dropout, deterministic=not train)(x_BxSxI)
     directions = (False, True) if cfg.bidirectional else (False,)
-    fused = kernels.fused_parts(cfg)  # model.kernels 'pallas': the cell steps as one kernel each
     final = None
     for layer in range(cfg.encoder_layers):
       params = tuple(
@@ -48,7 +52,7 @@ class Encoder(nn.Module):
         )()
         for reverse in directions
       )
-      outputs, finals = rnn.run_directions(cfg.cell, params, directions, x_BxSxI, src_len_B, fused)
+      outputs, finals = rnn.run_directions(cfg.cell, params, directions, x_BxSxI, src_len_B, self.cell_step)
       x_BxSxI = jnp.concatenate(outputs, axis=-1)
       final = tuple(jnp.concatenate(parts, axis=-1) for parts in zip(*finals))
       if layer + 1 < cfg.encoder_layers:

@@ -201,6 +201,7 @@ class Softmax(Normalizer):
   """a_i = exp(e_i) / sum_j exp(e_j) over the valid positions (Bahdanau Eq. 6, Luong Eq. 7)."""
 
   name = 'softmax'
+  fuses = True
 
   def normalize(self, e_S, mask_S):
     return masked_softmax(e_S, mask_S)

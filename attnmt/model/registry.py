@@ -59,6 +59,16 @@ class Component:
 
   name: ClassVar[str] = ''
   settings: ClassVar[tuple] = ()
+  # What the fused kernels (model.kernels='pallas', attnmt/model/kernels/) run in the component's place: a score
+  # names its kernel ('attend' or 'additive_attend'), a window or a normaliser says True. A class declares it for
+  # itself and a subclass does not inherit it: a subclass (a user's) may change the math, so it runs the readable
+  # path unless its own body says `fuses`.
+  fuses: ClassVar[str | bool | None] = None
+
+  def __init_subclass__(cls, **kwargs):
+    super().__init_subclass__(**kwargs)
+    if 'fuses' not in cls.__dict__:
+      cls.fuses = None
 
   def __init__(self, cfg, **options):
     self.cfg = cfg

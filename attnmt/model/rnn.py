@@ -11,11 +11,13 @@ Letters: B batch, S positions, I input size, H hidden size, G gates.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import jax
 import jax.numpy as jnp
 import flax.linen as nn
 
-from attnmt.model import deferred_scan, kernels
+from attnmt.model import deferred_scan
 
 Carry = tuple  # LSTM: (h, c); GRU: (h,)
 
@@ -81,30 +83,6 @@ def cell_update(
   return (new if valid is None else jnp.where(valid[..., None], new, h),)
 
 
-def fused_cell_update(
-  cell: str, p: dict, carry: Carry, xproj_BxG: jax.Array, valid_B: jax.Array | None, interpret: bool
-) -> Carry:
-  """`cell_update` with its product h W_hh as one fused kernel (kernels.lstm_step / gru_step; model.kernels
-  'pallas'): one batch axis (B x H), as the encoder's and decoder's steps have.
-
-  The weight gradient follows the readable path's plan. The kernel gets W_hh held constant, and as its `tap` the
-  product stop_gradient(h) @ W_hh: the kernel never reads the tap's value (so XLA drops the product; it is not
-  computed) and returns the cotangent of h W_hh as the tap's. The one way from the loss to W_hh is then that
-  product, an ordinary one: in a scan run by `deferred_scan` it is deferred like every product by a parameter
-  (dW_hh = Σ_t h_tᵀ dz_t, one product after the backward scan), under plain autodiff it is the readable path's
-  per-step product. h's own gradient (dz W_hhᵀ) is the kernel's; through the stop_gradient none flows twice.
-  """
-  h = carry[0]
-  W_hh = p['W_hh'].astype(h.dtype)
-  keep_B = jnp.ones(h.shape[:1], bool) if valid_B is None else valid_B
-  tap_BxG = jax.lax.stop_gradient(h) @ W_hh
-  held = jax.lax.stop_gradient(W_hh)
-  if cell == 'lstm':
-    return kernels.lstm_step(xproj_BxG, h, carry[1], held, keep_B, tap=tap_BxG, interpret=interpret)
-  b_hn = p['b_hn'].astype(h.dtype)
-  return (kernels.gru_step(xproj_BxG, h, held, b_hn, keep_B, tap=tap_BxG, interpret=interpret),)
-
-
 @jax.custom_vjp
 def lstm_gates(z_G: jax.Array, c_H: jax.Array, h_H: jax.Array, keep: jax.Array) -> Carry:
   """The LSTM update from the gate pre-activations z = x W_ih + b + h W_hh (gates i, f, g, o):
@@ -163,15 +141,15 @@ def run_directions(
   reverses: tuple,
   x_BxSxI: jax.Array,
   length_B: jax.Array,
-  fused: kernels.Fused | None = None,
+  cell_step: Callable | None = None,
 ) -> tuple[list, list]:
   """Runs one layer's directions over a batch in a single scan; padding neither updates nor leaks.
 
   Each direction (its parameters in `params`, `reverses[k]` true for right to left) gets its input
   projection hoisted out of the scan as one product, and its recurrent product `h W_hh` inside the
   scan with a deferred weight gradient. Returns per direction the outputs (B x S x H, zero at
-  padding) and the final carry (the state after the last valid position). With `fused.cells`
-  (kernels.fused_parts) each step is `fused_cell_update`'s kernel.
+  padding) and the final carry (the state after the last valid position). `cell_step` (cell, p, carry, x W_ih + b,
+  valid_B) -> carry replaces `cell_update` with its product, as the fused kernels do (attnmt/model/kernels/).
   """
   dtype = x_BxSxI.dtype
   valid_SxB = jnp.arange(x_BxSxI.shape[1])[:, None] < length_B[None, :]
@@ -183,8 +161,8 @@ def run_directions(
 
   def step(ps, carries, inputs):
     xproj_G, valid_B = inputs
-    if fused is not None and fused.cells:
-      new = [fused_cell_update(cell, p, c, xp, valid_B, fused.interpret) for p, c, xp in zip(ps, carries, xproj_G)]
+    if cell_step is not None:
+      new = [cell_step(cell, p, c, xp, valid_B) for p, c, xp in zip(ps, carries, xproj_G)]
       return new, [carry[0] for carry in new]
     new = [
       cell_update(cell, p, carry, xp, carry[0] @ p['W_hh'].astype(dtype), valid_B)

@@ -57,6 +57,10 @@ class Score(Component):
   def query(self, p: Params, query_BxQ: jax.Array) -> jax.Array:
     return query_BxQ
 
+  def kernel_query(self, p: Params, query_BxQ: jax.Array) -> jax.Array:
+    """The query half as a fused kernel's product with the keys reads it (the score's `fuses`): `query`."""
+    return self.query(p, query_BxQ)
+
   def scores(self, p: Params, half: jax.Array, keys_SxK: jax.Array) -> jax.Array:
     raise NotImplementedError(f'score {type(self).__name__} must define scores(p, half, keys_SxK)')
 
@@ -188,6 +192,7 @@ class Additive(_TanhScore):
   """Bahdanau et al. 2015, Eq. 6: e_i = v . tanh(W q + U h_i + b). The bias rides with the keys."""
 
   name = 'additive'
+  fuses = 'additive_attend'
   query_matrix, key_matrix, bias = 'W', 'U', True
 
 
@@ -196,6 +201,7 @@ class NormedAdditive(Additive):
   """Additive with a weight-normalised v (Salimans & Kingma 2016): e_i = g v/|v| . tanh(W q + U h_i + b)."""
 
   name = 'normed_additive'
+  fuses = 'additive_attend'
 
   def params(self, param):
     return {**super().params(param), 'g': param('g', (), nn.initializers.constant(self.size**-0.5))}
@@ -209,6 +215,7 @@ class Dot(Score):
   """Luong et al. 2015, Eq. 8 "dot": e_i = q . h_i."""
 
   name = 'dot'
+  fuses = 'attend'
 
   def keys(self, p, annotations_SxH):
     return annotations_SxH
@@ -234,9 +241,14 @@ class ScaledDot(Dot):
   """Dot scaled by 1/sqrt(Q) (Vaswani et al. 2017): e_i = q . h_i / sqrt(Q)."""
 
   name = 'scaled_dot'
+  fuses = 'attend'
 
   def scores(self, p, query_Q, keys_SxH):
     return keys_SxH @ query_Q * jax.lax.rsqrt(jnp.float32(query_Q.shape[-1])).astype(query_Q.dtype)
+
+  def kernel_query(self, p, query_BxQ):
+    """q / sqrt(Q): the kernel's q . h_i is then this score's."""
+    return query_BxQ * jax.lax.rsqrt(jnp.float32(query_BxQ.shape[-1])).astype(query_BxQ.dtype)
 
 
 @register
@@ -244,6 +256,7 @@ class General(Score):
   """Luong et al. 2015, Eq. 8 "general": e_i = q . W h_i, with W h_i computed once per sentence."""
 
   name = 'general'
+  fuses = 'attend'
 
   def params(self, param):
     return {'W': param('W', (self.cfg.annotation_size, self.cfg.decoder_hidden_size))}
@@ -264,6 +277,7 @@ class Concat(_TanhScore):
   """Luong et al. 2015, Eq. 8 "concat": e_i = v . tanh(W [q ; h_i]) = v . tanh(W_q q + W_h h_i), no bias."""
 
   name = 'concat'
+  fuses = 'additive_attend'
   query_matrix, key_matrix = 'W_q', 'W_h'
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import jax
 import flax.linen as nn
 
+from attnmt.model import kernels
 from attnmt.model.config import ModelConfig
 from attnmt.model.decoder import Decoder, Memory, State
 from attnmt.model.encoder import Encoder
@@ -29,8 +30,9 @@ class Seq2Seq(nn.Module):
   intervention: Intervention | None = None
 
   def setup(self):
-    self.encoder = Encoder(self.cfg)
-    self.decoder = Decoder(self.cfg, self.intervention)
+    fast = kernels.fast_path(self.cfg, self.intervention)  # model.kernels='pallas': the fused steps, or None
+    self.encoder = Encoder(self.cfg, fast and fast.cell)
+    self.decoder = Decoder(self.cfg, self.intervention, fast)
 
   def encode(
     self, src_BxS: jax.Array, src_len_B: jax.Array, train: bool = False, src_offset_BxSxE=None

@@ -70,6 +70,7 @@ class Global(Window):
   """Every valid source position (Luong's global attention; Bahdanau's)."""
 
   name = 'global'
+  fuses = True
   keeps_all = True
 
   def flops(self):

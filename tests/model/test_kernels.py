@@ -1,4 +1,4 @@
-"""The fused kernels (attnmt/model/kernels.py, attention_kernels.py) equal the readable path: values and gradients
+"""The fused kernels (attnmt/model/kernels/) equal the readable path: values and gradients
 for every input, one step, under vmap over seeds and in a scan; and they lower to Triton for a GPU.
 
 On the CPU the kernels run in Pallas's interpreter, so these tests check the kernels' arithmetic, blocking and
@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 from jax.experimental import pallas as pl
 
-from attnmt.model import attention, attention_kernels, kernels, normalizers, rnn, scores
+from attnmt.model import attention, kernels, normalizers, rnn, scores
+from attnmt.model.kernels import blocks
 
 TOL = 1e-5  # float32: relative, and absolute against the array's largest entry (sums of many terms cancel)
 GATES = {'lstm': 4, 'gru': 3}
@@ -156,8 +157,8 @@ def attention_args(rng, B, S, D, V):
 def fused_attention(additive, args, mask):
   q, k, v, values = args
   if additive:
-    return attention_kernels.additive_attend(q, k, v, values, mask)
-  return attention_kernels.attend(q, k, values, mask)
+    return kernels.additive_attend(q, k, v, values, mask)
+  return kernels.attend(q, k, values, mask)
 
 
 def readable_attention(additive, args, mask):
@@ -282,14 +283,14 @@ def test_kernels_lower_to_triton_for_cuda(dtype):
       keep,
     ),
     'attend': (
-      functools.partial(attention_kernels.attend, interpret=False),
+      functools.partial(kernels.attend, interpret=False),
       struct(B, H),
       struct(B, S, H),
       struct(B, S, 9),
       mask,
     ),
     'additive_attend': (
-      functools.partial(attention_kernels.additive_attend, interpret=False),
+      functools.partial(kernels.additive_attend, interpret=False),
       struct(B, H),
       struct(B, S, H),
       struct(H),
@@ -309,7 +310,7 @@ def test_the_lowering_check_sees_a_block_triton_refuses():
   """The check above can fail: a kernel whose block is not a power of two is refused when lowered for CUDA."""
 
   def f(x):
-    return kernels.pallas(
+    return blocks.pallas(
       lambda x_ref, o_ref: o_ref.__setitem__(..., x_ref[...] * 2),
       'bad',
       (1,),

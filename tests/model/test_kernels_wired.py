@@ -1,4 +1,4 @@
-"""model.kernels='pallas': the model with the fused kernels (attnmt/model/kernels.py, `fused_parts`) equals the
+"""model.kernels='pallas': the model with the fused kernels (attnmt/model/kernels/, `fused_parts`) equals the
 readable path, model.kernels='xla': the teacher-forced loss and the gradient of every parameter, a training step of
 two seeds in one vmapped program, greedy decoding; what the kernels do not cover falls back, says so in one line,
 and gives the readable path's results; off a GPU nothing is fused.
@@ -19,6 +19,7 @@ import pytest
 
 from attnmt.model import decoding, deferred_scan, interventions, kernels, rnn, scores
 from attnmt.model.config import ModelConfig
+from attnmt.model.kernels import wiring
 from attnmt.model.seq2seq import Seq2Seq, init_params
 from attnmt.training import seeds, train_step
 from small_model import SMALL, sized
@@ -141,10 +142,27 @@ class Cosine(scores.Score):
     return 0, 0
 
 
+class SharperAdditive(scores.Additive):
+  """A researcher's subclass of a score that fuses, with math of its own (twice Bahdanau's e_i): a class declares
+  `fuses` for itself, so this one runs the readable path."""
+
+  def scores(self, p, half, keys_SxK):
+    return 2.0 * super().scores(p, half, keys_SxK)
+
+
+def test_a_class_declares_what_it_fuses_and_a_subclass_does_not_inherit_it():
+  assert (scores.Dot.fuses, scores.ScaledDot.fuses, scores.Additive.fuses) == ('attend', 'attend', 'additive_attend')
+  assert SharperAdditive.fuses is None and Cosine.fuses is None and scores.Location.fuses is None
+
+
 FALLBACKS = {
   'local-window': (dict(window='local_m'), "window 'local_m(size=2)'"),
   'sparsemax': (dict(normalizer='sparsemax'), "normaliser 'sparsemax'"),
   'user-score': (dict(score=f'{__name__}:Cosine'), f"score '{__name__}:Cosine'"),
+  'user-subclass': (
+    dict(score=f'{__name__}:SharperAdditive'),
+    f"score '{__name__}:SharperAdditive(size=5, coverage=none)'",
+  ),
 }
 
 
@@ -153,7 +171,7 @@ def test_what_the_attention_kernels_do_not_cover_runs_the_readable_path_and_says
   """The cells stay fused; the attention is the readable path's, bit for bit: one decoder step from the same
   encoding and state (Bahdanau's form: the query is that state) gives the same weights. The notice says so, once,
   naming what differs; the user's score trains through the readable path as it always did."""
-  monkeypatch.setattr(kernels, '_noticed', set())
+  monkeypatch.setattr(wiring, '_noticed', set())
   xla, pallas = pair(**over)
   params = {'params': init_params(xla, jax.random.key(3))}
   b = batch(np.random.default_rng(3))
@@ -187,7 +205,7 @@ def test_an_intervention_sets_the_weights_so_the_attention_is_the_readable_paths
 def test_off_a_gpu_the_readable_path_runs_bit_for_bit_with_a_notice(capsys, monkeypatch):
   """Without a GPU (and no test asking for the interpreter) model.kernels='pallas' is model.kernels='xla', with one
   line saying so: a run trained with the kernels on a GPU evaluates, translates and resumes on a CPU."""
-  monkeypatch.setattr(kernels, '_noticed', set())
+  monkeypatch.setattr(wiring, '_noticed', set())
   xla, pallas = pair()
   fused = kernels.fused_parts(pallas)
   assert not fused.cells and fused.attention is None
@@ -216,7 +234,7 @@ def test_the_fused_cells_weight_gradient_is_formed_after_the_scan(cell, monkeypa
   x = jnp.asarray(rng.normal(size=(B, S, I)), jnp.float32)
   length = jnp.array([5, 2, 4])
   with kernels.forced(True):
-    fused = kernels.fused_parts(ModelConfig(cell=cell, kernels='pallas'))
+    fused = kernels.fast_path(ModelConfig(cell=cell, kernels='pallas')).cell
 
     def loss(fused):
       def run(params, x):

@@ -2,9 +2,9 @@
 
 One kernel computes one decoder step's attention for a batch of queries, one program per sentence; its backward
 pass is one kernel too (`jax.custom_vjp`). What is fused and what is not, the padding and the anchors (Marian's
-MLP attention kernel, marian-dev src/rnn/attention.h): attnmt/model/kernels.py. The path these kernels replace
+MLP attention kernel, marian-dev src/rnn/attention.h): attnmt/model/kernels/cells.py. The path these kernels replace
 is attention.attention_weights with the global window and softmax, then attention.context; the model calls them
-through attention.fused_step (model.kernels='pallas').
+through wiring.attention_step (model.kernels='pallas').
 Letters: B batch, S source positions, D key size (A for the additive score), V value size; `p`: padded.
 """
 
@@ -17,7 +17,16 @@ import jax
 import jax.numpy as jnp
 from jax.experimental import pallas as pl
 
-from attnmt.model.kernels import column_block, dense, over_blocks, pad_to, pallas, primals, round_up, use_interpret
+from attnmt.model.kernels.blocks import (
+  column_block,
+  dense,
+  over_blocks,
+  pad_to,
+  pallas,
+  primals,
+  round_up,
+  use_interpret,
+)
 
 _TINY = float(jnp.finfo(jnp.float32).tiny)  # masked_softmax's floor on the normaliser
 

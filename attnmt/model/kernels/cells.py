@@ -1,128 +1,33 @@
-"""Fused Pallas kernels for one recurrent step: the LSTM and GRU cell here, attention's scores, masked softmax and
-context in attnmt/model/attention_kernels.py.
-
-On a GPU every operation of the readable path is a kernel launch, and inside a scan each runs once per step: the
-recurrent product h W_hh, the gate arithmetic, the score, the masked softmax and the context are 8 to 21 small
-kernels per iteration. Here each group is one Pallas kernel (on a GPU: Triton), and so is its backward pass
-(`jax.custom_vjp`). The anchors: Marian's fused cells (marian-dev src/rnn/cells.h: `GRU` and `FastLSTM` compute
-s U with one GEMM, then the gate arithmetic in one kernel, `gruOps`, or two, `lstmOpsC` and `lstmOpsO`; here the
-product is inside the kernel too), Marian's MLP attention (src/rnn/attention.h: `attOps`, v . tanh(U h
-+ W s) in one kernel, softmax and context apart; here all three are one kernel) and Persistent RNNs (Diamos et
-al. 2016), which keep W_hh on chip for the whole sequence, one launch for all steps (not done here: below).
-
-What is fused:
-- `lstm_step`, `gru_step`: h W_hh, the bias, the gates and the padding select (`rnn.cell_update`,
-  `rnn.lstm_gates`) in one forward kernel; the backward kernel forms the gate gradients from the stored
-  activations (`rnn._lstm_gates_bwd`'s arithmetic) and dh_prev = dz W_hhᵀ in the same kernel.
-- `attention_kernels.attend` (scores `dot`, `general`) and `additive_attend` (`additive`, `concat`,
-  `normed_additive`): the scores, `normalizers.masked_softmax` (masked positions exactly 0 weight and 0 gradient,
-  a row with no valid position all zeros) and the context, forward and backward.
-What is not: the time loop (each step is still a launch: a persistent kernel would need the whole scan inside
-it), the input projections x W_ih + b and the score's hoisted halves (one large product each, outside the scan),
-and the weight gradients. dW_hh = Σ_t h_tᵀ dz_t is a reduction over the batch and, per step, exactly the thin
-product that `deferred_scan` moves after the backward scan, so the kernels leave it to the caller: the VJPs form
-it (one ordinary product per call) only when W_hh is differentiated (`symbolic_zeros`), and a scan that holds
-W_hh constant passes a `tap` (B x G; the kernel never reads its value) whose cotangent is the cotangent of
-h W_hh, then forms Σ_t h_tᵀ dtap_t once after the scan, as `deferred_scan` does for a product it sees. The model
-passes as the tap that very product, stop_gradient(h) @ W_hh (rnn.fused_cell_update): nothing computes it, and
-`deferred_scan` defers it like any other. Likewise the attention kernels form the values' gradient only when the
-values are differentiated: held constant, their gradient Σ_t a_tᵀ dc_t is one product after the scan, from the
-weights and a tap on the context (an output already; attention.fused_step).
-
-A user's own score, window or normaliser is not handled: the kernels apply only to the built-in dot, general and
-additive scores with the global window and softmax; everything else runs the readable path. `general` is `dot`
-on the keys h W that `scores.General.keys` computes once per sentence; `scaled_dot` is `dot` with the query
-scaled by 1/sqrt(Q) outside (equal up to rounding); for `additive` the caller passes W q and U h + b (and
-coverage's C w_cov added to the keys) as the codebase hoists them (`scores._TanhScore`); `concat` is `additive`
-without the bias, `normed_additive` with v = g v/|v| formed outside.
-
-In the model (model.kernels='pallas'; the default 'xla' is the readable path): `fused_parts` says what a model
-runs fused (the cell steps of the encoder and the decoder, the decoder's attention where the above allows it)
-and why the rest is not, in one line that the decoder prints once (`notice`). Off a GPU nothing is fused, with
-that notice, unless a test asks for the interpreter (`forced`).
-
-Padding: Triton blocks are powers of two and its dot needs every dimension >= 16. The cell wrappers pad the
-batch to a multiple of ROWS = 16 and the hidden size to a multiple of its column block (a power of two in
-[16, COLUMNS]) gate by gate; the attention wrappers pad the key and value sizes likewise and the source length
-to a power of two >= 16 (one program per sentence, the batch unpadded). The padding is zeros in kept-out rows or
-masked positions, and the results are sliced back. At sizes that are already multiples (H = 128, B = 64) the pads
-and slices vanish; otherwise each is an extra operation per call. Products accumulate in float32 (float32
-inputs at the Triton lowering's default precision: TF32 on a GPU, as XLA's default; `highest` would be IEEE),
-the gate and softmax arithmetic runs in float32, and outputs have the inputs' dtype (float32 or bfloat16,
-`model.dtype`).
-`interpret=None` runs Pallas's interpreter unless the default backend is 'gpu' (tests/model/test_kernels.py).
+"""The LSTM and GRU cell steps as fused Pallas kernels (on a GPU: Triton), forward and backward
+(`jax.custom_vjp`): h W_hh, the bias, the gates and the padding select (`rnn.cell_update`, `rnn.lstm_gates`) in
+one forward kernel; the backward kernel forms the gate gradients from the stored activations (`rnn._lstm_gates_bwd`'s
+arithmetic) and dh_prev = dz W_hhᵀ in the same kernel. W_hh's own gradient is left to the caller (the package's
+docstring, attnmt/model/kernels/__init__.py, says why and how). The cell wrappers pad the batch to a multiple of
+ROWS and the hidden size to a multiple of its column block gate by gate, and slice the results back.
 Letters: B batch, H hidden size, G gates (4 LSTM, 3 GRU; arrays are B x G*H, kernels see B x G x H); a `p`
 suffix marks a padded size.
 """
 
 from __future__ import annotations
 
-import contextlib
 import functools
-import sys
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
-from jax.custom_derivatives import SymbolicZero
 from jax.experimental import pallas as pl
-from jax.experimental.pallas import triton as plt
 
-from attnmt.model import normalizers, scores, windows
-
-ROWS = 16  # batch rows per program: Triton's dot needs >= 16
-COLUMNS = 32  # most hidden, key or value columns per block and per step of a kernel's inner loop
-
-
-def use_interpret(interpret: bool | None) -> bool:
-  """The kernels' mode: Pallas's interpreter unless the default backend is a GPU (None), or as given."""
-  return jax.default_backend() != 'gpu' if interpret is None else bool(interpret)
-
-
-def column_block(n: int) -> int:
-  """A power of two in [16, COLUMNS]: the block for an axis of n entries."""
-  return min(COLUMNS, max(16, 1 << (n - 1).bit_length()))
-
-
-def round_up(n: int, m: int) -> int:
-  return -(-n // m) * m
-
-
-def pad_to(x: jax.Array, shape: tuple) -> jax.Array:
-  """x with zeros after its entries on every axis; x itself when it already has that shape."""
-  return x if x.shape == shape else jnp.pad(x, [(0, s - d) for d, s in zip(x.shape, shape)])
-
-
-def dense(ct, like: jax.Array) -> jax.Array:
-  """A cotangent as an array: a symbolic zero (an output nobody differentiates) becomes zeros."""
-  return jnp.zeros(like.shape, like.dtype) if isinstance(ct, SymbolicZero) else ct
-
-
-def primals(args: tuple) -> tuple[tuple, tuple]:
-  """A `symbolic_zeros` forward rule's arguments as (values, whether each is differentiated); None stays None."""
-  return tuple(None if a is None else a.value for a in args), tuple(a is not None and a.perturbed for a in args)
-
-
-def pallas(kernel, name, grid, in_specs, out_specs, out_shape, interpret, *args):
-  """pl.pallas_call(kernel, ...)(*args) for a GPU's Triton back end (4 warps a program), or interpreted."""
-  return pl.pallas_call(
-    kernel,
-    out_shape=out_shape,
-    grid=grid,
-    in_specs=in_specs,
-    out_specs=out_specs,
-    interpret=interpret,
-    name=name,
-    compiler_params=plt.CompilerParams(num_warps=4),
-  )(*args)
-
-
-def over_blocks(n: int, size: int, body, init):
-  """fori_loop over the column blocks pl.ds(k * size, size) of an axis of n entries."""
-  return jax.lax.fori_loop(0, n // size, lambda k, acc: body(pl.ds(k * size, size), acc), init)
-
-
-# --- The cells --------------------------------------------------------------------------------------------------
+from attnmt.model.kernels.blocks import (
+  ROWS,
+  column_block,
+  dense,
+  over_blocks,
+  pad_to,
+  pallas,
+  primals,
+  round_up,
+  use_interpret,
+)
 
 
 class _Cell(NamedTuple):
@@ -357,7 +262,7 @@ def lstm_step(xproj_BxG, h_BxH, c_BxH, W_hh_HxG, keep_B, *, tap=None, interpret=
   rows where `keep_B` is false return (h, c). One batch axis (B x H); `jax.vmap` adds others.
 
   `tap` (B x G, optional; its value is never read: zeros, or the product stop_gradient(h) @ W_hh itself, as
-  rnn.fused_cell_update passes it) receives the cotangent of h W_hh: with W_hh held constant, a scan forms dW_hh
+  wiring.cell_step passes it) receives the cotangent of h W_hh: with W_hh held constant, a scan forms dW_hh
   as Σ_t h_tᵀ dtap_t after its backward pass (the module docstring).
   """
   return _lstm(use_interpret(interpret), xproj_BxG, h_BxH, c_BxH, W_hh_HxG, keep_B, tap)
@@ -430,99 +335,3 @@ def gru_step(xproj_BxG, h_BxH, W_hh_HxG, b_hn_H, keep_B, *, tap=None, interpret=
   that of xproj in the n gate, by the factor r, and b_hn's gradient is the batch sum of its n block (formed per
   call only when b_hn is differentiated)."""
   return _gru(use_interpret(interpret), xproj_BxG, h_BxH, W_hh_HxG, b_hn_H, keep_B, tap)
-
-
-# --- In the model (model.kernels='pallas') ----------------------------------------------------------------------
-
-# The built-in scores the attention kernels compute, by exact class (a subclass, a user's, may change anything):
-# `attend` on the score's keys and query half, `additive_attend` with v besides (attention.fused_step).
-ATTENTION_KERNELS = {
-  scores.Dot: 'attend',
-  scores.ScaledDot: 'attend',  # the query scaled by 1/sqrt(Q) before the kernel
-  scores.General: 'attend',
-  scores.Additive: 'additive_attend',
-  scores.NormedAdditive: 'additive_attend',  # v = g v/|v| formed before the kernel
-  scores.Concat: 'additive_attend',
-}
-
-_forced: list[bool] = []  # `forced`'s modes, innermost last
-_noticed: set = set()  # the lines `notice` printed
-
-
-@contextlib.contextmanager
-def forced(interpret: bool):
-  """Within it, a model with kernels='pallas' calls its kernels whatever the backend: in Pallas's interpreter
-  (True: the tests, on a CPU) or lowered for Triton (False: jax.export for CUDA on a machine without a GPU).
-  Only tracing reads it: a program traced inside keeps its mode when jit's cache hands it out again."""
-  _forced.append(bool(interpret))
-  try:
-    yield
-  finally:
-    _forced.pop()
-
-
-class Fused(NamedTuple):
-  """What a model runs as fused kernels (`fused_parts`)."""
-
-  cells: bool  # the encoder's and decoder's cell steps: lstm_step / gru_step
-  attention: str | None  # the decoder's attention step: 'attend' or 'additive_attend'; None: the readable path
-  interpret: bool  # in Pallas's interpreter (`forced(True)`); else lowered for Triton
-  line: str  # what runs fused and, for the rest, why not, in one line (`notice`)
-
-
-def fused_parts(cfg, intervention=None) -> Fused:
-  """What the model of `cfg` (with `intervention`, Seq2Seq's) runs as fused kernels, and why the rest is not.
-
-  model.kernels='pallas' fuses the cell steps of every cell, and the decoder's attention step for the scores of
-  ATTENTION_KERNELS with the global window and the softmax (coverage included: its term joins the keys), with no
-  intervention; any other score, window or normaliser (a user's own too) runs the readable path. Off a GPU nothing
-  is fused unless a test asks for the interpreter (`forced`): Pallas would interpret the kernels there, one
-  program step at a time, far slower than XLA's readable path, which gives the same model up to rounding. That is
-  a notice, not a refusal, so that a run trained on a GPU with the kernels still evaluates, translates and resumes
-  on a CPU from its saved config."""
-  if cfg.kernels != 'pallas':
-    return Fused(False, None, False, 'model.kernels=xla: the readable path (XLA) throughout')
-  backend = jax.default_backend()
-  if not _forced and backend != 'gpu':
-    return Fused(
-      False,
-      None,
-      False,
-      f"model.kernels=pallas: JAX's backend is {backend}, not a GPU, and off a GPU Pallas only interprets its "
-      'kernels, far slower than XLA: the readable path runs throughout, as with model.kernels=xla',
-    )
-  interpret = bool(_forced and _forced[-1])
-  score = scores.build(cfg)
-  kernel = ATTENTION_KERNELS.get(type(score))
-  differs = [] if kernel else [f"score '{cfg.score}'"]
-  if type(windows.build(cfg)) is not windows.Global:
-    differs.append(f"window '{cfg.window}'")
-  if type(normalizers.build(cfg)) is not normalizers.Softmax:
-    differs.append(f"normaliser '{cfg.normalizer}'")
-  if intervention is not None:
-    differs.append(f'an intervention ({type(intervention).__name__}) that sets the weights')
-  where = " in Pallas's interpreter" if interpret else ''
-  fused = f"model.kernels=pallas: fused{where}: the encoder's and decoder's {cfg.cell.upper()} steps"
-  if not differs:
-    return Fused(
-      True, kernel, interpret, f"{fused} and the decoder's {score.name} attention (scores, softmax, context)"
-    )
-  covered = ', '.join(c.name for c in ATTENTION_KERNELS)
-  return Fused(
-    True,
-    None,
-    interpret,
-    f"{fused}; the attention runs the readable path, as its kernels cover the scores {covered} with window "
-    f"'global' and normaliser 'softmax', and no intervention (here: {', '.join(differs)})",
-  )
-
-
-def notice(cfg, intervention=None) -> None:
-  """With model.kernels='pallas', prints `fused_parts`' line to stderr, once per process: a model is traced many
-  times (initialisation, the training step, decoding), and what runs where is said once."""
-  if cfg.kernels != 'pallas':
-    return
-  line = fused_parts(cfg, intervention).line
-  if line not in _noticed:
-    _noticed.add(line)
-    print(f'notice: {line}', file=sys.stderr)
