@@ -142,11 +142,12 @@ def analyze_run(
   list). Wiegreffe & Pinter's trained tests (the non-contextual diagnostic and the adversarially trained model,
   summaries.trained) run `trained_steps` optimisation steps (None: the run's own train.num_steps; 0 leaves them
   out) on the first `train_sentences` training sentences, from the first seed, the adversary at the run's own
-  learning rate (their code trains it to convergence: a fresh model needs the base's own budget to come close). Returns {'variant', 'pool', 'seeds', 'sentences', 'attends', 'split', 'settings', 'tests': {test: {...
-  per-seed lists ...} or {'not_applicable': why}}, 'seconds': {test: seconds}} (NaN as None)."""
+  learning rate (their code trains it to convergence: a fresh model needs the base's own budget to come close).
+  Returns {'variant', 'pool', 'seeds', 'sentences', 'attends', 'split', 'settings', 'tests': {test: {... per-seed
+  lists ...} or {'not_applicable': why}}, 'seconds': {test: seconds}} (NaN as None)."""
   tests = parse_tests(tests)
   trained_steps = int(run.config.train.num_steps) if trained_steps is None else trained_steps
-  _counted(
+  counts = dict(
     max_sentences=max_sentences,
     chunk=chunk,
     seed=seed,
@@ -156,18 +157,10 @@ def analyze_run(
     trained_steps=trained_steps,
     train_sentences=train_sentences,
   )
-  if not (isinstance(epsilon, (int, float)) and 0 < epsilon < 1):
-    raise ConfigError(f'epsilon={epsilon!r}: give a TVD bound between 0 and 1 (theirs: 0.01)')
-  if split not in run.prepared.tokenized:
-    raise ConfigError(f"split {split!r}: valid are {', '.join(run.prepared.tokenized)}")
-  if min(chunk, adversarial_steps, adversarial_candidates, train_sentences) < 1:
-    raise ConfigError('chunk, adversarial_steps, adversarial_candidates and train_sentences must be >= 1')
-  if min(max_sentences, adversarial_sentences, trained_steps) < 0:
-    raise ConfigError('max_sentences, adversarial_sentences and trained_steps must be >= 0')
-  cfg, tokenizer = run.cfg, run.prepared.tgt_tokenizer
+  _check(run, split, epsilon, counts)
   batches = counterfactual._subset(list(data.batches(run.prepared, split, run.config.data)), max_sentences)
   records = chunking.records(batches, None)
-  score = scores.build(cfg)
+  score = scores.build(run.cfg)
   out = {
     'variant': run.name,
     'pool': run.pool,
@@ -183,28 +176,62 @@ def analyze_run(
   if not score.attends:
     out['tests'] = {t: {'not_applicable': f'score {score.name} has no attention'} for t in tests}
     if 'wiegreffe_pinter' in tests:  # a model trained with uniform weights: Wiegreffe & Pinter's own baseline
-      into, chunks = collections.defaultdict(list), chunking.chunks(records, chunk)
-      bar = progress.bar(len(run.seeds) * len(records), f'{run.name} explanations', 'sentence')
-      for seed_i in range(len(run.seeds)):
-        summaries.SUMMARIES['wiegreffe_pinter'](
-          into, cfg, evaluation.seed_params(run.params, seed_i), chunks, records, chunk, seed, [], (), (), bar
-        )
-      out['tests']['wiegreffe_pinter']['trained_uniform_accuracy'] = into['accuracy_own']
+      out['tests']['wiegreffe_pinter']['trained_uniform_accuracy'] = _uniform_accuracy(run, records, chunk, seed)
     return out
   chosen = interventions.parse(moradi_interventions, seed) if 'moradi' in tests else []
   words = moradi.function_words() if function_words is None else frozenset(function_words)
-  listed, marks = moradi.function_token_ids(tokenizer, words)
+  listed, marks = moradi.function_token_ids(run.prepared.tgt_tokenizer, words)
   function_ids = listed | marks if listed else frozenset()  # no listed word: the list misses this target language
-  adversarial_sentences = min(adversarial_sentences, len(records))
-  out['settings'] = {
+  counts['adversarial_sentences'] = min(adversarial_sentences, len(records))
+  out['settings'] = _settings(tests, split, counts, epsilon, chosen, words, listed, marks, function_ids, orders)
+  lists, seconds = _per_seed(run, tests, batches, records, counts, chosen, function_ids, orders, epsilon)
+  if 'wiegreffe_pinter' in tests:
+    start = time.time()
+    lists['wiegreffe_pinter']['seed_variance'] = summaries.seed_variance(run, run.cfg, lists.pop('_base'), chunk)
+    if trained_steps:
+      lists['wiegreffe_pinter'].update(summaries.trained(run, records, trained_steps, train_sentences, seed))
+    seconds['wiegreffe_pinter'] += time.time() - start
+  out['tests'] = {t: summaries.plain(lists[t]) for t in tests}
+  out['seconds'] = {k: round(v, 2) for k, v in seconds.items()}
+  return nan_none(out)
+
+
+def _check(run, split: str, epsilon, counts: dict) -> None:
+  """analyze_run's arguments, each a ConfigError naming it and the fix before anything is computed."""
+  _counted(**counts)
+  if not (isinstance(epsilon, (int, float)) and 0 < epsilon < 1):
+    raise ConfigError(f'epsilon={epsilon!r}: give a TVD bound between 0 and 1 (theirs: 0.01)')
+  if split not in run.prepared.tokenized:
+    raise ConfigError(f"split {split!r}: valid are {', '.join(run.prepared.tokenized)}")
+  at_least_one = ('chunk', 'adversarial_steps', 'adversarial_candidates', 'train_sentences')
+  if min(counts[k] for k in at_least_one) < 1:
+    raise ConfigError('chunk, adversarial_steps, adversarial_candidates and train_sentences must be >= 1')
+  if min(counts[k] for k in ('max_sentences', 'adversarial_sentences', 'trained_steps')) < 0:
+    raise ConfigError('max_sentences, adversarial_sentences and trained_steps must be >= 0')
+
+
+def _uniform_accuracy(run, records, chunk: int, seed: int) -> list:
+  """Each seed's teacher-forced accuracy of a run trained with uniform weights (Wiegreffe & Pinter's baseline)."""
+  into, chunks = collections.defaultdict(list), chunking.chunks(records, chunk)
+  bar = progress.bar(len(run.seeds) * len(records), f'{run.name} explanations', 'sentence')
+  for seed_i in range(len(run.seeds)):
+    params = evaluation.seed_params(run.params, seed_i)
+    summaries.SUMMARIES['wiegreffe_pinter'](into, run.cfg, params, chunks, records, chunk, seed, [], (), (), bar)
+  bar.close()
+  return into['accuracy_own']
+
+
+def _settings(tests, split, counts, epsilon, chosen, words, listed, marks, function_ids, orders) -> dict:
+  """What each selected test ran with, as the results record it (`settings`)."""
+  settings = {
     'split': split,
-    'max_sentences': max_sentences,
-    'chunk': chunk,
-    'seed': seed,
+    'max_sentences': counts['max_sentences'],
+    'chunk': counts['chunk'],
+    'seed': counts['seed'],
     'tokens': 'each seed\'s own greedy output (EOS included); wiegreffe_pinter\'s accuracy: the reference',
   }
   if 'moradi' in tests:
-    out['settings']['moradi'] = {
+    settings['moradi'] = {
       'interventions': [iv.label for iv in chosen] + ['zero_out'],
       'function_words': (
         f'{len(words)} words, {len(listed)} target tokens among them; with end of sentence and '
@@ -215,76 +242,59 @@ def analyze_run(
       ),
     }
   if 'serrano_smith' in tests:
-    out['settings']['serrano_smith'] = {
+    settings['serrano_smith'] = {
       'orders': list(orders),
       'random_draws': serrano_smith.RANDOM_DRAWS,
       'steps': 'sources of 2 or more positions (their ATTN_SEQ_LEN > 1); the rest counted in filtered',
     }
   if 'jain_wallace' in tests:
-    out['settings']['jain_wallace'] = {
+    settings['jain_wallace'] = {
       'kendall': 'tau-b over the source positions but the final EOS; significant: p < 0.05',
       'permutations': jain_wallace.PERMUTATIONS,
       'select': 0.05,
-      'adversarial_sentences': adversarial_sentences,
-      'adversarial_steps': adversarial_steps,
-      'adversarial_candidates': adversarial_candidates,
+      **{k: counts[k] for k in ('adversarial_sentences', 'adversarial_steps', 'adversarial_candidates')},
       'epsilon': epsilon,
       'learning_rate': 0.01,
       'penalty': 500.0,
     }
   if 'wiegreffe_pinter' in tests:
-    out['settings']['wiegreffe_pinter'] = {
+    settings['wiegreffe_pinter'] = {
       'accuracy': 'teacher-forced on the reference',
       'seed_variance': 'base seed: the first; every seed teacher-forced on the base seed\'s own output',
-      'trained': {'steps': trained_steps, 'train_sentences': train_sentences, 'seed': 'the first'},
+      'trained': {'steps': counts['trained_steps'], 'train_sentences': counts['train_sentences'], 'seed': 'the first'},
     }
+  return settings
+
+
+def _per_seed(run, tests, batches, records, counts, chosen, function_ids, orders, epsilon):
+  """Every selected test's per-seed lists (`summaries.SUMMARIES`), on each seed's own greedy output where a test
+  reads it, and the seconds each took; with wiegreffe_pinter, under '_base' the first seed's records."""
+  cfg, chunk, tokenizer = run.cfg, counts['chunk'], run.prepared.tgt_tokenizer
   lists = {t: collections.defaultdict(list) for t in tests}
   seconds = collections.Counter()
   greedy = ('moradi', 'serrano_smith', 'jain_wallace')
   bar = progress.bar(len(run.seeds) * len(tests) * len(records), f'{run.name} explanations', 'sentence')
-  base_records = None
+  adversarial = [counts[k] for k in ('adversarial_sentences', 'adversarial_steps', 'adversarial_candidates')]
   for seed_i in range(len(run.seeds)):
     params = evaluation.seed_params(run.params, seed_i)
+    recs = records
     if any(t in tests for t in greedy) or (seed_i == 0 and 'wiegreffe_pinter' in tests and len(run.seeds) > 1):
       start = time.time()
       own = {t.index: t for t in evaluation.translate(cfg, params, batches, tokenizer)}
       seconds['greedy'] += time.time() - start
       recs = chunking.records(batches, own)
-      if seed_i == 0:
-        base_records = recs
-    else:
-      recs = records
+    if seed_i == 0 and 'wiegreffe_pinter' in tests:
+      lists['_base'] = recs
     chunks = chunking.chunks(recs, chunk)
     for test in tests:
       start = time.time()
       summaries.SUMMARIES[test](
-        lists[test],
-        cfg,
-        params,
-        chunks,
-        recs,
-        chunk,
-        seed,
-        chosen,
-        function_ids,
-        orders,
-        bar,
-        adversarial_sentences,
-        adversarial_steps,
-        adversarial_candidates,
-        epsilon,
-      )
+        lists[test], cfg, params, chunks, recs, chunk, counts['seed'], chosen, function_ids, orders, bar,
+        *adversarial, epsilon,
+      )  # fmt: skip
       seconds[test] += time.time() - start
-  if 'wiegreffe_pinter' in tests:
-    start = time.time()
-    lists['wiegreffe_pinter']['seed_variance'] = summaries.seed_variance(run, cfg, base_records, chunk)
-    if trained_steps:
-      lists['wiegreffe_pinter'].update(summaries.trained(run, records, trained_steps, train_sentences, seed))
-    seconds['wiegreffe_pinter'] += time.time() - start
   bar.close()
-  out['tests'] = {t: summaries.plain(lists[t]) for t in tests}
-  out['seconds'] = {k: round(v, 2) for k, v in seconds.items()}
-  return nan_none(out)
+  return lists, seconds
 
 
 # Two runs: Wiegreffe & Pinter's frozen attention ----------------------------------------------------------------
