@@ -17,6 +17,7 @@ with T = 0), so decoding memory grows linearly with the source length.
 from __future__ import annotations
 
 import functools
+
 from typing import NamedTuple
 
 import jax
@@ -197,16 +198,7 @@ def beam_search(
     alive_cov=jnp.zeros((batch, k, src_positions), jnp.float32),
   )
   valid_Bx1xS = (jnp.arange(src_positions)[None, :] < src_len_B[:, None])[:, None, :]
-  best_possible_lp = length_penalty(max_len, alpha)
-
-  def cond(c):
-    # Stop when no alive hypothesis can still beat the worst finished one (Flax WMT criterion);
-    # log-probabilities only fall, so the best alive score is bounded by alive_logp / lp(max_len).
-    bound_B = c['alive_logp'][:, 0] / best_possible_lp
-    worst_finished_B = jnp.min(c['fin_score'], axis=1)
-    worst_finished_B = jnp.where(worst_finished_B <= NEG_INF / 2, NEG_INF, worst_finished_B)
-    done = jnp.all((worst_finished_B >= bound_B) | (c['alive_logp'][:, 0] <= NEG_INF / 2))
-    return (c['t'] < max_len) & ~done
+  cond = functools.partial(_searching, max_len=max_len, best_possible_lp=length_penalty(max_len, alpha))
 
   def body(c):
     t = c['t']
@@ -248,16 +240,29 @@ def beam_search(
     )
 
   c = jax.lax.while_loop(cond, body, init)
-  # A sentence none of whose hypotheses ended within max_len returns its alive ones.
+  return _hypotheses(c, alpha, coverage_penalty(c['alive_cov'], valid_Bx1xS, beta))
+
+
+def _searching(c: dict, max_len: int, best_possible_lp) -> jax.Array:
+  """Whether beam search goes on: a step is left and an alive hypothesis can still beat the worst finished one
+  (Flax WMT's criterion; log-probabilities only fall, so the best alive score is bounded by alive_logp /
+  lp(max_len))."""
+  bound_B = c['alive_logp'][:, 0] / best_possible_lp
+  worst_finished_B = jnp.min(c['fin_score'], axis=1)
+  worst_finished_B = jnp.where(worst_finished_B <= NEG_INF / 2, NEG_INF, worst_finished_B)
+  done = jnp.all((worst_finished_B >= bound_B) | (c['alive_logp'][:, 0] <= NEG_INF / 2))
+  return (c['t'] < max_len) & ~done
+
+
+def _hypotheses(c: dict, alpha: float, alive_cp_BxK: jax.Array) -> Decoded:
+  """The finished hypotheses of beam search's final carry `c`; a sentence none of whose hypotheses ended within
+  max_len returns its alive ones, scored as if they ended there (`alive_cp_BxK`: their coverage penalty)."""
   none_finished = jnp.all(c['fin_score'] <= NEG_INF / 2, axis=1)
   pick = lambda fin, alive: jnp.where(none_finished.reshape((-1,) + (1,) * (fin.ndim - 1)), alive, fin)
-  alive_len = jnp.full((batch, k), c['t'], jnp.int32)
+  alive_len = jnp.full(c['fin_len'].shape, c['t'], jnp.int32)
   return Decoded(
     pick(c['fin_seq'], c['alive_seq']),
     pick(c['fin_len'], alive_len),
     pick(c['fin_attn'], c['alive_attn']),
-    pick(
-      c['fin_score'],
-      c['alive_logp'] / length_penalty(c['t'], alpha) + coverage_penalty(c['alive_cov'], valid_Bx1xS, beta),
-    ),
+    pick(c['fin_score'], c['alive_logp'] / length_penalty(c['t'], alpha) + alive_cp_BxK),
   )
