@@ -34,7 +34,7 @@ from attnmt import plots
 import scipy.stats
 
 from attnmt.analysis import stored
-from attnmt.compare import calibration, family, planning, sequential, pair_tests
+from attnmt.compare import calibration, family, planning, sequential, pair_tests, seed_design
 from experiments import common
 
 flags.DEFINE_bool('simulate', False, 'Run the simulated checks and the power curves.')
@@ -181,9 +181,9 @@ def _design(n: int) -> dict:
   rows = []
   for m, sds in DESIGNS.items():
     for rho in (0.0, 0.6):
-      scenario = calibration.Scenario(means=(0.0,) * len(sds), seed_sds=sds, rho=rho, sentence_rho=rho / 2)
+      scenario = seed_design.Scenario(means=(0.0,) * len(sds), seed_sds=sds, rho=rho, sentence_rho=rho / 2)
       for paired in (True, False):
-        cells = [calibration.design_errors(scenario, k, n, paired=paired, seed=k + m) for k in (2, 3, 5, 10)]
+        cells = [seed_design.design_errors(scenario, k, n, paired=paired, seed=k + m) for k in (2, 3, 5, 10)]
         rows.append({'contrasts': m, 'rho': rho, 'paired': paired, 'seed_sds': list(sds), 'by_k': cells})
         shown = ' | '.join(f"{c['share']:.1%} ± {c['mc_se']:.1%}" for c in cells)
         print(f"| {m} | {rho:g} | {'paired' if paired else 'unpaired'} | {shown} |", flush=True)
@@ -191,8 +191,8 @@ def _design(n: int) -> dict:
   print('\nPower of one pair (seed sd 0.45, margin 0.5, K = 5): share decided, paired | unpaired')
   for rho in (0.0, 0.3, 0.6, 0.8):
     for gap in (1.0, 2.0):
-      scenario = calibration.Scenario(means=(gap * 0.45, 0.0), seed_sds=(0.45, 0.45), rho=rho, sentence_rho=rho)
-      got = [calibration.design_errors(scenario, 5, n, paired=p, seed=int(10 * rho))['decided_share'] for p in (1, 0)]
+      scenario = seed_design.Scenario(means=(gap * 0.45, 0.0), seed_sds=(0.45, 0.45), rho=rho, sentence_rho=rho)
+      got = [seed_design.design_errors(scenario, 5, n, paired=p, seed=int(10 * rho))['decided_share'] for p in (1, 0)]
       power.append({'rho': rho, 'gap_sd': gap, 'paired': got[0], 'unpaired': got[1]})
       print(f'  rho {rho:g}, true difference {gap:g} seed sd: {got[0]:.0%} | {got[1]:.0%}', flush=True)
   return {'family': rows, 'power': power, 'experiments': n}
@@ -210,9 +210,9 @@ def _rounds(n: int, design, sentences: int, interaction: float) -> dict:
   )
   out = {'bleu': seq | {'design': design.__dict__}, 'design': []}
   for m, sds in DESIGNS.items():
-    scenario = calibration.Scenario(means=(0.0,) * len(sds), seed_sds=sds, rho=0.6, sentence_rho=0.3)
+    scenario = seed_design.Scenario(means=(0.0,) * len(sds), seed_sds=sds, rho=0.6, sentence_rho=0.3)
     for paired in (True, False):
-      row = calibration.design_rounds(scenario, design, n, paired=paired, seed=m)
+      row = seed_design.design_rounds(scenario, design, n, paired=paired, seed=m)
       out['design'].append({'contrasts': m, 'paired': paired, **row})
       print(
         f"  seed sds 1:15, rho 0.6, {m} contrast(s), {'paired' if paired else 'unpaired'}: any wrong claim "
@@ -240,8 +240,8 @@ def _aso(n: int) -> dict:
   print('|---|---|---|---|---|---|')
   rows = []
   for m, sds, rho in ASO_FAMILIES:
-    scenario = calibration.Scenario(means=(0.0,) * len(sds), seed_sds=sds, rho=rho, sentence_rho=rho / 2)
-    cells = [calibration.aso_errors(scenario, k, n, seed=k + m) for k in (5, 10, 20)]
+    scenario = seed_design.Scenario(means=(0.0,) * len(sds), seed_sds=sds, rho=rho, sentence_rho=rho / 2)
+    cells = [seed_design.aso_errors(scenario, k, n, seed=k + m) for k in (5, 10, 20)]
     rows.append({'contrasts': m, 'seed_sds': list(sds), 'rho': rho, 'by_k': cells})
     shown = ' | '.join(f"{c['aso']['share']:.1%} \\| {c['t']['share']:.1%}" for c in cells)
     ratio = f'1:{round((max(sds) / min(sds)) ** 2)}' if max(sds) > min(sds) else 'equal'
@@ -249,9 +249,9 @@ def _aso(n: int) -> dict:
   power = []
   print('Power of one pair (seed sd 0.45, rho 0.2): share ranked, ASO | paired t')
   for gap in (1.0, 2.0):
-    scenario = calibration.Scenario(means=(gap * 0.45, 0.0), seed_sds=(0.45, 0.45), rho=0.2, sentence_rho=0.2)
+    scenario = seed_design.Scenario(means=(gap * 0.45, 0.0), seed_sds=(0.45, 0.45), rho=0.2, sentence_rho=0.2)
     for k in (5, 10):
-      got = calibration.aso_errors(scenario, k, n, seed=int(10 * gap) + k)
+      got = seed_design.aso_errors(scenario, k, n, seed=int(10 * gap) + k)
       power.append({'gap_sd': gap, 'seeds': k, 'aso': got['aso']['ranked_share'], 't': got['t']['ranked_share']})
       print(
         f"  true difference {gap:g} seed sd, K = {k}: {got['aso']['ranked_share']:.0%} | {got['t']['ranked_share']:.0%}"
@@ -279,8 +279,8 @@ def _rounds_power(n: int) -> dict:
   print(f'\nPower by rounds: one pair, rounds of 5 seeds up to 8, seed sd 0.45, margin 0.5, rho 0.2, {n} experiments')
   rows = []
   for d in (0.0, 0.25, 0.5, 1.0):
-    scenario = calibration.Scenario(means=(d, 0.0), seed_sds=(0.45, 0.45), rho=0.2, sentence_rho=0.2)
-    row = calibration.design_rounds(scenario, design, n, seed=int(100 * d)) | {'difference': d}
+    scenario = seed_design.Scenario(means=(d, 0.0), seed_sds=(0.45, 0.45), rho=0.2, sentence_rho=0.2)
+    row = seed_design.design_rounds(scenario, design, n, seed=int(100 * d)) | {'difference': d}
     rows.append(row)
     looks = ', '.join(f'{x:.0%}' for x in row['decided_by_look'])
     print(f"  difference {d:g}: decided by look 1-8: {looks}; mean seeds {row['mean_seeds']:.1f}", flush=True)

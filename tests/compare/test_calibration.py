@@ -18,7 +18,7 @@ import pytest
 import scipy.stats
 
 from attnmt.compare import calibration as C
-from attnmt.compare import verdicts, family, sequential
+from attnmt.compare import verdicts, family, seed_design, sequential
 from attnmt.compare import pair_tests as S
 from attnmt.analysis import stored
 
@@ -86,9 +86,9 @@ def test_equivalence_at_exactly_the_margin_is_rarely_claimed():
 # Seed variances 1:225 between the variants (sd 0.1 against 1.5 BLEU), same-numbered seeds correlated 0.6
 # (their sentence noise 0.3): the worst of the design the issue measured on real pages.
 UNEQUAL = {
-  1: C.Scenario(means=(0.0, 0.0), seed_sds=(0.1, 1.5), rho=0.6, sentence_rho=0.3),
-  3: C.Scenario(means=(0.0,) * 3, seed_sds=(0.1, 0.5, 1.5), rho=0.6, sentence_rho=0.3),
-  10: C.Scenario(means=(0.0,) * 5, seed_sds=(0.1, 0.3, 0.9, 1.5, 1.5), rho=0.6, sentence_rho=0.3),
+  1: seed_design.Scenario(means=(0.0, 0.0), seed_sds=(0.1, 1.5), rho=0.6, sentence_rho=0.3),
+  3: seed_design.Scenario(means=(0.0,) * 3, seed_sds=(0.1, 0.5, 1.5), rho=0.6, sentence_rho=0.3),
+  10: seed_design.Scenario(means=(0.0,) * 5, seed_sds=(0.1, 0.3, 0.9, 1.5, 1.5), rho=0.6, sentence_rho=0.3),
 }
 
 
@@ -97,7 +97,7 @@ UNEQUAL = {
 def test_unequal_variances_and_paired_seeds_hold_the_family_at_every_k(contrasts, runs, paired):
   bound = family.ALPHA + 2 * np.sqrt(family.ALPHA * (1 - family.ALPHA) / runs)
   for k in (2, 3, 5, 10):
-    out = C.design_errors(UNEQUAL[contrasts], k, runs, paired=paired, seed=10 * k + contrasts)
+    out = seed_design.design_errors(UNEQUAL[contrasts], k, runs, paired=paired, seed=10 * k + contrasts)
     assert out['share'] <= bound, (k, out)
 
 
@@ -114,14 +114,16 @@ def test_the_unequal_check_can_fail():
 
 def test_paired_seeds_decide_more_often_than_unpaired():
   """rho 0.6, a true difference of one seed sd: pairing by seed gains power on the same experiments."""
-  scenario = C.Scenario(means=(0.45, 0.0), seed_sds=(0.45, 0.45), rho=0.6, sentence_rho=0.6)
-  paired, unpaired = (C.design_errors(scenario, 5, 600, paired=p, seed=3)['decided_share'] for p in (True, False))
+  scenario = seed_design.Scenario(means=(0.45, 0.0), seed_sds=(0.45, 0.45), rho=0.6, sentence_rho=0.6)
+  paired, unpaired = (
+    seed_design.design_errors(scenario, 5, 600, paired=p, seed=3)['decided_share'] for p in (True, False)
+  )
   assert paired > unpaired + 0.1, (paired, unpaired)
 
 
 def test_rounds_hold_over_their_looks_at_unequal_variances():
   design = sequential.Design(seeds_per_round=2, rounds=4)
-  out = C.design_errors(UNEQUAL[3], 0, 500, design=design, seed=5)
+  out = seed_design.design_errors(UNEQUAL[3], 0, 500, design=design, seed=5)
   assert out['share'] <= family.ALPHA + 2 * np.sqrt(0.05 * 0.95 / 500), out
 
 

@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from attnmt.analysis import tables
-from attnmt.compare import calibration, stochastic_order as S, verdicts
+from attnmt.analysis import pair_table
+from attnmt.compare import seed_design, stochastic_order as S, verdicts
 
 
 def _ratio_loop(a, b, step=S.STEP):
@@ -85,18 +85,18 @@ def test_the_pair_table_shows_aso_at_the_contrasts_level():
   ab = by[('a', 'b')]
   assert ab['aso'] == S.aso(observed[0], observed[1], ab['level'])  # level alpha / 3, the higher mean first
   assert all(p['aso'] is None for p in out['pairs'] if 'c' in (p['a'], p['b']))  # c has 3 seeds
-  cells = tables.contrast_cells(ab)
-  assert tables.PAIR_HEADERS[-1] == 'ASO ε_min' and cells[-1] == f"{ab['aso']['eps_min']:.2f}"
-  assert tables.contrast_cells(by[('a', 'c')] if ('a', 'c') in by else by[('c', 'a')])[-1] == '–'
+  cells = pair_table.contrast_cells(ab)
+  assert pair_table.PAIR_HEADERS[-1] == 'ASO ε_min' and cells[-1] == f"{ab['aso']['eps_min']:.2f}"
+  assert pair_table.contrast_cells(by[('a', 'c')] if ('a', 'c') in by else by[('c', 'a')])[-1] == '–'
   quiet = verdicts.compare_scores(['a', 'b'], observed[:2], seeds=[list(range(6))] * 2, plan=False)
   assert quiet['pairs'][0]['aso'] is None  # simulations leave it out
 
 
 def test_aso_errors_counts_rankings_against_the_truth():
-  apart = calibration.Scenario(means=(5.0, 0.0), seed_sds=(0.3, 0.3))
-  got = calibration.aso_errors(apart, 5, 20, seed=1)
+  apart = seed_design.Scenario(means=(5.0, 0.0), seed_sds=(0.3, 0.3))
+  got = seed_design.aso_errors(apart, 5, 20, seed=1)
   assert got['aso']['wrong'] == got['t']['wrong'] == 0  # far apart: every ranking is right
   assert got['aso']['ranked_share'] == got['t']['ranked_share'] == 1.0
-  same = calibration.aso_errors(calibration.Scenario(), 5, 60, seed=2)  # two identical variants
+  same = seed_design.aso_errors(seed_design.Scenario(), 5, 60, seed=2)  # two identical variants
   for test in ('aso', 't'):  # one contrast: every experiment with a ranking is wrong
     assert same[test]['wrong'] == round(same[test]['ranked_share'] * 60)
