@@ -79,12 +79,17 @@ def check_alpha(alpha, name: str = 'alpha') -> float:
 
 
 def spec_text(spec) -> str:
-  """A contrasts spec as the family reads it: '' and None are 'all'."""
-  return str(spec or 'all').strip()
+  """A contrasts spec as the family reads it: None is 'all'; an empty spec names no contrast and is refused."""
+  if spec is None:
+    return 'all'
+  text = str(spec).strip()
+  if not text:
+    raise ConfigError(f"contrasts {spec!r} names no contrast; give 'all', variant names or pairs written A~B")
+  return text
 
 
 def contrast_pairs(names: Sequence[str], spec: str = 'all') -> list:
-  """(i, j) index pairs of the family, each once: 'all' (or '') every pair; otherwise a comma list whose
+  """(i, j) index pairs of the family, each once: 'all' (or None) every pair; otherwise a comma list whose
   entries are a variant name (every other variant against it) or 'A~B' (that one pair). A name is a variant's
   full name or the first parts of exactly one ('none' for 'none/bahdanau/global'). In a pair from 'all' the
   variant listed first comes first. Only names and the spec are read: a family never depends on results."""
