@@ -64,6 +64,30 @@ class Setting:
     return self.default if self.before is DEFAULT else self.before
 
 
+def declaration_problem(row: Setting) -> str | None:
+  """What makes a Setting row (a component's option, a user's among them) one attnmt cannot read, as a line that
+  names the row and the fix; None when it reads: a key that is a Python name, a default of bool, int, float or
+  str, bounds that are numbers (or '>x' / '<x'), and choices that are strings holding the default."""
+  if not isinstance(row.key, str) or not row.key.isidentifier():
+    return f'the option key {row.key!r} is not a Python name; write Setting(\'my_option\', default, doc)'
+  if type(row.default) not in (bool, int, float, str):
+    return (
+      f"option '{row.key}': its default {row.default!r} is a {type(row.default).__name__}; an option is a bool, "
+      'int, float or str (its default says which)'
+    )
+  for side, bound in (('lo', row.lo), ('hi', row.hi)):
+    number = bound[1:] if isinstance(bound, str) and bound[:1] in '<>' else bound
+    try:
+      ok = bound is None or (not isinstance(number, bool) and math.isfinite(float(number)))
+    except (TypeError, ValueError):
+      ok = False
+    if not ok:
+      return f"option '{row.key}': {side}={bound!r} is not a bound; give a finite number, '>x', '<x' or None"
+  if row.choices and not (all(isinstance(c, str) for c in row.choices) and row.default in row.choices):
+    return f"option '{row.key}': choices {row.choices!r} must be strings among which is the default {row.default!r}"
+  return None
+
+
 def field(default, doc: str, **kw):
   """A dataclass field declared as a setting (its row in the field's metadata; `rows_of` reads it back)."""
   return dataclasses.field(default=default, metadata={'setting': Setting('', default, doc, **kw)})

@@ -9,7 +9,9 @@ import jax
 from absl import app, flags, logging
 
 from attnmt.errors import ConfigError
+from attnmt.model.config import former_option
 from attnmt.training import checkpoints, guards, parallel
+from attnmt.training.settings import SECTIONS
 from attnmt.training.checkpoints import CheckpointError
 from attnmt.training.guards import NonFiniteError, TrainingStopped
 from attnmt.training.lock import LockHeld
@@ -125,6 +127,15 @@ def describe_unknown_override(e: Exception, argv) -> str:
     return f'{flag} names no setting of the config; did you mean {suggestion}?'
   if parts[0] == 'sweep':
     return f'{flag}: this config has no sweep section; use a sweep config such as experiments/configs/main_ablation.py'
+  now = former_option(parts[-1]) if parts[0] == 'model' and len(parts) == 2 else None
+  elsewhere = [f'{name}.{parts[-1]}' for name, rows in SECTIONS.items() if any(r.key == parts[-1] for r in rows)]
+  also = f" ({' and '.join(elsewhere)} is another setting)" if elsewhere and now else ''
+  if now:
+    return f'{flag} is a former name of {now}{also}'
+  if elsewhere and len(parts) == 2:
+    return (
+      f"{flag} names no setting of the {parts[0]} section; did you mean --config.{' or --config.'.join(elsewhere)}?"
+    )
   return f'{flag} names no setting of the config (its sections: model, data, train)'
 
 

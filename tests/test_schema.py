@@ -3,6 +3,7 @@ row; unknown keys refused with the nearest valid one, in the library and on the 
 
 import dataclasses
 import os
+import re
 import subprocess
 import sys
 
@@ -13,6 +14,7 @@ from attnmt import schema
 from attnmt.data.config import DATA, get_data_config, validate_data
 from attnmt.errors import ConfigError
 from attnmt.schema import Setting
+from attnmt.model import scores
 from attnmt.model.config import FORMER, MODEL, ModelConfig, model_defaults
 from attnmt.training import checkpoints, settings, train_step, trainer
 from attnmt.training.settings import TRAIN, get_train_config, validate_train
@@ -88,6 +90,15 @@ def test_unknown_keys_name_the_nearest():
     (
       '--config.trian.seeds=1',
       'error: --config.trian.seeds names no setting of the config; did you mean --config.train.seeds?',
+    ),
+    (
+      '--config.model.max_source_length=10',  # the name before location_positions: the option it became, said
+      "error: --config.model.max_source_length is a former name of the option positions of model.score 'location': "
+      "write model.score='location(positions=...)' (data.max_source_length is another setting)",
+    ),
+    (
+      '--config.model.batch_size=3',
+      'error: --config.model.batch_size names no setting of the model section; did you mean --config.data.batch_size?',
     ),
     (
       '--config.sweep.scores=none',
@@ -234,3 +245,39 @@ def test_a_sweep_config_from_before_a_setting_reads_as_what_it_did():
   assert filled['processes'] == '1' and filled['cases'] == '' and filled['scores'] == 'additive'
   with pytest.raises(ConfigError, match=r'^unknown setting sweep.scorse; did you mean sweep.scores\?$'):
     schema.check('sweep', SWEEP, {'scorse': 'x'})
+
+
+class _Declared(scores.Additive):
+  """A researcher's score whose `settings` the cases below replace."""
+
+
+@pytest.mark.parametrize(
+  'settings, line',
+  [
+    (Setting('size', 8, 'x'), 'settings is Setting, not a tuple; write settings = (Setting(...),) with a comma'),
+    ((Setting('width', [1], 'x'),), "option 'width': its default [1] is a list; an option is a bool, int, float"),
+    ((Setting('width', 3, 'x', lo='a'),), "option 'width': lo='a' is not a bound; give a finite number"),
+    ((Setting('width', 3, 'x', hi=float('nan')),), "option 'width': hi=nan is not a bound"),
+    ((Setting('mode', 'a', 'x', choices=('b',)),), "option 'mode': choices ('b',) must be strings among which is"),
+    ((Setting(3, 3, 'x'),), "the option key 3 is not a Python name; write Setting('my_option', default, doc)"),
+  ],
+)
+def test_a_component_option_declared_badly_is_one_line_naming_it(settings, line, monkeypatch):
+  monkeypatch.setattr(_Declared, 'settings', settings)
+  with pytest.raises(ConfigError) as e:
+    ModelConfig.from_dict({'score': f'{__name__}:_Declared'})
+  assert str(e.value).startswith('score _Declared') and line in str(e.value), str(e.value)
+
+
+@pytest.mark.parametrize(
+  'text, says',
+  [
+    ('local_p(size=4))', "has 1 ')' more than '('"),
+    ('local_p(size=4)x', "has text after its options' ')'"),
+    ('local_p(size=4', 'does not close its options'),
+    ('local_p)', "has a ')' without '('"),
+  ],
+)
+def test_a_selection_that_is_not_name_and_options_says_what_is_wrong(text, says):
+  with pytest.raises(ConfigError, match=re.escape(f"model.window '{text}' {says}; write name(key=value, ...)")):
+    ModelConfig.from_dict({'window': text})

@@ -137,6 +137,20 @@ _FORMER_ROWS = {
   for key in row.formerly
 }
 FORMER = {row.formerly[0]: type(row.default) for row in _FORMER_ROWS.values()}
+
+
+def former_option(key: str) -> str | None:
+  """Where a former model setting `key` lives now, as a line's fix (None: `key` never was one): the component
+  option it became and how to write it."""
+  row = _FORMER_ROWS.get(key)
+  if row is None:
+    return None
+  kind, cls = next(
+    (kind, cls) for kind, registry in COMPONENTS.items() for cls in registry.classes.values() if row in cls.settings
+  )
+  return f"the option {row.key} of model.{kind} '{cls.name}': write model.{kind}='{cls.name}({row.key}=...)'"
+
+
 _noticed: set = set()
 
 

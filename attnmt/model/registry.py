@@ -124,8 +124,13 @@ def parse(setting: str, text: str) -> tuple[str, tuple[tuple[str, Any], ...]]:
     if ')' in text:
       raise UnknownChoice(f"{setting} '{text}' has a ')' without '('; write name(key=value, ...)")
     return name.strip(), ()
-  if not rest.endswith(')') or rest.count('(') != rest.count(')') - 1:
+  extra = rest.count(')') - rest.count('(') - 1
+  if extra > 0:
+    raise UnknownChoice(f"{setting} '{text}' has {extra} ')' more than '('; write name(key=value, ...)")
+  if extra < 0:
     raise UnknownChoice(f"{setting} '{text}' does not close its options; write name(key=value, ...)")
+  if not rest.endswith(')'):
+    raise UnknownChoice(f"{setting} '{text}' has text after its options' ')'; write name(key=value, ...)")
   options = []
   for part in filter(str.strip, split_top(rest[:-1])):
     key, eq, value = part.partition('=')
@@ -169,13 +174,22 @@ def resolve(name: str, base: type, registry: dict, setting: str) -> type:
 
 
 def _check_settings(cls: type, kind: str) -> None:
-  """Refuses a class whose options are not Setting rows, repeat a key, or shadow one of its attributes."""
+  """Refuses a class whose options are not Setting rows (a tuple of them, each a declaration attnmt can read),
+  repeat a key, or shadow one of its attributes."""
   keys = []
+  if not isinstance(cls.settings, (tuple, list)):
+    raise UnknownChoice(
+      f'{kind} {cls.__name__}.settings is {type(cls.settings).__name__}, not a tuple; write settings = (Setting(...),)'
+      ' with a comma after a single row'
+    )
   for row in cls.settings:
     if not isinstance(row, schema.Setting):
       raise UnknownChoice(
         f'{kind} {cls.__name__}.settings holds {row!r}; declare each option as attnmt.schema.Setting(key, default, doc)'
       )
+    problem = schema.declaration_problem(row)
+    if problem:
+      raise UnknownChoice(f'{kind} {cls.__name__}: {problem}')
     if row.key in keys:
       raise UnknownChoice(f"{kind} {cls.__name__} declares the option '{row.key}' twice; keep one")
     if row.key == 'cfg' or any(row.key in vars(c) for c in cls.__mro__ if c is not object):
