@@ -1,8 +1,9 @@
 """A full disk during training (issue: a failed save stops the run): the train entry point stops at the failed
 save with one line naming the cause and the last complete checkpoint, which is left as it was; no Orbax,
 TensorStore or asyncio traceback reaches stderr; after space is freed the same command resumes and ends
-bitwise where an uninterrupted run ends. The disk is a 1 MB tmpfs where this process may mount one (root),
-else the save raises OSError(ENOSPC) at the Orbax boundary."""
+bitwise where an uninterrupted run ends. The disk is a tmpfs where this process may mount one (root), filled
+just before the step-20 save to half a checkpoint's room (so that save, and no other, fails whatever the
+timing of the saves before it); else the save raises OSError(ENOSPC) at the Orbax boundary."""
 
 import os
 import shutil
@@ -52,8 +53,7 @@ def small_disk(path) -> bool:
   if os.geteuid() != 0:
     return False
   return (
-    subprocess.run(['mount', '-t', 'tmpfs', '-o', 'size=1000k', 'tmpfs', str(path)], capture_output=True).returncode
-    == 0
+    subprocess.run(['mount', '-t', 'tmpfs', '-o', 'size=64m', 'tmpfs', str(path)], capture_output=True).returncode == 0
   )
 
 
@@ -69,15 +69,31 @@ ocp.CheckpointManager.save = save
 """
 
 
+# On the small disk: sitecustomize fills it, just before the step-20 save of the latest state, to half the size
+# of the step-10 checkpoint (after the saves in flight have finished): that save fails on the disk itself.
+FILL = """
+import os, orbax.checkpoint as ocp
+_save = ocp.CheckpointManager.save
+def save(self, step, *a, **k):
+  if step == 20 and 'checkpoints' in str(self.directory):
+    self.wait_until_finished()
+    folder = str(self.directory)
+    size = sum(os.path.getsize(os.path.join(r, f)) for r, _, fs in os.walk(os.path.join(folder, '10')) for f in fs)
+    free = os.statvfs(folder).f_bavail * os.statvfs(folder).f_frsize
+    with open(os.path.join(os.path.dirname(folder), 'filler'), 'wb') as f:
+      f.write(bytes(max(0, free - size // 2)))
+  return _save(self, step, *a, **k)
+ocp.CheckpointManager.save = save
+"""
+
+
 @pytest.mark.xdist_group('save_failure_whole')  # one worker trains the shared uninterrupted run
 def test_a_full_disk_stops_the_run_at_the_failed_save_and_it_resumes_bitwise(tmp_path, whole):
   disk, (whole_run, data_dir) = tmp_path / 'disk', whole
   mounted = small_disk(disk)
-  extra = None
-  if not mounted:
-    (tmp_path / 'inject').mkdir()
-    (tmp_path / 'inject' / 'sitecustomize.py').write_text(INJECT)
-    extra = {'PYTHONPATH': f'{tmp_path / "inject"}:{os.environ.get("PYTHONPATH", "")}'}
+  (tmp_path / 'inject').mkdir()
+  (tmp_path / 'inject' / 'sitecustomize.py').write_text(FILL if mounted else INJECT)
+  extra = {'PYTHONPATH': f'{tmp_path / "inject"}:{os.environ.get("PYTHONPATH", "")}'}
   try:
     res = train(disk / 'run', data_dir, extra)
     assert res.returncode == 2, res.stderr[-3000:]
@@ -86,6 +102,8 @@ def test_a_full_disk_stops_the_run_at_the_failed_save_and_it_resumes_bitwise(tmp
     assert checkpoints.RunCheckpoints(str(disk / 'run')).latest.all_steps() == [10]
     freed = tmp_path / 'freed'
     shutil.copytree(disk / 'run', freed)  # space freed: the run directory on a disk with room
+    if mounted:
+      (freed / 'filler').unlink()
   finally:
     if mounted:
       subprocess.run(['umount', str(disk)], check=True)
