@@ -8,6 +8,7 @@ Each run directory needs validation records (train.eval_every > 0) in its metric
 """
 
 import json
+import math
 import os
 
 from absl import app, flags
@@ -15,7 +16,7 @@ from absl import app, flags
 from experiments import common
 from attnmt.analysis import curves as curves_lib
 from attnmt.analysis import stored
-from attnmt import plots
+from attnmt import errors, plots
 
 FLAGS = flags.FLAGS
 flags.DEFINE_list('runs', [], 'Run directories (each holds metrics.jsonl).')
@@ -40,6 +41,10 @@ def _curves():
     raise ValueError(f'{len(labels)} labels for {len(FLAGS.runs)} runs; give one label per run')
   if FLAGS.out and (os.path.isdir(FLAGS.out) or not FLAGS.out.endswith('.png')):
     raise ValueError(f'--out={FLAGS.out} is not a .png file path; give one such as docs/curves/lr.png')
+  problem = errors.out_problem(FLAGS.out, 'curves.png') if FLAGS.out else None
+  if problem:
+    raise ValueError(problem)
+  minutes = _minutes(FLAGS.minutes)
   curves, tests = {}, {}
   for label, run in zip(labels, FLAGS.runs):
     curves[label] = curves_lib.validation_records(run)
@@ -49,7 +54,7 @@ def _curves():
     if os.path.isfile(path):
       with open(path) as f:
         tests[label] = json.load(f)
-  table = curves_lib.curves_table(curves, tests, [float(m) for m in FLAGS.minutes])
+  table = curves_lib.curves_table(curves, tests, minutes)
   print(table)
   if FLAGS.out:
     os.makedirs(os.path.dirname(os.path.abspath(FLAGS.out)), exist_ok=True)
@@ -58,6 +63,22 @@ def _curves():
     with open(FLAGS.out[: -len('.png')] + '.md', 'w') as f:
       f.write(table + '\n')
     print(f'wrote {FLAGS.out}')
+
+
+def _minutes(values: list[str]) -> list[float]:
+  """--minutes as numbers: each finite and above 0, at least one, else one line naming the entry."""
+  if not values:
+    raise ValueError('--minutes= names no time; pass training minutes such as --minutes=1,2,5')
+  out = []
+  for v in values:
+    try:
+      m = float(v)
+    except ValueError:
+      m = math.nan
+    if not (math.isfinite(m) and m > 0):
+      raise ValueError(f'--minutes: {v!r} is not a training time; pass minutes above 0, such as --minutes=1,2,5')
+    out.append(m)
+  return out
 
 
 if __name__ == '__main__':

@@ -312,3 +312,21 @@ def test_ab_step_accepts_known_fields_and_options():
   xla = {'xla_cpu_prefer_vector_width': 512} if jax.default_backend() == 'cpu' else {}  # a CPU option
   spec = {'v': {'model': {'score': 'dot'}, 'xla': xla}}
   ab_step.check_variants(variants.parse(json.dumps(spec)), ab_step.cases.BENCH_MODEL)
+
+
+# experiments.curves: --minutes are training times, each checked before any run is read
+
+
+@pytest.mark.parametrize(
+  'minutes, line',
+  [
+    ('', 'error: --minutes= names no time; pass training minutes such as --minutes=1,2,5'),
+    ('1,nan', "error: --minutes: 'nan' is not a training time; pass minutes above 0, such as --minutes=1,2,5"),
+  ],
+)
+def test_curves_refuses_minutes_that_are_no_times(minutes, line, tmp_path):
+  run = tmp_path / 'run'
+  run.mkdir()
+  res = _run('experiments.curves', f'--runs={run}', f'--minutes={minutes}', f'--out={tmp_path}/c.png')
+  _refused(res, line)
+  assert os.listdir(tmp_path) == ['run']
