@@ -71,7 +71,10 @@ def _translate():
       ) from None
   run = api.load(FLAGS.run, FLAGS.which)  # the run directory alone: no corpus is read
   if not 0 <= FLAGS.seed_index < len(run.seeds):
-    raise ValueError(f'--seed_index={FLAGS.seed_index} but the run has {len(run.seeds)} seed(s)')
+    raise ValueError(
+      f'--seed_index={FLAGS.seed_index} but the run has {len(run.seeds)} seed(s) ({", ".join(map(str, run.seeds))}); '
+      f'pass an index from 0 to {len(run.seeds) - 1}'
+    )
   limit = FLAGS.max_source_tokens or run.max_source_tokens
   first_empty = None  # empty lines are an error only when a sentence follows them (a trailing one is fine)
   for lineno, line in _decoded_lines(stream, 'standard input' if FLAGS.input == '-' else f'--input {FLAGS.input}'):
