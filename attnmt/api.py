@@ -37,7 +37,6 @@ from attnmt.errors import CheckpointError, ConfigError, InputError
 from attnmt.model import interventions, scores
 from attnmt.model.config import ModelConfig
 from attnmt.training import evaluation, trainer
-from attnmt.training import results as run_results
 
 __all__ = ['Attention', 'Comparison', 'Run', 'Translation', 'compare', 'heatmap', 'load', 'train']
 
@@ -74,39 +73,17 @@ class Attention:
   seed: int
 
 
-class Run:
-  """A trained run, read from its directory alone (attnmt.load): its config, seeds and checkpoint."""
-
-  def __init__(self, model: inspection.LoadedModel):
-    self._model = model
+class Run(inspection.LoadedRun):
+  """A trained run, read from its directory alone (attnmt.load): an inspection.LoadedRun (its config, seeds,
+  checkpoint and tokenizers; the corpus read only by `explain`) with the API's methods."""
 
   @property
   def path(self) -> str:
-    return self._model.workdir
-
-  @property
-  def name(self) -> str:
-    """The run's label in tables: score/timing/window, or a sweep's name for it."""
-    return run_results.variant_name(self.config)
-
-  @property
-  def config(self) -> ml_collections.ConfigDict:
-    """The run's config (model, data, train sections), as config.json stores it."""
-    return self._model.config
+    return self.workdir
 
   @property
   def model_config(self) -> ModelConfig:
-    return self._model.cfg
-
-  @property
-  def seeds(self) -> list[int]:
-    """The training seeds, all trained together; `seed=` picks one."""
-    return list(self._model.seeds)
-
-  @property
-  def step(self) -> int:
-    """The step of the loaded checkpoint."""
-    return self._model.step
+    return self.cfg
 
   @property
   def max_source_tokens(self) -> int:
@@ -120,8 +97,8 @@ class Run:
   def tokenize(self, sentence: str) -> list[str]:
     """The source pieces the model reads for `sentence`, '</s>' last (their count is what max_source_tokens
     limits)."""
-    ids = self._model.src_tokenizer.encode(sentence.strip()) + [data.EOS_ID]
-    return token_labels(self._model.src_tokenizer, ids)
+    ids = self.src_tokenizer.encode(sentence.strip()) + [data.EOS_ID]
+    return token_labels(self.src_tokenizer, ids)
 
   def translate(
     self, sentences: Sequence[str], beam_size: int = 0, seed: Optional[int] = None, intervention=None
@@ -147,7 +124,7 @@ class Run:
       batches += [
         pipeline.build_batch(split, same[k : k + DECODE_BATCH], _UNPADDED) for k in range(0, len(same), DECODE_BATCH)
       ]
-    src_tok, tgt_tok = self._model.src_tokenizer, self._model.tgt_tokenizer
+    src_tok, tgt_tok = self.src_tokenizer, self.tgt_tokenizer
     decoded = evaluation.translate(
       self.model_config,
       params,
@@ -205,11 +182,8 @@ class Run:
     training sentences. Reads the corpus, as
     `compare` does. Returns runner.analyze_run's dict (per-seed lists under 'tests'); a score without
     attention gets {'not_applicable': why} per test, and an unknown test name one line (ConfigError)."""
-    m = self._model
-    prepared = inspection.prepare_checked(m.workdir, m.config, m.src_tokenizer, m.tgt_tokenizer)
-    run = inspection.LoadedRun(m.workdir, m.config, m.cfg, m.params, m.seeds, m.step, prepared)
     return runner.analyze_run(
-      run,
+      self,
       tests,
       split=split,
       max_sentences=max_sentences,
@@ -232,7 +206,7 @@ class Run:
       raise InputError(f'{len(srcs)} sources but {len(refs)} references: pass one reference per source')
     params, seed = self._seed_params(seed)
     split = self._encode(srcs, refs)
-    src_tok, tgt_tok = self._model.src_tokenizer, self._model.tgt_tokenizer
+    src_tok, tgt_tok = self.src_tokenizer, self.tgt_tokenizer
     out = []
     for start in range(0, len(srcs), DECODE_BATCH):
       batch = pipeline.build_batch(split, np.arange(start, min(start + DECODE_BATCH, len(srcs))), _UNPADDED)
@@ -261,12 +235,12 @@ class Run:
         f"seed {seed!r} is not one of this run's seeds ({', '.join(map(str, self.seeds))}); pass one of them, "
         'or None for the first'
       )
-    return evaluation.seed_params(self._model.params, self.seeds.index(seed)), seed
+    return evaluation.seed_params(self.params, self.seeds.index(seed)), seed
 
   def _encode(self, srcs: list[str], tgts: list[str]) -> pipeline.TokenizedSplit:
     """The sentences as the data pipeline tokenizes a split; refuses a source longer than the model takes."""
     raw = corpora.RawSplit(srcs, tgts, [str(i) for i in range(len(srcs))])
-    split = pipeline.tokenize_split(raw, self._model.src_tokenizer, self._model.tgt_tokenizer)
+    split = pipeline.tokenize_split(raw, self.src_tokenizer, self.tgt_tokenizer)
     limit = self.max_source_tokens
     for k, n in enumerate(split.src_len):
       if limit and n > limit:
@@ -353,7 +327,7 @@ def load(run_dir: str, which: str = 'best') -> Run:
       f'{run_dir} is a file; attnmt.load needs the run directory (the workdir train.py or sweep.py wrote), not a '
       f'file inside it: pass {parent}'
     )
-  return Run(inspection.load_model(run_dir, which))
+  return Run(**vars(inspection.load_model(run_dir, which)))
 
 
 def train(config: ml_collections.ConfigDict, workdir: str) -> Run:
@@ -398,7 +372,7 @@ class Comparison:
 
   @property
   def groups(self) -> list[list[str]]:
-    """The runs' directories by the sentences they translated (report.add_significance's groups), in order."""
+    """The runs' directories by the sentences they translated (run_verdicts.add_significance's groups), in order."""
     groups = {}
     for r in self.results:
       groups.setdefault(r['significance'].get('group', 0), []).append(r['workdir'])

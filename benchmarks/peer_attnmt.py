@@ -4,7 +4,7 @@ The training step is the one training runs (`trainer._seed_functions`: one seed'
 one-device mesh with the state donated; the config's Adam, schedule, global-norm clipping and label smoothing;
 with train.step_threads, 'auto' unless the job's train section says otherwise, the rows in blocks on the cores
 the worker is given: attnmt/training/row_threads.py). Greedy decoding is `decoding.greedy` as `evaluation.translate` calls it (the rows in blocks on threads where
-`evaluation.decode_blocks` says so), attention kept, with EOS's output bias at -1e9
+`batch_decoding.decode_blocks` says so), attention kept, with EOS's output bias at -1e9
 (`cases.never_ending_params`), so that every call decodes `max_len` tokens, as the PyTorch side's does. Both are
 compiled before they are timed; the compile times are recorded, not counted.
 """
@@ -20,7 +20,7 @@ import numpy as np
 
 from attnmt.model import decoding
 from attnmt.model.config import ModelConfig
-from attnmt.training import evaluation, parallel, row_threads, train_step, trainer
+from attnmt.training import batch_decoding, parallel, row_threads, train_step, trainer
 from benchmarks import cases, timing
 
 
@@ -59,14 +59,14 @@ def prepare(job: dict, batch: dict, params_out: str | None = None):
     never_ending = cases.never_ending_params(params)
     src, src_len, max_len = batch['src'], batch['src_len'], job['sizes']['max_len']
     # as translate decodes a batch: its rows in blocks on threads (peer.py --threads=1: whole)
-    blocks = evaluation.decode_blocks(src.shape[0]) if job.get('threads', 'auto') == 'auto' else 1
+    blocks = batch_decoding.decode_blocks(src.shape[0]) if job.get('threads', 'auto') == 'auto' else 1
     size = src.shape[0] // blocks
     compiled['greedy'], compile_s['greedy'] = timing.compile_timed(
       decoding.greedy, cfg, never_ending, src[:size], src_len[:size], max_len=max_len
     )
 
     def greedy():
-      d, _ = evaluation.decode_in_blocks(
+      d, _ = batch_decoding.decode_in_blocks(
         lambda s, n: (compiled['greedy'](never_ending, s, n), None), src, src_len, blocks
       )
       return jax.block_until_ready(d)

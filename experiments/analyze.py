@@ -38,25 +38,14 @@ from a stored faithfulness.json, without the runs:
         --baseline=additive [--out=DIR]
 """
 
-import csv
-import json
 import os
-import time
 
 from absl import app, flags
 
-from attnmt.analysis import (
-  exports,
-  html_report,
-  inspection,
-  report,
-  stored,
-  tables,
-)
-from attnmt.compare import family, verdicts
-from attnmt.faithfulness import contrasts, counterfactual, figures, page, runner
-from attnmt.model import interventions
-from experiments import common
+from attnmt.analysis import exports, files, html_report, inspection, report, tables
+from attnmt.compare import family
+from attnmt.faithfulness import runner
+from experiments import analyze_faithfulness, analyze_inputs, analyze_stored, common
 
 flags.DEFINE_list('runs', None, 'Run directories (comma-separated).')
 flags.DEFINE_string(
@@ -172,7 +161,7 @@ def _analyze():
       '--from_faithfulness (a faithfulness.json) or --from_explanations (explanations.json files)'
     )
   if FLAGS.runs:
-    _check_runs_once(FLAGS.runs)
+    analyze_inputs.check_runs_once(FLAGS.runs)
   if FLAGS['explanations'].present and not FLAGS.explanations:
     raise ValueError(f"--explanations names no test: give some of {', '.join(runner.TESTS)}, or all")
   if FLAGS.explanations and (FLAGS.interventions or FLAGS.pool_seeds or not FLAGS.runs):
@@ -180,17 +169,44 @@ def _analyze():
       '--explanations takes --runs (run directories), without --interventions or --pool_seeds: give one analysis'
     )
   if FLAGS.from_explanations:
-    return _from_explanations(FLAGS.from_explanations, FLAGS.out, FLAGS.baseline)
+    return analyze_faithfulness.from_explanations(FLAGS.from_explanations, FLAGS.out, FLAGS.baseline)
   if FLAGS.from_faithfulness:
-    return _from_faithfulness(FLAGS.from_faithfulness, FLAGS.out, FLAGS.baseline)
+    return analyze_faithfulness.from_faithfulness(FLAGS.from_faithfulness, FLAGS.out, FLAGS.baseline)
   if FLAGS.from_scores:
-    return _from_scores(FLAGS.from_scores, FLAGS.baseline)
+    return analyze_stored.from_scores(FLAGS.from_scores, FLAGS.baseline, FLAGS.contrasts, FLAGS.delta)
   if FLAGS.from_translations:
-    return _from_translations(FLAGS.from_translations, FLAGS.out)
+    return analyze_stored.from_translations(
+      FLAGS.from_translations, FLAGS.out, FLAGS.baseline, FLAGS.pool_seeds, FLAGS.contrasts, FLAGS.delta
+    )
   if FLAGS.explanations:
-    return _explanations(FLAGS.runs, FLAGS.explanations, FLAGS.out, FLAGS.explanation_sentences)
+    return analyze_faithfulness.explanations(
+      FLAGS.runs,
+      FLAGS.explanations,
+      FLAGS.out,
+      FLAGS.which,
+      FLAGS.baseline,
+      FLAGS.frozen_attention,
+      max_sentences=FLAGS.explanation_sentences,
+      adversarial_sentences=FLAGS.adversarial_sentences,
+      adversarial_steps=FLAGS.adversarial_steps,
+      trained_steps=FLAGS.trained_steps,
+      train_sentences=FLAGS.train_sentences,
+    )
   if FLAGS.interventions:
-    return _faithfulness(FLAGS.runs, FLAGS.interventions, FLAGS.out, FLAGS.faithfulness_sentences)
+    return analyze_faithfulness.faithfulness(
+      FLAGS.runs,
+      FLAGS.interventions,
+      FLAGS.out,
+      FLAGS.faithfulness_sentences,
+      FLAGS.which,
+      FLAGS.pool_seeds,
+      FLAGS.baseline,
+    )
+  _analyze_runs(FLAGS.runs)
+
+
+def _analyze_runs(runs: list[str]) -> None:
+  """The usual analysis of --runs: report.analyze_runs, analysis.md, report.html and the --export files."""
   try:
     sentences = [int(s) for s in FLAGS.sentences]
   except ValueError:
@@ -200,18 +216,15 @@ def _analyze():
     raise ValueError(f'--sentences {negative}: test-split indices start at 0; pass indices >= 0')
   if FLAGS.beam_size < 0 or FLAGS.num_heatmaps < 0 or FLAGS.heatmap_min_words < 0:
     raise ValueError('--beam_size, --num_heatmaps and --heatmap_min_words must be >= 0')
-
   formats = exports.parse_formats(FLAGS.export)
   if FLAGS.report_sentences < 0:
     raise ValueError(f'--report_sentences ({FLAGS.report_sentences}) must be >= 0')
-  out = FLAGS.out or os.path.join(os.path.dirname(os.path.abspath(FLAGS.runs[0])), 'analysis')
-  if os.path.exists(out) and not os.path.isdir(out):
-    raise ValueError(f'--out {out} is a file; pass a directory for the analysis (created if missing)')
-  _check_out_holds_these_runs(FLAGS.runs, out)
+  out = analyze_inputs.output_dir(FLAGS.out, runs)
+  analyze_inputs.check_out_holds_these_runs(runs, out)
   if FLAGS.pool_seeds:
-    inspection.check_pooled_runs(FLAGS.runs)
+    inspection.check_pooled_runs(runs)
   results = report.analyze_runs(
-    FLAGS.runs,
+    runs,
     out,
     FLAGS.which,
     beam_size=FLAGS.beam_size,
@@ -227,7 +240,7 @@ def _analyze():
     seeds_as_runs=FLAGS.pool_seeds,
   )
   table = tables.analysis_table(results)  # --pool_seeds: one row per variant the runs pool into
-  report.write_text(os.path.join(out, 'analysis.md'), table + '\n')
+  files.write_text(os.path.join(out, 'analysis.md'), table + '\n')
   print(table)
   print(tables.attention_verdict(results))
   page = html_report.write_report(results, out)
@@ -238,264 +251,11 @@ def _analyze():
   print(f'Wrote {page}: the interactive report (open it in a browser)')
   if formats:
     corpora = {}
-    for workdir in FLAGS.runs:  # every run, pooled or not
+    for workdir in runs:  # every run, pooled or not
       run = inspection.load_run(workdir, FLAGS.which, corpora)
-      paths = exports.write(
-        inspection.split_word_attention(run, 0, 'test', eos=True), os.path.join(out, report._slug(run.name)), formats
-      )
+      attention = inspection.split_word_attention(run, 0, 'test', eos=True)
+      paths = exports.write(attention, os.path.join(out, files.slug(run.name)), formats)
       print(f'Exported {run.name}: ' + ', '.join(paths))
-
-
-def _check_out_holds_these_runs(runs: list[str], out: str) -> None:
-  """An --out that holds the analysis of other runs (or a recomputation, or an analysis.json that cannot be
-  read) is refused before anything is decoded: analysing the same runs again replaces their analysis, another
-  set of runs must not."""
-  existing = os.path.join(out, 'analysis.json')
-  if not os.path.exists(existing):
-    return
-  try:
-    with open(existing, encoding='utf-8') as f:
-      held = {os.path.realpath(w) for r in json.load(f) for w in r.get('workdirs', [r['workdir']])}
-  except (OSError, ValueError, TypeError, KeyError):
-    held = None
-  if held != {os.path.realpath(r) for r in runs}:
-    raise ValueError(
-      f'--out {out} holds the analysis of other runs (its analysis.json), which this one would replace; give '
-      'another --out (a new folder), or the same --runs to analyse those runs again'
-    )
-
-
-def _check_runs_once(runs: list[str]) -> None:
-  """Refuses a run directory given twice in --runs (the same directory after normalising the paths): it would
-  be compared with itself and its files written twice."""
-  seen = {}
-  for run in runs:
-    key = os.path.realpath(run)
-    if key in seen:
-      raise ValueError(f'--runs names the run directory {key} twice (as {seen[key]} and {run}); give each run once')
-    seen[key] = run
-
-
-def _faithfulness(runs: list[str], names: list[str], out, max_sentences: int):
-  chosen = interventions.parse(','.join(names))  # a bad name fails before any run is loaded
-  if max_sentences < 0:
-    raise ValueError(f'--faithfulness_sentences ({max_sentences}) must be >= 0')
-  out = out or os.path.join(os.path.dirname(os.path.abspath(runs[0])), 'analysis')
-  if os.path.exists(out) and not os.path.isdir(out):
-    raise ValueError(f'--out {out} is a file; pass a directory for the analysis (created if missing)')
-  if FLAGS.pool_seeds:
-    inspection.check_pooled_runs(runs)
-  os.makedirs(out, exist_ok=True)
-  start, results, corpora = time.time(), [], {}
-  for workdir in runs:
-    run = inspection.load_run(workdir, FLAGS.which, corpora)
-    results.append(counterfactual.analyze_run(run, chosen, max_sentences=max_sentences))
-  if FLAGS.pool_seeds:
-    report.write_text(os.path.join(out, 'faithfulness_runs.json'), json.dumps(results, indent=1) + '\n')
-    results = counterfactual.pool_seeds(results)
-  report.write_text(os.path.join(out, 'faithfulness.json'), json.dumps(results, indent=1) + '\n')  # kept first
-  table = _faithfulness_page(results, FLAGS.baseline)
-  report.write_text(os.path.join(out, 'faithfulness.md'), table)
-  figures.counterfactual_plot(results, os.path.join(out, 'faithfulness.png'))
-  print(table)
-  print(f'Wrote faithfulness.md, faithfulness.json and faithfulness.png under {out} in {time.time() - start:.0f} s')
-
-
-def _explanations(runs: list[str], names: list[str], out, max_sentences: int):
-  tests = runner.parse_tests(names)  # a bad name fails before any run is loaded
-  if (
-    min(max_sentences, FLAGS.adversarial_sentences, FLAGS.trained_steps or 0) < 0
-    or min(FLAGS.adversarial_steps, FLAGS.train_sentences) < 1
-  ):
-    raise ValueError(
-      f'--explanation_sentences ({max_sentences}), --adversarial_sentences ({FLAGS.adversarial_sentences}) and '
-      f'--trained_steps ({FLAGS.trained_steps}) must be >= 0, --adversarial_steps ({FLAGS.adversarial_steps}) and '
-      f'--train_sentences ({FLAGS.train_sentences}) >= 1'
-    )
-  out = out or os.path.join(os.path.dirname(os.path.abspath(runs[0])), 'analysis')
-  if os.path.exists(out) and not os.path.isdir(out):
-    raise ValueError(f'--out {out} is a file; pass a directory for the analysis (created if missing)')
-  start, loaded, results, corpora = time.time(), [], [], {}
-  for workdir in runs:
-    loaded.append(inspection.load_run(workdir, FLAGS.which, corpora))
-    results.append(
-      runner.analyze_run(
-        loaded[-1],
-        tests,
-        max_sentences=max_sentences,
-        adversarial_sentences=FLAGS.adversarial_sentences,
-        adversarial_steps=FLAGS.adversarial_steps,
-        trained_steps=FLAGS.trained_steps,
-        train_sentences=FLAGS.train_sentences,
-      )
-    )
-  frozen = []
-  if 'wiegreffe_pinter' in tests and FLAGS.frozen_attention:
-    for a in loaded:
-      for b in loaded:
-        if a is not b and runner.attends(a) and runner.same_vocabulary(a, b):
-          frozen.append(runner.frozen(a, b, max_sentences=max_sentences))
-  paths = page.write(results, out, frozen)  # kept before the verdicts, which may refuse the cells
-  if FLAGS.baseline:
-    paths = page.write(results, out, frozen, page.contrasts(results, FLAGS.baseline, tests))
-  with open(paths[1], encoding='utf-8') as f:
-    print(f.read())
-  print(f'Wrote explanations.md, explanations.json and explanations.png under {out} in {time.time() - start:.0f} s')
-
-
-def _faithfulness_page(results: list, reference) -> str:
-  """faithfulness.md: the tables, and with a reference the verdicts of every cell against it (one family over
-  contrasts.MEASURES x cells)."""
-  if not reference:
-    return page.counterfactual_markdown(results) + '\nNo reference cell (--baseline): no verdicts.\n'
-  return page.counterfactual_markdown(results, contrasts.contrasts(results, contrasts.MEASURES, reference))
-
-
-def _from_explanations(paths: list[str], out, reference):
-  results, frozen, seen = [], [], {}
-  for path in paths:
-    try:
-      with open(path, encoding='utf-8') as f:
-        doc = json.load(f)
-    except (OSError, ValueError) as e:
-      raise ValueError(
-        f'{path}: not a readable explanations.json ({e}); give one written by analyze --explanations'
-      ) from None
-    runs = doc.get('runs') if isinstance(doc, dict) else None
-    if not isinstance(runs, list) or not all(isinstance(r, dict) and {'variant', 'tests'} <= set(r) for r in runs):
-      raise ValueError(f'{path} has no list of runs; give an explanations.json written by analyze --explanations')
-    for r in doc['runs']:
-      if r['variant'] in seen:
-        raise ValueError(f"{r['variant']} is in both {seen[r['variant']]} and {path}; give each variant once")
-      seen[r['variant']] = path
-    results += doc['runs']
-    frozen += doc.get('frozen') or []
-  contrasts.same_test_set(results)  # parts of one analysis: the same sentences, or no merge
-  tests = [t for t in runner.TESTS if any(t in r['tests'] for r in results)]
-  if not out:
-    raise ValueError('--from_explanations needs --out (a directory for the merged explanations.json, .md and .png)')
-  if os.path.exists(out) and not os.path.isdir(out):
-    raise ValueError(f'--out {out} is a file; pass a directory for the analysis (created if missing)')
-  verdicts = page.contrasts(results, reference, tests) if reference else None
-  written = page.write(results, out, frozen, verdicts)
-  with open(written[1], encoding='utf-8') as f:
-    print(f'From {", ".join(paths)} ({len(results)} run(s); no runs read):\n' + f.read())
-  print(f'Wrote explanations.md, explanations.json and explanations.png under {out}')
-
-
-def _from_faithfulness(path: str, out, reference):
-  with open(path, encoding='utf-8') as f:
-    results = json.load(f)
-  table = _faithfulness_page(results, reference)
-  print(f'From {path} ({len(results)} cell(s); no runs read):\n' + table)
-  if out:
-    if os.path.exists(out) and not os.path.isdir(out):
-      raise ValueError(f'--out {out} is a file; pass a directory for the analysis (created if missing)')
-    report.write_text(os.path.join(out, 'faithfulness.md'), table)
-    print(f'Wrote faithfulness.md under {out}')
-
-
-def _from_scores(path: str, baseline):
-  with open(path, newline='', encoding='utf-8') as f:
-    rows = list(csv.DictReader(f))
-  if not rows or not {'variant', 'test_bleu_per_seed'} <= set(rows[0]):
-    raise ValueError(f'{path} has no rows with the columns variant and test_bleu_per_seed; give a sweep\'s results.csv')
-  names = [r['variant'] for r in rows]
-  try:
-    scores = [[float(x) for x in r['test_bleu_per_seed'].split()] for r in rows]
-  except ValueError:
-    raise ValueError(f'{path}: test_bleu_per_seed must hold numbers separated by spaces') from None
-  if baseline is not None and baseline not in names:
-    raise ValueError(f'--baseline {baseline} is not a variant of {path}; variants: {", ".join(names)}')
-  baseline = baseline or next((r['variant'] for r in rows if not _attends(path, r)), None)
-  seeds = _seed_numbers(path, rows, scores)
-  compared = verdicts.compare_scores(names, scores, baseline, contrasts=FLAGS.contrasts, delta=FLAGS.delta, seeds=seeds)
-  results = tables.scores_results(compared)
-  print(f'From {path} ({len(names)} variant(s), per-seed scores only):\n' + tables.pairwise_text(results))
-
-
-def _seed_numbers(path: str, rows: list[dict], scores: list[list[float]]):
-  """Each row's seed numbers (results.csv's seeds column), which pair the contrasts of variants with the same
-  seeds; None (every contrast unpaired) for a file without the column."""
-  if 'seeds' not in rows[0]:
-    return None
-  try:
-    seeds = [[int(x) for x in r['seeds'].split()] for r in rows]
-  except ValueError:
-    raise ValueError(f'{path}: the seeds column must hold integers separated by spaces') from None
-  bad = [r['variant'] for r, s, v in zip(rows, seeds, scores) if len(s) != len(v)]
-  if bad:
-    raise ValueError(f'{path}: {", ".join(bad)} has another number of seeds than of test_bleu_per_seed; fix the row')
-  return seeds
-
-
-def _attends(path: str, row: dict) -> bool:
-  """Whether the variant of a results.csv row attends: its attends column (tables.results_csv). A file written
-  before the column existed reads as every variant attending (stored.attends), so only --baseline names one."""
-  value = row.get('attends') or 'true'
-  if value not in ('true', 'false'):
-    raise ValueError(f"{path}: attends must be true or false, got {value!r} for {row['variant']}")
-  return value == 'true'
-
-
-def _from_translations(path: str, out):
-  if out:
-    if os.path.exists(out) and not os.path.isdir(out):
-      raise ValueError(f'--out {out} is a file; pass a directory for the analysis (created if missing)')
-    _check_recomputation(path, out)
-  results = report.analyze_translations(
-    path, baseline=FLAGS.baseline, pool_seeds=FLAGS.pool_seeds, contrasts=FLAGS.contrasts, delta=FLAGS.delta
-  )
-  table = tables.analysis_table(results)
-  print(f'From {path} ({len(results)} variant(s); no runs read):\n' + table)
-  print(tables.attention_verdict(results))
-  if out:
-    report.write_text(os.path.join(out, 'analysis.json'), json.dumps(results, indent=1))  # what marks it ours
-    report.write_text(os.path.join(out, 'analysis.md'), table + '\n')
-    report.write_figures(results, out)
-    written = 'analysis.md, analysis.json, bleu_by_length.png and bleu_by_seed.png'
-    if FLAGS.pool_seeds:
-      stored.save_doc(os.path.join(out, stored.FILE), stored.pool_seeds(stored.load(path)))
-      written += f' and the pooled {stored.FILE}'
-    print(f'\nWrote {written} under {out}')
-
-
-def _check_recomputation(path: str, out: str) -> None:
-  """--from_translations writes analysis.md and analysis.json into --out: refused when --out holds an analysis
-  that is not a from-translations recomputation of this same file (a --runs analysis has AER, attention
-  statistics and beam scores the stored translations cannot give back), and with --pool_seeds when the pooled
-  file would replace the input itself. Nothing is written when refused."""
-  fix = 'give another --out (a new folder) for the recomputation'
-  if FLAGS.pool_seeds and _same_file(path, os.path.join(out, stored.FILE)):
-    raise ValueError(f'--out {out} holds {path} itself, which the pooled {stored.FILE} would replace; {fix}')
-  existing = os.path.join(out, 'analysis.json')
-  if not os.path.exists(existing):
-    for name in ('analysis.md',) + ((stored.FILE,) if FLAGS.pool_seeds else ()):
-      if os.path.exists(os.path.join(out, name)):
-        raise ValueError(f'--out {out} holds {name}, which this recomputation would replace; {fix}')
-    return
-  try:
-    with open(existing, encoding='utf-8') as f:
-      rows = json.load(f)
-  except (OSError, ValueError):
-    rows = None
-  ours = (
-    isinstance(rows, list)
-    and bool(rows)
-    and all(isinstance(r, dict) and 'workdir' not in r and _same_file(str(r.get('source')), path) for r in rows)
-  )
-  if not ours:
-    raise ValueError(
-      f'--out {out} holds an analysis (analysis.json) that is not a recomputation of {path} and would be replaced, '
-      f'losing what it has beyond the stored translations (AER, attention, beam); {fix}'
-    )
-
-
-def _same_file(a: str, b: str) -> bool:
-  try:
-    return os.path.samefile(a, b)
-  except OSError:
-    return False
 
 
 if __name__ == '__main__':

@@ -18,9 +18,11 @@ import signal
 import subprocess
 import sys
 
-from attnmt.analysis import report, stored, tables
+from attnmt.analysis import files, formatting, pair_table, stored
 from attnmt.compare import family, sequential
 from attnmt.errors import ConfigError
+from attnmt.model.config import canonical_section
+from attnmt.training import trainer
 from experiments import cores
 
 DONE = 'round.json'  # written in a round's directory once its sweep and analysis have finished
@@ -39,9 +41,11 @@ def design_of(config) -> sequential.Design:
 
 
 def run(config, root: str) -> list[dict]:
-  """Every round still needed, then the looks; returns them."""
+  """Every round still needed, then the looks; returns them. Nothing is written before the design and every
+  setting pass their checks."""
   design = design_of(config)
-  sequential.declare(root, design)
+  _check(config, root, design)
+  sequential.declare(root, design, training(config), write=not config.sweep.report_only)
   print(
     f'seeds until decided: up to {design.rounds} round(s) of {design.seeds_per_round} seeds per variant '
     f'(looks at {design.schedule} seeds), alpha {design.alpha:g} spent {design.spending} '
@@ -52,20 +56,23 @@ def run(config, root: str) -> list[dict]:
     directory = os.path.join(root, f'round-{r + 1}')
     seeds = design.round_seeds(r)
     if config.sweep.report_only and not os.path.exists(os.path.join(directory, DONE)):
-      if not r:
-        raise ConfigError(f'sweep.report_only: no finished round under {root}; train first (without report_only)')
       print(f'\n(report only: round {r + 1} was not trained; the looks end at round {r})')
       break
     if not os.path.exists(os.path.join(directory, DONE)):
       print(f'\n=== round {r + 1}: seeds {seeds[0]}..{seeds[-1]} -> {directory}', flush=True)
       _train_round(directory, seeds)
-      report.write_text(os.path.join(directory, DONE), json.dumps({'seeds': seeds}) + '\n')
+      if not os.path.exists(os.path.join(directory, 'analysis', stored.FILE)):  # what the next look reads
+        raise ConfigError(
+          f'round {r + 1} trained but {directory}/analysis/{stored.FILE} is missing: the looks read its '
+          'translations; run the same command again to write them'
+        )
+      files.write_text(os.path.join(directory, DONE), json.dumps({'seeds': seeds}) + '\n')
     else:
       print(f'\n=== round {r + 1}: finished earlier ({directory})')
     looks = sequential.replay(design, [_round(os.path.join(root, f'round-{i + 1}'), design, i) for i in range(r + 1)])
     page = rounds_page(design, looks, [_minutes(os.path.join(root, f'round-{i + 1}')) for i in range(r + 1)])
-    report.write_text(os.path.join(root, 'rounds.md'), page)
-    report.write_text(os.path.join(root, 'rounds.json'), json.dumps(looks, indent=1) + '\n')
+    files.write_text(os.path.join(root, 'rounds.md'), page)
+    files.write_text(os.path.join(root, 'rounds.json'), json.dumps(looks, indent=1) + '\n')
     print('\n' + page)
     if not sequential.open_contrasts(looks[-1]):
       print(f'Every contrast decided after round {r + 1}; no more rounds.')
@@ -76,6 +83,44 @@ def run(config, root: str) -> list[dict]:
     )
   print(f'Wrote {os.path.join(root, "rounds.md")} and rounds.json')
   return looks
+
+
+def _check(config, root: str, design: sequential.Design) -> None:
+  """What a rounds sweep refuses before it writes anything: a report of no finished round, rounds without the
+  analysis their looks read, train.seeds on the command line (the design names the seeds), and any setting
+  training would refuse (trainer.check_config, on round 1's seeds)."""
+  if config.sweep.report_only and not os.path.exists(os.path.join(root, 'round-1', DONE)):
+    raise ConfigError(f'sweep.report_only: no finished round under {root}; train first (without report_only)')
+  if not config.sweep.analyze:
+    raise ConfigError(
+      "sweep.analyze=false: the rounds' looks read each round's translations from its analysis; drop it, or set "
+      'sweep.rounds=0 for a sweep without looks'
+    )
+  given = [a for a in sys.argv[1:] if a.split('=')[0] == '--config.train.seeds']
+  if given:
+    raise ConfigError(
+      f'{given[0]}: a rounds sweep trains the seeds its design names (round r: sweep.first_seed + '
+      '(r - 1) x sweep.seeds_per_round on); drop it, or set --config.sweep.first_seed'
+    )
+  first = config.copy_and_resolve_references()
+  with first.unlocked():
+    first.train.seeds = ','.join(map(str, design.round_seeds(0)))
+  trainer.check_config(first)
+
+
+def training(config) -> dict:
+  """What each round trains beside its seeds, as design.json binds it: the model (every component option
+  written out), data (but the cache folder data.data_dir) and train sections without train.seeds, and the sweep's
+  variants (its axes and their shorthands)."""
+  train = {k: v for k, v in config.train.to_dict().items() if k != 'seeds'}
+  variants = ('scores', 'query_timings', 'windows', 'axes', 'cases')
+  bound = {
+    'model': canonical_section(config.model.to_dict()),
+    'data': {k: v for k, v in config.data.to_dict().items() if k != 'data_dir'},  # where the corpus is cached
+    'train': train,
+    'sweep': {k: config.sweep[k] for k in variants if k in config.sweep},
+  }
+  return json.loads(json.dumps(bound))  # as design.json holds it (tuples as lists)
 
 
 def _train_round(directory: str, seeds: list[int]) -> None:
@@ -139,7 +184,7 @@ def rounds_page(design: sequential.Design, looks: list[dict], minutes: list[floa
     f'variant; alpha {design.alpha:g} spent by {design.spending} (Lan-DeMets) at the looks after '
     f"{', '.join(map(str, design.schedule))} seeds: {', '.join(f'{x:.4g}' for x in design.levels)}; "
     f'equivalence margin ±{design.delta:g} BLEU; contrasts: {design.contrasts}. '
-    + tables.family_text(looks[-1]['comparison'] | {'alpha': design.alpha, 'length_level': 0})
+    + pair_table.family_text(looks[-1]['comparison'] | {'alpha': design.alpha, 'length_level': 0})
     + " over all looks: each contrast spends each look's increment / contrasts (Bonferroni over contrasts), at "
     "exact group-sequential boundaries over the looks (the looks' joint distribution; a look's level exceeds the "
     'alpha it spends, which a bound over looks would give away), one-sided ones for the tests of equivalence. '
@@ -158,11 +203,10 @@ def rounds_page(design: sequential.Design, looks: list[dict], minutes: list[floa
     ]
     lines += ['| variant | seeds | BLEU per seed | mean ± sd |', '|---|---|---|---|']
     for v in c['variants']:
-      lines.append(
-        f"| {v['variant']} | {v['seeds']} | {tables.per_seed(v['per_seed'])} | {tables.mean_sd(v['per_seed'])} |"
-      )
-    lines += ['', '| ' + ' | '.join(tables.PAIR_HEADERS) + ' |', '|' + '---|' * len(tables.PAIR_HEADERS)]
-    lines += ['| ' + ' | '.join(tables.contrast_cells(p)) + ' |' for p in c['pairs']]
+      scores = v['per_seed']
+      lines.append(f"| {v['variant']} | {v['seeds']} | {formatting.per_seed(scores)} | {formatting.mean_sd(scores)} |")
+    lines += ['', '| ' + ' | '.join(pair_table.PAIR_HEADERS) + ' |', '|' + '---|' * len(pair_table.PAIR_HEADERS)]
+    lines += ['| ' + ' | '.join(pair_table.contrast_cells(p)) + ' |' for p in c['pairs']]
     decided = len(c['pairs']) - len(open_)
     lines += ['', f'{decided} of {len(c["pairs"])} contrasts decided.']
     if spent is not None:

@@ -14,7 +14,7 @@ import time
 from absl import app, flags
 from ml_collections import config_flags
 
-from attnmt.analysis import tables
+from attnmt.analysis import sweep_tables
 from attnmt.training import parallel, trainer
 from experiments import common
 
@@ -43,7 +43,7 @@ def _train():
     print(f'Moved the previous run to {aside}')
   parallel.barrier('attnmt-fresh')  # no process looks at the workdir before process 0 moved it
   summary = trainer.train_and_evaluate(FLAGS.config, FLAGS.workdir)
-  print(tables.format_summary(summary))
+  print(sweep_tables.format_summary(summary))
 
 
 if __name__ == '__main__':

@@ -234,9 +234,9 @@ def test_reading_a_run_writes_nothing_into_its_directory(trained):
 
 def test_a_source_longer_than_a_location_model_takes_is_refused_not_cut():
   """Only score 'location' has a limit (one weight per position up to its option `positions`)."""
-  model = inspection.LoadedModel('run', None, None, None, [0], 1, _Words(), _Words())
+  model = inspection.LoadedRun('run', None, None, None, [0], 1, _Words(), _Words())
   for score, limit in (('additive', 0), ('location(positions=4)', 4)):
-    run = api.Run(dataclasses.replace(model, cfg=api.ModelConfig(score=score)))
+    run = api.Run(**vars(dataclasses.replace(model, cfg=api.ModelConfig(score=score))))
     assert run.max_source_tokens == limit and run.tokenize('1 2 3 4') == ['1', '2', '3', '4', '</s>']
   with pytest.raises(
     InputError,

@@ -9,7 +9,7 @@ cell shows the source token, the output token and the weight), its beam hypothes
 where gold alignments exist, the forced-decoding attention of the reference with the gold links drawn
 over it and the sentence's AER.
 
-The page embeds the sentences of report.embedded_sentences (a subset of the split), their attention
+The page embeds the sentences of sentences.embedded_sentences (a subset of the split), their attention
 weights rounded to 3 decimals and stored as integer thousandths.
 """
 
@@ -21,7 +21,7 @@ import math
 import os
 import re
 
-from attnmt.analysis import tables
+from attnmt.analysis import files, pair_table, tables
 
 
 def sort_key(cell: str):
@@ -99,13 +99,10 @@ def render(data: dict) -> str:
 
 
 def write(path: str, results: list[dict], table: dict, sentences: dict) -> str:
-  """Writes report.html at `path` (table: analysis headers, rows of cells, notes, pairs, verdict; sentences: the
-  JSON that report.embedded_sentences returns)."""
-  os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-  tmp = f'{path}.tmp-{os.getpid()}'  # written whole: a browser open on the old page never sees half a new one
-  with open(tmp, 'w', encoding='utf-8') as f:
-    f.write(render(page_data(results, table, sentences)))
-  os.replace(tmp, path)
+  """Writes report.html at `path` whole, so a browser open on the old page never sees half a new one (table:
+  analysis headers, rows of cells, notes, pairs, verdict; sentences: the JSON that sentences.embedded_sentences
+  returns)."""
+  files.write_text(path, render(page_data(results, table, sentences)))
   return path
 
 
@@ -116,9 +113,10 @@ def write_report(results: list[dict], out_dir: str, sentences_file: str = 'sente
   headers, rows, notes = tables.analysis_cells(results)
   with open(os.path.join(out_dir, sentences_file)) as f:
     sentences = json.load(f)
-  pair_rows = tables.pair_cells(results)
-  pairs = {'headers': tables.PAIR_HEADERS, 'rows': pair_rows, 'note': tables.pairs_note(results) if pair_rows else ''}
-  pairs['plan'] = tables.seed_plan_text(results)
+  pair_rows = pair_table.pair_cells(results)
+  note = pair_table.pairs_note(results) if pair_rows else ''
+  pairs = {'headers': pair_table.PAIR_HEADERS, 'rows': pair_rows, 'note': note}
+  pairs['plan'] = pair_table.seed_plan_text(results)
   table = {
     'headers': headers,
     'rows': rows,

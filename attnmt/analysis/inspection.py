@@ -26,18 +26,32 @@ from attnmt.model.config import ModelConfig
 from attnmt.model.seq2seq import Seq2Seq, init_params
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(eq=False)
 class LoadedRun:
+  """A trained run read from its directory: config, model, parameters (stacked over seeds), tokenizers, and its
+  corpus (`prepared`), read or built the first time something asks for it. One type for the analysis, the
+  faithfulness tests, translate and the API (api.Run is this type with the API's methods)."""
+
   workdir: str
   config: ml_collections.ConfigDict
   cfg: ModelConfig
   params: Any  # stacked over seeds
   seeds: list
   step: int
-  prepared: data.PreparedData
+  src_tokenizer: Any
+  tgt_tokenizer: Any
+  corpus: data.PreparedData | None = None  # None until `prepared` is first read
+
+  @property
+  def prepared(self) -> data.PreparedData:
+    """The run's corpus, checked against its vocabularies (prepare_checked); built once, then kept."""
+    if self.corpus is None:
+      self.corpus = prepare_checked(self.workdir, self.config, self.src_tokenizer, self.tgt_tokenizer)
+    return self.corpus
 
   @property
   def name(self) -> str:
+    """The run's label in tables: score/timing/window, or a sweep's name for it."""
     return run_results.variant_name(self.config)
 
   @property
@@ -87,14 +101,16 @@ def check_pooled_runs(runs: list[str], option: str = '--pool_seeds') -> None:
 
 
 def load_run(workdir: str, which: str = 'best', corpora: dict | None = None) -> LoadedRun:
-  """Everything needed to analyse a run, from its directory alone (the corpus is rebuilt if missing).
+  """Everything needed to analyse a run, from its directory alone, its corpus read now (rebuilt if missing).
   `corpora`: shared by the loads of several runs, each data config's corpus is prepared once (data.prepare_once)."""
   config = checkpoints.load_config(workdir)
   params, _, step = checkpoints.restore_params(workdir, which)
-  prepared = prepare_checked(workdir, config, *data.load_tokenizers(os.path.join(workdir, 'vocab')), corpora)
+  src_tok, tgt_tok = data.load_tokenizers(os.path.join(workdir, 'vocab'))
+  prepared = prepare_checked(workdir, config, src_tok, tgt_tok, corpora)
   cfg = trainer.model_config(config, prepared)
   _check_user_params(workdir, cfg, params)
-  return LoadedRun(workdir, config, cfg, params, seed_axis.parse_seeds(config.train.seeds), step, prepared)
+  seeds = seed_axis.parse_seeds(config.train.seeds)
+  return LoadedRun(workdir, config, cfg, params, seeds, step, src_tok, tgt_tok, prepared)
 
 
 def prepare_checked(
@@ -114,23 +130,10 @@ def prepare_checked(
   return prepared
 
 
-@dataclasses.dataclass
-class LoadedModel:
-  """A trained model from its run directory alone: no corpus is read or built."""
-
-  workdir: str
-  config: ml_collections.ConfigDict
-  cfg: ModelConfig
-  params: Any  # stacked over seeds
-  seeds: list
-  step: int
-  src_tokenizer: Any
-  tgt_tokenizer: Any
-
-
-def load_model(workdir: str, which: str = 'best') -> LoadedModel:
-  """The model, parameters and tokenizers of a run, read from its directory (config.json stores the
-  complete model config, vocabulary sizes included; the tokenizers are in <workdir>/vocab)."""
+def load_model(workdir: str, which: str = 'best') -> LoadedRun:
+  """The run without its corpus, read from its directory alone (config.json stores the complete model config,
+  vocabulary sizes included; the tokenizers are in <workdir>/vocab): nothing is read or built until `prepared` is
+  asked for."""
   config = checkpoints.load_config(workdir)
   fields = checkpoints.load_model_fields(workdir)
   src_tok, tgt_tok = data.load_tokenizers(os.path.join(workdir, 'vocab'))
@@ -143,7 +146,7 @@ def load_model(workdir: str, which: str = 'best') -> LoadedModel:
   cfg = ModelConfig.from_dict(fields)
   params, _, step = checkpoints.restore_params(workdir, which)
   _check_user_params(workdir, cfg, params)
-  return LoadedModel(workdir, config, cfg, params, seed_axis.parse_seeds(config.train.seeds), step, src_tok, tgt_tok)
+  return LoadedRun(workdir, config, cfg, params, seed_axis.parse_seeds(config.train.seeds), step, src_tok, tgt_tok)
 
 
 def _check_user_params(workdir: str, cfg: ModelConfig, params) -> None:

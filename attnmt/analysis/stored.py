@@ -1,4 +1,4 @@
-"""An analysis's per-seed test translations in one compressed file (report.analyze_translations recomputes its
+"""An analysis's per-seed test translations in one compressed file (scoring.analyze_translations recomputes its
 statistics from it, without checkpoints, corpus or training).
 
 Every analysis writes `translations.json.gz` beside analysis.md: the references, the sources and each

@@ -82,41 +82,70 @@ def _nominal(schedule: tuple, spending: str, alpha: float, sides: int, contrasts
   return family.nominal_levels(schedule, spending, alpha, sides, contrasts)
 
 
-def declare(root: str, design: Design) -> None:
-  """Writes the design into `root` before any round trains; a root that holds another design is refused (a
-  design changed after seeing data no longer controls the error)."""
+def declare(root: str, design: Design, training: dict | None = None, write: bool = True) -> None:
+  """Writes the design into `root` before any round trains, with `training` (what a round trains: the settings
+  beside the design, as nested dicts); a root that holds another design or another training is refused, naming
+  what differs (a design changed after seeing data no longer controls the error, and rounds trained otherwise are
+  not this experiment's). A design declared before the training was bound gets it added, with a notice (`write`
+  False, a report of the rounds: checked only, nothing written)."""
   path = os.path.join(root, DESIGN_FILE)
-  wanted = dataclasses.asdict(design)
+  wanted = dataclasses.asdict(design) | ({'training': training} if training is not None else {})
   if os.path.exists(path):
-    try:
-      with open(path) as f:
-        held = json.load(f)
-      if not isinstance(held, dict):
-        raise ValueError('not a JSON object')
-    except (OSError, ValueError) as e:
-      raise ConfigError(
-        f'{path} cannot be read as a design ({e}); it is what the rounds under {root} were declared with: '
-        'restore it, or use a new --workdir'
-      ) from None
+    held = _held_design(path, root)
     held = {'first_seed': 0} | held  # a design declared before first_seed existed started at seed 0
-    changed = sorted(k for k in set(held) | set(wanted) if held.get(k) != wanted.get(k))
+    changed = sorted(k for k in set(held) | set(wanted) if k != 'training' and held.get(k) != wanted.get(k))
     if changed:
+      shown = {k: v for k, v in held.items() if k != 'training'}
       raise ConfigError(
-        f'{root} was started with another design (changed: {", ".join(changed)}; it holds {held}); a design '
+        f'{root} was started with another design (changed: {", ".join(changed)}; it holds {shown}); a design '
         'may not change once rounds have trained: run the same settings again, or use a new --workdir'
       )
+    if training is None or held.get('training') == training:
+      return
+    if 'training' in held:
+      differ = _differences(held['training'], training)
+      raise ConfigError(
+        f'{root}: its rounds trained with other settings ({", ".join(differ[:8])}{" ..." * (len(differ) > 8)} '
+        'differ); rounds of one experiment train alike: run the same settings again, or use a new --workdir'
+      )
+    if not write:
+      return
+    print(f'notice: {path} is bound now to the settings its rounds train with (it held the design alone)')
+  else:
+    trained = sorted(d for d in (os.listdir(root) if os.path.isdir(root) else []) if d.startswith('round-'))
+    if trained:
+      raise ConfigError(
+        f'{root} holds rounds ({", ".join(trained)}) but no {DESIGN_FILE}: the design they were trained under is '
+        'unknown, and a new one would be declared after seeing them; restore the file, or use a new --workdir'
+      )
+  if not write:
     return
-  trained = sorted(d for d in (os.listdir(root) if os.path.isdir(root) else []) if d.startswith('round-'))
-  if trained:
-    raise ConfigError(
-      f'{root} holds rounds ({", ".join(trained)}) but no {DESIGN_FILE}: the design they were trained under is '
-      'unknown, and a new one would be declared after seeing them; restore the file, or use a new --workdir'
-    )
   os.makedirs(root, exist_ok=True)
   tmp = f'{path}.tmp-{os.getpid()}'
   with open(tmp, 'w') as f:
     json.dump(wanted, f, indent=1)
   os.replace(tmp, path)
+
+
+def _held_design(path: str, root: str) -> dict:
+  try:
+    with open(path) as f:
+      held = json.load(f)
+    if not isinstance(held, dict):
+      raise ValueError('not a JSON object')
+  except (OSError, ValueError) as e:
+    raise ConfigError(
+      f'{path} cannot be read as a design ({e}); it is what the rounds under {root} were declared with: '
+      'restore it, or use a new --workdir'
+    ) from None
+  return held
+
+
+def _differences(old, new, prefix: str = '') -> list[str]:
+  """The dotted keys where two nested dicts differ, with both values ('train.learning_rate 0.01 -> 0.02')."""
+  if isinstance(old, dict) and isinstance(new, dict):
+    return [d for k in sorted(set(old) | set(new)) for d in _differences(old.get(k), new.get(k), f'{prefix}{k}.')]
+  return [] if old == new else [f'{prefix[:-1]} {old!r} -> {new!r}']
 
 
 def replay(design: Design, rounds: list[dict]) -> list[dict]:

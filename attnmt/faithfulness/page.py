@@ -11,7 +11,7 @@ import os
 
 import numpy as np
 
-from attnmt.analysis import report
+from attnmt.analysis import files
 from attnmt.compare import pair_tests
 from attnmt.faithfulness import figures
 from attnmt.faithfulness.contrasts import COLUMNS, contrasts as family_contrasts, verdicts_markdown
@@ -379,7 +379,7 @@ def write(results: list[dict], out_dir: str, frozen_results=(), verdicts: dict |
   os.makedirs(out_dir, exist_ok=True)
   doc = {'runs': results, 'frozen': list(frozen_results), 'verdicts': verdicts}
   paths = [os.path.join(out_dir, f'explanations.{ext}') for ext in ('json', 'md', 'png')]
-  report.write_text(paths[0], json.dumps(nan_none(doc), indent=1, ensure_ascii=False) + '\n')
-  report.write_text(paths[1], markdown(results, frozen_results, verdicts))
+  files.write_text(paths[0], json.dumps(nan_none(doc), indent=1, ensure_ascii=False) + '\n')
+  files.write_text(paths[1], markdown(results, frozen_results, verdicts))
   figures.explanations_plot(results, paths[2])
   return paths

@@ -8,20 +8,14 @@
 
 A checkpoint holds the train state (parameters, optimiser state, step, RNG key; with a leading seed
 axis when seeds train vmapped) and, as JSON, the data iterators' positions and the run's history.
-Restoring needs nothing but the directory.
+Restoring needs nothing but the directory (checkpoint_format.py: what it reads; checkpoint_io.py: failures in one line).
 """
 
 from __future__ import annotations
 
-import contextlib
-import errno
-import gc
-import io
+import functools
 import json
-import logging
 import os
-import re
-import sys
 import time
 import weakref
 from typing import Any, Optional
@@ -34,13 +28,10 @@ from etils import epath
 from attnmt import schema
 from attnmt.errors import CheckpointError
 from attnmt.model.config import COMPONENTS, canonical_section
-from attnmt.training import guards, settings, train_step
+from attnmt.training import checkpoint_format, checkpoint_io, guards, settings, train_step
 
 CONFIG_FILE = 'config.json'
 FORMAT_VERSION = 1
-# The layout of a checkpoint's state and meta, stored in its meta as 'checkpoint_format' (absent: 1). A
-# checkpoint of a newer format, or whose state has other parts than this attnmt's, is an error, not damage.
-CHECKPOINT_FORMAT = 1
 
 
 def save_config(workdir: str, config: ml_collections.ConfigDict, model: Optional[dict] = None) -> None:
@@ -109,150 +100,6 @@ def _load_payload(workdir: str) -> dict:
   return payload
 
 
-def _to_saveable(state: train_step.TrainState) -> train_step.TrainState:
-  """Typed PRNG keys are stored as their raw uint32 data."""
-  return state.replace(rng=jax.random.key_data(state.rng))
-
-
-def _from_saved(state: train_step.TrainState) -> train_step.TrainState:
-  return state.replace(rng=jax.random.wrap_key_data(state.rng))
-
-
-@contextlib.contextmanager
-def quiet_io(collect: bool = True):
-  """Keeps Orbax's, TensorStore's and asyncio's own messages off the user's stderr while a block reads or
-  writes checkpoints: absl log lines below FATAL (Orbax logs a failed background write from every thread
-  that saw it) and the tracebacks background threads print. Yields the captured text, which a failure
-  summarises in its one line; a block that succeeds leaves nothing to say, so it is dropped.
-
-  Coroutines Orbax leaves behind when a read or write fails report themselves when collected ("Exception
-  ignored in: <coroutine ...>"): they are collected inside the block (gc.collect) and recorded instead of
-  printed, whenever the block raises, and also when it succeeds unless `collect=False`. A full collection
-  takes about 0.4 s in a training process; a save that succeeds leaves no such coroutine, so saves pass
-  False (14 saves were 6.5 s of a 43 s tiny run)."""
-  absl = logging.getLogger('absl')
-  level, captured, hook = absl.level, io.StringIO(), sys.unraisablehook
-  absl.setLevel(logging.FATAL)
-  sys.unraisablehook = lambda u: captured.write(f'unraisable: {u.exc_type.__name__}: {u.exc_value}\n')
-  failed = False
-  try:
-    with contextlib.redirect_stderr(captured):
-      try:
-        yield captured
-      except BaseException:
-        failed = True
-        gc.collect()
-        raise
-      if collect:
-        gc.collect()
-  finally:
-    sys.unraisablehook = hook
-    absl.setLevel(level)
-    if failed:
-      _drop_late_loop_callbacks()
-
-
-def _is_late_loop_callback(unraisable) -> bool:
-  """Whether an unraisable exception is TensorStore finishing a read after Orbax closed its event loop: the
-  read's callback, scheduled from TensorStore's thread, raises 'Event loop is closed' in call_soon_threadsafe."""
-  if unraisable.exc_type is not RuntimeError or str(unraisable.exc_value) != 'Event loop is closed':
-    return False
-  frame = unraisable.exc_traceback
-  while frame is not None:
-    if frame.tb_frame.f_code.co_name == 'call_soon_threadsafe':
-      return True
-    frame = frame.tb_next
-  return False
-
-
-class _LateOrbaxTasks(logging.Filter):
-  """Drops asyncio's 'Task exception was never retrieved' (or Future, or _GatheringFuture) for Orbax's and
-  TensorStore's own reads: the tasks of a failed read are collected long after it, each logging the error
-  already reported. Theirs: the message names orbax or tensorstore, or the exception was raised in their code."""
-
-  def filter(self, record: logging.LogRecord) -> bool:
-    text = record.getMessage()
-    if 'exception was never retrieved' not in text:
-      return True
-    if 'orbax' in text or 'tensorstore' in text:
-      return False
-    frame = record.exc_info[2] if record.exc_info else None
-    while frame is not None:
-      path = frame.tb_frame.f_code.co_filename
-      if f'{os.sep}orbax{os.sep}' in path or f'{os.sep}tensorstore{os.sep}' in path:
-        return False
-      frame = frame.tb_next
-    return True
-
-
-def _drop_late_loop_callbacks() -> None:
-  """After a checkpoint read or write failed, the reads Orbax started for it may finish or be collected at any
-  later time, outside quiet_io: each prints an 'Event loop is closed' traceback or logs an asyncio 'exception
-  was never retrieved' (the step was already reported in one line). From then on the process drops exactly
-  those; every other unraisable exception goes to the hook that was in place, every other log line through.
-  Installed once."""
-  asyncio_log = logging.getLogger('asyncio')
-  if not any(isinstance(f, _LateOrbaxTasks) for f in asyncio_log.filters):
-    asyncio_log.addFilter(_LateOrbaxTasks())
-  previous = sys.unraisablehook
-  if getattr(previous, 'drops_late_loop_callbacks', False):
-    return
-
-  def hook(unraisable):
-    if not _is_late_loop_callback(unraisable):
-      previous(unraisable)
-
-  hook.drops_late_loop_callbacks = True
-  sys.unraisablehook = hook
-
-
-def failure_cause(error: BaseException) -> str:
-  """The cause of a failed checkpoint write in a few words: the operating system's message where the
-  error carries one (an OSError, or TensorStore's [os_error_code='28']), else the error's first line."""
-  code = getattr(error, 'errno', None)
-  if code is None:
-    found = re.search(r"os_error_code='(\d+)'", str(error))
-    code = int(found.group(1)) if found else None
-  if code:
-    return os.strerror(code)
-  first = (str(error).strip().splitlines() or [type(error).__name__])[0]
-  return first if len(first) <= 160 else first[:157] + '...'
-
-
-def _what_to_free(cause: str) -> str:
-  if cause == os.strerror(errno.ENOSPC) or cause == os.strerror(errno.EDQUOT):
-    return 'free space on that disk (or give --workdir on another)'
-  if cause == os.strerror(errno.EACCES) or cause == os.strerror(errno.EROFS):
-    return 'give this user write access to the run directory'
-  return 'fix the cause'
-
-
-def unreadable(directory: str) -> Optional[str]:
-  """The first folder or file under `directory` this process may not read (or list), or None. Resume asks
-  this before it restores a step, so that a permission problem is an error that moves nothing, never
-  damage: Orbax and TensorStore report an unreadable file as many exception types, not PermissionError."""
-  failed = []
-  for root, _, files in os.walk(directory, onerror=lambda e: failed.append(e.filename or directory)):
-    if failed:
-      break
-    if not os.access(root, os.R_OK | os.X_OK):
-      return root
-    for name in files:
-      path = os.path.join(root, name)
-      if not os.access(path, os.R_OK):
-        return path
-  return failed[0] if failed else None
-
-
-def _refuse_unreadable(directory: str) -> None:
-  path = unreadable(directory)
-  if path is not None:
-    raise CheckpointError(
-      f'cannot read checkpoint {directory} ({path} is not readable by this user); nothing was moved; give this '
-      'user read access to the run directory and run again'
-    )
-
-
 _open_runs: weakref.WeakSet = weakref.WeakSet()  # RunCheckpoints whose asynchronous saves may be under way
 
 
@@ -273,25 +120,24 @@ class RunCheckpoints:
     # Several processes: synchronous saves. Two managers saving the same step asynchronously (best, then
     # latest) deadlocked in Orbax's cross-process barriers now and then (seen with 2 CPU processes).
     async_ok = jax.process_count() == 1
-    self.latest = ocp.CheckpointManager(
-      os.path.join(self.workdir, 'checkpoints'),
-      options=ocp.CheckpointManagerOptions(max_to_keep=max_to_keep, create=True, enable_async_checkpointing=async_ok),
-    )
-    self.best = ocp.CheckpointManager(
-      os.path.join(self.workdir, 'best'),
-      options=ocp.CheckpointManagerOptions(max_to_keep=1, create=True, enable_async_checkpointing=async_ok),
-    )
+
+    def manager(sub: str, keep: int) -> ocp.CheckpointManager:
+      options = ocp.CheckpointManagerOptions(max_to_keep=keep, create=True, enable_async_checkpointing=async_ok)
+      return ocp.CheckpointManager(os.path.join(self.workdir, sub), options=options)
+
+    self.latest, self.best = manager('checkpoints', max_to_keep), manager('best', 1)
 
   def save(self, step: int, state: train_step.TrainState, meta: dict, best: bool = False) -> None:
     """Saves `step`, replacing a step of that number already there (Orbax refuses to write over one), and
     waits until it is written: a save that fails (a full disk, a permission) ends the run at once with one
     CheckpointError line naming the cause and the last complete checkpoint, which is left as it was."""
     manager = self.best if best else self.latest
-    meta = {**meta, 'checkpoint_format': CHECKPOINT_FORMAT}
-    args = ocp.args.Composite(state=ocp.args.StandardSave(_to_saveable(state)), meta=ocp.args.JsonSave(meta))
+    meta = {**meta, 'checkpoint_format': checkpoint_format.CHECKPOINT_FORMAT}
+    saveable = checkpoint_format.to_saveable(state)
+    args = ocp.args.Composite(state=ocp.args.StandardSave(saveable), meta=ocp.args.JsonSave(meta))
     with guards.saving():  # a signal now waits: the save is not cut off
       try:
-        with quiet_io(collect=False):
+        with checkpoint_io.quiet_io(collect=False):
           if step in manager.all_steps():
             manager.wait_until_finished()
             manager.delete(step)
@@ -303,11 +149,11 @@ class RunCheckpoints:
         where = os.path.join(self.workdir, 'best' if best else 'checkpoints')
         done = [s for s in self.latest.all_steps() if s != step] if not best else []
         last = f'step {max(done)}' if done else 'the newest complete one'
-        cause = failure_cause(e)
+        cause = checkpoint_io.failure_cause(e)
         raise CheckpointError(
           f'could not save checkpoint step {step} under {where} ({cause}); training stopped, and the last '
-          f'complete checkpoint ({last}) is untouched; {_what_to_free(cause)} and run the same command again '
-          'to resume'
+          f'complete checkpoint ({last}) is untouched; {checkpoint_io.what_to_free(cause)} and run the same '
+          'command again to resume'
         ) from None
 
   def wait(self) -> None:
@@ -324,11 +170,8 @@ class RunCheckpoints:
     it will train): for resuming, on any number of devices."""
     manager = self.best if best else self.latest
     step = manager.latest_step() if step is None else step
-    abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, _to_saveable(like))
-    out = manager.restore(
-      step, args=ocp.args.Composite(state=ocp.args.StandardRestore(abstract), meta=ocp.args.JsonRestore())
-    )
-    return _from_saved(out.state), out.meta
+    out = _restore(manager, step, jax.tree.map(ocp.utils.to_shape_dtype_struct, checkpoint_format.to_saveable(like)))
+    return checkpoint_format.from_saved(out.state), out.meta
 
   def resume(self, like: train_step.TrainState) -> Optional[tuple[train_step.TrainState, dict, int]]:
     """(state, meta, step) of the newest latest-checkpoint that restores, or None when there is none.
@@ -341,56 +184,23 @@ class RunCheckpoints:
     step 0. Intact best steps newer than the restored one are deleted: the resumed run recomputes them,
     bitwise the same, and could not save them over the old ones otherwise.
     """
-    out, damaged = None, []
-    for step in sorted(self.latest.all_steps(), reverse=True):
-      check_format(os.path.join(self.workdir, 'checkpoints'), step, like)
-      _refuse_unreadable(os.path.join(self.workdir, 'checkpoints', str(step)))
-      try:
-        with quiet_io():  # a damaged step makes Orbax's threads print tracebacks: the one line below says it
-          state, meta = self.restore(like, step)
-      except PermissionError as e:
-        raise CheckpointError(
-          f'cannot read checkpoint {self.workdir}/checkpoints/{step} ({e.strerror}: {e.filename}); nothing was '
-          'moved; give this user read access to the run directory and run again'
-        ) from None
-      except Exception as e:  # orbax raises many types for damaged files
-        damaged.append((step, type(e).__name__))
-        continue
-      out = (state, meta, step)
-      break
+    out, damaged = self._newest_intact(like, best=False)
     damaged_best = []
     if out is None:  # resume from best/ rather than lose it
-      for step in sorted(self.best.all_steps(), reverse=True):
-        check_format(os.path.join(self.workdir, 'best'), step, like)
-        _refuse_unreadable(os.path.join(self.workdir, 'best', str(step)))
-        try:
-          with quiet_io():
-            state, meta = self.restore(like, step, best=True)
-        except PermissionError as e:
-          raise CheckpointError(
-            f'cannot read checkpoint {self.workdir}/best/{step} ({e.strerror}: {e.filename}); nothing was moved; '
-            'give this user read access to the run directory and run again'
-          ) from None
-        except Exception as e:  # orbax raises many types for damaged files; an older one may restore
-          damaged_best.append((step, type(e).__name__))
-          continue
-        out = (state, meta, step)
-        print(f'no intact checkpoint in {self.workdir}/checkpoints: resuming from best/{step}', flush=True)
-        break
-    for sub, step, error in [('checkpoints', *d) for d in damaged] + [('best', *d) for d in damaged_best]:
+      out, damaged_best = self._newest_intact(like, best=True)
+      if out is not None:
+        print(f'no intact checkpoint in {self.workdir}/checkpoints: resuming from best/{out[2]}', flush=True)
+    then = (
+      f'resuming from step {out[2]}, the newest intact one'
+      if out
+      else 'starting from step 0: no older checkpoint is intact, and best/ holds no intact one'
+    )
+    for sub, step, error in damaged + damaged_best:
       aside = os.path.join(self.workdir, 'damaged', f'{sub}-{step}-{time.strftime("%Y%m%d-%H%M%S")}')
       os.makedirs(os.path.dirname(aside), exist_ok=True)
       os.rename(os.path.join(self.workdir, sub, str(step)), aside)
-      print(
-        f'checkpoint {self.workdir}/{sub}/{step} is corrupted or unreadable ({error}); moved it to '
-        f'{aside} and '
-        + (
-          f'resuming from step {out[2]}, the newest intact one'
-          if out
-          else 'starting from step 0: no older checkpoint is intact, and best/ holds no intact one'
-        ),
-        flush=True,
-      )
+      where = f'{self.workdir}/{sub}/{step}'
+      print(f'checkpoint {where} is corrupted or unreadable ({error}); moved it to {aside} and {then}', flush=True)
     if damaged:
       self.latest.reload()
     if damaged_best:
@@ -403,9 +213,31 @@ class RunCheckpoints:
       self.best.reload()
     return out
 
+  def _newest_intact(self, like: train_step.TrainState, best: bool) -> tuple[Optional[tuple], list]:
+    """(state, meta, step) of the newest step of best/ or checkpoints/ that restores (None when none does), and
+    (folder, step, error) of every damaged step newer than it. A step of another format or one this user may not
+    read raises CheckpointError."""
+    sub = 'best' if best else 'checkpoints'
+    users = functools.partial(_user_components_of_run, self.workdir)
+    damaged = []
+    for step in sorted((self.best if best else self.latest).all_steps(), reverse=True):
+      directory = os.path.join(self.workdir, sub, str(step))
+      checkpoint_format.check_format(os.path.join(self.workdir, sub), step, like, users)
+      checkpoint_io.refuse_unreadable(directory)
+      try:
+        with checkpoint_io.quiet_io():  # a damaged step makes Orbax's threads print tracebacks: one line says it
+          state, meta = self.restore(like, step, best=best)
+      except PermissionError as e:
+        raise checkpoint_io.cannot_read(directory, f'{e.strerror}: {e.filename}') from None
+      except Exception as e:  # orbax raises many types for damaged files; an older one may restore
+        damaged.append((sub, step, type(e).__name__))
+        continue
+      return (state, meta, step), damaged
+    return None, damaged
+
   def close(self) -> None:
     _open_runs.discard(self)
-    with quiet_io():  # after a failed save, closing reports the same failure again from Orbax's threads
+    with checkpoint_io.quiet_io():  # after a failed save, closing reports the same failure again from Orbax's threads
       try:
         self.wait()
       except Exception:
@@ -413,68 +245,6 @@ class RunCheckpoints:
           raise
       self.latest.close()
       self.best.close()
-
-
-def _leaf_shapes(tree) -> dict:
-  """{path of names: shape} of every leaf: a saved state's metadata and a live state compare equal when their
-  parts do (dict keys, attribute names and sequence indices all become names)."""
-
-  def name(key):
-    for attr in ('key', 'name', 'idx'):
-      if hasattr(key, attr):
-        return str(getattr(key, attr))
-    return str(key)
-
-  leaves = jax.tree_util.tree_flatten_with_path(tree)[0]
-  return {tuple(name(k) for k in path): tuple(getattr(leaf, 'shape', ())) for path, leaf in leaves}
-
-
-def check_format(directory: str, step: int, like: Optional[train_step.TrainState] = None) -> None:
-  """Raises CheckpointError (nothing moved) for a checkpoint that reads cleanly but is of another format: a
-  newer `checkpoint_format` in its meta, or a state whose parts or shapes differ from `like`'s. A
-  checkpoint whose meta or state metadata cannot be read is not judged here: restoring it decides whether
-  it is damaged."""
-  path = os.path.join(directory, str(step))
-  try:
-    with open(os.path.join(path, 'meta', 'metadata')) as f:
-      version = json.load(f).get('checkpoint_format', 1)
-  except (OSError, ValueError, AttributeError):
-    return
-  if not isinstance(version, int) or version > CHECKPOINT_FORMAT:
-    raise CheckpointError(
-      f'checkpoint {path} has format {version!r}, this attnmt reads up to {CHECKPOINT_FORMAT}; nothing was moved; '
-      'use the attnmt version that wrote it'
-    )
-  if like is None:
-    return
-  try:
-    with quiet_io(collect=False):  # damaged metadata: Orbax's reads fail in its threads, with tracebacks
-      saved = _leaf_shapes(ocp.StandardCheckpointHandler().metadata(epath.Path(path) / 'state'))
-  except Exception:  # unreadable metadata: damage, if the restore fails too
-    return
-  wanted = _leaf_shapes(_to_saveable(like))
-  if saved != wanted:
-    extra, missing = sorted(set(saved) - set(wanted)), sorted(set(wanted) - set(saved))
-    shaped = sorted(k for k in set(saved) & set(wanted) if saved[k] != wanted[k])
-    first = (
-      'has ' + '/'.join(extra[0])
-      if extra
-      else 'lacks ' + '/'.join(missing[0])
-      if missing
-      else f'holds {"/".join(shaped[0])} as {saved[shaped[0]]}, not {wanted[shaped[0]]}'
-    )
-    users = _user_components_of_run(os.path.dirname(os.path.abspath(directory)))
-    if users:  # the run selects a user's own class: its code, not attnmt, is the likely change
-      key = _first_difference(saved, wanted, prefer='params')
-      raise CheckpointError(
-        f'checkpoint {path} does not match {_blame(users, key)} ({_difference_phrase(saved, wanted, key)}): that '
-        'code changed since the run was trained; nothing was moved; restore that code as it was, or train a new '
-        'run in another --workdir'
-      )
-    raise CheckpointError(
-      f'checkpoint {path} is of another format than this attnmt trains (its state {first}); nothing was moved; '
-      'use the attnmt version that wrote it, or another --workdir'
-    )
 
 
 def user_components(fields) -> list[tuple[str, str]]:
@@ -493,30 +263,6 @@ def _user_components_of_run(workdir: str) -> list[tuple[str, str]]:
     return []
 
 
-def _blame(users: list[tuple[str, str]], key: tuple) -> str:
-  """The user's classes likely behind a difference at `key`: those of the attention for a parameter of the
-  attention, the decoder form's otherwise (all of them when that leaves none)."""
-  in_attention = 'attention' in key
-  named = [u for u in users if (u[0] != 'query_timing') == in_attention] or users
-  return 'user code ' + ' or '.join(f"model.{k} '{v}'" for k, v in named)
-
-
-def _first_difference(saved: dict, wanted: dict, prefer: str = '') -> tuple:
-  """The first path whose presence or shape differs between two _leaf_shapes, one under `prefer` if any."""
-  keys = sorted(k for k in set(saved) | set(wanted) if saved.get(k) != wanted.get(k))
-  return next((k for k in keys if k[:1] == (prefer,)), keys[0])
-
-
-def _difference_phrase(saved: dict, wanted: dict, key: tuple) -> str:
-  """`key`'s difference in words: the saved run against what the code declares now."""
-  name = '/'.join(key)
-  if key not in wanted:
-    return f'the run has {name}, which the code no longer declares'
-  if key not in saved:
-    return f'the code declares {name}, which the run lacks'
-  return f'the run holds {name} as {saved[key]}, the code declares {wanted[key]}'
-
-
 def check_user_params(workdir: str, fields, params, wanted) -> None:
   """Raises CheckpointError when parameters restored from `workdir` (stacked over seeds) do not fit those a
   model whose config `fields` selects a user's own class declares now (`wanted`, shapes suffice): the user's
@@ -524,14 +270,14 @@ def check_user_params(workdir: str, fields, params, wanted) -> None:
   users = user_components(fields)
   if not users:
     return
-  want = _leaf_shapes(wanted)
-  saved = {k: v[1:] for k, v in _leaf_shapes(params).items()}  # less the seed axis
+  want = checkpoint_format.leaf_shapes(wanted)
+  saved = {k: v[1:] for k, v in checkpoint_format.leaf_shapes(params).items()}  # less the seed axis
   if saved != want:
-    key = _first_difference(saved, want)
+    key = checkpoint_format.first_difference(saved, want)
+    what = checkpoint_format.difference_phrase(saved, want, key)
     raise CheckpointError(
-      f'{_blame(users, key)} no longer matches the parameters run {workdir} was trained with '
-      f'({_difference_phrase(saved, want, key)}); restore that code as it was when the run was trained, or train '
-      'a new run with it'
+      f'{checkpoint_format.blame(users, key)} no longer matches the parameters run {workdir} was trained with '
+      f'({what}); restore that code as it was when the run was trained, or train a new run with it'
     )
 
 
@@ -540,6 +286,13 @@ def _abstract_state(directory: str, step: int, sharding: jax.sharding.Sharding):
   was saved from: a checkpoint written on 4 devices restores on 1, 2 or 8."""
   tree = ocp.StandardCheckpointHandler().metadata(epath.Path(directory) / str(step) / 'state')
   return jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=sharding), tree)
+
+
+def _restore(manager: ocp.CheckpointManager, step: int, abstract):
+  """Step `step`'s state, restored into `abstract` (shapes, dtypes and shardings), and its meta."""
+  return manager.restore(
+    step, args=ocp.args.Composite(state=ocp.args.StandardRestore(abstract), meta=ocp.args.JsonRestore())
+  )
 
 
 def restore_params(
@@ -562,19 +315,14 @@ def restore_params(
       step = manager.latest_step()
       if step is None:
         continue
-      check_format(directory, step)
+      checkpoint_format.check_format(directory, step)
       sharding = (
         jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec())
         if mesh is not None
         else jax.sharding.SingleDeviceSharding(jax.local_devices()[0])
       )
-      with quiet_io():  # a damaged step: Orbax's threads print tracebacks; the one line below says it
-        out = manager.restore(
-          step,
-          args=ocp.args.Composite(
-            state=ocp.args.StandardRestore(_abstract_state(directory, step, sharding)), meta=ocp.args.JsonRestore()
-          ),
-        )
+      with checkpoint_io.quiet_io():  # a damaged step: Orbax's threads print tracebacks; the one line below says it
+        out = _restore(manager, step, _abstract_state(directory, step, sharding))
     except CheckpointError:
       raise
     except Exception as e:  # orbax raises many types for damaged files
@@ -583,7 +331,7 @@ def restore_params(
         'delete that step directory to fall back to an earlier one'
       ) from e
     finally:
-      with quiet_io():
+      with checkpoint_io.quiet_io():
         manager.close()
     return out.state['params'], out.meta, step
   raise CheckpointError(

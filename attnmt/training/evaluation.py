@@ -1,5 +1,5 @@
 """Evaluation: translate batches, score with sacrebleu (BLEU, chrF), loss, perplexity and the statistics of the
-teacher-forced attention, BLEU by length."""
+teacher-forced attention, BLEU by length. The decoder programs a batch runs: batch_decoding.py."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from attnmt import data
-from attnmt.model import decoding, normalizers
-from attnmt.training import measures, parallel, row_threads, shapes, train_step, translation_scores
+from attnmt.model import decoding
 from attnmt.model.config import ModelConfig
+from attnmt.training import batch_decoding, measures, parallel, shapes, train_step, translation_scores
 
 # Source-length buckets (words) for BLEU by sentence length, as in Bahdanau et al. (2015), Fig. 2.
 LENGTH_BUCKETS = (0, 10, 20, 30, 40, 50, 60, 1000)
@@ -36,14 +36,10 @@ class SplitTranslation:
 
 
 @jax.jit
-def _take(params, i):
-  return jax.tree.map(lambda x: x[i], params)
-
-
 def seed_params(params, i: int):
   """The parameters of seed i from a tree stacked over seeds (one compiled program for the whole tree: taken
   leaf by leaf, each parameter's slice would be a program of its own to compile in every process)."""
-  return _take(params, i)
+  return jax.tree.map(lambda x: x[i], params)
 
 
 def decode_length(src_width: int, factor: float) -> int:
@@ -93,32 +89,24 @@ def translate_seeds(
     raise ValueError('n_best needs beam search: give beam_size >= 1')
   together = seeds_together(num_seeds, mesh) if together is None else together
   if not together:
-    return [
-      translate(
-        cfg,
-        seed_params(params, i),
-        batches,
-        tgt_tokenizer,
-        beam_size,
-        alpha,
-        factor,
-        keep_attention,
-        mesh,
-        beta,
-        n_best=n_best,
-      )
-      for i in range(num_seeds)
-    ]
+    same = (batches, tgt_tokenizer, beam_size, alpha, factor, keep_attention, mesh, beta)
+    return [translate(cfg, seed_params(params, i), *same, n_best=n_best) for i in range(num_seeds)]
   out = [[] for _ in range(num_seeds)]
   for batch in batches:
     on = _on_devices(batch, ('src', 'src_len'), mesh)
-    program = _seeds_program(
-      cfg, beam_size, decode_length(on['src'].shape[1], factor), alpha, keep_attention, beta, n_best
-    )
+    max_len = decode_length(on['src'].shape[1], factor)
+    program = batch_decoding.seeds_program(cfg, beam_size, max_len, alpha, keep_attention, beta, n_best)
     d, beams = shapes.run(shapes.Call(program), params, on['src'], on['src_len'])
     for i in range(num_seeds):
       out[i] += _translations(batch, _seed_of(d, i), _seed_of(beams, i), tgt_tokenizer, keep_attention)
   return [sorted(o, key=lambda t: t.index) for o in out]
+
+
+def _seed_of(decoded: Optional[decoding.Decoded], i: int) -> Optional[decoding.Decoded]:
+  """Seed i's rows of a Decoded stacked over seeds (fields left None stay None)."""
+  if decoded is None:
+    return None
+  return decoding.Decoded(*(None if x is None else x[i] for x in decoded))
 
 
 def programs_ahead(cfg: ModelConfig, config, prepared, state, mesh=None) -> list[tuple]:
@@ -142,84 +130,22 @@ def programs_ahead(cfg: ModelConfig, config, prepared, state, mesh=None) -> list
     it = data.batches(prepared, split, d, max_examples=sentences, fixed_rows=True)
     for shape in it.shapes_ahead(len(prepared.tokenized[split]) + 1):
       wanted.setdefault(shape, set()).update(beams)
-  i32 = jnp.int32
+  ids = lambda *shape: jax.ShapeDtypeStruct(shape, jnp.int32)
   out = []
   for (rows, s, tw), beams in wanted.items():
-    src, src_len = jax.ShapeDtypeStruct((rows, s), i32), jax.ShapeDtypeStruct((rows,), i32)
-    target = jax.ShapeDtypeStruct((rows, tw), i32)
+    src, src_len, target = ids(rows, s), ids(rows), ids(rows, tw)
     batch = {'src': src, 'src_len': src_len, 'tgt_in': target, 'tgt_out': target, 'tgt_len': src_len}
     out.append((loss_call(cfg, rows, s, tw), (one, batch)))
     max_len = decode_length(s, t.max_decode_factor)
     for beam in sorted(beams):
       if together:
-        program = _seeds_program(cfg, beam, max_len, t.beam_alpha, False, t.beam_coverage_penalty, False)
+        program = batch_decoding.seeds_program(cfg, beam, max_len, t.beam_alpha, False, t.beam_coverage_penalty, False)
         out.append((shapes.Call(program), (stacked, src, src_len)))
       else:  # in translate's row blocks
-        size = rows // decode_blocks(rows, mesh)
-        block_src, block_len = jax.ShapeDtypeStruct((size, s), i32), jax.ShapeDtypeStruct((size,), i32)
-        call = decode_call(cfg, beam, max_len, t.beam_alpha, False, t.beam_coverage_penalty, None)
-        out.append((call, (one, block_src, block_len)))
+        size = rows // batch_decoding.decode_blocks(rows, mesh)
+        call = batch_decoding.decode_call(cfg, beam, max_len, t.beam_alpha, False, t.beam_coverage_penalty, None)
+        out.append((call, (one, ids(size, s), ids(size))))
   return out
-
-
-def _seed_of(decoded: Optional[decoding.Decoded], i: int) -> Optional[decoding.Decoded]:
-  """Seed i's rows of a Decoded stacked over seeds (fields left None stay None)."""
-  if decoded is None:
-    return None
-  return decoding.Decoded(*(None if x is None else x[i] for x in decoded))
-
-
-@functools.lru_cache(maxsize=64)
-def _seeds_program(
-  cfg: ModelConfig, beam_size: int, max_len: int, alpha: float, keep_attention: bool, beta: float, n_best: bool
-):
-  """`_decode` vmapped over the seeds' parameters and jitted: one compiled program per batch shape (cached, so a
-  later batch of the same shape traces nothing)."""
-
-  def one(params, src, src_len):
-    return _decode(cfg, params, src, src_len, beam_size, max_len, alpha, keep_attention, beta, None, n_best)
-
-  return jax.jit(jax.vmap(one, in_axes=(0, None, None)))
-
-
-def _decode(cfg, params, src, src_len, beam_size, max_len, alpha, keep_attention, beta, intervention, n_best):
-  """One batch decoded by one seed's parameters (vmappable over seeds): greedy, or the best hypothesis of beam
-  search; returns (decoded, every beam hypothesis without attention when `n_best`, else None).
-
-  Beam search's attention is the best hypothesis's, recomputed by forced decoding: the beam's K attention
-  histories, reordered at every step, grow with the square of the length (kept only for a recurrent
-  normaliser, whose hard attention in decoding differs from its attention under teacher forcing)."""
-  call = decode_call(cfg, beam_size, max_len, alpha, keep_attention, beta, intervention)
-  d = shapes.run(call, params, src, src_len)  # compiled ahead during training, where it was
-  if not beam_size:
-    return d, None
-  recurrent = normalizers.build(cfg).recurrent
-  beams = d._replace(weights=None) if n_best else None
-  d = decoding.Decoded(*(x[:, 0] for x in d))  # the best hypothesis
-  if keep_attention and not recurrent:
-    forced = decoding.forced_attention(cfg, params, src, src_len, d.tokens, intervention)
-    kept = jnp.arange(forced.shape[1])[None, :, None] < d.lengths[:, None, None]  # 0 after EOS, as decoding keeps it
-    d = d._replace(weights=jnp.where(kept, forced, 0.0))
-  return d, beams
-
-
-def decode_call(cfg, beam_size, max_len, alpha, keep_attention, beta, intervention) -> shapes.Call:
-  """The jitted decoder `_decode` runs for these settings, with its static arguments (one program per batch
-  shape): greedy, or beam search (its attention kept only for a recurrent normaliser)."""
-  if not beam_size:
-    return shapes.Call.of(
-      decoding.greedy, cfg, max_len=max_len, keep_attention=keep_attention, intervention=intervention
-    )
-  return shapes.Call.of(
-    decoding.beam_search,
-    cfg,
-    beam_size=beam_size,
-    max_len=max_len,
-    alpha=alpha,
-    keep_attention=keep_attention and normalizers.build(cfg).recurrent,
-    beta=beta,
-    intervention=intervention,
-  )
 
 
 def _translations(batch: dict, d: decoding.Decoded, beams, tgt_tokenizer, keep_attention: bool) -> list:
@@ -237,42 +163,6 @@ def _translations(batch: dict, d: decoding.Decoded, beams, tgt_tokenizer, keep_a
     hyps = _hypotheses(beams, row, tgt_tokenizer) if beams is not None else None
     out.append(SplitTranslation(int(index), ids, tgt_tokenizer.decode(ids), att, float(scores[row]), hyps))
   return out
-
-
-def decode_blocks(rows: int, mesh: Optional[jax.sharding.Mesh] = None) -> int:
-  """How many row blocks `translate` decodes a batch of `rows` rows in, each on its own thread: one per core
-  this process may use on a CPU with one device while blocks keep row_threads.MIN_ROWS rows and the rows
-  divide (the programs compiled ahead take the blocks' shape); else 1. XLA:CPU runs a decoder's loop on one
-  thread, and two programs called from two threads run at once (row_threads; benchmarks/README.md, "Rows on
-  threads"). A CPU sweep's per-core children, pinned to one core, decode whole batches."""
-  if mesh is not None and mesh.size > 1:
-    return 1
-  n = row_threads.resolve('auto', rows, jax.default_backend(), 1)
-  while n > 1 and rows % n:
-    n -= 1
-  return n
-
-
-def decode_in_blocks(decode, src, src_len, blocks: int):
-  """`decode(src, src_len)` -> (Decoded, beams or None) on `blocks` equal blocks of the rows, each called on its
-  own thread, the results joined along the rows as numpy arrays (what _translations reads). One block: the
-  call itself."""
-  if blocks <= 1:
-    return decode(src, src_len)
-  src, src_len = np.asarray(src), np.asarray(src_len)
-  size = src.shape[0] // blocks
-
-  def run(i):
-    return jax.device_get(decode(src[i * size : (i + 1) * size], src_len[i * size : (i + 1) * size]))
-
-  parts = row_threads.on_threads(run, blocks)
-
-  def join(*xs):
-    return None if xs[0] is None else np.concatenate(xs, axis=0)
-
-  d = decoding.Decoded(*(join(*xs) for xs in zip(*(p[0] for p in parts))))
-  beams = None if parts[0][1] is None else decoding.Decoded(*(join(*xs) for xs in zip(*(p[1] for p in parts))))
-  return d, beams
 
 
 def translate(
@@ -304,14 +194,14 @@ def translate(
   for batch in batches:
     on = _on_devices(batch, ('src', 'src_len'), mesh)
     max_len = decode_length(on['src'].shape[1], factor)
-    d, beams = decode_in_blocks(
-      lambda src, src_len: _decode(
+    blocks = batch_decoding.decode_blocks(on['src'].shape[0], mesh)
+
+    def decode_rows(src, src_len):
+      return batch_decoding.decode(
         cfg, params, src, src_len, beam_size, max_len, alpha, keep_attention, beta, intervention, n_best
-      ),
-      on['src'],
-      on['src_len'],
-      decode_blocks(on['src'].shape[0], mesh),
-    )
+      )
+
+    d, beams = batch_decoding.decode_in_blocks(decode_rows, on['src'], on['src_len'], blocks)
     out += _translations(batch, d, beams, tgt_tokenizer, keep_attention)
   return sorted(out, key=lambda t: t.index)
 

@@ -16,7 +16,7 @@ import pytest
 import sacrebleu
 
 from attnmt import plots
-from attnmt.analysis import html_report, report, stored, tables
+from attnmt.analysis import html_report, pair_table, report, scoring, sentences, stored, tables
 from attnmt.training import trainer
 from experiments.configs import tiny
 from browser import browser_or_skip
@@ -67,9 +67,9 @@ def test_the_report_is_self_contained_and_embeds_the_analysis(analysis):
     assert all(re.match(r'-?\d+\.\d\d', c) for c in cells), (column, cells)
   assert [[c[0] for c in row] for row in data['table']['rows']] == rows
   pairs = data['table']['pairs']
-  assert pairs['headers'] == tables.PAIR_HEADERS and pairs['rows'] == tables.pair_cells(results)
+  assert pairs['headers'] == pair_table.PAIR_HEADERS and pairs['rows'] == pair_table.pair_cells(results)
   (pair,) = [p for r in results for p in r['significance']['pairs']]  # two variants: one pair
-  verdict = tables.PAIR_HEADERS.index('verdict')
+  verdict = pair_table.PAIR_HEADERS.index('verdict')
   assert pairs['rows'][0][0] == f"{pair['a']} − {pair['b']}" and pairs['rows'][0][verdict] == pair['verdict']
   assert (
     pair['decision'] in ('greater', 'equivalent', 'undecided') and pair['level'] == results[0]['significance']['level']
@@ -77,7 +77,9 @@ def test_the_report_is_self_contained_and_embeds_the_analysis(analysis):
   assert '2 seed(s) per variant' in pairs['note'] and 'every pair of the variants (1 contrast(s))' in pairs['note']
   assert 'Bonferroni' in pairs['note'] and 'Holm' not in pairs['note'] and 'bootstrap' not in pairs['note']
   # the seed plan is embedded, and there is one exactly when the pair is undecided
-  assert pairs['plan'] == tables.seed_plan_text(results) and bool(pairs['plan']) == (pair['decision'] == 'undecided')
+  assert pairs['plan'] == pair_table.seed_plan_text(results) and bool(pairs['plan']) == (
+    pair['decision'] == 'undecided'
+  )
   # The split has 40 sentences, under the limit of 200: all are embedded, the heatmap sentences among them.
   ids = [s['id'] for s in data['sentences']]
   assert ids == list(range(40)) and data['shared'] == 40
@@ -100,7 +102,7 @@ def test_the_report_is_self_contained_and_embeds_the_analysis(analysis):
 @pytest.mark.xdist_group('html_report_analysis')  # one worker builds the shared sweep
 def test_the_stored_translations_give_the_analysis_again(analysis):
   path, results, _, _ = analysis
-  again = report.analyze_translations(os.path.join(os.path.dirname(path), stored.FILE))
+  again = scoring.analyze_translations(os.path.join(os.path.dirname(path), stored.FILE))
   assert [r['variant'] for r in again] == [r['variant'] for r in results]
   for r, a in zip(results, again):
     assert a['greedy_bleu'] == pytest.approx(r['greedy_bleu']) and a['greedy_chrf'] == pytest.approx(r['greedy_chrf'])
@@ -114,11 +116,11 @@ def test_select_sentences_keeps_the_must_ones_the_largest_differences_and_spread
     {i: {'source': f's{i}', 'words': i % 10, 'bleu': float(i == 57) * 50 + float(i == 3) * 20} for i in range(100)},
   ]
   views[1][99]['source'] = 'another sentence'  # not the same source in both runs: never shown
-  chosen = report.select_sentences(views, must=[98, 99], limit=8)
+  chosen = sentences.select_sentences(views, must=[98, 99], limit=8)
   assert 99 not in chosen and 98 in chosen and {57, 3} <= set(chosen) and len(chosen) == 9
   words = sorted(views[0][i]['words'] for i in chosen if i not in (98, 57, 3))
   assert words[0] == 0 and words[-1] == 9  # the rest spans the lengths
-  assert report.select_sentences(views[:1], limit=500) == list(range(100))
+  assert sentences.select_sentences(views[:1], limit=500) == list(range(100))
 
 
 @pytest.mark.xdist_group('html_report_analysis')  # one worker builds the shared sweep
@@ -183,7 +185,7 @@ def test_the_report_in_a_real_browser(analysis):
     pair_rows = css(By.CSS_SELECTOR, '#pairs-table tbody tr')
     want = data['table']['pairs']['rows']
     assert [[td.text for td in r.find_elements(By.TAG_NAME, 'td')] for r in pair_rows] == want and len(want) == 1
-    assert [th.text for th in css(By.CSS_SELECTOR, '#pairs-table th')] == tables.PAIR_HEADERS
+    assert [th.text for th in css(By.CSS_SELECTOR, '#pairs-table th')] == pair_table.PAIR_HEADERS
     page_width = browser.execute_script('return document.documentElement.clientWidth')
     right = browser.execute_script("return document.getElementById('pairs-table').getBoundingClientRect().right")
     assert right <= page_width, (right, page_width)
@@ -243,10 +245,10 @@ def test_a_long_sentence_heatmap_is_truncated_and_the_page_says_so():
   size for the page's note; a small one whole."""
   weights = np.full((300, 250), 0.004)
   rows, cols = [f'o{i}' for i in range(300)], [f's{j}' for j in range(250)]
-  shown = report.bounded_heatmap(weights, rows, cols)
+  shown = sentences.bounded_heatmap(weights, rows, cols)
   assert np.asarray(shown['w']).shape == (200, 200) and shown['w'][0][0] == 4
   assert shown['rows'] == rows[:200] and shown['cols'] == cols[:200] and shown['truncated'] == [300, 250]
-  small = report.bounded_heatmap(weights[:3, :2], rows[:3], cols[:2])
+  small = sentences.bounded_heatmap(weights[:3, :2], rows[:3], cols[:2])
   assert np.asarray(small['w']).shape == (3, 2) and 'truncated' not in small
   view = {
     'words': 250,
@@ -259,7 +261,7 @@ def test_a_long_sentence_heatmap_is_truncated_and_the_page_says_so():
     'out': rows,
     'attention': weights,
   }
-  entry = report.embedded_sentences(['v'], [{0: view}])['sentences'][0]['runs'][0]
+  entry = sentences.embedded_sentences(['v'], [{0: view}])['sentences'][0]['runs'][0]
   assert entry['truncated'] == [300, 250] and len(entry['w']) == 200 and len(entry['src']) == 200
   script = open(os.path.join(os.path.dirname(html_report.__file__), 'page', 'report.js')).read()
   assert 'heatmap truncated: the first ${shown.length} of ${rows} output' in script

@@ -14,7 +14,7 @@ import pytest
 import sacrebleu
 import scipy.stats
 
-from attnmt.analysis import inspection, report, stored
+from attnmt.analysis import inspection, report, run_verdicts, scoring, stored
 from attnmt.compare import verdicts, pair_tests
 from attnmt.errors import InputError
 from experiments.configs import tiny
@@ -53,7 +53,7 @@ def _write(path, doc):
 def test_statistics_from_stored_translations(tmp_path):
   doc = _doc()
   path = _write(tmp_path / 'translations.json.gz', doc)
-  results = report.analyze_translations(path)
+  results = scoring.analyze_translations(path)
   bleu = []
   for r, v in zip(results, doc['variants']):
     bleu.append([sacrebleu.corpus_bleu(h, [doc['references']]).score for h in v['greedy']])
@@ -85,27 +85,27 @@ def test_the_baseline_is_the_variant_without_attention_not_a_name(tmp_path):
   doc = _doc()
   doc['variants'][0]['variant'] = 'my_pkg.scores:Flat/bahdanau/global'
   path = _write(tmp_path / 'translations.json.gz', doc)
-  results = report.analyze_translations(path)
+  results = scoring.analyze_translations(path)
   (pair,) = results[1]['significance']['pairs']
   assert pair['verdict'] == f"additive/bahdanau/global > {doc['variants'][0]['variant']}"
   assert all(r['significance']['baseline'] == doc['variants'][0]['variant'] for r in results)
   assert results[0]['significance']['by_length'][-1]['p_value'] is None  # the baseline is not tested against itself
   assert results[1]['significance']['by_length'][-1]['p_value'] is not None
   doc['variants'][0]['attends'] = True  # no variant without attention: no baseline, no length contrasts
-  flat = report.analyze_translations(_write(tmp_path / 'b.json.gz', doc))
-  assert report.default_baseline(flat) is None and flat[1]['significance']['baseline'] is None
+  flat = scoring.analyze_translations(_write(tmp_path / 'b.json.gz', doc))
+  assert run_verdicts.default_baseline(flat) is None and flat[1]['significance']['baseline'] is None
   # The family (every pair) does not depend on the baseline: the same test, at all of alpha.
   (same,) = flat[1]['significance']['pairs']
   assert (same['a'], same['b'], same['p_value']) == (pair['a'], pair['b'], pair['p_value'])
   assert flat[1]['significance']['length_level'] == 0.0 and same['level'] == 0.05 and pair['level'] == 0.04
   assert all(b['p_value'] is None for r in flat for b in r['significance']['by_length'])
-  again = report.analyze_translations(path, baseline='additive/bahdanau/global')
-  assert report.default_baseline(again, 'additive/bahdanau/global') == 'additive/bahdanau/global'
+  again = scoring.analyze_translations(path, baseline='additive/bahdanau/global')
+  assert run_verdicts.default_baseline(again, 'additive/bahdanau/global') == 'additive/bahdanau/global'
   assert all(r['significance']['baseline'] == 'additive/bahdanau/global' for r in again)
   assert again[0]['significance']['by_length'][-1]['p_value'] is not None  # now the one tested against it
   assert again[1]['significance']['by_length'][-1]['p_value'] is None
   with pytest.raises(ValueError, match=r'^--baseline x is not one of the variants compared: '):
-    report.analyze_translations(path, baseline='x')
+    scoring.analyze_translations(path, baseline='x')
 
 
 def test_save_then_load_round_trips(tmp_path):
@@ -228,13 +228,13 @@ def test_single_seed_runs_pool_into_one_variant(tmp_path):
   ]
   assert stored.pool_seeds(split) == doc
   path = _write(tmp_path / 'split.json.gz', split)
-  pooled = report.analyze_translations(path, pool_seeds=True)
-  whole = report.analyze_translations(_write(tmp_path / 'whole.json.gz', doc))
+  pooled = scoring.analyze_translations(path, pool_seeds=True)
+  whole = scoring.analyze_translations(_write(tmp_path / 'whole.json.gz', doc))
   assert [r['variant'] for r in pooled] == [r['variant'] for r in whole]
   assert [r['significance'] for r in pooled] == [r['significance'] for r in whole]  # every statistic, exactly
   assert pooled[1]['seeds_as_runs'] and 'seeds_as_runs' not in whole[1]
   # the figures draw a line (BLEU by length) and a row (the seed strip) per pooled variant, not per run
-  runs = report.analyze_translations(path)
+  runs = scoring.analyze_translations(path)
   assert len(runs) == len(split['variants']) > len(pooled) == 2
   for results in (runs, pooled):
     labels = report.length_figure(results).axes[0].get_legend_handles_labels()[1]

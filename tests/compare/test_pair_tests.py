@@ -164,7 +164,9 @@ def test_contrasts_are_declared_not_chosen():
     F.contrast_pairs(full, 'none,additive')
   with pytest.raises(ConfigError, match="'all' is every pair already"):
     F.contrast_pairs(full, 'all,none')
-  for bad, match in (('w', "'w' is not a variant"), ('x~x', 'with itself'), (',', 'name no pair')):
+  assert F.contrast_pairs(names, None) == F.contrast_pairs(names, 'all')  # None: the default family
+  empty = ('', "contrasts '' names no contrast"), (' ', "contrasts ' ' names no contrast")  # an error, not 'all'
+  for bad, match in (('w', "'w' is not a variant"), ('x~x', 'with itself'), (',', 'name no pair'), *empty):
     with pytest.raises(ConfigError, match=match):
       F.contrast_pairs(names, bad)
 
@@ -328,12 +330,12 @@ def test_bad_input():
 
 
 def test_mean_sd_never_hides_a_spread():
-  from attnmt.analysis import tables
+  from attnmt.analysis import formatting
 
-  assert tables.mean_sd([21.81]) == '21.81'
-  assert tables.mean_sd([20.0, 22.0, 24.0]) == '22.00 ± 2.00'
-  assert tables.mean_sd([0.811, 0.813]) == '0.81 ± 0.001'
-  assert tables.mean_sd([5.0, 5.0]) == '5.00 ± 0.00'  # seeds that agree exactly
+  assert formatting.mean_sd([21.81]) == '21.81'
+  assert formatting.mean_sd([20.0, 22.0, 24.0]) == '22.00 ± 2.00'
+  assert formatting.mean_sd([0.811, 0.813]) == '0.81 ± 0.001'
+  assert formatting.mean_sd([5.0, 5.0]) == '5.00 ± 0.00'  # seeds that agree exactly
 
 
 def test_sentence_bleus_are_sacrebleus_sentence_bleu():

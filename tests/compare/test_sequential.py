@@ -170,6 +170,27 @@ def test_rounds_end_to_end(tmp_path):
   assert again.returncode == 0 and again.stdout.count('finished earlier') == 2
   changed = _sweep(work, '--config.sweep.delta=1.0')
   assert changed.returncode == 2 and 'another design (changed: delta' in changed.stderr
+  # the design binds what its rounds trained: another learning rate is refused, naming it, before anything runs
+  bound = (work / 'design.json').read_text()
+  assert json.loads(bound)['training']['train']['learning_rate'] == 0.003  # the tiny config's
+  other = _sweep(work, '--config.train.learning_rate=0.02')
+  assert other.returncode == 2 and 'its rounds trained with other settings (train.learning_rate 0.003 -> 0.02' in (
+    other.stderr
+  )
+  refused = {
+    '--config.train.seeds=7': '--config.train.seeds=7: a rounds sweep trains the seeds its design names',
+    '--config.sweep.analyze=false': "sweep.analyze=false: the rounds' looks read each round's translations",
+  }
+  for flag, line in refused.items():
+    res = _sweep(work, flag)
+    assert res.returncode == 2 and f'error: {line}' in res.stderr, res.stderr[-2000:]
+  assert (work / 'design.json').read_text() == bound and 'round-3' not in os.listdir(work)
+  # a refused command on a fresh folder writes nothing, not even the design that would block the real one
+  for flag in ('--config.sweep.report_only=true', '--config.train.learning_rate=nan'):
+    fresh = tmp_path / f'fresh{flag.split("=")[0][-5:]}'
+    res = _sweep(fresh, flag)
+    assert res.returncode == 2 and res.stderr.strip().splitlines()[-1].startswith('error: '), res.stderr[-2000:]
+    assert not fresh.exists() or not os.listdir(fresh), os.listdir(fresh)
   # a results page keeps the design and the rounds' translations only: report_only replays the same looks
   page = tmp_path / 'page'
   page.mkdir()

@@ -13,7 +13,7 @@ import time
 PHASES = {
   'prepare': ('attnmt.data.prepare', '_vocab_dir'),  # data preparation, corpus loaded, the cache lock held
   'final_evaluation': ('attnmt.training.results', 'final_results'),  # training's test evaluation
-  'analysis': ('attnmt.analysis.report', '_analyze_run'),  # one run's analysis
+  'analysis': ('attnmt.analysis.run_analysis', 'analyze_run'),  # one run's analysis
 }
 
 

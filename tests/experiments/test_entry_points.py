@@ -235,28 +235,28 @@ def test_sweep_needs_a_workdir(data_dir):
 
 
 def test_sweep_reports_the_combinations_it_skips():
-  from experiments import sweep
+  from experiments import sweep_plan
   from experiments.configs import tiny
 
   config = tiny.get_config()
   config.sweep.scores = 'none,dot'
   config.sweep.windows = 'global,local_m'
   config.model.decoder_hidden_size = 48  # dot needs 32 (= 2 x 16): refused with the reason
-  keep, refused = sweep.variants(config)
+  keep, refused = sweep_plan.variants(config)
   assert [name for name, _ in keep] == ['none/bahdanau/global']
   reasons = ' '.join(why for _, why in refused)
   assert len(refused) == 3 and "score 'dot' needs the query size" in reasons and "score 'none' has no" in reasons
 
 
 def test_sweep_axes_over_any_key_name_every_run_by_its_values():
-  from experiments import sweep
+  from experiments import sweep_plan
   from experiments.configs import tiny
 
   config = tiny.get_config()
   config.sweep.scores = 'additive,general'
   config.sweep.query_timings = 'bahdanau(deep_output_size=16),luong,luong(input_feeding=false)'
   config.sweep.axes = 'model.window=local_m(size=2),local_m(size=4); train.learning_rate=1e-3'
-  keep, _ = sweep.variants(config)
+  keep, _ = sweep_plan.variants(config)
   names = [name for name, _ in keep]
   # a value with options is split at commas outside parentheses; a name shows the options that differ
   assert len(names) == 2 * 3 * 2 == len(set(names))
@@ -269,25 +269,25 @@ def test_sweep_axes_over_any_key_name_every_run_by_its_values():
   assert run_results.variant_name(run) == run.variant
   config.sweep.axes = 'model.window=local_m(size=2),local_m(size=two)'
   with pytest.raises(ValueError, match=r"^model.window local_m.size must be an integer >= 1, got 'two'$"):
-    sweep.variants(config)
+    sweep_plan.variants(config)
   config.sweep.axes = 'seed=1,2'
   with pytest.raises(ValueError, match="sweep axis 'seed' is not a model, data or train setting"):
-    sweep.variants(config)
+    sweep_plan.variants(config)
 
 
 def test_seeds_trained_as_runs_draw_tensorboard_heatmaps_in_their_first_seeds_run_only():
   """As a run of several seeds draws its TensorBoard heatmaps with its first seed, a sweep over train.seeds draws
   them in each pooled variant's first run (its first seed) only; without a seeds axis every run keeps them."""
-  from experiments import sweep
+  from experiments import sweep_plan
   from experiments.configs import tiny
 
   config = tiny.get_config()
   config.train.tensorboard_heatmaps = 3
   config.sweep.scores = 'none,additive'
-  keep, _ = sweep.variants(config)
+  keep, _ = sweep_plan.variants(config)
   assert [run.train.tensorboard_heatmaps for _, run in keep] == [3, 3]
   config.sweep.axes = 'train.seeds=4,1,2'
-  keep, _ = sweep.variants(config)
+  keep, _ = sweep_plan.variants(config)
   drawn = {name: run.train.tensorboard_heatmaps for name, run in keep}
   assert drawn == {
     'none/bahdanau/global/seeds=4': 3,
@@ -302,14 +302,14 @@ def test_seeds_trained_as_runs_draw_tensorboard_heatmaps_in_their_first_seeds_ru
 def test_the_former_sweep_input_feeding_reads_as_luongs_option():
   """sweep.input_feeding, the former shorthand (deliberately the compatibility path): luong reads its values as its
   option input_feeding; bahdanau, which has no such option, is one variant whatever the value."""
-  from experiments import sweep
+  from experiments import sweep_plan
   from experiments.configs import tiny
 
   config = tiny.get_config()
   config.sweep.scores = 'additive(size=16)'
   config.sweep.query_timings = 'bahdanau(deep_output_size=16),luong'
   config.sweep.input_feeding = 'true,false'
-  keep, _ = sweep.variants(config)
+  keep, _ = sweep_plan.variants(config)
   assert [name for name, _ in keep] == [
     'additive/bahdanau/global',
     'additive/luong(input_feeding=true)/global',
@@ -415,13 +415,13 @@ def test_alignment_error_rate_hand_worked():
 
 
 def test_sweep_cases_are_a_union_of_grids_and_the_luong_grid_is_table_4():
-  from experiments import sweep
+  from experiments import sweep_plan
   from experiments.configs import luong, tiny
 
   config = tiny.get_config()
   config.sweep.scores = 'dot'
   config.sweep.cases = 'model.score=dot,general|model.score=general;model.window=local_m,local_p|model.score=general'
-  names = [name for name, _ in sweep.variants(config)[0]]
+  names = [name for name, _ in sweep_plan.variants(config)[0]]
   # general/global appears in two cases: one variant
   assert names == [
     'dot/bahdanau/global',
@@ -431,8 +431,8 @@ def test_sweep_cases_are_a_union_of_grids_and_the_luong_grid_is_table_4():
   ]
   config.sweep.cases = 'model.score=dot||model.score=general'
   with pytest.raises(ValueError, match='sweep.cases has an empty case'):
-    sweep.variants(config)
-  keep, refused = sweep.variants(luong.get_config())
+    sweep_plan.variants(config)
+  keep, refused = sweep_plan.variants(luong.get_config())
   assert not refused and [name for name, _ in keep] == [
     'location/luong/global',
     'dot/luong/global',
@@ -449,13 +449,13 @@ def test_sweep_cases_are_a_union_of_grids_and_the_luong_grid_is_table_4():
 
 
 def test_shard_of():
-  from experiments import sweep
+  from experiments import sweep_plan
 
-  assert sweep.shard_of('', 5) is None and sweep.shard_of('1/3', 5) == (1, 3)
-  assert sweep.shard_of('auto', 5) == 'auto'
+  assert sweep_plan.shard_of('', 5) is None and sweep_plan.shard_of('1/3', 5) == (1, 3)
+  assert sweep_plan.shard_of('auto', 5) == 'auto'
   for bad in ('3/3', '-1/2', 'a/2', '1', '1/0', 'Auto'):
     with pytest.raises(ValueError, match='is not i/n with 0 <= i < n'):
-      sweep.shard_of(bad, 5)
+      sweep_plan.shard_of(bad, 5)
 
 
 def test_two_concurrent_shards_share_a_workdir_then_report_only_merges_them(tmp_path, data_dir):
@@ -614,10 +614,10 @@ def test_a_killed_childs_variant_finished_by_the_other_child_lets_the_sweep_repo
   """When an auto shard took over the variant of a child that died and finished it, the parent names the dead
   child's core and status in one line and writes the tables (exit 0); when a variant is left, it exits with
   the child's status and says how to resume; when the user stopped the sweep, it stops."""
-  from experiments import cores, sweep
+  from experiments import cores, sweep, sweep_report
 
   reported, events = [], []
-  monkeypatch.setattr(sweep, '_report', lambda config, root, rows, dirs, corpora, ahead: reported.append(rows))
+  monkeypatch.setattr(sweep_report, 'write', lambda config, root, rows, dirs, corpora, ahead: reported.append(rows))
   # the parent prepares the unfinished runs' corpus (on every core) before the per-core processes start
   monkeypatch.setattr(sweep.data, 'prepare_once', lambda cfg, corpora: events.append(('prepare', cfg['name'])))
   runs = [
@@ -635,10 +635,14 @@ def test_a_killed_childs_variant_finished_by_the_other_child_lets_the_sweep_repo
     )
     events.clear()
     monkeypatch.setattr(
-      sweep, '_finished', lambda workdir, run, left=left: None if left and workdir.endswith('b') else {'bleu': 1.0}
+      sweep_report,
+      'finished',
+      lambda workdir, run, left=left: None if left and workdir.endswith('b') else {'bleu': 1.0},
     )
     reported.clear()
-    unfinished = [run for _, workdir, run in runs if sweep._finished(workdir, run) is None]  # as _sweep passes them
+    unfinished = [
+      run for _, workdir, run in runs if sweep_report.finished(workdir, run) is None
+    ]  # as _sweep passes them
     if exit_status is None:
       sweep._on_cores(config, str(tmp_path), runs, 2, unfinished)
       assert reported == [[{'bleu': 1.0}, {'bleu': 1.0}]]
@@ -692,7 +696,7 @@ def test_work_while_waiting_runs_on_the_core_of_the_first_child_to_end(capsys):
 
 
 def test_a_damaged_results_json_is_named(tmp_path):
-  from experiments import sweep
+  from experiments import sweep_report
   from experiments.configs import tiny
 
   run = tiny.get_config()
@@ -700,11 +704,11 @@ def test_a_damaged_results_json_is_named(tmp_path):
   checkpoints.save_config(str(tmp_path), run)
   (tmp_path / 'results.json').write_text('')  # e.g. a disk that filled while it was written
   with pytest.raises(ValueError, match=r"results.json is damaged .*delete it and run the sweep again"):
-    sweep._finished(str(tmp_path), run)
+    sweep_report.finished(str(tmp_path), run)
   good = {'variant': 'x', 'seeds': [0, 1], 'test_bleu': [1.0, 2.0], 'test_chrf': [3.0, 4.0]}
   good |= {'test_perplexity': [5.0, 6.0], 'parameters': 10, 'tokens_per_s_per_seed': 1.5, 'train_seconds': 2.0}
   (tmp_path / 'results.json').write_text(json.dumps(good))  # chrF++ missing: a run that predates it
-  assert sweep._finished(str(tmp_path), run) == good
+  assert sweep_report.finished(str(tmp_path), run) == good
   for broken, problem in (
     ([good], 'a JSON list, not an object'),
     ({**good, 'seeds': 2}, "no list of 'seeds'"),
@@ -715,7 +719,7 @@ def test_a_damaged_results_json_is_named(tmp_path):
   ):
     (tmp_path / 'results.json').write_text(json.dumps(broken))
     with pytest.raises(ValueError) as e:
-      sweep._finished(str(tmp_path), run)
+      sweep_report.finished(str(tmp_path), run)
     assert str(e.value) == (
       f'{tmp_path}/results.json is not the results a training run writes ({problem}); delete it and run the '
       'sweep again: the variant resumes from its checkpoint'
@@ -756,13 +760,13 @@ def test_auto_seeds_on_a_cpu_are_a_run_per_seed_pooled_as_one_variant():
   """On a CPU, train.seeds=auto becomes a train.seeds axis (a run per seed, which the per-core processes take in
   turn), pooled by the analysis into one variant per score; an accelerator's seeds stay vmapped; a sweep that
   already sweeps the seeds keeps its axis."""
-  from experiments import sweep
+  from experiments import sweep_plan
   from experiments.configs import main_ablation
 
   config = main_ablation.get_config()
-  line = sweep.resolve_auto_seeds(config, 'cpu')
+  line = sweep_plan.resolve_auto_seeds(config, 'cpu')
   assert line == 'train.seeds=auto on cpu: seeds 0,1, a run per seed (sweep.axes gains train.seeds=0,1)'
-  keep, _ = sweep.variants(config)
+  keep, _ = sweep_plan.variants(config)
   assert [name for name, _ in keep] == [
     f'{score}/bahdanau/global/seeds={s}' for score in ('none', 'additive', 'general') for s in (0, 1)
   ]
@@ -771,16 +775,18 @@ def test_auto_seeds_on_a_cpu_are_a_run_per_seed_pooled_as_one_variant():
   ]
   assert [run.train.seeds for _, run in keep] == ['0', '1'] * 3
   runs = [(name, None, run) for name, run in keep]  # the per-core processes take them seed by seed
-  assert [name for name, _, _ in sweep.seed_major(runs)] == [
+  assert [name for name, _, _ in sweep_plan.seed_major(runs)] == [
     f'{score}/bahdanau/global/seeds={s}' for s in (0, 1) for score in ('none', 'additive', 'general')
   ]
   config = main_ablation.get_config()
-  assert sweep.resolve_auto_seeds(config, 'gpu') == 'train.seeds=auto on gpu: seeds 0,1,2,3,4 (vmapped)'
+  assert sweep_plan.resolve_auto_seeds(config, 'gpu') == 'train.seeds=auto on gpu: seeds 0,1,2,3,4 (vmapped)'
   assert config.train.seeds == '0,1,2,3,4' and not config.sweep.axes
   config = main_ablation.get_config()
   config.sweep.axes = 'train.seeds=3,4'
-  sweep.resolve_auto_seeds(config, 'cpu')
-  assert config.sweep.axes == 'train.seeds=3,4' and [run.train.seeds for _, run in sweep.variants(config)[0]][:2] == [
+  sweep_plan.resolve_auto_seeds(config, 'cpu')
+  assert config.sweep.axes == 'train.seeds=3,4' and [run.train.seeds for _, run in sweep_plan.variants(config)[0]][
+    :2
+  ] == [
     '3',
     '4',
   ]
@@ -879,11 +885,13 @@ def test_analyze_pools_runs_trained_a_seed_each(tmp_path, data_dir, monkeypatch)
   # A sweep analyses the runs that have finished while its last runs train (report.analyze_ahead); its analysis
   # then reuses them: the results of analysing every run at the end, each run decoded once. The second seeds'
   # runs, analysed first, draw no heatmaps: their variants' first runs draw them.
-  from attnmt.analysis import report
+  from attnmt.analysis import report, run_analysis
 
-  dirs, calls, real = runs.split(','), [], report._analyze_run
+  dirs, calls, real = runs.split(','), [], run_analysis.analyze_run
   monkeypatch.setattr(
-    report, '_analyze_run', lambda run, *a, **k: calls.append((run.workdir, k['num_heatmaps'])) or real(run, *a, **k)
+    run_analysis,
+    'analyze_run',
+    lambda run, *a, **k: calls.append((run.workdir, k['num_heatmaps'])) or real(run, *a, **k),
   )
   options = dict(beam_size=0, num_heatmaps=1, heatmap_min_words=0)
   out = str(tmp_path / 'ahead')

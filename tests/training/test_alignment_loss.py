@@ -387,11 +387,11 @@ def test_supervised_settings_that_can_work_pass():
 
 
 def test_a_sweep_skips_none_under_supervision_with_the_reason():
-  from experiments import sweep
+  from experiments import sweep_plan
 
   config = supervised_config()
   config.sweep.scores = 'none,additive(size=16)'
-  keep, refused = sweep.variants(config)
+  keep, refused = sweep_plan.variants(config)
   # a sweep's name shows the options that differ between its variants: none here
   assert [name for name, _ in keep] == ['additive/bahdanau/global']
   assert len(refused) == 1 and 'model.score=none has none' in refused[0][1]

@@ -9,7 +9,7 @@ import sacrebleu
 import scipy.stats
 
 from attnmt.errors import InputError
-from attnmt.analysis import report
+from attnmt.analysis import formatting, pair_table, run_analysis, run_verdicts, scoring, sweep_tables
 from attnmt import data
 from attnmt.training import evaluation, measures, translation_scores
 from attnmt.analysis import tables
@@ -73,7 +73,7 @@ def test_attention_measures_leave_out_the_eos_row_and_the_source_eos_column():
   a[:4, 4] = 0.6
   a[4, 0] = 1.0
   x = evaluation.SplitTranslation(0, [5, 6, 7, 8, data.EOS_ID], 'a b c d', a)
-  got = report.attention_measures([x])
+  got = run_analysis.attention_measures([x])
   assert got['monotonicity'] == 1.0 and got['tokens'] == 4
   h = -(0.4 * np.log(0.4) + 0.6 * np.log(0.6))
   assert got['entropy'] == pytest.approx(h) and got['normalized'] == pytest.approx(h / np.log(5))
@@ -83,7 +83,7 @@ def test_attention_measures_leave_out_the_eos_row_and_the_source_eos_column():
   assert got['coverage_deviation'] == pytest.approx((0.4 + 3 * 0.6 + 1.4) / 5)
   # Without a final EOS (the decoding budget ran out) every row is an output token.
   unfinished = evaluation.SplitTranslation(0, [5, 6, 7, 8, 9], 'a b c d e', a)
-  assert report.attention_measures([unfinished])['tokens'] == 5
+  assert run_analysis.attention_measures([unfinished])['tokens'] == 5
 
 
 def test_entropy_of_uniform_one_hot_and_padded_attention():
@@ -250,7 +250,7 @@ def _results(sources, references, systems):
         'greedy_chrf': [x['chrf'] for x in scores],
         'greedy_chrfpp': [x['chrfpp'] for x in scores],
         'greedy_repetition': [measures.repetition_rate(h) for h in seeds],
-        'greedy_bleu_by_length': report.pool_by_length(by_seed),
+        'greedy_bleu_by_length': scoring.pool_by_length(by_seed),
         'attention': _attention(np.full((4, 4), 0.25) if name.startswith('none/') else np.eye(4)),
       }
     )
@@ -311,7 +311,7 @@ def test_one_seed_is_tested_on_the_sentences_alone_and_ranks_nothing():
   left out in turn), its interval the simultaneous one; nothing is ranked."""
   sources, refs, systems = _corpus()
   results, texts = _results(sources, refs, _one_seed(systems))
-  report.add_significance(results, texts)
+  run_verdicts.add_significance(results, texts)
   for r in results:
     s = r['significance']
     # A baseline (none does not attend) and two shared length buckets: 0.2 of alpha for the bucket contrasts
@@ -376,7 +376,7 @@ def test_a_run_that_translated_other_sentences_is_compared_with_nothing():
   _, other_refs, _ = _corpus(seed=1)
   results, texts = _results(sources, refs, _one_seed({NONE: systems[NONE], DOT: systems[DOT]}))
   extra, extra_texts = _results(sources, other_refs, _one_seed({ADDITIVE: systems[ADDITIVE]}))
-  report.add_significance(results + extra, texts + extra_texts)
+  run_verdicts.add_significance(results + extra, texts + extra_texts)
   alone = extra[0]['significance']
   assert alone['baseline'] is None and alone['pairs'] == [] and alone['length_level'] == 0.0
   assert alone['corpus']['mean'] == pytest.approx(sacrebleu.corpus_bleu(systems[ADDITIVE], [other_refs]).score)
@@ -401,9 +401,9 @@ def _seeds(systems, k=3):
 def test_analysis_table_and_verdicts_with_one_seed():
   sources, references, systems = _corpus()
   results, texts = _results(sources, references, _one_seed(systems))
-  report.add_significance(results, texts)
+  run_verdicts.add_significance(results, texts)
   table = tables.analysis_table(results)
-  assert table.count(tables.ONE_SEED) == 1  # what one seed means is said once, in the legend
+  assert table.count(formatting.ONE_SEED) == 1  # what one seed means is said once, in the legend
   lines = table.split('\n\n')[0].splitlines()
   head = [c.strip() for c in lines[0].strip('|').split('|')]
   assert head == [
@@ -465,7 +465,7 @@ def test_three_seeds_rank_by_simultaneous_intervals():
   sources, refs, systems = _corpus()
   per_seed = _seeds(systems)
   results, texts = _results(sources, refs, per_seed)
-  report.add_significance(results, texts)
+  run_verdicts.add_significance(results, texts)
   bleu = {name: [sacrebleu.corpus_bleu(h, [refs]).score for h in hyps] for name, hyps in per_seed.items()}
   assert all(r['significance']['ranked'] and r['significance']['family_size'] == 3 for r in results)
   pairs = {(p['a'], p['b']): p for r in results for p in r['significance']['pairs']}
@@ -545,7 +545,7 @@ def test_three_seeds_rank_by_simultaneous_intervals():
   for line in verdict.strip().splitlines()[1:]:
     groups = _verdict_groups(line)
     assert groups['beat it'].startswith(f'{ADDITIVE} ') and groups['undecided'].startswith(f'{DOT} '), line
-  pairs_text = tables.pairwise_text(results)
+  pairs_text = pair_table.pairwise_text(results)
   assert pairs_text.startswith(
     '| pair | difference | simultaneous interval | p | adjusted p (≠ 0) | adjusted p (within ±δ) | verdict | '
     'seeds to decide |'
@@ -565,7 +565,7 @@ def test_three_seeds_rank_by_simultaneous_intervals():
   assert f'--config.train.seeds={",".join(map(str, fresh)) if k <= 12 else f"$(seq -s, 3 {2 + k})"}' in pairs_text
   # No random seed: the same translations give the same statistics, to the last bit.
   again, again_texts = _results(sources, refs, per_seed)
-  report.add_significance(again, again_texts)
+  run_verdicts.add_significance(again, again_texts)
   assert [r['significance'] for r in again] == [r['significance'] for r in results]
 
 
@@ -576,10 +576,10 @@ def test_a_declared_family_and_margin_change_the_verdicts_not_the_tests():
   sources, refs, systems = _corpus()
   per_seed = _seeds(systems)
   results, texts = _results(sources, refs, per_seed)
-  report.add_significance(results, texts)
+  run_verdicts.add_significance(results, texts)
   every = {(p['a'], p['b']): p for r in results for p in r['significance']['pairs']}
   declared, declared_texts = _results(sources, refs, per_seed)
-  report.add_significance(declared, declared_texts, contrasts=NONE, delta=100.0)
+  run_verdicts.add_significance(declared, declared_texts, contrasts=NONE, delta=100.0)
   s = declared[0]['significance']
   assert (s['contrasts'], s['family_size'], s['delta'], s['level']) == (NONE, 2, 100.0, pytest.approx(0.04))
   against = {(p['a'], p['b']): p for r in declared for p in r['significance']['pairs']}
@@ -597,7 +597,7 @@ def test_a_declared_family_and_margin_change_the_verdicts_not_the_tests():
   assert dot['decision'] == 'equivalent' and dot['verdict'] == f'{DOT} ≈ {NONE} (equivalent within ±100)'
   assert dot['p_equivalent_adjusted'] < 0.05 and dot['seeds_to_decide'] is None and not dot['ranked']
   assert against[(ADDITIVE, NONE)]['verdict'] == f'{ADDITIVE} > {NONE} (by less than 100)'
-  note = tables.pairs_note(declared)
+  note = pair_table.pairs_note(declared)
   assert 'The family is the declared contrasts none/bahdanau/global (2 contrast(s))' in note
   assert 'within ±100 BLEU' in note and '(Bonferroni: 0.04 over 2)' in note
   # The bucket contrasts take the margin too; the attention verdict groups them by their answers.
@@ -629,7 +629,7 @@ def test_the_seed_plan_names_the_option_that_trains_more_seeds():
   ]
   results = [{'variant': 'dot', 'significance': {'pairs': pairs}}] + [{'variant': v} for v in ('additive', 'general')]
   results = [r | {'seeds': [0, 1, 2]} for r in results]
-  together = tables.seed_plan_text(results).splitlines()
+  together = pair_table.seed_plan_text(results).splitlines()
   assert together[0] == 'Seeds to decide the 2 undecided contrast(s) (80 % probability each, at the family level):'
   assert together[1] == (
     '  if the observed differences are true: 14–30 seeds per variant (general − additive needs the most; seed sd '
@@ -642,21 +642,21 @@ def test_the_seed_plan_names_the_option_that_trains_more_seeds():
     '--config.sweep.rounds=6 --config.sweep.seeds_per_round=5 --config.sweep.first_seed=3 '
     '(docs/design.md, "Seeds until decided").'
   )  # 30 seeds, general − additive's upper plan
-  as_runs = tables.seed_plan_text([{**r, 'seeds_as_runs': True} for r in results])
+  as_runs = pair_table.seed_plan_text([{**r, 'seeds_as_runs': True} for r in results])
   assert '--config.sweep.axes="train.seeds=$(seq -s, 3 16)"' in as_runs and '--config.train.seeds' not in as_runs
-  assert tables.seeds_option(5) == '--config.train.seeds=0,1,2,3,4'
-  assert tables.seeds_option(3, first=5) == '--config.train.seeds=5,6,7'
+  assert pair_table.seeds_option(5) == '--config.train.seeds=0,1,2,3,4'
+  assert pair_table.seeds_option(3, first=5) == '--config.train.seeds=5,6,7'
   # Out of reach of 1000 seeds (None) is named; past 50 seeds no option is printed; a missing bound reads
   # 'to more than 1000'.
   pairs[0]['seeds_to_decide'] = plan(None, None, 60, None)
-  far = tables.seed_plan_text(results).splitlines()
+  far = pair_table.seed_plan_text(results).splitlines()
   assert far[1] == '  if the observed differences are true: out of reach of 1000 seeds per variant in dot − additive'
   assert far[2].startswith('  whatever the differences: 60 to more than 1000 seeds per variant (dot − additive needs')
   assert far[2].endswith(')') and '--config.train.seeds' not in far[2]
   cell = {'difference': 0.3, 'interval': [-1, 2], 'p_value': 0.4, 'p_adjusted': 1.0, 'p_equivalent_adjusted': 1.0}
   cell |= {'verdict': 'general vs additive: undecided with 3 seeds', 'decision': 'undecided'}
-  assert tables.contrast_cells({**pairs[1], **cell})[7] == '14–30'  # the table's cell: the same range
-  assert tables.seed_plan_text([{'variant': 'dot', 'significance': {'pairs': pairs[2:]}}]) == ''
+  assert pair_table.contrast_cells({**pairs[1], **cell})[7] == '14–30'  # the table's cell: the same range
+  assert pair_table.seed_plan_text([{'variant': 'dot', 'significance': {'pairs': pairs[2:]}}]) == ''
 
 
 def test_sweep_results_table_and_csv():
@@ -668,7 +668,7 @@ def test_sweep_results_table_and_csv():
   for r in rows:
     r.setdefault('test_perplexity', [8.0, 9.0, 10.0])
     r.update(parameters=1000, tokens_per_s_per_seed=10.0, train_seconds=60.0)
-  md = tables.results_table(rows)
+  md = sweep_tables.results_table(rows)
   lines = md.splitlines()
   a, b = ([c.strip() for c in line.strip('|').split('|')] for line in lines[2:4])
   assert a[2:6] == ['21.81', '21.81', '–', '–'] and '± 0.00' not in md
@@ -677,7 +677,7 @@ def test_sweep_results_table_and_csv():
   assert lines[0].split(' | ')[6:9] == ['test chrF', 'test chrF++', 'test perplexity']
   assert a[6:8] == ['50.00', '–'] and b[6:8] == ['50.00 ± 1.00', '48.17 ± 1.26']
   assert 'not ranked' in lines[-1]
-  csv = tables.results_csv(rows).splitlines()
+  csv = sweep_tables.results_csv(rows).splitlines()
   assert csv[1].split(',')[2:7] == ['21.8100', '21.8100', '', '', '']
   assert csv[2].split(',')[2:5] == ['20.0000 22.0000 24.0000', '22.0000', '2.0000']
   assert csv[1].split(',')[9:11] == ['', ''] and csv[2].split(',')[9:11] == ['48.1667', '1.2583']
@@ -694,17 +694,17 @@ def test_runs_of_one_seed_each_pool_into_one_row_per_variant():
 
   rows = [run('dot', 0, 20.0, 48.0), run('general', 1, 23.0, 49.0), run('dot', 1, 22.0), run('dot', 2, 24.0, 47.0)]
   rows.append({**run('concat', 0, 21.0, 48.0), 'variant': 'concat'})
-  dot, general, concat = tables.pool_seed_rows(rows)
+  dot, general, concat = sweep_tables.pool_seed_rows(rows)
   assert (dot['variant'], dot['seeds'], dot['test_bleu']) == ('dot', [0, 1, 2], [20.0, 22.0, 24.0])
   assert dot['test_chrf'] == [50.0, 51.0, 52.0] and 'test_chrfpp' not in dot  # seed 1's run predates chrF++
   assert dot['train_seconds'] == 180.0 and dot['tokens_per_s_per_seed'] == pytest.approx(20.0)
   assert general['variant'] == 'general' and general['seeds'] == [1] and concat['variant'] == 'concat'
   assert rows[0]['test_bleu'] == [20.0]  # the inputs are not changed
-  md = tables.results_table([dot, general])
+  md = sweep_tables.results_table([dot, general])
   half = 4.302652729911275 * 2.0 / np.sqrt(3)
   assert f'| dot | 3 | 20.00 / 22.00 / 24.00 | 22.00 | 2.00 | [{22 - half:.2f}, {22 + half:.2f}] |' in md
   with pytest.raises(InputError, match=r'seed\(s\) \[0\] appear in more than one run'):
-    tables.pool_seed_rows([rows[0], rows[0]])
+    sweep_tables.pool_seed_rows([rows[0], rows[0]])
 
 
 def test_chrfpp_is_sacrebleus_chrf_with_word_bigrams():

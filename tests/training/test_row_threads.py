@@ -1,5 +1,5 @@
 """The training step as row blocks on threads (attnmt/training/row_threads.py) and decoding in row blocks
-(evaluation.decode_in_blocks): the same update, metrics and translations as the one-program versions."""
+(batch_decoding.decode_in_blocks): the same update, metrics and translations as the one-program versions."""
 
 import dataclasses
 
@@ -11,7 +11,7 @@ import pytest
 from attnmt.errors import ConfigError
 from attnmt.model import toy
 from attnmt.model.config import ModelConfig
-from attnmt.training import evaluation, parallel, row_threads, settings, train_step
+from attnmt.training import batch_decoding, parallel, row_threads, settings, train_step
 from attnmt.training import seeds as seed_axis
 from tests.small_model import SMALL
 
@@ -142,10 +142,10 @@ def test_decoding_in_blocks_equals_the_whole_batch(beam):
   src, src_len = jnp.asarray(batch['src']), jnp.asarray(batch['src_len'])
 
   def decode(s, n):
-    return evaluation._decode(CFG, params, s, n, beam, 16, 0.6, True, 0.0, None, beam > 0)
+    return batch_decoding.decode(CFG, params, s, n, beam, 16, 0.6, True, 0.0, None, beam > 0)
 
   whole, whole_beams = decode(src, src_len)
-  d, beams = evaluation.decode_in_blocks(decode, src, src_len, 2)
+  d, beams = batch_decoding.decode_in_blocks(decode, src, src_len, 2)
   for name, x, y in zip(whole._fields, d, whole):
     np.testing.assert_allclose(x, np.asarray(y), rtol=1e-5, atol=1e-6, err_msg=name)
   if beam:
@@ -156,11 +156,11 @@ def test_decoding_in_blocks_equals_the_whole_batch(beam):
 
 def test_decode_blocks_only_where_the_rows_divide_on_one_device(monkeypatch):
   monkeypatch.setattr(row_threads, 'usable_cores', lambda: 2)
-  assert evaluation.decode_blocks(64) == 2
-  assert evaluation.decode_blocks(63) == 1  # no block shape compiled ahead for odd rows
-  assert evaluation.decode_blocks(32) == 1
+  assert batch_decoding.decode_blocks(64) == 2
+  assert batch_decoding.decode_blocks(63) == 1  # no block shape compiled ahead for odd rows
+  assert batch_decoding.decode_blocks(32) == 1
   monkeypatch.setattr(row_threads, 'usable_cores', lambda: 4)
-  assert evaluation.decode_blocks(96) == 3
+  assert batch_decoding.decode_blocks(96) == 3
 
 
 def test_a_run_on_row_threads_trains_evaluates_and_resumes_bitwise(tmp_path, capsys):

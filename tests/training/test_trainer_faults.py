@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 
 import attnmt
-from attnmt.training import checkpoints, guards, trainer, train_step
+from attnmt.training import checkpoint_io, checkpoints, guards, trainer, train_step
 from attnmt.training import results as run_results
 from experiments.configs import tiny
 
@@ -515,7 +515,7 @@ def test_after_a_failed_read_orbax_late_noise_is_dropped_and_any_other_is_not(pa
 
   try:
     with pytest.raises(ValueError):
-      with checkpoints.quiet_io():
+      with checkpoint_io.quiet_io():
         raise ValueError('a damaged step')  # a failed read: from here on the process drops Orbax's late noise
     never_retrieved(orbax_read())
     never_retrieved(users_own())
