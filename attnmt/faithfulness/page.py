@@ -123,110 +123,124 @@ def _tables(results: list[dict], test: str) -> list[tuple[str, list[tuple]]]:
   """(title, columns) of a test's tables, each column (header, key path under the test, scale, digits), from the
   attending results."""
   done = [r['tests'][test] for r in results if test in r.get('tests', {}) and 'not_applicable' not in r['tests'][test]]
-  if test == 'moradi':
-    labels = list(dict.fromkeys(label for d in done for label in d['shares']))
-    cols = [
-      (f'{label}{title} %', f'shares/{label}/{kind}', 100.0, 1)
-      for kind, title in (('tokens', ''), ('function', ' function'), ('content', ' content'))
-      for label in labels
-      if any(kind in d['shares'].get(label, {}) for d in done)
-    ]
-    return [('', cols)]
-  if test == 'serrano_smith':
-    orders = list(dict.fromkeys(o for d in done for o in d['orders']))
-    flips = [
-      c
-      for o in orders
-      for c in (
-        (f'{o}: fraction removed', f'orders/{o}/fraction', 1.0, 3),
-        (f'{o}: never flips %', f'orders/{o}/never_flipped', 100.0, 1),
-      )
-    ] + [('no order flips %', 'no_order_flips', 100.0, 1)]
-    single = [
-      c
-      for o in orders
-      if o != 'random'
-      for c in (
-        (f'{o}: JSD top - other', f'orders/{o}/single/jsd_diff', 1.0, 4),
-        (f'{o}: top larger %', f'orders/{o}/single/jsd_top_larger', 100.0, 1),
-        (f'{o}: only top flips %', f'orders/{o}/single/flips_only_top', 100.0, 1),
-        (f'{o}: only other flips %', f'orders/{o}/single/flips_only_other', 100.0, 1),
-        (f'{o}: both flip %', f'orders/{o}/single/flips_both', 100.0, 1),
-      )
-    ]
-    names = list(dict.fromkeys(n for d in done for n in d.get('paired', {})))
-    paired = [
-      c
-      for n in names
-      for c in (
-        (f'{n}: attention sooner %', f'paired/{n}/a_sooner', 100.0, 1),
-        (f'{n}: {n.split("_vs_")[1]} sooner %', f'paired/{n}/b_sooner', 100.0, 1),
-        (f'{n}: same %', f'paired/{n}/same', 100.0, 1),
-      )
-    ]
-    return [
-      ('Weights removed until the decision flips', flips),
-      ('Single weight: the top weight zeroed against a random other', single),
-      ('Step by step: which ranking flips sooner', paired),
-    ]
-  if test == 'jain_wallace':
-    return [
-      (
-        'Rank correlation',
-        [
-          ('τ(attention, gradient)', 'tau_gradient', 1.0, 3),
-          ('τ(attention, leave-one-out)', 'tau_loo', 1.0, 3),
-          ('gradient: p < 0.05 %', 'significant_gradient', 100.0, 1),
-          ('leave-one-out: p < 0.05 %', 'significant_loo', 100.0, 1),
-        ],
-      ),
-      (
-        'Permuted attention: median output TVD',
-        [
-          ('all steps', 'permutation/median_difference', 1.0, 4),
-          ('token changes %', 'permutation/flipped', 100.0, 1),
-          *_bins('permutation/by_max_attention'),
-        ],
-      ),
-      (
-        'Adversarial attention',
-        [
-          ('JSD (theirs: TVD <= 0.05, words)', 'adversarial/jsd', 1.0, 4),
-          ('JSD where held', 'adversarial/jsd_held', 1.0, 4),
-          ('held %', 'adversarial/held', 100.0, 1),
-          ('strict JSD (TVD <= ε, all)', 'adversarial/strict_jsd', 1.0, 4),
-          ('strict held %', 'adversarial/strict_held', 100.0, 1),
-          ('steps', 'adversarial/steps', 1.0, 0),
-        ],
-      ),
-    ]
-  return [
-    (
-      'Uniform weights',
-      [
-        ('accuracy, own attention %', 'accuracy_own', 100.0, 1),
-        ('accuracy, uniform %', 'accuracy_uniform', 100.0, 1),
-        ('uniform chooses own token %', 'agreement', 100.0, 1),
-      ],
-    ),
-    (
-      'Seed variance: median JSD of the other seeds\' attention',
-      [
-        ('all steps', 'seed_variance/jsd_median', 1.0, 4),
-        ('output TVD', 'seed_variance/output_tvd', 1.0, 4),
-        *_bins('seed_variance/by_max_attention'),
-      ],
-    ),
-    (
-      'Non-contextual diagnostic (first seed): token accuracy',
-      [
-        ("the model's attention frozen in %", 'diagnostic/accuracy/frozen', 100.0, 1),
-        ('uniform %', 'diagnostic/accuracy/uniform', 100.0, 1),
-        ('its own learned attention %', 'diagnostic/accuracy/learned', 100.0, 1),
-        ('steps', 'diagnostic/tokens', 1.0, 0),
-      ],
-    ),
+  return _TABLES[test](done)
+
+
+def _moradi_tables(done: list[dict]) -> list[tuple[str, list[tuple]]]:
+  labels = list(dict.fromkeys(label for d in done for label in d['shares']))
+  cols = [
+    (f'{label}{title} %', f'shares/{label}/{kind}', 100.0, 1)
+    for kind, title in (('tokens', ''), ('function', ' function'), ('content', ' content'))
+    for label in labels
+    if any(kind in d['shares'].get(label, {}) for d in done)
   ]
+  return [('', cols)]
+
+
+def _serrano_smith_tables(done: list[dict]) -> list[tuple[str, list[tuple]]]:
+  orders = list(dict.fromkeys(o for d in done for o in d['orders']))
+  flips = [
+    c
+    for o in orders
+    for c in (
+      (f'{o}: fraction removed', f'orders/{o}/fraction', 1.0, 3),
+      (f'{o}: never flips %', f'orders/{o}/never_flipped', 100.0, 1),
+    )
+  ] + [('no order flips %', 'no_order_flips', 100.0, 1)]
+  single = [
+    c
+    for o in orders
+    if o != 'random'
+    for c in (
+      (f'{o}: JSD top - other', f'orders/{o}/single/jsd_diff', 1.0, 4),
+      (f'{o}: top larger %', f'orders/{o}/single/jsd_top_larger', 100.0, 1),
+      (f'{o}: only top flips %', f'orders/{o}/single/flips_only_top', 100.0, 1),
+      (f'{o}: only other flips %', f'orders/{o}/single/flips_only_other', 100.0, 1),
+      (f'{o}: both flip %', f'orders/{o}/single/flips_both', 100.0, 1),
+    )
+  ]
+  names = list(dict.fromkeys(n for d in done for n in d.get('paired', {})))
+  paired = [
+    c
+    for n in names
+    for c in (
+      (f'{n}: attention sooner %', f'paired/{n}/a_sooner', 100.0, 1),
+      (f'{n}: {n.split("_vs_")[1]} sooner %', f'paired/{n}/b_sooner', 100.0, 1),
+      (f'{n}: same %', f'paired/{n}/same', 100.0, 1),
+    )
+  ]
+  return [
+    ('Weights removed until the decision flips', flips),
+    ('Single weight: the top weight zeroed against a random other', single),
+    ('Step by step: which ranking flips sooner', paired),
+  ]
+
+
+_JAIN_WALLACE = [
+  (
+    'Rank correlation',
+    [
+      ('τ(attention, gradient)', 'tau_gradient', 1.0, 3),
+      ('τ(attention, leave-one-out)', 'tau_loo', 1.0, 3),
+      ('gradient: p < 0.05 %', 'significant_gradient', 100.0, 1),
+      ('leave-one-out: p < 0.05 %', 'significant_loo', 100.0, 1),
+    ],
+  ),
+  (
+    'Permuted attention: median output TVD',
+    [
+      ('all steps', 'permutation/median_difference', 1.0, 4),
+      ('token changes %', 'permutation/flipped', 100.0, 1),
+      *_bins('permutation/by_max_attention'),
+    ],
+  ),
+  (
+    'Adversarial attention',
+    [
+      ('JSD (theirs: TVD <= 0.05, words)', 'adversarial/jsd', 1.0, 4),
+      ('JSD where held', 'adversarial/jsd_held', 1.0, 4),
+      ('held %', 'adversarial/held', 100.0, 1),
+      ('strict JSD (TVD <= ε, all)', 'adversarial/strict_jsd', 1.0, 4),
+      ('strict held %', 'adversarial/strict_held', 100.0, 1),
+      ('steps', 'adversarial/steps', 1.0, 0),
+    ],
+  ),
+]
+
+_WIEGREFFE_PINTER = [
+  (
+    'Uniform weights',
+    [
+      ('accuracy, own attention %', 'accuracy_own', 100.0, 1),
+      ('accuracy, uniform %', 'accuracy_uniform', 100.0, 1),
+      ('uniform chooses own token %', 'agreement', 100.0, 1),
+    ],
+  ),
+  (
+    'Seed variance: median JSD of the other seeds\' attention',
+    [
+      ('all steps', 'seed_variance/jsd_median', 1.0, 4),
+      ('output TVD', 'seed_variance/output_tvd', 1.0, 4),
+      *_bins('seed_variance/by_max_attention'),
+    ],
+  ),
+  (
+    'Non-contextual diagnostic (first seed): token accuracy',
+    [
+      ("the model's attention frozen in %", 'diagnostic/accuracy/frozen', 100.0, 1),
+      ('uniform %', 'diagnostic/accuracy/uniform', 100.0, 1),
+      ('its own learned attention %', 'diagnostic/accuracy/learned', 100.0, 1),
+      ('steps', 'diagnostic/tokens', 1.0, 0),
+    ],
+  ),
+]
+
+_TABLES = {  # each test's tables from its attending results
+  'moradi': _moradi_tables,
+  'serrano_smith': _serrano_smith_tables,
+  'jain_wallace': lambda done: _JAIN_WALLACE,
+  'wiegreffe_pinter': lambda done: _WIEGREFFE_PINTER,
+}
 
 
 def _rows(results: list[dict], test: str, cols: list[tuple], first: bool = True) -> list[str]:
