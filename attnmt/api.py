@@ -19,7 +19,6 @@ EOS included) is refused, not truncated; other models take any length.
 from __future__ import annotations
 
 import dataclasses
-import numbers
 import os
 from typing import Optional, Sequence
 
@@ -28,12 +27,13 @@ import ml_collections
 import numpy as np
 
 from attnmt import data, plots
-from attnmt.analysis import inspection, report, tables
+from attnmt.analysis import inspection, report
+from attnmt.analysis.comparison import Comparison
 from attnmt.faithfulness import runner
 from attnmt.compare import family
 from attnmt.data import batching, pipeline, sources as corpora
 from attnmt.data.tokenizers import token_labels
-from attnmt.errors import CheckpointError, ConfigError, InputError
+from attnmt.errors import CheckpointError, InputError
 from attnmt.model import interventions, scores
 from attnmt.model.config import ModelConfig
 from attnmt.training import evaluation, trainer
@@ -110,7 +110,7 @@ class Run(inspection.LoadedRun):
     `intervention` (None, an interventions.Intervention or its name): counterfactual attention at every step
     (`intervene`), in greedy and beam search alike."""
     if intervention is not None:
-      intervention = _intervention(intervention)
+      intervention = interventions.selected(intervention)
     if not isinstance(beam_size, int) or beam_size < 0:
       raise InputError(f'beam_size={beam_size!r}: pass 0 (greedy search) or a beam width >= 1')
     texts = _sentences(sentences, 'sentences')
@@ -162,7 +162,7 @@ class Run(inspection.LoadedRun):
     then: `seed` picks the model's parameters (one of `seeds`, as in `translate`), `draw_seed` the
     counterfactual's randomness. Each Translation's attention is the counterfactual one the context read.
     Compare with `translate` to see what the output owes the attention."""
-    return self.translate(sentences, beam_size, seed, _intervention(intervention, **kw))
+    return self.translate(sentences, beam_size, seed, interventions.selected(intervention, **kw))
 
   def explain(
     self,
@@ -251,50 +251,6 @@ class Run(inspection.LoadedRun):
     return split
 
 
-# Run.intervene's options: their Intervention fields (the draw's seed is `draw_seed`, since `seed` picks the model)
-def _intervention(value, draw_seed: int = 0, **options) -> interventions.Intervention:
-  """An Intervention as given, or built from its selection ('zero_top_k', 'zero_top_k(k=3)', an import path)
-  with `options` (its declared options, e.g. k, concentration) and `draw_seed`, the seed of its draw; anything
-  else is an InputError naming the value and the accepted forms, a bad name or option one naming the valid ones."""
-  if isinstance(value, interventions.Intervention):
-    given = sorted(options) + (['draw_seed'] if draw_seed else [])
-    if given:
-      raise InputError(
-        f'intervention options {", ".join(given)} given with an Intervention object: set them on it, or pass '
-        f"the intervention's name ({value.name!r}) with them"
-      )
-    return value
-  if not isinstance(value, str):
-    raise InputError(
-      f'intervention={value!r} (of type {type(value).__name__}) is not an intervention; pass its name (one of '
-      f"{', '.join(interventions.NAMES)}) or an attnmt.model.interventions.Intervention"
-    )
-  if not _whole_number(draw_seed):
-    raise InputError(
-      f'draw_seed={draw_seed!r} is not a whole number >= 0; pass the seed of the draw as one (0, 1, ...)'
-    )
-  try:
-    cls = interventions.REGISTRY.resolve(value.strip())
-    unknown = sorted(set(options) - {row.key for row in cls.settings})
-    if unknown:
-      valid = ', '.join([row.key for row in cls.settings] + ['draw_seed'])
-      raise InputError(
-        f"intervention options: {cls.name} has no option {', '.join(unknown)}; valid: {valid} (draw_seed is the "
-        "seed of the draw; seed= picks the model's)"
-      )
-    written = ', '.join(f'{k}={v}' for k, v in options.items())
-    text = value.strip() if not options else f'{value.strip().rstrip(")")}{", " if "(" in value else "("}{written})'
-    intervention = interventions.build(text, draw_seed)
-    interventions.check(intervention)
-    return intervention
-  except ConfigError as e:
-    raise InputError(str(e)) from None
-
-
-def _whole_number(x) -> bool:
-  return isinstance(x, numbers.Integral) and not isinstance(x, bool) and x >= 0
-
-
 def _sentences(items: Sequence[str], what: str) -> list[str]:
   """The non-empty strings of `items`, stripped; anything else is an InputError naming the first bad one."""
   if isinstance(items, str):
@@ -357,76 +313,6 @@ def heatmap(*items, titles: Optional[Sequence[str]] = None):
   if len(titles) != len(items):
     raise InputError(f'{len(titles)} titles for {len(items)} heatmaps: pass one title per heatmap')
   return plots.attention_panels([(x.attention, x.source_tokens, x.tokens, t) for x, t in zip(items, titles)])
-
-
-@dataclasses.dataclass
-class Comparison:
-  """Runs compared over seeds and sentences (experiments/analyze.py's table, as data).
-
-  A run is compared only with runs that translated the same sentences of `split` (the same corpus and test
-  set): `groups` lists them, one list of run directories per set of sentences, and with more than one group
-  markdown() starts with a line saying so."""
-
-  results: list[dict]  # report.analyze_runs' result per run: what analysis.json holds
-  split: str
-
-  @property
-  def groups(self) -> list[list[str]]:
-    """The runs' directories by the sentences they translated (run_verdicts.add_significance's groups), in order."""
-    groups = {}
-    for r in self.results:
-      groups.setdefault(r['significance'].get('group', 0), []).append(r['workdir'])
-    return list(groups.values())
-
-  def groups_note(self) -> str:
-    """One line naming the groups of runs compared only among themselves; '' when every run translated the
-    same sentences."""
-    if len(self.groups) < 2:
-      return ''
-    names = [r['variant'] for r in self.results]
-    unique = len(set(names)) == len(names)
-    label = {r['workdir']: r['variant'] if unique else f"{r['variant']} ({r['workdir']})" for r in self.results}
-    listed = '; '.join(f'group {k}: ' + ', '.join(label[w] for w in g) for k, g in enumerate(self.groups, 1))
-    return (
-      f'Not every run translated the same {self.split} sentences (another corpus or test set): each run is '
-      f'compared only with the runs of its own group; {listed}.'
-    )
-
-  @property
-  def variants(self) -> list[dict]:
-    """Per run: its greedy BLEU per seed, mean, sd and Student's t interval over seeds with the test set's
-    variance ('ci', 'interval'; with one seed ci is None and 'interval' covers the sentences only), and chrF and
-    chrF++ per seed."""
-    return [
-      {
-        'variant': r['variant'],
-        **r['significance']['corpus'],
-        'chrf_per_seed': r['greedy_chrf'],
-        'chrfpp_per_seed': r['greedy_chrfpp'],
-      }
-      for r in self.results
-    ]
-
-  @property
-  def pairs(self) -> list[dict]:
-    """Every contrast of the family: the difference of mean BLEU, its simultaneous interval, the two-sided p,
-    the adjusted p, the answer ('decision') and verdict and, when undecided, the seeds that would decide it."""
-    return [p for r in self.results for p in r['significance']['pairs']]
-
-  def cells(self) -> tuple[list[str], list[list[str]], list[str]]:
-    """The table as analysis.md prints it: headers, one row of cells per run, the notes."""
-    return tables.analysis_cells(self.results)
-
-  def markdown(self) -> str:
-    note = self.groups_note()
-    return (note + '\n\n' if note else '') + tables.analysis_table(self.results)
-
-  def _repr_markdown_(self) -> str:  # a notebook shows the table
-    return self.markdown()
-
-  def bleu_by_length(self):
-    """The figure of BLEU by source length (mean over seeds, 95% intervals), as a matplotlib Figure."""
-    return report.length_figure(self.results, self.split)
 
 
 def compare(

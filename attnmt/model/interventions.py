@@ -50,7 +50,7 @@ from typing import ClassVar
 import jax
 import jax.numpy as jnp
 
-from attnmt.errors import ConfigError
+from attnmt.errors import ConfigError, InputError
 from attnmt.model.registry import Component, Registry, check_output, named, selection_text, split_top
 from attnmt.schema import Setting
 
@@ -329,3 +329,43 @@ def parse(text: str, seed: int = 0) -> list[Intervention]:
   for intervention in chosen:
     check(intervention)
   return chosen
+
+
+def selected(value, draw_seed: int = 0, **options) -> Intervention:
+  """The API's intervention (attnmt.Run.translate, intervene: the draw's seed is `draw_seed`, since `seed` picks the
+  model there): an Intervention as given, or built from its selection ('zero_top_k', 'zero_top_k(k=3)', an import path)
+  with `options` (its declared options, e.g. k, concentration) and `draw_seed`, the seed of its draw; anything
+  else is an InputError naming the value and the accepted forms, a bad name or option one naming the valid ones."""
+  if isinstance(value, Intervention):
+    given = sorted(options) + (['draw_seed'] if draw_seed else [])
+    if given:
+      raise InputError(
+        f'intervention options {", ".join(given)} given with an Intervention object: set them on it, or pass '
+        f"the intervention's name ({value.name!r}) with them"
+      )
+    return value
+  if not isinstance(value, str):
+    raise InputError(
+      f'intervention={value!r} (of type {type(value).__name__}) is not an intervention; pass its name (one of '
+      f"{', '.join(NAMES)}) or an attnmt.model.interventions.Intervention"
+    )
+  if not (isinstance(draw_seed, numbers.Integral) and not isinstance(draw_seed, bool) and draw_seed >= 0):
+    raise InputError(
+      f'draw_seed={draw_seed!r} is not a whole number >= 0; pass the seed of the draw as one (0, 1, ...)'
+    )
+  try:
+    cls = REGISTRY.resolve(value.strip())
+    unknown = sorted(set(options) - {row.key for row in cls.settings})
+    if unknown:
+      valid = ', '.join([row.key for row in cls.settings] + ['draw_seed'])
+      raise InputError(
+        f"intervention options: {cls.name} has no option {', '.join(unknown)}; valid: {valid} (draw_seed is the "
+        "seed of the draw; seed= picks the model's)"
+      )
+    written = ', '.join(f'{k}={v}' for k, v in options.items())
+    text = value.strip() if not options else f'{value.strip().rstrip(")")}{", " if "(" in value else "("}{written})'
+    intervention = build(text, draw_seed)
+    check(intervention)
+    return intervention
+  except ConfigError as e:
+    raise InputError(str(e)) from None
