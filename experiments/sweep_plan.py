@@ -102,7 +102,12 @@ def resolve_auto_seeds(config, backend: str) -> str:
   its own (a train.seeds axis, unless the sweep already has one): the per-core processes take the runs in turn,
   so no core waits idle while another trains a variant's seeds one after the other."""
   seeds = cores.auto_seeds(backend)
-  if backend != 'cpu' or seeds_swept(config):
+  if seeds_swept(config):  # the axis names the seeds each run trains; auto decides nothing
+    config.train.seeds = seeds
+    written = str(config.sweep.axes).split(';') + str(config.sweep.cases).replace('|', ';').split(';')
+    axis = [p.partition('=')[2].strip() for p in written if p.partition('=')[0].strip() == 'train.seeds']
+    return f"train.seeds=auto beside the sweep's train.seeds axis: the axis names the seeds ({' | '.join(axis)})"
+  if backend != 'cpu':
     config.train.seeds = seeds
     return f'train.seeds=auto on {backend}: seeds {seeds} (vmapped)'
   config.train.seeds = seeds.split(',')[0]

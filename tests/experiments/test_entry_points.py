@@ -783,7 +783,9 @@ def test_auto_seeds_on_a_cpu_are_a_run_per_seed_pooled_as_one_variant():
   assert config.train.seeds == '0,1,2,3,4' and not config.sweep.axes
   config = main_ablation.get_config()
   config.sweep.axes = 'train.seeds=3,4'
-  sweep_plan.resolve_auto_seeds(config, 'cpu')
+  for backend in ('cpu', 'gpu'):  # the axis names the seeds; the line says so, not auto's 0,1 (vmapped)
+    line = sweep_plan.resolve_auto_seeds(config, backend)
+    assert line == "train.seeds=auto beside the sweep's train.seeds axis: the axis names the seeds (3,4)"
   assert config.sweep.axes == 'train.seeds=3,4' and [run.train.seeds for _, run in sweep_plan.variants(config)[0]][
     :2
   ] == [
