@@ -6,7 +6,8 @@
   verdicts      a family's verdicts from per-seed scores (compare_scores), every surface's one analysis
   planning      the seeds per variant that would decide an undecided contrast
   sequential    seeds trained in rounds until decided: a declared design of looks and its alpha spending
-  calibration   the rules proven by simulation (unequal seed variances, paired seeds) and by A/A splits of runs
+  calibration   the statistics proven by simulation on sacrebleu's BLEU and by A/A splits of real runs
+  seed_design   the seed design proven at the seed level: paired seeds, unequal seed variances, families of 1-10
 
 Calling the package is the API's `attnmt.compare(run_dirs, ...)` (attnmt.api.compare): runs decoded and
 compared, as data. The two share a name because they answer one question; the call needs the whole API, so it
