@@ -164,6 +164,13 @@ def _analyze():
     analyze_inputs.check_runs_once(FLAGS.runs)
   if FLAGS['explanations'].present and not FLAGS.explanations:
     raise ValueError(f"--explanations names no test: give some of {', '.join(runner.TESTS)}, or all")
+  empty = {  # a list given empty is a mistake, never the flag's default
+    'interventions': 'no intervention: give some of them (e.g. uniform,permute,zero_max) or leave the flag out',
+    'sentences': 'no sentence index: give test-split indices (e.g. 0,5,9), or leave it out for random ones',
+  }
+  for name, why in empty.items():
+    if FLAGS[name].present and not FLAGS[name].value:
+      raise ValueError(f'--{name}= names {why}')
   if FLAGS.explanations and (FLAGS.interventions or FLAGS.pool_seeds or not FLAGS.runs):
     raise ValueError(
       '--explanations takes --runs (run directories), without --interventions or --pool_seeds: give one analysis'

@@ -295,3 +295,16 @@ def test_an_empty_explanations_flag_is_refused_not_the_usual_analysis(runs, tmp_
   assert [line for line in done.stderr.splitlines() if line.startswith('error')] == [
     'error: --explanations names no test: give some of moradi, serrano_smith, jain_wallace, wiegreffe_pinter, or all'
   ]
+
+
+@pytest.mark.parametrize(
+  'flag, line',
+  [
+    ('--interventions=', 'no intervention: give some of them (e.g. uniform,permute,zero_max) or leave the flag out'),
+    ('--sentences=', 'no sentence index: give test-split indices (e.g. 0,5,9), or leave it out for random ones'),
+  ],
+)
+def test_an_empty_list_flag_is_refused_not_its_default(flag, line, runs, tmp_path):
+  done = analyze(f"--runs={runs['additive']}", flag, f'--out={tmp_path / "never"}')
+  assert done.returncode == 2 and not (tmp_path / 'never').exists()
+  assert [x for x in done.stderr.splitlines() if x.startswith('error')] == [f'error: {flag} names {line}']
