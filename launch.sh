@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # attnmt entry point. Every subcommand sets up what it needs first, so each works on a fresh machine.
 #   ./launch.sh setup              create .venv, install attnmt and its test tools, the Bible modules, chromium
-#   ./launch.sh test [ARGS]        lint and format check (ruff), then the test suite (extra ARGS go to pytest)
+#   ./launch.sh test [ARGS]        lint and format check (ruff), then the test suite (extra ARGS go to pytest; the 30 slowest tests listed at the end)
 #   ./launch.sh main [FLAGS]       the default ablation on the Bible corpus: table, length plot, heatmaps
 #   ./launch.sh train [FLAGS]      one training run       (experiments/train.py)
 #   ./launch.sh sweep [FLAGS]      an ablation sweep      (experiments/sweep.py)
@@ -183,7 +183,7 @@ case "$cmd" in
     # One style, checked first: the linter and the formatter (configured in pyproject.toml).
     "$PY" -m ruff check --quiet . || die "ruff check found problems (above); fix them, or run: $PY -m ruff check --fix ."
     "$PY" -m ruff format --check --quiet . || die "files need formatting (above); run: $PY -m ruff format ."
-    exec "$PY" -m pytest -n "${ATTNMT_TEST_WORKERS:-auto}" --dist loadgroup -q "$@" ;;
+    exec "$PY" -m pytest -n "${ATTNMT_TEST_WORKERS:-auto}" --dist loadgroup -q --durations=30 "$@" ;;
   train|sweep|analyze|translate)
     setup
     exec "$PY" -m "experiments.$cmd" "$@" ;;
