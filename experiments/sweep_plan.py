@@ -102,10 +102,9 @@ def resolve_auto_seeds(config, backend: str) -> str:
   its own (a train.seeds axis, unless the sweep already has one): the per-core processes take the runs in turn,
   so no core waits idle while another trains a variant's seeds one after the other."""
   seeds = cores.auto_seeds(backend)
-  if seeds_swept(config):  # the axis names the seeds each run trains; auto decides nothing
+  axis = _seed_axis(config)
+  if axis:  # the axis names the seeds each run trains; auto decides nothing
     config.train.seeds = seeds
-    written = str(config.sweep.axes).split(';') + str(config.sweep.cases).replace('|', ';').split(';')
-    axis = [p.partition('=')[2].strip() for p in written if p.partition('=')[0].strip() == 'train.seeds']
     return f"train.seeds=auto beside the sweep's train.seeds axis: the axis names the seeds ({' | '.join(axis)})"
   if backend != 'cpu':
     config.train.seeds = seeds
@@ -125,8 +124,13 @@ def seed_major(runs: list) -> list:
 
 def seeds_swept(config) -> bool:
   """Whether train.seeds is an axis of the sweep (in sweep.axes or one of sweep.cases)."""
+  return bool(_seed_axis(config))
+
+
+def _seed_axis(config) -> list[str]:
+  """The values train.seeds takes as an axis of the sweep, as written, one entry per place (sweep.axes, each case)."""
   written = str(config.sweep.axes).split(';') + str(config.sweep.cases).replace('|', ';').split(';')
-  return any(part.partition('=')[0].strip() == 'train.seeds' for part in written)
+  return [part.partition('=')[2].strip() for part in written if part.partition('=')[0].strip() == 'train.seeds']
 
 
 def _set(config, key, value):

@@ -94,9 +94,11 @@ def fused_parts(cfg, intervention=None) -> Fused:
 def notice(cfg, intervention=None) -> None:
   """With model.kernels='pallas', prints `fused_parts`' line to stderr, once per process: a model is traced many
   times (initialisation, the training step, decoding), and what runs where is said once."""
-  if cfg.kernels != 'pallas':
-    return
-  line = fused_parts(cfg, intervention).line
+  if cfg.kernels == 'pallas':
+    _say_once(fused_parts(cfg, intervention).line)
+
+
+def _say_once(line: str) -> None:
   if line not in _noticed:
     _noticed.add(line)
     print(f'notice: {line}', file=sys.stderr)
@@ -111,8 +113,9 @@ class FastPath(NamedTuple):
 
 def fast_path(cfg, intervention=None) -> FastPath | None:
   """The fused steps of the model of `cfg` (`fused_parts`), said once (`notice`); None when nothing fuses."""
-  notice(cfg, intervention)
   fused = fused_parts(cfg, intervention)
+  if cfg.kernels == 'pallas':
+    _say_once(fused.line)
   if not fused.cells:
     return None
   attend_step = None
