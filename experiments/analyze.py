@@ -8,6 +8,9 @@ self-contained page: the table, the length chart, every variant's attention on t
 Every analysis decides a family of contrasts declared before the results (docs/design.md, "Seeds and
 significance"): --contrasts=all (every pair, the default), variant names (each against every other variant)
 or pairs written A~B; --delta=0.5 is the margin in BLEU within which two variants are called equivalent.
+--which, --beam_size, --num_heatmaps, --heatmap_min_words, --heatmap_seed, --report_sentences, --contrasts and
+--delta are declared settings (attnmt/analysis/settings.py, attnmt/compare/family.py): a sweep's section holds the
+same rows (sweep.beam_size, sweep.delta ...), one default and one check for both.
 
 The statistics of an analysis (per-seed BLEU and chrF, intervals, the contrasts, BLEU by length) again from the
 per-seed translations it stored, without the runs (attnmt/analysis/stored.py):
@@ -43,6 +46,7 @@ import os
 from absl import app, flags
 
 from attnmt.analysis import exports, files, html_report, inspection, report, tables
+from attnmt.analysis import settings as analysis_settings
 from attnmt.compare import family
 from attnmt.faithfulness import runner
 from experiments import analyze_faithfulness, analyze_inputs, analyze_stored, common
@@ -58,8 +62,8 @@ flags.DEFINE_string(
 flags.DEFINE_string(
   'baseline', None, 'The variant the others are tested against (default: the first whose score does not attend, none).'
 )
-flags.DEFINE_string('contrasts', family.DEFAULTS['contrasts'].default, family.DEFAULTS['contrasts'].doc + '.')
-flags.DEFINE_float('delta', family.DELTA, family.DEFAULTS['delta'].doc + ' (the sweep\'s sweep.delta).')
+DECLARED = (*analysis_settings.RUNS, family.DEFAULTS['contrasts'], family.DEFAULTS['delta'])  # the sweep's sweep.* too
+common.define_flags(DECLARED)
 flags.DEFINE_list(
   'interventions',
   [],
@@ -129,14 +133,8 @@ flags.DEFINE_bool(
   'translations.json.gz; with --interventions the per-run faithfulness measures as faithfulness_runs.json).',
 )
 flags.DEFINE_string('out', None, 'Output directory (default: <first run>/../analysis).')
-flags.DEFINE_enum('which', 'best', ['best', 'latest'], 'Which checkpoint of each run.')
-flags.DEFINE_integer('beam_size', 5, 'Beam size for the beam-search scores (0: greedy only).')
 flags.DEFINE_list('sentences', [], 'Test-split indices to draw heatmaps for (default: random ones).')
-flags.DEFINE_integer('num_heatmaps', 3, 'How many random sentences get heatmaps when --sentences is empty.')
-flags.DEFINE_integer('heatmap_seed', 0, 'Seed choosing the random sentences.')
-flags.DEFINE_integer('heatmap_min_words', 0, 'Random heatmap sentences have sources of at least this many words.')
 flags.DEFINE_string('pharaoh', None, 'Gold alignments for the test split, one Pharaoh line per sentence.')
-flags.DEFINE_integer('report_sentences', 200, 'report.html embeds this many test sentences (plus the heatmap ones).')
 flags.DEFINE_string(
   'export',
   '',
@@ -153,7 +151,7 @@ def main(argv):
 
 
 def _analyze():
-  family.checked('delta', FLAGS.delta, '--delta')  # a finite number > 0, as sweep.delta
+  declared = common.flag_values(DECLARED)  # each against its row: --delta a finite number > 0, as sweep.delta
   sources = (FLAGS.runs, FLAGS.from_translations, FLAGS.from_scores, FLAGS.from_faithfulness, FLAGS.from_explanations)
   if sum(map(bool, sources)) != 1:
     raise ValueError(
@@ -209,10 +207,10 @@ def _analyze():
       FLAGS.pool_seeds,
       FLAGS.baseline,
     )
-  _analyze_runs(FLAGS.runs)
+  _analyze_runs(FLAGS.runs, declared)
 
 
-def _analyze_runs(runs: list[str]) -> None:
+def _analyze_runs(runs: list[str], declared: dict) -> None:
   """The usual analysis of --runs: report.analyze_runs, analysis.md, report.html and the --export files."""
   try:
     sentences = [int(s) for s in FLAGS.sentences]
@@ -221,11 +219,7 @@ def _analyze_runs(runs: list[str]) -> None:
   if any(i < 0 for i in sentences):
     negative = ','.join(str(i) for i in sentences if i < 0)
     raise ValueError(f'--sentences {negative}: test-split indices start at 0; pass indices >= 0')
-  if FLAGS.beam_size < 0 or FLAGS.num_heatmaps < 0 or FLAGS.heatmap_min_words < 0:
-    raise ValueError('--beam_size, --num_heatmaps and --heatmap_min_words must be >= 0')
   formats = exports.parse_formats(FLAGS.export)
-  if FLAGS.report_sentences < 0:
-    raise ValueError(f'--report_sentences ({FLAGS.report_sentences}) must be >= 0')
   out = analyze_inputs.output_dir(FLAGS.out, runs)
   analyze_inputs.check_out_holds_these_runs(runs, out)
   if FLAGS.pool_seeds:
@@ -233,18 +227,11 @@ def _analyze_runs(runs: list[str]) -> None:
   results = report.analyze_runs(
     runs,
     out,
-    FLAGS.which,
-    beam_size=FLAGS.beam_size,
     heatmap_sentences=sentences,
-    num_heatmaps=FLAGS.num_heatmaps,
-    heatmap_seed=FLAGS.heatmap_seed,
     pharaoh=FLAGS.pharaoh,
-    heatmap_min_words=FLAGS.heatmap_min_words,
-    report_sentences=FLAGS.report_sentences,
     baseline=FLAGS.baseline,
-    contrasts=FLAGS.contrasts,
-    delta=FLAGS.delta,
     seeds_as_runs=FLAGS.pool_seeds,
+    **declared,
   )
   table = tables.analysis_table(results)  # --pool_seeds: one row per variant the runs pool into
   files.write_text(os.path.join(out, 'analysis.md'), table + '\n')

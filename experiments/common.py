@@ -8,6 +8,7 @@ import sys
 import jax
 from absl import app, flags, logging
 
+from attnmt import schema
 from attnmt.errors import ConfigError
 from attnmt.model.config import former_option
 from attnmt.training import checkpoints, guards, parallel
@@ -26,6 +27,33 @@ def define_distributed_flags():
   flags.DEFINE_bool(
     'distributed', False, 'Multi-host with cluster auto-detection (TPU pod slices, SLURM, Open MPI): no address needed.'
   )
+
+
+def define_flags(rows, **docs):
+  """One absl flag per declared setting (schema.Setting rows): the row's key, default, meaning (or docs[key], how
+  the entry point says it) and kind, so a flag that is a declared setting is that setting, declared once.
+  `flag_values` reads them back checked against their rows."""
+
+  for row in rows:
+    doc = docs.get(row.key, row.doc)
+    doc = doc[:1].upper() + doc[1:].rstrip('.') + '.'
+    if row.kind == 'str' and row.choices:
+      flags.DEFINE_enum(row.key, row.default, list(row.choices), doc)
+    else:
+      define = {'bool': flags.DEFINE_bool, 'int': flags.DEFINE_integer, 'float': flags.DEFINE_float}
+      define.get(row.kind, flags.DEFINE_string)(row.key, row.default, doc)
+
+
+def flag_values(rows) -> dict:
+  """{key: value} of the flags `define_flags` made from `rows`, each checked against its row: a value out of
+  range (a negative count, a margin that is not a finite number > 0) is one ConfigError naming the flag and
+  what it accepts."""
+
+  values = {}
+  for row in rows:
+    values[row.key] = flags.FLAGS[row.key].value
+    schema.check_value('', row, values[row.key], f'--{row.key}')
+  return values
 
 
 def initialize_distributed():

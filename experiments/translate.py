@@ -12,17 +12,18 @@ import sys
 from absl import app, flags
 
 from attnmt import api
+from attnmt.analysis import settings as analysis_settings
 from experiments import common
 
 flags.DEFINE_string('run', None, 'Run directory (written by train.py or sweep.py).', required=True)
 flags.DEFINE_string('input', '-', "File with one sentence per line, or '-' for stdin.")
-flags.DEFINE_enum('which', 'best', ['best', 'latest'], 'Which checkpoint.')
 flags.DEFINE_integer(
   'seed_index',
   0,
   "Which training seed's parameters translate: an index into the run's seeds (runs train several together).",
 )
-flags.DEFINE_integer('beam_size', 5, 'Beam size (0 = greedy).')
+DECLARED = (analysis_settings.WHICH, analysis_settings.BEAM_SIZE)  # analyze's and the sweep's, declared once
+common.define_flags(DECLARED, beam_size='beam width of the output (0: greedy search, as Run.translate)')
 flags.DEFINE_integer('max_source_tokens', 0, 'Refuse longer inputs (0: the model limit, if it has one).')
 flags.DEFINE_bool('show_attention', False, 'Print attention bars for every output word.')
 FLAGS = flags.FLAGS
@@ -51,11 +52,9 @@ def main(argv):
 
 def _translate():
 
-  if FLAGS.beam_size < 0 or FLAGS.max_source_tokens < 0:
-    raise ValueError(
-      f'--beam_size ({FLAGS.beam_size}) and --max_source_tokens ({FLAGS.max_source_tokens}) must be '
-      '>= 0 (0: greedy; 0: no limit)'
-    )
+  common.flag_values(DECLARED)  # --beam_size >= 0
+  if FLAGS.max_source_tokens < 0:
+    raise ValueError(f'--max_source_tokens ({FLAGS.max_source_tokens}) must be >= 0 (0: no limit)')
   if FLAGS.input == '-':
     stream = sys.stdin
     if stream is None or stream.closed:

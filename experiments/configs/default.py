@@ -15,6 +15,7 @@ when the small one flattens), and 12,000 steps take about an hour on 2 CPU cores
 import ml_collections
 
 from attnmt import schema
+from attnmt.analysis import settings as analysis_settings
 from attnmt.compare import family
 from attnmt.model.config import model_defaults
 from attnmt.schema import Setting
@@ -61,9 +62,7 @@ SWEEP = (
   ),
   Setting('report_only', False, 'train nothing; tables and analysis of the variants finished so far (merges shards)'),
   Setting('analyze', True, 'after training: BLEU by length, heatmaps, AER where gold alignments exist'),
-  Setting('beam_size', 0, 'beam-search BLEU in the analysis (0: greedy only, faster)', lo=0),
-  Setting('num_heatmaps', 3, 'random test sentences drawn as heatmaps per variant', lo=0),
-  Setting('heatmap_min_words', 0, '... among those whose source has at least this many words', lo=0),
+  *analysis_settings.SWEEP,  # beam_size, num_heatmaps, heatmap_min_words: the analysis's own (attnmt.analysis.settings)
   *family.SETTINGS,  # contrasts, delta, spending: the comparison's own settings (attnmt.compare.family)
   Setting(
     'rounds',

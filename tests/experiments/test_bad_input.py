@@ -727,11 +727,17 @@ def test_translate_and_analyze_paths(tmp_path, trained):
 @pytest.mark.parametrize(
   'module,flag,message',
   [
-    ('translate', '--beam_size=-1', 'error: --beam_size (-1) and --max_source_tokens (0) must be >= 0'),
-    ('analyze', '--beam_size=-2', 'error: --beam_size, --num_heatmaps and --heatmap_min_words must be >= 0'),
+    ('translate', '--beam_size=-1', 'error: --beam_size must be an integer >= 0, got -1'),
+    ('translate', '--max_source_tokens=-1', 'error: --max_source_tokens (-1) must be >= 0 (0: no limit)'),
+    ('analyze', '--beam_size=-2', 'error: --beam_size must be an integer >= 0, got -2'),
+    ('analyze', '--num_heatmaps=-1', 'error: --num_heatmaps must be an integer >= 0, got -1'),
+    ('analyze', '--report_sentences=-3', 'error: --report_sentences must be an integer >= 0, got -3'),
+    ('analyze', '--delta=nan', 'error: --delta must be a finite number > 0, got nan'),
   ],
 )
-def test_negative_beam_sizes_at_the_entry_points(module, flag, message, tmp_path):
+def test_negative_counts_at_the_entry_points_are_refused_by_their_declared_rows(module, flag, message, tmp_path):
+  """analyze's and translate's flags that are declared settings (attnmt.analysis.settings, compare.family) are
+  checked by their rows, the same check sweep.beam_size or sweep.delta gets: one line naming the flag."""
   res = run(module, f'--{"run" if module == "translate" else "runs"}={tmp_path}', flag)
   assert res.returncode == 2 and last_line(res).startswith(message), res.stderr[-2000:]
 
