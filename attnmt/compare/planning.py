@@ -18,6 +18,8 @@ from typing import Optional
 
 import numpy as np
 
+from attnmt.compare import pair_tests
+
 POWER = 0.8  # the probability of a decision the plan asks for
 MAX_SEEDS = 1000  # the plan gives up beyond this
 
@@ -35,16 +37,16 @@ def decision_probability(difference, sd, seeds, test_variance, level, delta):
   k = np.asarray(seeds, float)
   se = np.sqrt(2 * sd**2 / k + test_variance)
   df = np.maximum(k - 1, 1)
-  t = _stats().t
-  crit = t.ppf(1 - level / 2, df)  # ranking: the two-sided interval excludes 0
-  one_sided = t.ppf(1 - level, df)  # equivalence: TOST, each one-sided test at `level`
+  crit = pair_tests.t_quantile(1 - level / 2, df)  # ranking: the two-sided interval excludes 0
+  one_sided = pair_tests.t_quantile(1 - level, df)  # equivalence: TOST, each one-sided test at `level`
   with np.errstate(divide='ignore', invalid='ignore'):
     mu = np.where(se > 0, abs(difference) / se, np.inf)
     width = np.where(se > 0, delta / se - one_sided, np.inf)  # |estimate| / se below this: equivalence
   low = np.maximum(width, 0.0)
+  cdf = pair_tests.t_cdf
   # undecided: low <= |mu + T| <= crit (empty when the equivalence region reaches the ranking one)
   undecided = np.where(
-    low < crit, (t.cdf(crit - mu, df) - t.cdf(low - mu, df)) + (t.cdf(-low - mu, df) - t.cdf(-crit - mu, df)), 0.0
+    low < crit, (cdf(crit - mu, df) - cdf(low - mu, df)) + (cdf(-low - mu, df) - cdf(-crit - mu, df)), 0.0
   )
   return np.clip(1 - np.nan_to_num(undecided, nan=0.0), 0.0, 1.0)
 
