@@ -61,6 +61,7 @@ def _alone(run, params, text, beam_size):
 
 
 @pytest.mark.parametrize('beam_size', [0, 2])
+@pytest.mark.slow
 def test_translate_gives_each_sentence_what_it_gets_decoded_alone(trained, beam_size):
   workdir, _, sources, _ = trained
   run, model = attnmt.load(workdir), inspection.load_model(workdir)
@@ -82,6 +83,7 @@ def test_translate_gives_each_sentence_what_it_gets_decoded_alone(trained, beam_
   assert run.translate(texts[:1])[0].seed == 0  # the first seed by default
 
 
+@pytest.mark.slow
 def test_translate_py_prints_the_api_translations(trained, tmp_path):
   workdir, _, sources, _ = trained
   (tmp_path / 'in.txt').write_text('\n'.join(sources[:3]) + '\n')
@@ -293,6 +295,7 @@ def test_intervene_decodes_with_counterfactual_attention(trained):
 
 
 @pytest.mark.parametrize('beam_size', [1, 2])
+@pytest.mark.slow
 def test_intervene_with_a_beam_is_the_beam_search_of_the_counterfactual(trained, beam_size):
   """Beam search under an intervention (it once failed: forced_attention took the Intervention as an array): the
   output is decoding.beam_search's with that intervention, each sentence alone; the attention, of the output's
@@ -430,6 +433,7 @@ def test_compare_says_which_runs_translated_other_sentences(trained, tmp_path):
   assert alone.groups == [[workdir]] and alone.markdown().startswith('| variant |')
 
 
+@pytest.mark.slow
 def test_explain_runs_the_papers_tests_as_the_analysis_does(trained):
   """Run.explain: the four papers' tests on the run's test split equal runner.analyze_run on the run the
   analysis loads (the same per-seed lists, one per seed), and an unknown test is one line naming the valid ones."""

@@ -107,6 +107,7 @@ def test_unknown_keys_name_the_nearest():
     ),
   ],
 )
+@pytest.mark.slow
 def test_a_misspelt_override_is_one_line(flag, line, tmp_path):
   res = subprocess.run(
     [

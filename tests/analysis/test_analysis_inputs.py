@@ -84,6 +84,7 @@ def test_from_translations_refuses_an_out_holding_a_runs_analysis(tmp_path):
   assert _snapshot(folder) == before
 
 
+@pytest.mark.slow
 def test_from_translations_may_recompute_into_its_own_earlier_out(tmp_path):
   """A folder holding a recomputation of the same file is the same analysis again: it is replaced. With
   --pool_seeds, an --out holding the input file itself is refused (the pooled file would replace it)."""
@@ -169,6 +170,7 @@ def _fake_run(path, name, steps, eval_size=40):
   return path
 
 
+@pytest.mark.slow
 def test_pool_seeds_refuses_runs_trained_for_other_steps_or_test_sets(tmp_path):
   """--pool_seeds with --interventions: runs that would pool into one variant must have trained for the same
   steps on the same test sentences; refused from their configs, before any checkpoint is read."""

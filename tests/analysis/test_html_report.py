@@ -50,6 +50,7 @@ def analysis(tmp_path_factory):
 
 
 @pytest.mark.xdist_group('html_report_analysis')  # one worker builds the shared sweep
+@pytest.mark.slow
 def test_the_report_is_self_contained_and_embeds_the_analysis(analysis):
   path, results, data, page = analysis
   assert not re.search(r'<link|<script[^>]*\bsrc=|<img|@import|url\(', page)  # nothing is fetched

@@ -123,6 +123,7 @@ def test_save_then_load_round_trips(tmp_path):
     stored.load(_write(tmp_path / 'twice.json.gz', twice))
 
 
+@pytest.mark.slow
 def test_the_command_recomputes_a_page_and_refuses_bad_files(tmp_path):
   path = _write(tmp_path / 'translations.json.gz', _doc())
   out = tmp_path / 'out'
@@ -151,6 +152,7 @@ def test_the_command_recomputes_a_page_and_refuses_bad_files(tmp_path):
     stored.load(str(out / 'analysis.md'))
 
 
+@pytest.mark.slow
 def test_pair_tests_from_per_seed_scores(tmp_path):
   """--from_scores: the paired t of the per-seed scores (the seeds column numbers them alike: scipy's ttest_rel)
   with the test set held fixed, each
@@ -291,6 +293,7 @@ def test_attends_and_pooled_name_read_the_stored_properties_else_those_of_older_
 
 
 @pytest.mark.parametrize('page', ['luong', 'main_gpu'])
+@pytest.mark.slow
 def test_a_published_pages_stored_translations_give_its_per_seed_bleu(page):
   """docs/results/<page>/translations.json.gz holds what the page's analysis.md was computed from: each variant's
   per-seed greedy BLEU, recomputed with sacrebleu from the stored outputs, is the one its table prints."""

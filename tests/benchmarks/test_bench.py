@@ -28,6 +28,7 @@ def _positive(d: dict, keys) -> None:
     assert d[k] > 0, (k, d[k])
 
 
+@pytest.mark.slow
 def test_bench_runs_every_section_on_a_tiny_model(tmp_path, monkeypatch):
   # The scores section runs every score but the model's own, and `luong` timing: the names are checked here;
   # two of them run (each is the train section's code on another config, and the model tests cover each score).

@@ -7,9 +7,12 @@ import json
 import os
 import subprocess
 
+import pytest
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
+@pytest.mark.slow
 def test_the_device_script_runs_dry(tmp_path):
   out, work = tmp_path / 'out', tmp_path / 'work'
   env = dict(

@@ -20,6 +20,7 @@ from benchmarks import traces
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
+@pytest.mark.slow
 def test_the_dry_run_times_both_versions_and_finds_them_equal(tmp_path):
   out = tmp_path / 'kernels.json'
   env = dict(os.environ, JAX_PLATFORMS='cpu')

@@ -9,6 +9,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 
 from benchmarks import peer
 
@@ -33,6 +34,7 @@ def _parameters(spec: dict) -> int:
   return encoder + attention + decoder + output
 
 
+@pytest.mark.slow
 def test_the_attnmt_half_writes_its_json(tmp_path):
   isa = 'avx2' if peer.processor()['avx2'] else 'native'  # avx2: XLA must accept its flag
   out = tmp_path / 'peer.json'

@@ -48,11 +48,13 @@ def test_sentence_by_sentence_differences_give_a_test_set_variance():
 
 
 @pytest.mark.parametrize('seeds,interaction', [(3, 0.0), (3, 0.3), (5, 0.0), (5, 0.3)])
+@pytest.mark.slow
 def test_the_family_holds_at_alpha(seeds, interaction):
   out = C.family_errors(seeds, EXPERIMENTS, FAMILY, sentences=SENTENCES, interaction_sd=interaction, seed=seeds)
   assert out['share'] <= BOUND, out
 
 
+@pytest.mark.slow
 def test_one_pair_at_a_time_would_not_hold():
   """The check can fail: the same experiments tested pair by pair at 0.05 each (no family) go wrong often."""
   rng = np.random.default_rng(1)
@@ -69,6 +71,7 @@ def test_one_pair_at_a_time_would_not_hold():
   assert wrong / 60 > 0.15
 
 
+@pytest.mark.slow
 def test_rounds_hold_over_their_looks():
   design = sequential.Design(seeds_per_round=3, rounds=3)
   out = C.sequential_errors(design, 100, FAMILY, sentences=SENTENCES, interaction_sd=0.3, seed=3)
@@ -94,6 +97,7 @@ UNEQUAL = {
 
 @pytest.mark.parametrize('contrasts,runs', [(1, 1500), (3, 800), (10, 400)])
 @pytest.mark.parametrize('paired', [True, False])
+@pytest.mark.slow
 def test_unequal_variances_and_paired_seeds_hold_the_family_at_every_k(contrasts, runs, paired):
   bound = family.ALPHA + 2 * np.sqrt(family.ALPHA * (1 - family.ALPHA) / runs)
   for k in (2, 3, 5, 10):
@@ -144,6 +148,7 @@ def test_real_splits_count_every_split_once():
     C.splits(stats, 2, 5)
 
 
+@pytest.mark.slow
 def test_the_command_prints_both_checks(tmp_path):
   words = 'the a cat dog sat on mat in house big small red'.split()
   rng = np.random.default_rng(1)

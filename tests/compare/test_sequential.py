@@ -150,6 +150,7 @@ def _sweep(workdir, *extra):
   )
 
 
+@pytest.mark.slow
 def test_rounds_end_to_end(tmp_path):
   """Two rounds of 2 seeds on the tiny config (10 steps: every variant scores about the same): each round a
   sweep of its own seeds, the looks in rounds.md and rounds.json, the design refused if it changes, and a

@@ -42,6 +42,7 @@ def execute(run_dir, steps: int = 4) -> nbformat.NotebookNode:
   return notebook
 
 
+@pytest.mark.slow
 def test_the_tour_is_stored_without_outputs_and_runs_without_an_error(run_dir):
   stored = nbformat.read(NOTEBOOK, as_version=4)
   code = [c for c in stored.cells if c.cell_type == 'code']

@@ -90,6 +90,7 @@ def test_preflight_names_a_broken_component_in_one_line(tmp_path, monkeypatch):
     preflight.check(ModelConfig(query_timing='broken:Half'))
 
 
+@pytest.mark.slow
 def test_swept_resumed_and_analysed_from_the_users_files(tmp_path):
   data, root = str(tmp_path / 'data'), str(tmp_path / 'sweep')
   sweep = [

@@ -120,6 +120,7 @@ CASES = {
 
 
 @pytest.mark.parametrize('case', sorted(CASES))
+@pytest.mark.slow
 def test_bad_training_settings(case, tmp_path, trained):
   extra, message = CASES[case]
   res = run('train', *train_args(tmp_path, trained[1], *extra))
@@ -152,6 +153,7 @@ def test_bad_training_settings(case, tmp_path, trained):
     ),
   ],
 )
+@pytest.mark.slow
 def test_config_files_that_cannot_load(name, content, message, tmp_path, trained):
   """With and without --config.x overrides: one line naming the file, status 2, nothing written."""
   path = tmp_path / name
@@ -248,6 +250,7 @@ def test_bad_checkpoint_directories(setup, message, tmp_path, trained):
   assert not (tmp_path / 'out').exists()
 
 
+@pytest.mark.slow
 def test_translate_refuses_an_empty_line_and_a_too_long_sentence(tmp_path, trained):
   workdir, _ = trained
   with_empty_line = write(tmp_path / 'a.txt', '1 2\n\n3\n')
@@ -703,6 +706,7 @@ def test_config_without_a_checkpoint_does_not_block_the_corrected_command(tmp_pa
     trainer.check_workdir(str(workdir), corrected)
 
 
+@pytest.mark.slow
 def test_translate_and_analyze_paths(tmp_path, trained):
   workdir, _ = trained
   as_dir = run('translate', f'--run={workdir}', f'--input={tmp_path}', '--beam_size=0')
@@ -758,6 +762,7 @@ def test_negative_counts_at_the_entry_points_are_refused_by_their_declared_rows(
     (['--config.sweep.delta=0'], 'error: sweep.delta'),
   ],
 )
+@pytest.mark.slow
 def test_a_sweep_family_that_cannot_be_decided_is_refused_before_training(extra, message, tmp_path):
   """A family naming no variant, a round of one seed or a margin of 0: one line, nothing written."""
   res = run('sweep', '--config=experiments/configs/tiny.py', f'--workdir={tmp_path}/sweep', *extra)
@@ -842,6 +847,7 @@ def test_a_tsv_read_through_a_pipe_is_refused_with_one_line(tmp_path):
   )
 
 
+@pytest.mark.slow
 def test_analyze_reads_a_pharaoh_file_with_a_byte_order_mark_and_names_a_bad_line(tmp_path, trained):
   workdir, _ = trained
   gold = tmp_path / 'gold.align'

@@ -58,6 +58,7 @@ def train_flags(workdir, data_dir, steps=120):
   ]
 
 
+@pytest.mark.slow
 def test_train_then_curves_and_analysis_reload_the_run(tmp_path, data_dir):
   ref = run_module('experiments.train', *train_flags(tmp_path / 'ref', data_dir))
   assert ref.returncode == 0, ref.stderr[-3000:]
@@ -143,6 +144,7 @@ def test_train_then_curves_and_analysis_reload_the_run(tmp_path, data_dir):
   assert not (tmp_path / 'off').exists()
 
 
+@pytest.mark.slow
 def test_sweep_of_two_variants_and_two_seeds_writes_its_table_and_never_reuses_stale_results(tmp_path, data_dir):
   flags = [
     f'--config={TINY}',
@@ -220,6 +222,7 @@ def test_sweep_of_two_variants_and_two_seeds_writes_its_table_and_never_reuses_s
     (['--config.sweep.axes=model.window'], "sweep.axes entry 'model.window' is not key=value1,value2"),
   ],
 )
+@pytest.mark.slow
 def test_sweeps_that_cannot_run_write_nothing(extra, message, tmp_path, data_dir):
   (tmp_path / 'results.md').write_text('an earlier table\n')
   res = run_module(
@@ -319,6 +322,7 @@ def test_the_former_sweep_input_feeding_reads_as_luongs_option():
   assert forms.build(runs['additive/luong(input_feeding=false)/global'].model).input_feeding is False
 
 
+@pytest.mark.slow
 def test_vmapped_seeds_give_the_losses_of_seeds_run_one_by_one():
   cfg = ModelConfig(
     source_vocab_size=14,
@@ -378,6 +382,7 @@ def test_stack_batches_pads_widths_and_rows():
   np.testing.assert_array_equal(s['src'][0, 0], [4, 5, 6, 2, 0, 0])
 
 
+@pytest.mark.slow
 def test_a_run_loads_and_translates_from_its_directory_alone(tmp_path):
   """config.json holds the complete model config (vocabulary sizes included) and <workdir>/vocab the
   tokenizers: with the corpus deleted, load_model and translate.py still work, and build nothing."""
@@ -458,6 +463,7 @@ def test_shard_of():
       sweep_plan.shard_of(bad, 5)
 
 
+@pytest.mark.slow
 def test_two_concurrent_shards_share_a_workdir_then_report_only_merges_them(tmp_path, data_dir):
   """Two processes at once on one sweep directory (and one fresh data cache), a fixed shard and an `auto` one:
   each variant is trained once, neither process fails; the unsharded run with sweep.report_only trains nothing
@@ -548,6 +554,7 @@ def _gone(pid: int) -> bool:
     return True
 
 
+@pytest.mark.slow
 def test_a_per_core_child_killed_ends_the_sweep_with_one_line_and_the_same_command_resumes(tmp_path, data_dir):
   """sweep.processes=2: two single-threaded children, pinned, share the variants, each child's lines carrying
   its core. The child training `additive` is SIGKILLed after the other child has finished `none` and ended:
@@ -823,6 +830,7 @@ def _report_shows_the_analysis(out, variants):
   assert sorted(strips) == sorted(variants)
 
 
+@pytest.mark.slow
 def test_analyze_pools_runs_trained_a_seed_each(tmp_path, data_dir, monkeypatch):
   """Runs of a train.seeds axis (the main job on a CPU): the sweep's report.html shows its analysis.md, one row per
   variant; analysed again with --runs --pool_seeds: analysis.md has one row

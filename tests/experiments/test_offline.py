@@ -52,6 +52,7 @@ def _launch(venv, house, *args):
   return subprocess.run(['./launch.sh', *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
 
 
+@pytest.mark.slow
 def test_the_main_job_runs_offline_from_a_wheelhouse(tmp_path):
   house, venv = _house(tmp_path / 'house'), _host(tmp_path / 'venv')
   res = _launch(
@@ -95,6 +96,7 @@ def test_the_main_job_runs_offline_from_a_wheelhouse(tmp_path):
 
 
 @pytest.mark.parametrize('case', ['no attnmt wheel', 'no jax anywhere', 'not a wheelhouse'])
+@pytest.mark.slow
 def test_a_missing_wheel_is_named_with_the_command_that_fetches_it(case, tmp_path):
   house = _house(tmp_path / 'house', with_attnmt=case != 'no attnmt wheel')
   venv = _host(tmp_path / 'venv', with_packages=case != 'no jax anywhere')

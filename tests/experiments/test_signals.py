@@ -68,6 +68,7 @@ def finish(args):
   return res
 
 
+@pytest.mark.slow
 def test_ctrl_c_during_data_preparation(tmp_path):
   workdir, args = tmp_path / 'run', train_args(tmp_path / 'run', tmp_path / 'data')
   code, _, err = signal_in('prepare', args, signal.SIGINT)
@@ -95,6 +96,7 @@ def stopped_in_final_evaluation(tmp_path_factory):
 
 
 @pytest.mark.xdist_group('signals_final_evaluation')  # one worker makes the shared run
+@pytest.mark.slow
 def test_sigterm_during_the_final_evaluation_then_the_same_command_finishes(stopped_in_final_evaluation):
   workdir, (code, out, err), held, res = stopped_in_final_evaluation
   assert code == 143 and 'Traceback' not in err, err[-3000:]

@@ -59,6 +59,7 @@ print(float(jax.jit(lambda x: jnp.sin(x) @ x)(jnp.ones((8, 8))).sum()))
 """
 
 
+@pytest.mark.slow
 def test_a_corrupted_cache_entry_is_dropped_once_and_written_again(tmp_path):
   env = {k: v for k, v in os.environ.items() if k != 'JAX_COMPILATION_CACHE_DIR'}
   env.update(XDG_CACHE_HOME=str(tmp_path), JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS='0', JAX_PLATFORMS='cpu')

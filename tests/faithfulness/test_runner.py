@@ -65,6 +65,7 @@ def per_seed_lists(tree, path=''):
       yield f'{path}{key}', value
 
 
+@pytest.mark.slow
 def test_the_json_holds_one_value_per_seed_of_every_summary_and_the_settings(analysed):
   _, _, out = analysed
   doc = json.loads((out / 'explanations.json').read_text())
@@ -104,6 +105,7 @@ def test_the_json_holds_one_value_per_seed_of_every_summary_and_the_settings(ana
   assert all(0 <= x <= 1 for x in frozen['agrees'] + frozen['agrees_uniform'])
 
 
+@pytest.mark.slow
 def test_a_variant_without_attention_gets_one_line_per_test_and_no_numbers(analysed):
   results, _, out = analysed
   none = results[0]
@@ -181,6 +183,7 @@ def analyze(*args):
   )
 
 
+@pytest.mark.slow
 def test_the_entry_point_writes_the_report_and_refuses_an_unknown_test_in_one_line(runs, tmp_path):
   out = tmp_path / 'report'
   given = f"--runs={runs['none']},{runs['additive']}"
@@ -198,6 +201,7 @@ def test_the_entry_point_writes_the_report_and_refuses_an_unknown_test_in_one_li
   ]
 
 
+@pytest.mark.slow
 def test_parts_merged_by_from_explanations_give_the_whole_and_a_variant_twice_is_refused(analysed, tmp_path):
   """An analysis run in parts (one process per core) and merged decides the same family as one analysis of every
   run: the same tables, the same verdicts; the frozen pairs come along."""
@@ -227,6 +231,7 @@ def test_parts_merged_by_from_explanations_give_the_whole_and_a_variant_twice_is
   ]
 
 
+@pytest.mark.slow
 def test_nofrozen_attention_writes_no_pairs(runs, tmp_path):
   given = f"--runs={runs['none']},{runs['additive']}"
   done = analyze(
@@ -304,6 +309,7 @@ def test_an_empty_explanations_flag_is_refused_not_the_usual_analysis(runs, tmp_
     ('--sentences=', 'no sentence index: give test-split indices (e.g. 0,5,9), or leave it out for random ones'),
   ],
 )
+@pytest.mark.slow
 def test_an_empty_list_flag_is_refused_not_its_default(flag, line, runs, tmp_path):
   done = analyze(f"--runs={runs['additive']}", flag, f'--out={tmp_path / "never"}')
   assert done.returncode == 2 and not (tmp_path / 'never').exists()

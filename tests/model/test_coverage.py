@@ -69,6 +69,7 @@ def test_coverage_enters_the_additive_score_as_numpy_computes_it(small):
 @pytest.mark.parametrize(
   'score,timing', [('additive', 'bahdanau'), ('normed_additive', 'luong'), ('concat', 'luong'), ('concat', 'bahdanau')]
 )
+@pytest.mark.slow
 def test_teacher_forced_equals_step_by_step_with_coverage(small, score, timing):
   cfg = ModelConfig(**sized({**small, 'score': f'{score}(coverage=sum)', 'query_timing': timing}))
   params = {'params': _with_w_cov(init_params(cfg, jax.random.key(0)))}

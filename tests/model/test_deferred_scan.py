@@ -160,6 +160,7 @@ def test_deferred_scan_under_vmap_over_seeds():
     dict(score='location', bidirectional=False, decoder_hidden_size=6),
   ],
 )
+@pytest.mark.slow
 def test_model_gradients_equal_plain_autodiff(small, overrides, monkeypatch):
   """The whole training loss: the fast scans give the gradients autodiff gives the plain scans."""
   cfg = ModelConfig(**sized({**small, **overrides}))

@@ -16,6 +16,7 @@ import references
 
 @pytest.mark.parametrize('same_label', [False, True])
 @pytest.mark.parametrize('label_smoothing', [0.0, 0.1])
+@pytest.mark.slow
 def test_projected_nll_and_gradients_equal_autodiff(label_smoothing, same_label):
   """Random labels (some repeated), or every row's label the same: the label terms of the gradient add up
   over the rows that share a label."""
@@ -36,6 +37,7 @@ def test_projected_nll_and_gradients_equal_autodiff(label_smoothing, same_label)
   jax.tree.map(lambda x, y: np.testing.assert_allclose(x, y, rtol=1e-5, atol=1e-6), got, want)
 
 
+@pytest.mark.slow
 def test_loss_fn_equals_masked_cross_entropy_of_the_logits(small):
   cfg = ModelConfig(**small)
   rng = np.random.default_rng(1)

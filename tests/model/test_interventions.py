@@ -171,6 +171,7 @@ def test_uniform_on_the_score_none_changes_nothing():
 
 
 @pytest.mark.parametrize('name', ['first', 'permute', 'random', 'zero_max'])
+@pytest.mark.slow
 def test_teacher_forcing_equals_step_by_step_under_the_intervention(name):
   """One code path: the step-by-step logits under the intervention equal the teacher-forced ones, and the
   weights the context read are the counterfactual ones; the output differs from the model's own."""

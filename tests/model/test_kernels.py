@@ -70,6 +70,7 @@ def cell_loss(step, cell, keep):
 
 @pytest.mark.parametrize('cell', ['lstm', 'gru'])
 @pytest.mark.parametrize('B, H', [(3, 5), (17, 40)])
+@pytest.mark.slow
 def test_cell_step_equals_readable(cell, B, H):
   args, keep = cell_args(cell, np.random.default_rng(0), B, H)
   close(fused_cell(cell, args, keep), readable_cell(cell, args, keep))
@@ -183,6 +184,7 @@ def attention_loss(attend, additive, mask):
 
 @pytest.mark.parametrize('additive', [False, True], ids=['dot', 'additive'])
 @pytest.mark.parametrize('B, S, D, V', [(3, 7, 6, 9), (2, 20, 40, 33)])
+@pytest.mark.slow
 def test_attention_equals_readable(additive, B, S, D, V):
   """Context and weights, and the gradients for the query, keys, v and values, with masked positions and a row
   with no valid position; masked positions have exactly 0 weight and 0 gradient."""
@@ -205,6 +207,7 @@ def test_attention_equals_readable(additive, B, S, D, V):
 
 
 @pytest.mark.parametrize('cell, additive', [('lstm', False), ('gru', True)], ids=['lstm-dot', 'gru-additive'])
+@pytest.mark.slow
 def test_vmap_over_seeds(cell, additive):
   """The codebase vmaps the training step over a leading seeds axis: the kernels' values and gradients under
   jax.vmap equal the readable path's, seed by seed."""

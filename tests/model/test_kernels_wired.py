@@ -78,6 +78,7 @@ CASES = {
 
 
 @pytest.mark.parametrize('over', CASES.values(), ids=CASES.keys())
+@pytest.mark.slow
 def test_loss_and_every_gradient_equal_the_readable_path(over):
   xla, pallas = pair(**over)
   with kernels.forced(True):
@@ -167,6 +168,7 @@ FALLBACKS = {
 
 
 @pytest.mark.parametrize('over, named', FALLBACKS.values(), ids=FALLBACKS.keys())
+@pytest.mark.slow
 def test_what_the_attention_kernels_do_not_cover_runs_the_readable_path_and_says_so(over, named, capsys, monkeypatch):
   """The cells stay fused; the attention is the readable path's, bit for bit: one decoder step from the same
   encoding and state (Bahdanau's form: the query is that state) gives the same weights. The notice says so, once,

@@ -163,6 +163,7 @@ COMBOS = [(s, form_names()[i % 2]) for i, s in enumerate(n for n in scores.names
 
 
 @pytest.mark.parametrize('score,timing', COMBOS)
+@pytest.mark.slow
 def test_teacher_forced_equals_expected_step_by_step(score, timing):
   """Teacher forcing (the decoder's scan) equals decode steps run in the teacher-forced mode
   (`decoding=False`: expected alignment), logits, weights and gradients; padding gets exactly 0 weight."""
@@ -249,6 +250,7 @@ def attended(weights_xTxS):
 
 
 @pytest.mark.xdist_group('monotonic_copy')  # one worker trains the copy model
+@pytest.mark.slow
 def test_learns_to_copy_with_hard_monotonic_attention(copy_model):
   cfg, params = copy_model
   test, src, lengths = held_out_copies()

@@ -280,6 +280,7 @@ def batch(seed):
 
 
 @pytest.mark.parametrize('name,score,timing,window', COMBOS)
+@pytest.mark.slow
 def test_teacher_forced_equals_step_by_step(name, score, timing, window):
   """Logits, weights and every parameter's gradient of teacher forcing (the decoder's scan, with its deferred
   weight products) equal those of decode steps; padding gets zero weight, and exact zeros occur inside."""
@@ -316,6 +317,7 @@ def test_teacher_forced_equals_step_by_step(name, score, timing, window):
 
 
 @pytest.mark.parametrize('name,score,timing,window', COMBOS[:2])
+@pytest.mark.slow
 def test_greedy_and_beam_search(name, score, timing, window):
   cfg, params = model_and_params(name, score, timing, window, seed=3)
   src, lengths, _ = batch(3)

@@ -137,6 +137,7 @@ def test_a_form_whose_sizes_do_not_hold_is_refused_with_one_line():
     init_params(cfg, jax.random.key(0), batch=2, tgt_len=3)
 
 
+@pytest.mark.slow
 def test_trains_through_the_experiment_code(tmp_path):
   """A few steps of the real training loop: checkpoint, the import path in the variant's name, test perplexity."""
   cfg = tiny.get_config()

@@ -338,6 +338,7 @@ def trained_user_run(tmp_path_factory):
     (dict(width=6), 'the run holds decoder/attention/W as (32, 32), the code declares (32, 6)'),
   ],
 )
+@pytest.mark.slow
 def test_a_loaded_run_whose_user_score_changed_names_that_code(trained_user_run, edit, difference):
   """attnmt.load / translate: one line naming the user's class and the fix, not Flax's ScopeParamNotFoundError."""
   from attnmt.analysis import inspection
@@ -375,6 +376,7 @@ def test_a_resumed_run_whose_user_score_changed_names_that_code(trained_user_run
   assert sorted(os.listdir(run / 'checkpoints')) == ['2'] and not (run / 'damaged').exists()
 
 
+@pytest.mark.slow
 def test_translate_with_a_changed_user_score_exits_2_with_one_line(trained_user_run):
   """experiments/translate.py: `error: <that line>` and status 2 instead of a Flax traceback."""
   _, run, write = trained_user_run

@@ -31,6 +31,7 @@ def test_reverse_within_length_is_an_involution_that_keeps_padding():
 
 
 @pytest.mark.parametrize('cell,layers,bidirectional', [('lstm', 1, True), ('gru', 2, True), ('lstm', 2, False)])
+@pytest.mark.slow
 def test_padded_annotations_equal_unpadded(small, cell, layers, bidirectional):
   """A sentence padded with arbitrary tokens gets the annotations and final state it has unpadded."""
   cfg = ModelConfig(**sized({**small, 'cell': cell, 'encoder_layers': layers, 'bidirectional': bidirectional}))
@@ -72,6 +73,7 @@ def test_backward_direction_reads_right_to_left(small):
 
 
 @pytest.mark.parametrize('score,timing,window', COMBINATIONS)
+@pytest.mark.slow
 def test_teacher_forced_logits_equal_step_by_step(small, score, timing, window):
   """For every score x query timing x window: one scan over the target = feeding it token by token."""
   cfg = ModelConfig(
@@ -103,6 +105,7 @@ def test_teacher_forced_logits_equal_step_by_step(small, score, timing, window):
 
 @pytest.mark.parametrize('init_state', ['bridge', 'last', 'zero'])
 @pytest.mark.parametrize('cell', ['lstm', 'gru'])
+@pytest.mark.slow
 def test_initial_states(small, init_state, cell):
   cfg = ModelConfig(**sized({**small, 'cell': cell, 'init_state': init_state}))
   params = {'params': init_params(cfg, jax.random.key(0))}

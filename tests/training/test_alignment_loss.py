@@ -140,6 +140,7 @@ def test_zero_weight_is_no_supervision_and_a_weight_adds_the_alignment_loss():
     jax.eval_shape(lambda p: train_step.loss_fn(cfg, p, plain, None, False, 0.0, alignment_loss_weight=0.5), params)
 
 
+@pytest.mark.slow
 def test_supervision_moves_attention_to_the_gold_positions():
   """A few updates with the weight > 0 bring the attention much closer to the gold than the same updates without."""
   cfg = ModelConfig(**REVERSE_MODEL)
@@ -175,6 +176,7 @@ def test_seeds_batches_stack_with_their_gold_padded_to_the_common_widths():
 
 
 @pytest.mark.parametrize('normalizer', ['sparsemax', 'entmax15'])
+@pytest.mark.slow
 def test_sparse_normalizers_give_a_finite_loss_and_gradient(normalizer):
   # A gold position with exactly zero weight: the loss is -log(eps), its gradient finite (zero, off the support).
   norm = normalizers.build(ModelConfig(normalizer=normalizer)).normalize
@@ -410,6 +412,7 @@ def test_runs_written_before_the_setting_read_it_as_off(tmp_path):
   assert loaded.to_dict() == json.loads(json.dumps(settings.canonical(config).to_dict()))
 
 
+@pytest.mark.slow
 def test_a_supervised_training_run_logs_the_alignment_loss(tmp_path):
   config = supervised_config()
   config.data.data_dir = str(tmp_path / 'data')

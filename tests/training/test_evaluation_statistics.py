@@ -215,6 +215,7 @@ def two_seed_run(data_dir, tmp_path_factory):
   return config, workdir
 
 
+@pytest.mark.slow
 def test_every_evaluation_logs_the_attention_statistics_of_every_seed(two_seed_run):
   _, workdir = two_seed_run
   records = [json.loads(line) for line in (workdir / 'metrics.jsonl').read_text().splitlines()]
@@ -235,6 +236,7 @@ def test_every_evaluation_logs_the_attention_statistics_of_every_seed(two_seed_r
   assert validation[0]['attention_entropy'] != validation[1]['attention_entropy']  # the attention moved
 
 
+@pytest.mark.slow
 def test_every_evaluation_writes_a_heatmap_image_of_each_fixed_sentence(two_seed_run):
   config, workdir = two_seed_run
   prepared = data.prepare(config.data)

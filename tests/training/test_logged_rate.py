@@ -9,6 +9,7 @@ from attnmt.training import trainer
 from experiments.configs import tiny
 
 
+@pytest.mark.slow
 def test_the_logged_learning_rate_is_the_schedule(tmp_path):
   config = tiny.get_config()
   config.data.data_dir = str(tmp_path / 'data')

@@ -5,6 +5,8 @@ import io
 import os
 import re
 import subprocess
+
+import pytest
 import sys
 
 import jax
@@ -90,6 +92,7 @@ def test_steps_that_end_before_the_budget_and_no_budget_count_steps():
     assert '401/1000' in line and _eta(line) == '00:59' and 'budget' not in line, line
 
 
+@pytest.mark.slow
 def test_training_into_a_log_file_prints_periodic_lines_and_no_carriage_returns(tmp_path):
   log = tmp_path / 'train.log'
   with open(log, 'w') as f:

@@ -59,6 +59,7 @@ def runs(tmp_path_factory):
 
 
 @pytest.mark.xdist_group('parallel_runs')  # one worker builds the shared runs
+@pytest.mark.slow
 def test_four_devices_give_the_losses_of_one(runs):
   one, four = losses(runs / 'dev1'), losses(runs / 'dev4')
   assert one.shape == four.shape == (STEPS, 2)
@@ -81,6 +82,7 @@ def _free_port() -> int:
 
 
 @pytest.mark.xdist_group('parallel_runs')  # one worker builds the shared runs
+@pytest.mark.slow
 def test_two_processes_of_two_devices_give_the_losses_of_one_process(runs, tmp_path):
   """Multi-host on one machine: jax.distributed over 2 processes (gloo collectives), 2 devices each.
   Each process builds only its own rows of every global batch."""
@@ -112,6 +114,7 @@ def test_two_processes_of_two_devices_give_the_losses_of_one_process(runs, tmp_p
 
 
 @pytest.mark.xdist_group('parallel_runs')  # one worker builds the shared runs
+@pytest.mark.slow
 def test_checkpoint_saved_on_four_devices_restores_on_one_and_on_two(runs, tmp_path):
   saved = np.load(runs / 'dev4' / f'params_{STEPS}.npz')
   for devices in (1, 2):
@@ -198,6 +201,7 @@ def test_padding_rows_change_neither_loss_nor_translations():
 BF16_STEPS = 400
 
 
+@pytest.mark.slow
 def test_bfloat16_training_learns_to_reverse():
   """Mixed precision (model.dtype='bfloat16'): bf16 matrix products, float32 parameters, softmax and
   loss. Observed: exact on every held-out string after 400 steps (lengths 1..8) with a cosine decay to 5 % of

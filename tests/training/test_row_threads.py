@@ -53,6 +53,7 @@ def _close(a, b, rtol=2e-5, atol=2e-6):
     (2, 8, [0, 3], {'coverage_loss_weight': 0.5, 'alignment_loss_weight': 2.0}),  # means over the whole batch
   ],
 )
+@pytest.mark.slow
 def test_row_blocks_make_the_update_of_the_whole_batch(threads, rows, seeds, weights):
   """Without dropout, `threads` blocks of rows on threads give the one-program step's parameters, optimiser
   state and metrics (two steps, compiled ahead through lower().compile() and called through jit)."""
@@ -84,6 +85,7 @@ def test_row_blocks_make_the_update_of_the_whole_batch(threads, rows, seeds, wei
   np.testing.assert_array_equal(jax.random.key_data(got.rng), jax.random.key_data(expected.rng))
 
 
+@pytest.mark.slow
 def test_each_block_draws_its_own_dropout():
   """With dropout, two blocks holding the same rows draw different masks (the block index is folded into the
   step's dropout key), and the step's key advances as the one-program step's does."""
@@ -134,6 +136,7 @@ def test_rows_per_batch_reads_sentences_or_tokens():
 
 
 @pytest.mark.parametrize('beam', [0, 3])
+@pytest.mark.slow
 def test_decoding_in_blocks_equals_the_whole_batch(beam):
   """Greedy and beam search (with every hypothesis) on 2 blocks of rows on threads give the whole batch's
   tokens, lengths, scores and attention."""
@@ -163,6 +166,7 @@ def test_decode_blocks_only_where_the_rows_divide_on_one_device(monkeypatch):
   assert batch_decoding.decode_blocks(96) == 3
 
 
+@pytest.mark.slow
 def test_a_run_on_row_threads_trains_evaluates_and_resumes_bitwise(tmp_path, capsys):
   """train.step_threads=2 through the trainer (the step compiled ahead, evaluation decoding in blocks): the run
   says so, and one stopped at step 10 and resumed ends with the parameters of one run straight through."""

@@ -88,6 +88,7 @@ ocp.CheckpointManager.save = save
 
 
 @pytest.mark.xdist_group('save_failure_whole')  # one worker trains the shared uninterrupted run
+@pytest.mark.slow
 def test_a_full_disk_stops_the_run_at_the_failed_save_and_it_resumes_bitwise(tmp_path, whole):
   disk, (whole_run, data_dir) = tmp_path / 'disk', whole
   mounted = small_disk(disk)

@@ -202,6 +202,7 @@ def _tiny(tmp_path, train_shapes, steps=6):
   return config
 
 
+@pytest.mark.slow
 def test_a_run_with_fewer_shapes_trains_the_same_examples_to_the_same_loss(tmp_path, capsys):
   from attnmt.training import trainer
 
@@ -218,6 +219,7 @@ def test_a_run_with_fewer_shapes_trains_the_same_examples_to_the_same_loss(tmp_p
   assert 'Resumed' in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_training_and_evaluation_compile_nothing_on_the_main_thread(tmp_path):
   """Every program a run needs (its steps' shapes, the validation and test decoder and loss per width) is
   compiled ahead on the background threads; the loop and the evaluation only wait for them."""

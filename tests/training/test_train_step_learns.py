@@ -70,12 +70,14 @@ def additive():
 
 
 @pytest.mark.xdist_group('learns_additive')  # one worker trains the shared model
+@pytest.mark.slow
 def test_additive_attention_learns_to_reverse(additive):
   assert additive['exact'] >= 0.99, additive
   assert additive['attention_hits'] >= 0.95, additive
 
 
 @pytest.mark.xdist_group('learns_additive')  # one worker trains the shared model
+@pytest.mark.slow
 def test_no_attention_does_clearly_worse_on_long_strings(additive):
   none = train_and_evaluate('none')
   print('additive', additive, 'none', none)

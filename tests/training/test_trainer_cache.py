@@ -5,6 +5,7 @@ import sys
 
 import jax
 import numpy as np
+import pytest
 
 from attnmt.training import checkpoints, trainer
 from experiments.configs import tiny
@@ -14,6 +15,7 @@ def _params(workdir):
   return jax.tree.leaves(checkpoints.restore_params(str(workdir), 'latest')[0])
 
 
+@pytest.mark.slow
 def test_the_same_variant_trains_again_on_its_cached_step(tmp_path):
   config = tiny.get_config()
   config.data.data_dir = str(tmp_path / 'data')
@@ -29,6 +31,7 @@ def test_the_same_variant_trains_again_on_its_cached_step(tmp_path):
     np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
 
 
+@pytest.mark.slow
 def test_runs_given_one_corpora_dict_prepare_their_corpus_once(tmp_path, monkeypatch):
   """A sweep's runs in one process pass one `corpora` dict (data.prepare_once): the corpus is prepared for the
   first run only, and a run on the shared corpus trains to the parameters of a run that prepared its own."""

@@ -105,6 +105,7 @@ def reference(tmp_path_factory, data_dir):
 
 
 @pytest.mark.xdist_group('faults_reference')  # one worker trains the shared reference run
+@pytest.mark.slow
 def test_sigkill_at_five_points_then_resume_equals_uninterrupted(tmp_path, data_dir, reference):
   """Seven processes train the run in pieces: five are killed, one is stopped by SIGTERM (it saves a checkpoint
   and says how to resume), and the last ends; the result equals the reference run's bit for bit, so the same
@@ -198,6 +199,7 @@ def test_nonfinite_loss_stops_before_any_checkpoint_after_it(tmp_path, data_dir,
   assert_stops_without_saving(data_dir, tmp_path, bad_step=23, last_good=20)
 
 
+@pytest.mark.slow
 def test_nonfinite_updates_can_be_skipped_and_counted(tmp_path, data_dir, monkeypatch):
   monkeypatch.setattr(train_step, 'train_step', poisoned_train_step(23))
   summary = trainer.train_and_evaluate(tiny_config(data_dir, nonfinite='skip'), str(tmp_path))
@@ -382,6 +384,7 @@ def damage(step_dir):
 
 
 @pytest.mark.xdist_group('faults_uninterrupted')  # one worker trains the shared uninterrupted run
+@pytest.mark.slow
 def test_killed_between_best_and_latest_of_one_step_then_newest_step_deleted(
   tmp_path, data_dir, uninterrupted, patch, capsys
 ):
@@ -442,6 +445,7 @@ def test_every_latest_step_damaged_resumes_from_best(tmp_path, data_dir, uninter
 
 
 @pytest.mark.xdist_group('faults_uninterrupted')  # one worker trains the shared uninterrupted run
+@pytest.mark.slow
 def test_every_step_damaged_starts_from_step_0_and_moves_every_one_aside(tmp_path, data_dir, uninterrupted):
   """No intact checkpoint anywhere: the train command starts again from step 0 (bitwise the uninterrupted run),
   and the damaged steps, best/ included, are moved to damaged/, not deleted. Its own process, as a user runs it:

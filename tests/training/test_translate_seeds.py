@@ -36,6 +36,7 @@ def _stacked_params(cfg, seeds):
 
 
 @pytest.mark.parametrize('beam_size', [0, 3])
+@pytest.mark.slow
 def test_every_seed_in_one_program_equals_each_seed_alone(beam_size):
   cfg = ModelConfig(**SMALL)
   params = _stacked_params(cfg, [0, 1, 2])
