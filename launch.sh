@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # attnmt entry point. Every subcommand sets up what it needs first, so each works on a fresh machine.
 #   ./launch.sh setup              create .venv, install attnmt and its test tools, the Bible modules, chromium
-#   ./launch.sh test [ARGS]        lint and format check (ruff), then the test suite (extra ARGS go to pytest; the 30 slowest tests listed at the end)
+#   ./launch.sh test [ARGS]        lint and format check (ruff), then the test suite (extra ARGS go to pytest, e.g. -m 'not slow' for the quick loop; the 30 slowest tests listed at the end)
 #   ./launch.sh main [FLAGS]       the default ablation on the Bible corpus: table, length plot, heatmaps
 #   ./launch.sh train [FLAGS]      one training run       (experiments/train.py)
 #   ./launch.sh sweep [FLAGS]      an ablation sweep      (experiments/sweep.py)
