@@ -17,6 +17,20 @@ def width(n: int) -> int:
   return max(8, -(-int(n) // 8) * 8)
 
 
+def first_batches(batches, max_sentences: int) -> list[dict]:
+  """The first whole batches holding at least `max_sentences` sentences (0: every batch), from a list or an
+  iterator (read only as far as needed)."""
+  if not max_sentences:
+    return list(batches)
+  kept, rows = [], 0
+  for b in batches:
+    if rows >= max_sentences:
+      break
+    kept.append(b)
+    rows += int(np.sum(np.asarray(b['index']) >= 0))
+  return kept
+
+
 def records(batches: list[dict], own: dict | None) -> list[dict]:
   """One record per real sentence, in batch order: its source row (the batch's width), the model's own output
   (with EOS, where `own` is given) and the reference (with EOS)."""

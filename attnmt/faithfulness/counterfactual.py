@@ -38,7 +38,7 @@ import scipy.stats
 
 from attnmt import data, progress
 from attnmt.analysis import stored
-from attnmt.faithfulness import measures, moradi
+from attnmt.faithfulness import chunks, measures, moradi
 from attnmt.errors import InputError
 from attnmt.model import scores
 from attnmt.model.config import ModelConfig
@@ -143,20 +143,6 @@ def attends(cfg: ModelConfig) -> bool:
   return scores.build(cfg).attends
 
 
-def _subset(batches, max_sentences: int) -> list[dict]:
-  """The first whole batches holding at least `max_sentences` sentences (0: every batch), from a list or an
-  iterator (read only as far as needed)."""
-  if not max_sentences:
-    return list(batches)
-  kept, rows = [], 0
-  for b in batches:
-    if rows >= max_sentences:
-      break
-    kept.append(b)
-    rows += int(np.sum(np.asarray(b['index']) >= 0))
-  return kept
-
-
 def _own_tokens(batch: dict, own: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
   """The batch's real rows (index >= 0) and the model's own output for them: tokens (with EOS) padded to one
   width, and their lengths."""
@@ -177,7 +163,7 @@ def analyze_run(run, interventions: list, split: str = 'test', max_sentences: in
   happens). Erasure and agreement run `chunk` sentences at a time (the gradients are B x T x S x E)."""
   cfg, tokenizer = run.cfg, run.prepared.tgt_tokenizer
   sources, references = data.raw_texts(run.prepared, split)
-  batches = _subset(list(data.batches(run.prepared, split, run.config.data)), max_sentences)
+  batches = chunks.first_batches(list(data.batches(run.prepared, split, run.config.data)), max_sentences)
   indices = sorted(int(i) for b in batches for i in np.asarray(b['index']) if i >= 0)
   refs = [references[i] for i in indices]
   out = {

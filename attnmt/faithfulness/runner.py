@@ -40,7 +40,7 @@ import numpy as np
 
 from attnmt import data, progress
 from attnmt.faithfulness import chunks as chunking
-from attnmt.faithfulness import counterfactual, jain_wallace, moradi, serrano_smith, summaries, wiegreffe_pinter
+from attnmt.faithfulness import jain_wallace, moradi, serrano_smith, summaries, wiegreffe_pinter
 from attnmt.errors import ConfigError, InputError
 from attnmt.model import interventions, scores
 from attnmt.model.seq2seq import EOS
@@ -158,7 +158,7 @@ def analyze_run(
     train_sentences=train_sentences,
   )
   _check(run, split, epsilon, counts)
-  batches = counterfactual._subset(list(data.batches(run.prepared, split, run.config.data)), max_sentences)
+  batches = chunking.first_batches(list(data.batches(run.prepared, split, run.config.data)), max_sentences)
   records = chunking.records(batches, None)
   score = scores.build(run.cfg)
   out = {
@@ -324,7 +324,7 @@ def frozen(run_a, run_b, split: str = 'test', max_sentences: int = MAX_SENTENCES
     raise InputError(f'{run_a.name}: its score has no attention to freeze into another decoder')
   if not same_vocabulary(run_a, run_b, split):
     raise InputError(f'{run_a.name} and {run_b.name} read different vocabularies or sentences: no frozen attention')
-  batches = counterfactual._subset(list(data.batches(run_b.prepared, split, run_b.config.data)), max_sentences)
+  batches = chunking.first_batches(list(data.batches(run_b.prepared, split, run_b.config.data)), max_sentences)
   params_a = evaluation.seed_params(run_a.params, 0)
   out = {
     'a': run_a.name,

@@ -13,7 +13,6 @@ import numpy as np
 
 from attnmt import data
 from attnmt.faithfulness import chunks as chunking
-from attnmt.faithfulness import counterfactual
 from attnmt.faithfulness import jain_wallace, measures, moradi, serrano_smith, wiegreffe_pinter
 from attnmt.training import evaluation
 
@@ -263,7 +262,7 @@ def trained(run, test_records: list[dict], steps: int, train_sentences: int, see
   (wiegreffe_pinter.adversarial_training), trained on the first `train_sentences` training sentences (in the
   corpus's order) and scored on the test records (the diagnostic's own draws from `seed`)."""
   epoch = data.batches(run.prepared, 'train', run.config.data, num_epochs=1, shuffle=False)
-  batches = counterfactual._subset(epoch, train_sentences)  # read lazily: the first whole batches only
+  batches = chunking.first_batches(epoch, train_sentences)  # read lazily: the first whole batches only
   train, test = (
     chunking.chunks(chunking.records(batches, None)[:train_sentences], 32),
     chunking.chunks(test_records, 32),
