@@ -1,7 +1,7 @@
 """A researcher's own decoder form, defined here and selected by import path without touching attnmt: Bahdanau
 et al.'s maxout output layer (2015, Appendix A.2.2), through the checks the built-in forms pass: a NumPy
 reference, teacher forcing = step-by-step decoding, greedy and beam search, FLOPs, a training run.
-(docs/extending.md, "A new decoder form".)"""
+(docs/extending.md, "The three examples, run by a test": examples/components/maxout.py.)"""
 
 import jax
 import jax.numpy as jnp
