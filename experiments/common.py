@@ -168,9 +168,8 @@ def describe_unknown_override(e: Exception, argv) -> str:
 
 
 # The persistent compilation cache the entry points use unless the user set JAX's own variables: a program
-# compiled once (a batch shape's training step, a decoder) loads from disk in later commands. Measured on 2
-# CPU cores: `translate` of one sentence 4.0 s -> 2.8-3.0 s, the main job's analysis 39-40 s -> 32 s; on an H100
-# a compilation of the main job's 5-seed step takes about 17 s (benchmarks/README.md, "On a GPU").
+# compiled once (a batch shape's training step, a decoder) loads from disk in later commands (what it saves:
+# benchmarks/README.md).
 CACHE_MIN_COMPILE_SECONDS = 0.2  # cheaper programs are not worth a file (tests/conftest.py says why)
 CACHE_MAX_BYTES = 4 << 30  # the oldest entries go beyond it
 

@@ -52,11 +52,9 @@ ALPHA = 0.05
 
 
 def _special():
-  """scipy.special, imported when a test is first computed (every training and translation process loads this
-  module for its tables without testing anything). Its Student t and normal functions are what scipy.stats.t
-  and .norm compute (stdtr, stdtrit, ndtr, ndtri: the same numbers), without their 0.2 ms of argument handling
-  per call, which the simulated A/A checks (thousands of experiments of many contrasts) spent most of their
-  time in."""
+  """scipy.special, imported when a test is first computed (training and translation load this module without
+  testing anything). Its stdtr, stdtrit, ndtr and ndtri are the numbers scipy.stats.t and .norm compute, without
+  their argument handling per call, where the simulated A/A checks spent most of their time."""
   import scipy.special
 
   return scipy.special
@@ -81,8 +79,8 @@ def sentence_statistics(hypotheses: Sequence[str], references: Sequence[str]) ->
 
 def sentence_bleus(hypotheses: Sequence[str], references: Sequence[str]) -> list[float]:
   """sacrebleu.sentence_bleu of every sentence (its defaults: exponential smoothing, the effective n-gram order),
-  from the outputs' sentence statistics (`sentence_statistics`): sentence_bleu, called sentence by sentence, builds
-  a metric and tokenises afresh at every call, 2 ms a sentence."""
+  from the outputs' sentence statistics (`sentence_statistics`), where sentence_bleu would build a metric and
+  tokenise afresh for every sentence."""
   if not references:
     return []
   metric = sacrebleu.BLEU(effective_order=True)

@@ -50,7 +50,7 @@ def _vocab_dir(cfg, corpus: sources.RawCorpus) -> str:
 
 def _tokenizers(cfg, corpus: sources.RawCorpus, directory: str):
   """Loads the tokenisers from `directory`, or trains them on the training split: the two sides on two threads
-  (sentencepiece trains without Python's lock: the main job's two take 4 s together instead of 8)."""
+  (sentencepiece trains without Python's lock, so the two overlap)."""
   sides = {'source': corpus.splits['train'].source, 'target': corpus.splits['train'].target}
 
   def load_or_train(side: str):

@@ -7,7 +7,7 @@ docs/results/attention_axes.md records what it measured.
 
     ./launch.sh sweep --config=experiments/configs/attention_axes.py --workdir=runs/attention_axes
 
-Re-running the same command resumes. About 40 minutes on 2 quiet CPU cores.
+Re-running the same command resumes.
 """
 
 from experiments.configs import main_ablation

@@ -18,7 +18,7 @@ def get_config():
   d, t = config.data, config.train
   d.synthetic_size = 4000  # training sentences
   d.synthetic_eval_size = 4000  # validation and test sentences, each: the test set every look scores
-  t.num_steps = 1500  # about 40 s per variant for 5 vmapped seeds on one CPU core
+  t.num_steps = 1500
   t.schedule = 'cosine'
   t.learning_rate = 1e-2
   t.warmup_steps = 50

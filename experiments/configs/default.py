@@ -9,7 +9,7 @@ sizes are filled in from the trained tokenizers; each component's options are wr
 `additive(size=64)`, and declared by the component); `data` is attnmt/data/config.py's DATA and `train`
 attnmt/training/settings.py's TRAIN (every setting with its default, meaning and accepted values). The
 model is twice as wide as the main job's (size.png: level with it per minute over 5 minutes, still climbing
-when the small one flattens), and 12,000 steps take about an hour on 2 CPU cores.
+when the small one flattens); docs/results/reference.md trains it for 12,000 steps.
 """
 
 import ml_collections

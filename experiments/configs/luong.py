@@ -9,11 +9,8 @@ Three seeds per variant (trained together in one vmapped program), each variant 
 It resumes: run the same command again after an interruption. On a CPU it trains one single-threaded
 process per core (sweep.processes=auto), then writes the tables and the analysis. To split it over
 machines, --config.sweep.shard=i/n or =auto, then --config.sweep.report_only=true (docs/sweeps.md).
-
-Each variant trains its 3 seeds in one vmapped program at about 1.7 steps/s on one core of the 2-core CPU
-machines (measured, the other core busy with the other shard): about 25 minutes with its evaluations, so
-the 10 variants take about 2 hours 15 minutes of both cores. docs/results/luong.md trained each seed as its own run
-instead (--config.sweep.axes="train.seeds=0,1,2"; the tables pool them).
+Its wall time is in docs/results/luong.md, which trained each seed as its own run instead
+(--config.sweep.axes="train.seeds=0,1,2"; the tables pool them).
 """
 
 from experiments.configs import main_ablation
