@@ -178,17 +178,17 @@ def _analyze():
   if FLAGS.from_faithfulness:
     return analyze_faithfulness.from_faithfulness(FLAGS.from_faithfulness, FLAGS.out, FLAGS.baseline)
   if FLAGS.from_scores:
-    return analyze_stored.from_scores(FLAGS.from_scores, FLAGS.baseline, FLAGS.contrasts, FLAGS.delta)
+    return analyze_stored.from_scores(FLAGS.from_scores, FLAGS.baseline, declared['contrasts'], declared['delta'])
   if FLAGS.from_translations:
     return analyze_stored.from_translations(
-      FLAGS.from_translations, FLAGS.out, FLAGS.baseline, FLAGS.pool_seeds, FLAGS.contrasts, FLAGS.delta
+      FLAGS.from_translations, FLAGS.out, FLAGS.baseline, FLAGS.pool_seeds, declared['contrasts'], declared['delta']
     )
   if FLAGS.explanations:
     return analyze_faithfulness.explanations(
       FLAGS.runs,
       FLAGS.explanations,
       FLAGS.out,
-      FLAGS.which,
+      declared['which'],
       FLAGS.baseline,
       FLAGS.frozen_attention,
       max_sentences=FLAGS.explanation_sentences,
@@ -203,7 +203,7 @@ def _analyze():
       FLAGS.interventions,
       FLAGS.out,
       FLAGS.faithfulness_sentences,
-      FLAGS.which,
+      declared['which'],
       FLAGS.pool_seeds,
       FLAGS.baseline,
     )
@@ -246,7 +246,7 @@ def _analyze_runs(runs: list[str], declared: dict) -> None:
   if formats:
     corpora = {}
     for workdir in runs:  # every run, pooled or not
-      run = inspection.load_run(workdir, FLAGS.which, corpora)
+      run = inspection.load_run(workdir, declared['which'], corpora)
       attention = inspection.split_word_attention(run, 0, 'test', eos=True)
       paths = exports.write(attention, os.path.join(out, files.slug(run.name)), formats)
       print(f'Exported {run.name}: ' + ', '.join(paths))
