@@ -6,8 +6,8 @@ and 10 seeds, with and without sentence-by-sentence differences between the vari
 of 45 sentences; the seed design (identical variants whose seed variances differ up to 225 times, same-numbered
 seeds correlated, families of 1, 3 and 10 contrasts, paired and unpaired, and the power paired against
 unpaired); designs of rounds (sequential, at their exact boundaries); an equivalence claimed when the true
-difference is exactly delta; and the power curves (the probability of a decision by true difference and K,
-and by rounds). Every table is printed, and with --out written as calibration.json and power.png:
+difference is exactly delta; the power curves (the probability of a decision by true difference and K,
+and by rounds); and the faithfulness pages' family of ratio measures (`faithfulness`). Every table is printed, and with --out written as calibration.json and power.png:
 
     python -m experiments.calibrate --simulate --experiments=1000 --out=docs/results/calibration
 
@@ -23,6 +23,7 @@ of a design pooled when several files are given):
     python -m experiments.calibrate --pairing=docs/results/main_gpu/translations.json.gz
 """
 
+import dataclasses
 import json
 import math
 import os
@@ -35,6 +36,7 @@ import scipy.stats
 
 from attnmt.analysis import stored
 from attnmt.compare import calibration, family, planning, sequential, pair_tests, seed_design
+from attnmt.faithfulness import calibration as faith_calibration
 from experiments import common
 
 flags.DEFINE_bool('simulate', False, 'Run the simulated checks and the power curves.')
@@ -50,7 +52,17 @@ flags.DEFINE_list(
   'much their same-numbered seeds correlate.',
 )
 flags.DEFINE_string('out', None, 'With --simulate: write calibration.json and power.png here.')
-PARTS = ('family', 'design', 'rounds', 'equivalence', 'power', 'rounds_power', 'aso')
+RECORDED = {  # each part of --simulate and its key in calibration.json
+  'family': 'family_errors',
+  'design': 'design_errors',
+  'rounds': 'sequential',
+  'equivalence': 'equivalence_at_delta',
+  'power': 'power',
+  'rounds_power': 'rounds_power',
+  'aso': 'aso',
+  'faithfulness': 'faithfulness',
+}
+PARTS = tuple(RECORDED)
 flags.DEFINE_list(
   'parts',
   list(PARTS),
@@ -123,6 +135,9 @@ def _simulated(n: int, sentences: int, interaction: float, out) -> dict:
     kept = _read_record(os.path.join(out, 'calibration.json'))
     if {k: kept.get(k) for k in record} == record:
       record = kept  # the parts not run again stay
+    elif set(kept) - set(record) - {RECORDED[p] for p in FLAGS.parts}:  # parts at other settings would be lost
+      was = ', '.join(f'--{k}={kept.get(k)}' for k in ('experiments', 'sentences', 'interaction_sd'))
+      raise ValueError(f'{out}/calibration.json holds parts run at {was}: run at those, or give another --out')
   parts = set(FLAGS.parts)
   print(f'Simulated: {n} experiments per row, {sentences} sentences; 5 variants, 4 identical, one far below')
   if 'family' in parts:
@@ -152,6 +167,8 @@ def _simulated(n: int, sentences: int, interaction: float, out) -> dict:
     record['rounds_power'] = _rounds_power(max(n // 5, 2))
   if 'aso' in parts:
     record['aso'] = _aso(n)
+  if 'faithfulness' in parts:
+    record['faithfulness'] = _faithfulness(n)
   if out:
     os.makedirs(out, exist_ok=True)
     with open(os.path.join(out, 'calibration.json'), 'w') as f:
@@ -257,6 +274,20 @@ def _aso(n: int) -> dict:
         f"  true difference {gap:g} seed sd, K = {k}: {got['aso']['ranked_share']:.0%} | {got['t']['ranked_share']:.0%}"
       )
   return {'family': rows, 'power': power, 'experiments': n}
+
+
+def _faithfulness(n: int) -> dict:
+  """The faithfulness pages' family (attnmt/faithfulness/calibration.py): 9 identical cells, seed sds 1:15,
+  rho 0.5, 4 ratio measures kept per sentence, 32 contrasts against the first cell; any wrong ranking at
+  K = 2, 3, 5, and at K = 3 with the last cell shifted up (its contrasts' power)."""
+  null = faith_calibration.Null()
+  print(f'\nThe faithfulness family: 9 identical cells, seed sds 1:15, rho {null.rho:g}, 4 measures x 8 contrasts')
+  rows = [faith_calibration.family_errors(null, k, n, seed=k) for k in (2, 3, 5)]
+  rows += [faith_calibration.family_errors(null, 3, n, shift=d, seed=10 + i) for i, d in enumerate((0.4, 0.8, 1.5))]
+  for r in rows:
+    power = f", the shifted cell ranked upwards in {r['power']:.0%} of its contrasts" if r['shift'] else ''
+    print(f"  K = {r['seeds']}, shift {r['shift']:g}: any wrong ranking {r['share']:.1%} ± {r['mc_se']:.1%}{power}")
+  return {'null': dataclasses.asdict(null), 'rows': rows, 'experiments': n}
 
 
 def _read_record(path: str) -> dict:

@@ -128,7 +128,12 @@ def _jack(cells: list[dict], path: str, scale: float):
 
 
 def contrasts(
-  results: list[dict], measures=MEASURES, reference: str = 'additive', alpha: float = family.ALPHA, delta=None
+  results: list[dict],
+  measures=MEASURES,
+  reference: str = 'additive',
+  alpha: float = family.ALPHA,
+  delta=None,
+  plan: bool = True,
 ) -> dict:
   """The page's verdicts: for each declared measure (a key path, `measure_values`), every cell whose score
   attends against `reference`, all measures x cells in one family with family-wise error <= alpha. Each
@@ -140,7 +145,8 @@ def contrasts(
   another test set of this kind too. Otherwise the test set is held fixed (every cell is measured on the same
   sentences, so they add no variance to a difference between cells). No equivalence margin is declared (the
   measures' units differ): `delta` None is 0, so a contrast is 'greater' (its interval excludes 0, the sign says
-  which way) or 'undecided', never 'equivalent'. Returns {'reference', 'measures', 'alpha', 'family_size',
+  which way) or 'undecided', never 'equivalent'. `plan`
+  False leaves out the seed plans (verdicts.compare_scores; the A/A checks read only the decisions). Returns {'reference', 'measures', 'alpha', 'family_size',
   'level', 'method', 'rows'}, a row per contrast: compare_scores' pair (a the cell, b the reference, difference
   a - b in the shown scale) with 'measure', 'label' and 'sentences' (whether the sentences' variance is in)."""
   cells = [r for r in results if stored.attends(r)]
@@ -161,7 +167,7 @@ def contrasts(
     seeds = [r['seeds'] for r in cells]  # same-numbered seeds pair (pair_tests.pair_test)
     jack = _jack(cells, path, scale)
     compared = verdicts.compare_scores(
-      names, observed, ref, jack=jack, contrasts=ref, delta=delta, alpha=alpha, level=level, seeds=seeds
+      names, observed, ref, jack=jack, contrasts=ref, delta=delta, alpha=alpha, level=level, seeds=seeds, plan=plan
     )
     rows += [{'measure': path, 'label': label, 'sentences': jack is not None, **pair} for pair in compared['pairs']]
     if jack is not None:

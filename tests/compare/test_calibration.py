@@ -185,6 +185,17 @@ def test_the_command_prints_both_checks(tmp_path):
   assert len(record['design_errors']['family']) == 12 and len(record['sequential']['design']) == 6
   assert '| 10 | 0.6 | paired | ' in res.stdout and 'Power of one pair (seed sd 0.45' in res.stdout
   assert (tmp_path / 'sim' / 'power.png').stat().st_size > 1000
+  assert [r['shift'] for r in record['faithfulness']['rows']] == [0, 0, 0, 0.4, 0.8, 1.5]
+  kept = (tmp_path / 'sim' / 'calibration.json').read_bytes()
+  other = subprocess.run(  # the parts run at 3 experiments would be lost: refused, the file kept
+    cmd[:4] + ['--experiments=4', '--parts=faithfulness', f'--out={tmp_path / "sim"}'],
+    cwd=ROOT,
+    capture_output=True,
+    text=True,
+    timeout=300,
+  )
+  assert other.returncode == 2 and 'holds parts run at --experiments=3, --sentences=30' in other.stderr, other.stderr
+  assert (tmp_path / 'sim' / 'calibration.json').read_bytes() == kept
   bad = subprocess.run(
     cmd[:3] + [f'--translations={path}', '--splits=3x2'], cwd=ROOT, capture_output=True, text=True, timeout=300
   )
