@@ -7,11 +7,11 @@ import os
 from attnmt.analysis import stored
 
 
-def output_dir(out, runs=()) -> str:
+def output_dir(out, runs=(), what: str = 'the analysis') -> str:
   """--out, or <first run>/../analysis where it is empty and `runs` are given (else None); refused when a file."""
   out = out or (os.path.join(os.path.dirname(os.path.abspath(runs[0])), 'analysis') if runs else None)
   if out and os.path.exists(out) and not os.path.isdir(out):
-    raise ValueError(f'--out {out} is a file; pass a directory for the analysis (created if missing)')
+    raise ValueError(f'--out {out} is a file; pass a directory for {what} (created if missing)')
   return out
 
 

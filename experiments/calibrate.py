@@ -29,15 +29,14 @@ import math
 import os
 
 import numpy as np
+import scipy.stats
 from absl import app, flags
 
 from attnmt import plots
-import scipy.stats
-
 from attnmt.analysis import stored
 from attnmt.compare import calibration, family, planning, sequential, pair_tests, seed_design
 from attnmt.faithfulness import calibration as faith_calibration
-from experiments import common
+from experiments import analyze_inputs, common
 
 flags.DEFINE_bool('simulate', False, 'Run the simulated checks and the power curves.')
 flags.DEFINE_integer('experiments', 1000, 'Simulated experiments per row.')
@@ -86,9 +85,10 @@ def _calibrate():
     raise ValueError('--experiments must be >= 1 and --sentences >= 2')
   if not (math.isfinite(FLAGS.interaction_sd) and FLAGS.interaction_sd >= 0):
     raise ValueError(f'--interaction_sd must be a finite number >= 0 (logit units), got {FLAGS.interaction_sd}')
-  unknown = sorted(set(FLAGS.parts) - set(PARTS))
+  unknown = sorted(set(FLAGS.parts) - set(PARTS)) or ([] if FLAGS.parts else ['(no part named)'])
   if unknown:
     raise ValueError(f'--parts: unknown {", ".join(unknown)}; choose from {", ".join(PARTS)}')
+  analyze_inputs.output_dir(FLAGS.out, what='calibration.json and power.png')
   if FLAGS.simulate:
     _simulated(FLAGS.experiments, FLAGS.sentences, FLAGS.interaction_sd, FLAGS.out)
   if FLAGS.translations:

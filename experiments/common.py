@@ -6,7 +6,7 @@ import signal
 import sys
 
 import jax
-from absl import app, flags, logging
+from absl import flags, logging
 
 from attnmt import schema
 from attnmt.errors import ConfigError
@@ -75,8 +75,8 @@ def config_path(argv) -> str | None:
 
 
 def parse_flags(argv):
-  """absl's flag parsing (usage errors as absl prints them), with a --config file that cannot be loaded
-  reported as one line naming it, status 2: missing or a directory, one that raises while it is imported, one
+  """absl's flag parsing, a flag absl cannot read reported as one line naming it, status 2, and a --config file
+  that cannot be loaded likewise: missing or a directory, one that raises while it is imported, one
   without get_config(), with or without --config.x overrides."""
 
   path = config_path(argv)
@@ -85,7 +85,9 @@ def parse_flags(argv):
       f'error: cannot load the --config file {path} (Is a directory); pass a config file such as {DEFAULT_CONFIG}', 2
     )
   try:
-    return app.parse_flags_with_usage(argv)
+    return flags.FLAGS(argv)
+  except flags.Error as e:  # a value absl cannot read (--delta=abc), an unknown flag: one line, as every error
+    _exit(f'error: {e}; see --helpshort for the flags', 2)
   except OSError as e:
     if os.environ.get('ATTNMT_DEBUG'):
       raise

@@ -82,4 +82,4 @@ def _minutes(values: list[str]) -> list[float]:
 
 
 if __name__ == '__main__':
-  app.run(main)
+  app.run(main, flags_parser=common.parse_flags)

@@ -96,7 +96,7 @@ def _check(config, root: str, design: sequential.Design) -> None:
       "sweep.analyze=false: the rounds' looks read each round's translations from its analysis; drop it, or set "
       'sweep.rounds=0 for a sweep without looks'
     )
-  given = [a for a in sys.argv[1:] if a.split('=')[0] == '--config.train.seeds']
+  given = [a for a in sys.argv[1:] if a.lstrip('-').split('=')[0] == 'config.train.seeds']  # absl: -f or --f
   if given:
     raise ConfigError(
       f'{given[0]}: a rounds sweep trains the seeds its design names (round r: sweep.first_seed + '

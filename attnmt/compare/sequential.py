@@ -118,6 +118,12 @@ def declare(root: str, design: Design, training: dict | None = None, write: bool
         f'{root} holds rounds ({", ".join(trained)}) but no {DESIGN_FILE}: the design they were trained under is '
         'unknown, and a new one would be declared after seeing them; restore the file, or use a new --workdir'
       )
+    seen = _sweep_results(root)
+    if seen:
+      raise ConfigError(
+        f'{root} holds a sweep\'s results ({", ".join(seen[:3])}): a design declared there would come after '
+        'seeing them; use a new --workdir (and sweep.first_seed past the seeds trained there)'
+      )
   if not write:
     return
   os.makedirs(root, exist_ok=True)
@@ -127,13 +133,26 @@ def declare(root: str, design: Design, training: dict | None = None, write: bool
   os.replace(tmp, path)
 
 
+def _sweep_results(root: str) -> list[str]:
+  """What a plain sweep left in `root`: its tables, or run directories (each holds its config.json)."""
+  if not os.path.isdir(root):
+    return []
+  return sorted(
+    e
+    for e in os.listdir(root)
+    if e in ('results.json', 'results.md') or os.path.exists(os.path.join(root, e, 'config.json'))
+  )
+
+
 def _held_design(path: str, root: str) -> dict:
   try:
     with open(path) as f:
       held = json.load(f)
     if not isinstance(held, dict):
       raise ValueError('not a JSON object')
-  except (OSError, ValueError) as e:
+    fields = {f.name for f in dataclasses.fields(Design)}
+    Design(**{k: v for k, v in held.items() if k in fields})  # a stored design that is not one is damaged
+  except (OSError, ValueError, TypeError, ConfigError) as e:
     raise ConfigError(
       f'{path} cannot be read as a design ({e}); it is what the rounds under {root} were declared with: '
       'restore it, or use a new --workdir'

@@ -34,7 +34,6 @@ import re
 import jax
 import jax.numpy as jnp
 import numpy as np
-import scipy.stats
 
 from attnmt import data, progress
 from attnmt.analysis import stored
@@ -133,7 +132,7 @@ def agreement(attribution_BxTxS, weights_BxTxS, src_len_B, lengths_B) -> dict:
       if n < 3 or np.ptp(x) == 0 or np.ptp(y) == 0:
         undefined += 1
         continue
-      total += float(scipy.stats.spearmanr(x, y).statistic)
+      total += float(measures.scipy_stats().spearmanr(x, y).statistic)
       count += 1
   return {'spearman_sum': total, 'tokens': count, 'undefined': undefined}
 

@@ -13,7 +13,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
-import scipy.stats
 
 from attnmt.errors import ConfigError
 from attnmt.model.config import ModelConfig
@@ -30,6 +29,7 @@ from attnmt.faithfulness.measures import (
   given_step,
   greedy_path,
   most_probable,
+  scipy_stats,
 )
 
 
@@ -41,7 +41,7 @@ def kendall_tau(attention_S, importance_S) -> tuple[float, float]:
   a, b = np.asarray(attention_S, np.float64), np.asarray(importance_S, np.float64)
   if a.size < 2 or np.ptp(a) == 0 or np.ptp(b) == 0:
     return float('nan'), float('nan')
-  result = scipy.stats.kendalltau(a, b)
+  result = scipy_stats().kendalltau(a, b)
   return float(result.statistic), float(result.pvalue)
 
 

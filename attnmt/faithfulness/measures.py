@@ -41,6 +41,14 @@ class _Given(Intervention):
 _GIVEN = _Given()
 
 
+def scipy_stats():
+  """scipy.stats, imported at the first rank correlation: training, translation and the analysis without the
+  explanation tests load this package without computing one."""
+  import scipy.stats
+
+  return scipy.stats
+
+
 def most_probable(logits_xV: jax.Array) -> jax.Array:
   """The most probable token, PAD and BOS excluded (greedy search's choice; ties go to the lower id)."""
   vocab_V = jnp.arange(logits_xV.shape[-1])

@@ -205,6 +205,7 @@ def test_the_command_prints_both_checks(tmp_path):
     json.dump(doc, f)
   for flag, message in (
     ('--parts=famly', 'error: --parts: unknown famly; choose from family, design,'),
+    ('--parts=', 'error: --parts: unknown (no part named); choose from family, design,'),
     ('--interaction_sd=nan', 'error: --interaction_sd must be a finite number >= 0'),
   ):
     refused = subprocess.run(cmd[:4] + [flag], cwd=ROOT, capture_output=True, text=True, timeout=300)
@@ -214,6 +215,19 @@ def test_the_command_prints_both_checks(tmp_path):
     cmd[:4] + [f'--out={tmp_path / "sim"}'], cwd=ROOT, capture_output=True, text=True, timeout=300
   )
   assert damaged.returncode == 2 and 'calibration.json cannot be read' in damaged.stderr.strip().splitlines()[-1]
+  file_out = subprocess.run(  # --out a file: refused before the simulation, the file as it was
+    cmd[:4] + [f'--out={tmp_path / "sim" / "calibration.json"}'], cwd=ROOT, capture_output=True, text=True, timeout=300
+  )
+  assert (
+    file_out.returncode == 2
+    and file_out.stderr.strip()
+    == (
+      f'error: --out {tmp_path / "sim" / "calibration.json"} is a file; pass a directory for calibration.json and '
+      'power.png (created if missing)'
+    )
+    and 'Simulated' not in file_out.stdout
+  )
+  assert (tmp_path / 'sim' / 'calibration.json').read_text() == '{"experiments": 3,'
   two = subprocess.run(cmd[:3] + [f'--translations={path}'], cwd=ROOT, capture_output=True, text=True, timeout=300)
   assert two.returncode == 2 and two.stderr.strip().startswith(f'error: {path} holds 2 variants (additive, dot)')
 

@@ -72,6 +72,38 @@ def test_a_damaged_or_missing_design_is_refused_never_replaced(tmp_path):
   with pytest.raises(ConfigError, match=r'holds rounds \(round-1\) but no design.json'):
     sequential.declare(str(tmp_path), sequential.Design(3, 2))
   assert not (tmp_path / 'design.json').exists()
+  # a stored design whose numbers are not a design's (a margin of NaN, one round of one seed) is damaged too
+  for held in ('{"seeds_per_round": 3, "rounds": 2, "delta": NaN}', '{"seeds_per_round": 1, "rounds": 2}'):
+    (tmp_path / 'design.json').write_text(held)
+    with pytest.raises(ConfigError, match=r'design.json cannot be read as a design \(.*\); .*restore it'):
+      sequential.declare(str(tmp_path), sequential.Design(3, 2))
+    assert (tmp_path / 'design.json').read_text() == held
+
+
+def test_a_design_is_not_declared_over_a_sweeps_results(tmp_path):
+  """A plain sweep's workdir (its results and run directories) is not a fresh design's: its seeds were seen."""
+  (tmp_path / 'additive-bahdanau-global').mkdir()
+  (tmp_path / 'additive-bahdanau-global' / 'config.json').write_text('{}')
+  (tmp_path / 'results.json').write_text('[]')
+  with pytest.raises(ConfigError, match=r"holds a sweep's results \(additive-bahdanau-global, results.json\)"):
+    sequential.declare(str(tmp_path), sequential.Design(3, 2))
+  assert not (tmp_path / 'design.json').exists()
+  made = tmp_path / 'made'  # a folder made beforehand, holding what no sweep writes, is fresh
+  made.mkdir()
+  (made / 'notes.txt').write_text('mine')
+  sequential.declare(str(made), sequential.Design(3, 2))
+  assert (made / 'design.json').exists()
+
+
+def test_train_seeds_beside_rounds_is_refused_in_every_spelling_absl_reads(monkeypatch, tmp_path):
+  from experiments import rounds
+  from experiments.configs import tiny
+
+  config = tiny.get_config()
+  for given in ('--config.train.seeds=7', '-config.train.seeds=7', '--config.train.seeds'):
+    monkeypatch.setattr(sys, 'argv', ['experiments.sweep', given])
+    with pytest.raises(ConfigError, match=f'^{given}: a rounds sweep trains the seeds its design names'):
+      rounds._check(config, str(tmp_path), sequential.Design(2, 2))
 
 
 def test_a_design_cannot_change_once_declared(tmp_path):
