@@ -97,8 +97,14 @@ tcmalloc_wanted() {  # ATTNMT_TCMALLOC: 1/true/yes/on (the default) or 0/false/n
 }
 
 use_tcmalloc() {
-  local lib
-  tcmalloc_wanted || return 0
+  local lib entry kept=()
+  if ! tcmalloc_wanted; then  # off: out of an LD_PRELOAD inherited from a shell that had it, too
+    IFS=: read -ra lib <<< "${LD_PRELOAD:-}"
+    for entry in "${lib[@]}"; do [[ $entry == *libtcmalloc* ]] || kept+=("$entry"); done
+    LD_PRELOAD=$(IFS=:; echo "${kept[*]}")
+    if [ -n "$LD_PRELOAD" ]; then export LD_PRELOAD; else unset LD_PRELOAD; fi
+    return 0
+  fi
   lib=$(tcmalloc_library)
   [ -n "$lib" ] || return 0
   case ":${LD_PRELOAD:-}:" in *":$lib:"*) return 0 ;; esac

@@ -222,8 +222,12 @@ class Drawing:
   def __exit__(self, exc_type, exc, tb):
     if exc_type is None:
       self.close()
-    elif self._pool is not None:  # the error in the block is the one to see: the figures are abandoned
+    elif self._pool is not None:  # the error in the block is the one to see: the figures are abandoned, and
+      processes = list(self._pool._processes.values())  # their process ends now, not after the caller has exited
       self._pool.shutdown(wait=False, cancel_futures=True)
+      for process in processes:
+        process.terminate()
+        process.join()
       self._pool = None
 
 

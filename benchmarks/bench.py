@@ -239,7 +239,7 @@ def table(result: dict) -> str:
 def counts(flag, values: list[str], needed: bool) -> list[int]:
   """The seed counts of --`flag` (each a whole number from 1 up; at least one when its section runs), or one line
   on stderr and exit status 2."""
-  bad = next((v for v in values if not (v.strip().isdigit() and int(v) > 0)), None)
+  bad = next((v for v in values if not (v.strip().isascii() and v.strip().isdigit() and int(v) > 0)), None)
   if bad is not None or (needed and not values):
     problem = f'{bad!r} is not a seed count' if bad is not None else 'names no seed count'
     _fail(f'--{flag}={",".join(values)}: {problem}; pass whole numbers from 1 up, e.g. --{flag}=1,2,4')

@@ -90,6 +90,10 @@ def from_explanations(paths: list[str], out, reference) -> None:
     if not isinstance(runs, list) or not all(isinstance(r, dict) and {'variant', 'tests'} <= set(r) for r in runs):
       raise ValueError(f'{path} has no list of runs; give an explanations.json written by analyze --explanations')
     for r in doc['runs']:
+      tests = r['tests'] if isinstance(r['tests'], dict) else {'tests': None}
+      damaged = [f"{r['variant']}'s {t}" for t, v in tests.items() if not isinstance(v, dict)]
+      if damaged:
+        raise ValueError(f'{path}: {damaged[0]} holds no results (the file is damaged); write it again with analyze')
       if r['variant'] in seen:
         raise ValueError(f"{r['variant']} is in both {seen[r['variant']]} and {path}; give each variant once")
       seen[r['variant']] = path

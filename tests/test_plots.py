@@ -1,6 +1,7 @@
 """plots.Drawing: figures drawn in a background process are the figures drawn at once, and its errors surface."""
 
 import os
+import time
 
 import numpy as np
 import pytest
@@ -36,7 +37,16 @@ def test_a_failed_figure_is_raised_when_the_drawing_closes(tmp_path):
       drawing.draw(plots.attention_heatmap, WEIGHTS, SOURCE, OUTPUT, bad)
       drawing.draw(plots.attention_heatmap, WEIGHTS, SOURCE, OUTPUT, good)
   assert os.path.getsize(good) > 0
+  late = str(tmp_path / 'late.png')
   with pytest.raises(KeyError, match='in the block'):
     with plots.Drawing(background=True) as drawing:
       drawing.draw(plots.attention_heatmap, WEIGHTS, SOURCE, OUTPUT, bad)
+      drawing.draw(time.sleep, 1.0)  # the process is busy when the block fails
+      drawing.draw(plots.attention_heatmap, WEIGHTS, SOURCE, OUTPUT, late)
+      processes = list(drawing._pool._processes.values())
       raise KeyError('in the block')
+  # the drawing process ended with the block (it would otherwise outlive a command that exits on the error,
+  # holding its stdout and writing figures after it); the figure queued behind is never drawn
+  assert processes and not any(p.is_alive() for p in processes)
+  time.sleep(1.5)
+  assert not os.path.exists(late)

@@ -146,7 +146,7 @@ def parse_arguments(argv) -> tuple[str, str, int]:
     name, sep, value = option.partition('=')
     if name != '--first' or not sep:
       _fail(f'unknown option {option}; the one option is --first=N (the first N variants); usage: {USAGE}')
-    if not (value.strip().isdigit() and 1 <= int(value) <= len(VARIANTS)):
+    if not (value.strip().isascii() and value.strip().isdigit() and 1 <= int(value) <= len(VARIANTS)):
       _fail(f'{option}: {value!r} is not a variant count; pass a whole number from 1 to {len(VARIANTS)}')
     first = int(value)
   if mode == 'save':

@@ -12,9 +12,10 @@ from typing import Callable, Collection, Optional
 
 from attnmt import data, plots
 from attnmt.analysis import files, gold, inspection, run_analysis, run_verdicts, scoring, sentences, stored
-from attnmt.compare import verdicts
+from attnmt.compare import family, verdicts
 from attnmt.errors import InputError
 from attnmt.training import checkpoints
+from attnmt.training import results as run_results
 
 # What a pooled variant gathers from its runs, seed by seed, beside what its translations give
 PER_SEED = ('beam_bleu', 'beam_chrf', 'beam_chrfpp', 'beam_repetition', 'aer', 'attention_by_seed')
@@ -46,6 +47,9 @@ def analyze_runs(
   results, texts, views = [], [], []
   corpora = {} if corpora is None else corpora
   split = options.get('split', 'test')
+  configs = [checkpoints.load_config(w) for w in workdirs]
+  named = [inspection.pool_name(c) if seeds_as_runs else run_results.variant_name(c) for c in configs]
+  family.contrast_pairs(list(dict.fromkeys(named)), contrasts)  # the declared family, before anything is decoded
   if options.get('heatmap_sentences'):  # every run's split size, before anything is decoded
     for workdir in workdirs:
       sources, _ = data.raw_texts(data.prepare_once(checkpoints.load_config(workdir).data, corpora), split)

@@ -11,6 +11,7 @@ the data are prepared. Built-in components are tested by the suite and are not t
 from __future__ import annotations
 
 import dataclasses
+import os
 
 import jax
 import jax.numpy as jnp
@@ -56,3 +57,27 @@ def check(cfg: ModelConfig) -> None:
       f'tracing a tiny model with user code {named} failed: {type(e).__name__}: {first[:300]}; fix that class '
       '(run attnmt.model.preflight.check(cfg) to see the full traceback under a debugger)'
     ) from None
+
+
+def check_size(cfg: ModelConfig, vocab_size: int, seeds: int) -> None:
+  """Refuses a model whose float32 parameters, with their gradients and Adam's two moments for each of `seeds`
+  seeds, need more memory than this machine has (counted by `jax.eval_shape` at `vocab_size` per side, nothing
+  allocated): one line naming the sizes, instead of a run that stalls allocating them (a size option of 1e9)."""
+  from attnmt.model.seq2seq import Seq2Seq
+
+  sized = dataclasses.replace(cfg, source_vocab_size=vocab_size, target_vocab_size=vocab_size)
+  src, length, tgt = jnp.full((2, 3), 4, jnp.int32), jnp.array([3, 2], jnp.int32), jnp.full((2, 2), 4, jnp.int32)
+  try:
+    shapes = jax.eval_shape(
+      lambda: Seq2Seq(sized).init({'params': jax.random.key(0), 'dropout': jax.random.key(1)}, src, length, tgt)
+    )
+  except Exception:  # a model that cannot be built says why when training builds it
+    return
+  count = sum(leaf.size for leaf in jax.tree.leaves(shapes))
+  need, have = count * 4 * 4 * seeds, os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES')
+  if need > have:
+    raise ConfigError(
+      f'the model has {count:,} parameters: with their gradients and optimizer state for {seeds} seed(s) '
+      f"{need / 2**30:,.0f} GiB, more than this machine's {have / 2**30:,.0f} GiB; choose smaller sizes "
+      '(model.*_size and the components\' size options)'
+    )

@@ -178,6 +178,7 @@ def check_config(config: ml_collections.ConfigDict) -> tuple[list[int], ModelCon
   seeds = seed_axis.parse_seeds(config.train.seeds)
   cfg = ModelConfig.from_dict(config.model.to_dict())
   preflight.check(cfg)  # a user's class: shapes, names and methods, before the data are prepared
+  preflight.check_size(cfg, int(config.data.vocab_size), len(seeds))
   if config.train.coverage_loss_weight > 0 and not scores.build(cfg).attends:
     raise ConfigError(
       f"train.coverage_loss_weight penalises attending a source position twice, and model.score '{cfg.score}' has "

@@ -7,6 +7,7 @@ was left out)."""
 import gzip
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -17,7 +18,7 @@ import attnmt
 from attnmt import data
 
 from attnmt.analysis import inspection, report, stored
-from attnmt.errors import InputError
+from attnmt.errors import ConfigError, InputError
 from attnmt.training import checkpoints
 from experiments.configs import tiny
 
@@ -145,7 +146,9 @@ def test_an_index_beyond_the_split_is_refused_before_decoding(tmp_path, monkeypa
   beyond the split of any run is refused before the first run is decoded."""
   sizes = {'a': 5, 'b': 3}
   monkeypatch.setattr(
-    checkpoints, 'load_config', lambda workdir: type('C', (), {'data': ml_collections.ConfigDict({'name': workdir})})()
+    checkpoints,
+    'load_config',
+    lambda workdir: ml_collections.ConfigDict({'data': {'name': workdir}, 'variant': workdir}),
   )
   monkeypatch.setattr(report.data, 'prepare_once', lambda d, corpora: d.name)
   monkeypatch.setattr(report.data, 'raw_texts', lambda name, split: (['s'] * sizes[name], ['r'] * sizes[name]))
@@ -157,6 +160,29 @@ def test_an_index_beyond_the_split_is_refused_before_decoding(tmp_path, monkeypa
   with pytest.raises(ValueError) as e:
     report.analyze_runs(['a', 'b'], str(tmp_path / 'out'), heatmap_sentences=[1, 4])
   assert str(e.value) == '--sentences 4: the test split of b has 3 sentences; pass indices from 0 to 2'
+  assert not (tmp_path / 'out').exists()
+
+
+def test_a_family_naming_no_variant_here_is_refused_before_any_run_is_loaded(tmp_path, monkeypatch):
+  """The declared family is read from the runs' configs: a contrast the runs cannot form is refused before the
+  first checkpoint is read, the decoding started or a file written (attnmt.compare and analyze alike)."""
+  runs = [str(_fake_run(tmp_path / v, f'{v}/bahdanau/global', 4)) for v in ('none', 'additive')]
+
+  def never(*args):
+    raise AssertionError('a run was loaded before the family was checked')
+
+  monkeypatch.setattr(inspection, 'load_run', never)
+  refused = {
+    'all,X': "'all' is every pair already and takes no other entry",
+    'X': "'X' is not a variant compared here (none/bahdanau/global, additive/bahdanau/global)",
+    'none~none': "contrast 'none~none' compares a variant with itself",
+  }
+  for spec, message in refused.items():
+    with pytest.raises(ConfigError, match=re.escape(message)):
+      report.analyze_runs(runs, str(tmp_path / 'out'), contrasts=spec)
+  seeds = [str(_fake_run(tmp_path / f's{k}', f'dot/luong/global/seeds={k}', 4)) for k in (0, 1)]
+  with pytest.raises(ConfigError, match=re.escape("'X' is not a variant compared here (dot/luong/global);")):
+    report.analyze_runs(seeds, None, contrasts='X', seeds_as_runs=True)  # pooled: the variant's name
   assert not (tmp_path / 'out').exists()
 
 

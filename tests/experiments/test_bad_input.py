@@ -85,6 +85,10 @@ CASES = {
     ['--learning_rate=0.1'],
     "error: Unknown command line flag 'learning_rate'; see --helpshort for the flags",
   ),
+  'a model larger than the machine': (  # counted before anything is allocated (it stalled allocating)
+    ['--config.model.score=additive(size=1000000000)'],
+    'parameters: with their gradients and optimizer state for',
+  ),
   'value absl cannot read': (
     ['--config.train.learning_rate=abc'],
     "error: flag --config.train.learning_rate=abc: could not convert string to float: 'abc'; see --helpshort",

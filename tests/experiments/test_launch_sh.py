@@ -55,6 +55,29 @@ ATTNMT_TCMALLOC="$1" tcmalloc_wanted && echo on || echo off
   )
 
 
+def test_tcmalloc_off_takes_it_out_of_an_inherited_ld_preload():
+  """ATTNMT_TCMALLOC=0 with LD_PRELOAD inherited from a shell that preloads tcmalloc: the commands run without
+  it, the other libraries preloaded as they were; on, tcmalloc is preloaded once."""
+  script = r'''
+source <(sed -n '/^die()/p;/^tcmalloc_library()/,/^}/p;/^tcmalloc_wanted()/,/^}/p;/^use_tcmalloc()/,/^}/p' launch.sh)
+tcmalloc_library() { echo /lib/libtcmalloc_minimal.so.4; }
+LD_PRELOAD="$2" ATTNMT_TCMALLOC="$1" bash -c "$(declare -f die tcmalloc_library tcmalloc_wanted use_tcmalloc)
+use_tcmalloc; echo \"\${LD_PRELOAD-unset}\""
+'''
+
+  def preload(value, inherited):
+    res = subprocess.run(['bash', '-c', script, 'x', value, inherited], cwd=ROOT, capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+    return res.stdout.strip()
+
+  tc = '/lib/libtcmalloc_minimal.so.4'
+  assert preload('0', f'{tc}:/lib/other.so') == '/lib/other.so'
+  assert preload('false', tc) == 'unset'
+  assert preload('0', '/lib/other.so') == '/lib/other.so'
+  assert preload('1', f'{tc}:/lib/other.so') == f'{tc}:/lib/other.so'
+  assert preload('1', '/lib/other.so') == f'{tc}:/lib/other.so'
+
+
 def test_setup_installs_the_test_tools_only_for_setup_and_test(tmp_path):
   """The online set-up installs attnmt alone for the commands that run it (main, train, ...) and with its test
   tools ([dev]) for `setup` and `test`; it reinstalls only when pyproject.toml changed or the tools are missing,

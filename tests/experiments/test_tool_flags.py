@@ -171,6 +171,10 @@ def test_equal_outputs_refuses_a_first_that_is_no_number(tmp_path):
       ['save', '{d}/b.npz', '--first=-1'],
       "error: --first=-1: '-1' is not a variant count; pass a whole number from 1 to 24",
     ),
+    (  # a digit str.isdigit accepts and int() does not
+      ['save', '{d}/b.npz', '--first=\u00b2'],
+      "error: --first=\u00b2: '\u00b2' is not a variant count; pass a whole number from 1 to 24",
+    ),
     (
       ['save', '{d}/b.npz', '--frist=2'],
       'error: unknown option --frist=2; the one option is --first=N (the first N variants); usage: python '

@@ -154,9 +154,9 @@ SECTIONS = 'the sections are train, decode, seeds, scores, decode_seeds'
     (['--only='], f'error: --only=: names no section; {SECTIONS}'),
     (['--seeds=0'], "error: --seeds=0: '0' is not a seed count; pass whole numbers from 1 up, e.g. --seeds=1,2,4"),
     (['--seeds='], 'error: --seeds=: names no seed count; pass whole numbers from 1 up, e.g. --seeds=1,2,4'),
-    (
-      ['--seeds=1,two'],
-      "error: --seeds=1,two: 'two' is not a seed count; pass whole numbers from 1 up, e.g. --seeds=1,2,4",
+    (  # '\u00b2' passes str.isdigit, not int()
+      ['--seeds=1,\u00b2,two'],
+      "error: --seeds=1,\u00b2,two: '\u00b2' is not a seed count; pass whole numbers from 1 up, e.g. --seeds=1,2,4",
     ),
     (
       ['--only=decode_seeds', '--decode_seeds=0'],

@@ -292,6 +292,18 @@ def test_parts_measured_on_other_sentences_are_refused_not_merged(analysed, tmp_
   assert damaged.returncode == 2 and not (tmp_path / 'never').exists()
   (line,) = [line for line in damaged.stderr.splitlines() if line.startswith('error')]
   assert line.startswith(f"error: {tmp_path / 'c.json'}: not a readable explanations.json")
+  from experiments import analyze_faithfulness  # a file whose JSON parses and whose results do not
+
+  doc = json.loads((tmp_path / 'a' / 'explanations.json').read_text())
+  doc['runs'][0]['tests']['moradi'] = 'garbage'
+  (tmp_path / 'd.json').write_text(json.dumps(doc))
+  with pytest.raises(ValueError) as e:
+    analyze_faithfulness.from_explanations([str(tmp_path / 'd.json')], str(tmp_path / 'never'), None)
+  assert str(e.value) == (
+    f"{tmp_path / 'd.json'}: {doc['runs'][0]['variant']}'s moradi holds no results (the file is damaged); write it "
+    'again with analyze'
+  )
+  assert not (tmp_path / 'never').exists()
 
 
 def test_an_empty_explanations_flag_is_refused_not_the_usual_analysis(runs, tmp_path):
