@@ -121,9 +121,11 @@ want() { [[ ",$PARTS," == *",$1,"* ]]; }
 # Compilation per variant: the same variant from an empty compilation cache with every width its own shape, then
 # with one shape (data.train_shapes=1), each compiled ahead on the host's threads (attnmt/training/shapes.py).
 compile_once() {
-  local k
+  local k cache
   for k in 0 1; do
-    JAX_COMPILATION_CACHE_DIR="$WORK/compile_cache_$k" "$PY" -m benchmarks.wall --out="$WORK/compile_$k.json" -- \
+    cache="$WORK/compile_cache_$k"  # empty: what is timed is the compilation (the dry run times nothing: its cache)
+    [ -z "$DRY" ] || cache=${JAX_COMPILATION_CACHE_DIR:-$cache}
+    JAX_COMPILATION_CACHE_DIR="$cache" "$PY" -m benchmarks.wall --out="$WORK/compile_$k.json" -- \
       ./launch.sh main "--workdir=$WORK/compile_$k" "${main_flags[@]}" --config.sweep.scores=additive \
       --config.data.train_shapes=$k --config.train.num_steps=$host_steps --config.train.eval_every=0 \
       --config.sweep.analyze=false > "$WORK/compile_$k.log" 2>&1 || { tail -n 5 "$WORK/compile_$k.log"; return 1; }

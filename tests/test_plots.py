@@ -41,12 +41,16 @@ def test_a_failed_figure_is_raised_when_the_drawing_closes(tmp_path):
   with pytest.raises(KeyError, match='in the block'):
     with plots.Drawing(background=True) as drawing:
       drawing.draw(plots.attention_heatmap, WEIGHTS, SOURCE, OUTPUT, bad)
-      drawing.draw(time.sleep, 1.0)  # the process is busy when the block fails
+      drawing.draw(time.sleep, 2.0)  # the process is busy when the block fails
       drawing.draw(plots.attention_heatmap, WEIGHTS, SOURCE, OUTPUT, late)
       processes = list(drawing._pool._processes.values())
       raise KeyError('in the block')
-  # the drawing process ended with the block (it would otherwise outlive a command that exits on the error,
-  # holding its stdout and writing figures after it); the figure queued behind is never drawn
+  # the drawing process ended with the block, not 2 s later (it would otherwise outlive a command that exits on
+  # the error, holding its stdout and writing figures after it); the figure queued behind is never drawn. The
+  # pool's own thread may reap the process first: is_alive() can lag its end by a moment.
+  ended = time.time() + 1.0
+  while any(p.is_alive() for p in processes) and time.time() < ended:
+    time.sleep(0.02)
   assert processes and not any(p.is_alive() for p in processes)
-  time.sleep(1.5)
+  time.sleep(2.2)
   assert not os.path.exists(late)
