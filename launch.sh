@@ -97,10 +97,10 @@ tcmalloc_wanted() {  # ATTNMT_TCMALLOC: 1/true/yes/on (the default) or 0/false/n
 }
 
 use_tcmalloc() {
-  local lib entry kept=()
+  local lib entry entries kept=()
   if ! tcmalloc_wanted; then  # off: out of an LD_PRELOAD inherited from a shell that had it, too
-    IFS=: read -ra lib <<< "${LD_PRELOAD:-}"
-    for entry in "${lib[@]}"; do [[ $entry == *libtcmalloc* ]] || kept+=("$entry"); done
+    IFS=: read -ra entries <<< "${LD_PRELOAD:-}"
+    for entry in "${entries[@]}"; do [[ $entry == *libtcmalloc* ]] || kept+=("$entry"); done
     LD_PRELOAD=$(IFS=:; echo "${kept[*]}")
     if [ -n "$LD_PRELOAD" ]; then export LD_PRELOAD; else unset LD_PRELOAD; fi
     return 0

@@ -51,8 +51,8 @@ def analyze_runs(
   named = [inspection.pool_name(c) if seeds_as_runs else run_results.variant_name(c) for c in configs]
   family.contrast_pairs(list(dict.fromkeys(named)), contrasts)  # the declared family, before anything is decoded
   if options.get('heatmap_sentences'):  # every run's split size, before anything is decoded
-    for workdir in workdirs:
-      sources, _ = data.raw_texts(data.prepare_once(checkpoints.load_config(workdir).data, corpora), split)
+    for workdir, config in zip(workdirs, configs):
+      sources, _ = data.raw_texts(data.prepare_once(config.data, corpora), split)
       sentences.check_sentences(options['heatmap_sentences'], len(sources), split, workdir)
   if options.get('pharaoh'):
     options['pharaoh'] = gold.read_pharaoh(options['pharaoh'])  # once for every run

@@ -33,6 +33,8 @@ from typing import Sequence
 
 import numpy as np
 
+from attnmt.compare import pair_tests
+
 STEP = 0.005  # deepsig's dt: the quantile grid's step
 BOOTSTRAP = 1000  # deepsig's num_bootstrap_iterations
 THRESHOLD = 0.2  # eps_min below it: A almost stochastically better (deep-significance's recommended check)
@@ -77,16 +79,8 @@ def aso(
   resampled = violation_ratio(
     a[rng.integers(0, len(a), (bootstrap, len(a)))], b[rng.integers(0, len(b), (bootstrap, len(b)))], step
   )
-  eps_min = float(np.clip(eps + _ndtri(1 - level) * resampled.std(), 0.0, 1.0))
+  eps_min = float(np.clip(eps + float(pair_tests._special().ndtri(1 - level)) * resampled.std(), 0.0, 1.0))
   return {'eps': eps, 'eps_min': eps_min, 'level': level, 'seeds': [len(a), len(b)], 'better': eps_min < THRESHOLD}
-
-
-def _ndtri(p: float) -> float:
-  """The standard normal quantile (scipy.stats.norm.ppf), scipy imported at first use: training and translation
-  load this module without testing anything."""
-  import scipy.special
-
-  return float(scipy.special.ndtri(p))
 
 
 def aso_or_none(a: Sequence[float], b: Sequence[float], level: float) -> dict | None:

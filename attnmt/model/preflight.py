@@ -21,6 +21,11 @@ from attnmt.model import attention
 from attnmt.model.config import COMPONENTS, ModelConfig
 
 
+def _tiny_batch():
+  """2 sentences of 3 source positions and 2 target steps: what the tracing of a tiny model reads."""
+  return jnp.full((2, 3), 4, jnp.int32), jnp.array([3, 2], jnp.int32), jnp.full((2, 2), 4, jnp.int32)
+
+
 def user_kinds(cfg: ModelConfig) -> list[str]:
   """The component settings of `cfg` that select a user's own class, in COMPONENTS order."""
   return [kind for kind, registry in COMPONENTS.items() if not registry.is_builtin(getattr(cfg, kind))]
@@ -34,7 +39,7 @@ def check(cfg: ModelConfig) -> None:
   from attnmt.model.seq2seq import Seq2Seq  # seq2seq imports the decoder, which imports this package's modules
 
   small = dataclasses.replace(cfg, source_vocab_size=8, target_vocab_size=8)
-  src, length, tgt = jnp.full((2, 3), 4, jnp.int32), jnp.array([3, 2], jnp.int32), jnp.full((2, 2), 4, jnp.int32)
+  src, length, tgt = _tiny_batch()
 
   def run():
     model = Seq2Seq(small)
@@ -66,7 +71,7 @@ def check_size(cfg: ModelConfig, vocab_size: int, seeds: int) -> None:
   from attnmt.model.seq2seq import Seq2Seq
 
   sized = dataclasses.replace(cfg, source_vocab_size=vocab_size, target_vocab_size=vocab_size)
-  src, length, tgt = jnp.full((2, 3), 4, jnp.int32), jnp.array([3, 2], jnp.int32), jnp.full((2, 2), 4, jnp.int32)
+  src, length, tgt = _tiny_batch()
   try:
     shapes = jax.eval_shape(
       lambda: Seq2Seq(sized).init({'params': jax.random.key(0), 'dropout': jax.random.key(1)}, src, length, tgt)
